@@ -1,0 +1,98 @@
+"""The `keras-bert` command: parses arguments and calls one library function each.
+
+Each subcommand is registered by an `add_*` function below; the work itself
+lives in the library modules.
+"""
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+# === tokenize ===
+
+def add_tokenize(subparsers):
+    parser = subparsers.add_parser(
+        "tokenize", help="word-piece lines from stdin (for quick inspection)")
+    parser.add_argument("--vocab-file", required=True)
+    parser.add_argument("--cased", action="store_true", help="the vocabulary is cased")
+    parser.add_argument("--ids", action="store_true", help="print ids instead of word pieces")
+    parser.set_defaults(run=run_tokenize)
+
+
+def run_tokenize(args):
+    from keras_bert.tokenizer import BertTokenizer
+    tokenizer = BertTokenizer(args.vocab_file, lowercase=not args.cased)
+    for line in sys.stdin:
+        ids = tokenizer.tokenize([line.rstrip("\n")])[0].numpy().tolist()
+        pieces = [str(i) for i in ids] if args.ids else [tokenizer.vocab[i] for i in ids]
+        print(" ".join(pieces), flush=True)
+
+
+# === encode ===
+
+def add_encode(subparsers):
+    parser = subparsers.add_parser(
+        "encode", help="encode sentences with a BERT encoder and print their embeddings")
+    parser.add_argument("text", nargs="+", help="sentences to encode")
+    parser.add_argument("--vocab-file", default=None,
+                        help="defaults to the checkpoint's vocab.txt, else the shipped uncased one")
+    parser.add_argument("--init-checkpoint", default=None,
+                        help="HuggingFace folder, TF1 checkpoint or folder; random weights if absent")
+    parser.add_argument("--preset", default="tiny", help="size when no checkpoint is given")
+    parser.add_argument("--seq-length", type=int, default=128)
+    parser.set_defaults(run=run_encode)
+
+
+def run_encode(args):
+    from keras_bert.embeddings import encode_sentences
+    for sentence, pieces, embedding in encode_sentences(
+            args.text, init_checkpoint=args.init_checkpoint, vocab_file=args.vocab_file,
+            preset=args.preset, seq_length=args.seq_length):
+        head = " ".join(f"{x:+.3f}" for x in embedding[:6])
+        print(f"{sentence!r}\n  pieces: {' '.join(pieces)}\n"
+              f"  embedding ({len(embedding)} dims, mean-pooled, normalised): {head} ...")
+
+
+# === convert ===
+
+def add_convert(subparsers):
+    parser = subparsers.add_parser(
+        "convert", help="convert a HuggingFace or original TF1 checkpoint to a .keras file")
+    parser.add_argument("--checkpoint", required=True,
+                        help="HuggingFace folder, TF1 checkpoint prefix, or folder holding one")
+    parser.add_argument("--output", required=True, help="path of the .keras file to write")
+    parser.set_defaults(run=run_convert)
+
+
+def run_convert(args):
+    from keras_bert.checkpoints import convert
+    path = convert(args.checkpoint, args.output)
+    print(f"wrote {path}")
+
+
+COMMANDS = [add_tokenize, add_encode, add_convert]
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="keras-bert", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for add in COMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args) or 0
+    except (FileNotFoundError, ValueError) as e:
+        print(f"keras-bert {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""BertConfig: the original `bert_config.json`, as a validated dataclass.
+
+Field names are exactly those of google-research/bert, so Google's config files
+load unchanged. HuggingFace `config.json` files are read too (same field names,
+plus a few extra keys that are ignored).
+"""
+
+import dataclasses
+import json
+import os
+
+ACTIVATIONS = ("gelu", "gelu_approximate", "relu", "silu", "tanh")
+
+# HuggingFace and the original code use other spellings for the same functions.
+# The original BERT's "gelu" is the tanh approximation; HuggingFace "gelu" is exact.
+_ACTIVATION_SPELLINGS = {
+    "gelu_new": "gelu_approximate",
+    "gelu_pytorch_tanh": "gelu_approximate",
+    "swish": "silu",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class BertConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+
+    def __post_init__(self):
+        act = _ACTIVATION_SPELLINGS.get(self.hidden_act, self.hidden_act)
+        object.__setattr__(self, "hidden_act", act)
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers",
+                     "num_attention_heads", "intermediate_size",
+                     "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by "
+                f"num_attention_heads ({self.num_attention_heads})")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(
+                f"BertConfig.hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
+        if self.initializer_range <= 0:
+            raise ValueError(
+                f"BertConfig.initializer_range must be positive, got {self.initializer_range!r}")
+
+    @property
+    def head_size(self):
+        return self.hidden_size // self.num_attention_heads
+
+    # === Presets ===
+
+    @classmethod
+    def preset(cls, name, **overrides):
+        """A named size: `tiny`, `mini`, `small`, `medium`, `base`, `large` or
+        one of Google's 24 small BERTs by release name (`L-4_H-256_A-4`)."""
+        if name not in PRESETS:
+            raise ValueError(f"Unknown BERT preset {name!r}; known presets: {sorted(PRESETS)}")
+        return cls(**{**PRESETS[name], **overrides})
+
+    # === JSON ===
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values, source="config"):
+        known = {f.name for f in dataclasses.fields(cls)}
+        missing = [name for name in ("vocab_size", "hidden_size", "num_hidden_layers",
+                                     "num_attention_heads", "intermediate_size")
+                   if name not in values]
+        if missing:
+            raise ValueError(f"{source}: missing field(s) {missing}")
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+    @classmethod
+    def from_json_file(cls, path):
+        """Reads an original `bert_config.json` or a HuggingFace `config.json`."""
+        if os.path.isdir(path):
+            path = os.path.join(path, "config.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                values = json.load(f)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"BERT config file not found: {path}") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON ({e})") from None
+        return cls.from_dict(values, source=path)
+
+    def to_json_file(self, path):
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
+            f.write("\n")
+
+
+def _sized(layers, hidden):
+    return dict(num_hidden_layers=layers, hidden_size=hidden,
+                num_attention_heads=hidden // 64, intermediate_size=4 * hidden)
+
+
+PRESETS = {
+    "tiny": _sized(2, 128),
+    "mini": _sized(4, 256),
+    "small": _sized(4, 512),
+    "medium": _sized(8, 512),
+    "base": _sized(12, 768),
+    "large": _sized(24, 1024),
+}
+# Google's grid of smaller BERTs (Turc et al., 2019): L in {2..12}, H in {128..768}.
+for _layers in (2, 4, 6, 8, 10, 12):
+    for _hidden in (128, 256, 512, 768):
+        PRESETS[f"L-{_layers}_H-{_hidden}_A-{_hidden // 64}"] = _sized(_layers, _hidden)

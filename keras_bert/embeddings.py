@@ -1,0 +1,36 @@
+"""Sentence embeddings: mean-pooled, L2-normalised encoder outputs."""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+SHIPPED_VOCAB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "data", "vocab", "bert_uncased_vocab.txt")
+
+
+def mean_pool(sequence_output, input_mask):
+    """(B, T, H), (B, T) -> (B, H) L2-normalised mean of the real positions."""
+    mask = tf.cast(input_mask, sequence_output.dtype)[..., tf.newaxis]
+    pooled = tf.reduce_sum(sequence_output * mask, axis=1) / tf.maximum(
+        tf.reduce_sum(mask, axis=1), 1.0)
+    return tf.math.l2_normalize(pooled, axis=-1)
+
+
+def encode_sentences(sentences, init_checkpoint=None, vocab_file=None, preset="tiny",
+                     seq_length=128):
+    """Yields (sentence, word pieces, embedding) for each sentence."""
+    from keras_bert import BertConfig, BertEncoder, BertTokenizer
+    from keras_bert.checkpoints import load_pretrained
+    if init_checkpoint:
+        encoder = load_pretrained(init_checkpoint)
+        candidate = os.path.join(init_checkpoint, "vocab.txt")
+        if vocab_file is None and os.path.isdir(init_checkpoint) and os.path.exists(candidate):
+            vocab_file = candidate
+    else:
+        encoder = BertEncoder(BertConfig.preset(preset))
+    tokenizer = BertTokenizer(vocab_file or SHIPPED_VOCAB)
+    features = tokenizer.pack(tf.constant(sentences), seq_length=seq_length)
+    embeddings = mean_pool(encoder(features)["sequence_output"], features["input_mask"]).numpy()
+    for sentence, ids, embedding in zip(sentences, tokenizer.tokenize(sentences).to_list(), embeddings):
+        yield sentence, [tokenizer.vocab[i] for i in ids], np.asarray(embedding)

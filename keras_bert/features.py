@@ -1,0 +1,31 @@
+"""The ONE place where TFRecord feature names, dtypes and shapes are defined.
+
+Names are those of google-research/bert's `create_pretraining_data.py` and
+`run_pretraining.py`, so original TFRecords and ours are interchangeable.
+tf.Example stores only int64 and float32; readers cast ids to int32 after parsing.
+"""
+
+import tensorflow as tf
+
+ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
+MASKED_LM_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+NEXT_SENTENCE_LABELS = "next_sentence_labels"
+
+
+def pretraining_feature_spec(seq_length, max_predictions_per_seq, with_next_sentence=True):
+    """Parsing spec of one pretraining example, as `run_pretraining.py` reads it."""
+    spec = {name: tf.io.FixedLenFeature([seq_length], tf.int64) for name in ENCODER_INPUTS}
+    spec["masked_lm_positions"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+    spec["masked_lm_ids"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+    spec["masked_lm_weights"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32)
+    if with_next_sentence:
+        spec[NEXT_SENTENCE_LABELS] = tf.io.FixedLenFeature([1], tf.int64)
+    return spec
+
+
+def int64_feature(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def float_feature(values):
+    return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))

@@ -1,0 +1,2 @@
+from keras_bert.layers.embeddings import AttentionMaskBias, PositionEmbedding
+from keras_bert.layers.transformer import SelfAttention, TransformerBlock, get_activation

@@ -1,0 +1,49 @@
+"""Embedding-side layers of the BERT encoder.
+
+Legend for shape comments: B = batch, T = sequence length, H = hidden size.
+"""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class PositionEmbedding(keras.layers.Layer):
+    """Learned absolute position embeddings, sliced to the input's length."""
+
+    def __init__(self, max_length, initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        self.max_length = max_length
+        self.initializer = keras.initializers.get(initializer)
+
+    def build(self, input_shape):
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=(self.max_length, input_shape[-1]),
+            initializer=self.initializer)
+
+    def call(self, inputs):  # inputs: (B, T, H), only its length is used
+        length = ops.shape(inputs)[1]
+        return ops.expand_dims(self.embeddings[:length], 0)  # (1, T, H)
+
+    def compute_output_shape(self, input_shape):
+        return (1, input_shape[1], input_shape[2])
+
+    def get_config(self):
+        return {**super().get_config(), "max_length": self.max_length,
+                "initializer": keras.initializers.serialize(self.initializer)}
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class AttentionMaskBias(keras.layers.Layer):
+    """input_mask (B, T) of 1/0 -> additive attention bias (B, 1, 1, T).
+
+    Padding gets -10000 (as the original BERT) rather than -inf: it vanishes
+    after softmax yet stays finite in float16, where -1e9 would overflow.
+    """
+
+    def call(self, input_mask):
+        mask = ops.cast(input_mask, self.compute_dtype)
+        return (1.0 - mask)[:, None, None, :] * -10000.0
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], 1, 1, input_shape[1])

@@ -1,0 +1,135 @@
+"""The post-LN Transformer block of BERT (Vaswani et al., 2017; Devlin et al., 2018).
+
+Legend for shape comments: B = batch, T = sequence length, N = attention heads,
+D = head size, H = hidden size (N * D), F = intermediate (feed-forward) size.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+
+def get_activation(name):
+    """Maps BertConfig.hidden_act to a function; "gelu" is the exact (erf) GELU."""
+    if name == "gelu":
+        return lambda x: keras.activations.gelu(x, approximate=False)
+    if name == "gelu_approximate":
+        return lambda x: keras.activations.gelu(x, approximate=True)
+    return keras.activations.get(name)
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class SelfAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product self-attention with an additive mask bias."""
+
+    def __init__(self, num_heads, head_size, dropout=0.0, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.dropout = dropout
+        self.initializer_range = initializer_range
+        hidden = num_heads * head_size
+        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        # Separate H x H projections, the layout of the original checkpoints.
+        self.query = keras.layers.Dense(hidden, kernel_initializer=init, dtype=self.dtype_policy, name="query")
+        self.key = keras.layers.Dense(hidden, kernel_initializer=init, dtype=self.dtype_policy, name="key")
+        self.value = keras.layers.Dense(hidden, kernel_initializer=init, dtype=self.dtype_policy, name="value")
+        self.attention_output = keras.layers.Dense(
+            hidden, kernel_initializer=init, dtype=self.dtype_policy, name="output")
+        self.probs_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+
+    def build(self, hidden_shape, mask_bias_shape=None):
+        input_shape = hidden_shape
+        for dense in (self.query, self.key, self.value):
+            dense.build(input_shape)
+        self.attention_output.build(input_shape[:-1] + (self.num_heads * self.head_size,))
+
+    def _split_heads(self, x):  # (B, T, H) -> (B, N, T, D)
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        x = ops.reshape(x, (batch, length, self.num_heads, self.head_size))
+        return ops.transpose(x, (0, 2, 1, 3))
+
+    def call(self, hidden, mask_bias, training=None):
+        query = self._split_heads(self.query(hidden))  # (B, N, T, D)
+        key = self._split_heads(self.key(hidden))  # (B, N, T, D)
+        value = self._split_heads(self.value(hidden))  # (B, N, T, D)
+        query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
+        scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))  # (B, N, T, T)
+        scores = scores + ops.cast(mask_bias, scores.dtype)
+        # Softmax in float32: in float16 / bfloat16 the sum over keys loses precision.
+        probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), value.dtype)
+        probs = self.probs_dropout(probs, training=training)
+        context = ops.matmul(probs, value)  # (B, N, T, D)
+        context = ops.transpose(context, (0, 2, 1, 3))  # (B, T, N, D)
+        batch, length = ops.shape(context)[0], ops.shape(context)[1]
+        context = ops.reshape(context, (batch, length, self.num_heads * self.head_size))
+        return self.attention_output(context)  # (B, T, H)
+
+    def compute_output_shape(self, hidden_shape, mask_bias_shape):
+        return hidden_shape
+
+    def get_config(self):
+        return {**super().get_config(), "num_heads": self.num_heads,
+                "head_size": self.head_size, "dropout": self.dropout,
+                "initializer_range": self.initializer_range}
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class TransformerBlock(keras.layers.Layer):
+    """attention -> dropout -> add -> LayerNorm -> FFN (GELU) -> dropout -> add -> LayerNorm."""
+
+    def __init__(self, num_heads, intermediate_size, activation="gelu", dropout=0.1,
+                 attention_dropout=0.1, initializer_range=0.02, layer_norm_epsilon=1e-12,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.activation = activation
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.initializer_range = initializer_range
+        self.layer_norm_epsilon = layer_norm_epsilon
+
+    def build(self, hidden_shape, mask_bias_shape=None):
+        input_shape = hidden_shape
+        hidden = input_shape[-1]
+        if hidden % self.num_heads:
+            raise ValueError(f"hidden size {hidden} is not divisible by {self.num_heads} heads")
+        init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+        policy = self.dtype_policy
+        self.attention = SelfAttention(
+            self.num_heads, hidden // self.num_heads, dropout=self.attention_dropout,
+            initializer_range=self.initializer_range, dtype=policy, name="attention")
+        self.attention.build(input_shape)
+        self.attention_layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_layer_norm")
+        self.attention_layer_norm.build(input_shape)
+        self.intermediate = keras.layers.Dense(
+            self.intermediate_size, activation=get_activation(self.activation),
+            kernel_initializer=init, dtype=policy, name="intermediate")
+        self.intermediate.build(input_shape)
+        self.ffn_output = keras.layers.Dense(hidden, kernel_initializer=init, dtype=policy, name="output")
+        self.ffn_output.build(input_shape[:-1] + (self.intermediate_size,))
+        self.output_layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=policy, name="output_layer_norm")
+        self.output_layer_norm.build(input_shape)
+        self.hidden_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
+
+    def call(self, hidden, mask_bias, training=None):  # hidden: (B, T, H)
+        attended = self.attention(hidden, mask_bias, training=training)
+        attended = self.hidden_dropout(attended, training=training)
+        hidden = self.attention_layer_norm(hidden + attended)
+        feed_forward = self.ffn_output(self.intermediate(hidden))  # (B, T, F) -> (B, T, H)
+        feed_forward = self.hidden_dropout(feed_forward, training=training)
+        return self.output_layer_norm(hidden + feed_forward)  # (B, T, H)
+
+    def compute_output_shape(self, hidden_shape, mask_bias_shape):
+        return hidden_shape
+
+    def get_config(self):
+        return {**super().get_config(), "num_heads": self.num_heads,
+                "intermediate_size": self.intermediate_size, "activation": self.activation,
+                "dropout": self.dropout, "attention_dropout": self.attention_dropout,
+                "initializer_range": self.initializer_range,
+                "layer_norm_epsilon": self.layer_norm_epsilon}

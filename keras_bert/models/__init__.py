@@ -1,0 +1,1 @@
+from keras_bert.models.encoder import BertEncoder

