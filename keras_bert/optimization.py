@@ -1,7 +1,9 @@
 """Optimisers of the paper: AdamW without decay on LayerNorm and biases, with
-linear warmup then linear decay to zero."""
+linear warmup then linear decay to zero; LAMB for large batches; global-norm
+clipping and gradient accumulation for both."""
 
 import keras
+from keras import ops
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -38,3 +40,82 @@ def create_adamw(learning_rate, total_steps, warmup_steps, weight_decay=0.01,
         global_clipnorm=clipnorm, **kwargs)
     optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY))
     return optimizer
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class Lamb(keras.optimizers.Optimizer):
+    """LAMB (You et al., 2019) as used for BERT with large batches.
+
+    Unlike `keras.optimizers.Lamb`, the weight decay is part of the update
+    whose norm sets the trust ratio (as in the paper and Model Garden), and
+    LayerNorm / bias variables get neither weight decay nor layer adaptation.
+    """
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                 weight_decay_rate=0.01, name="lamb", **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.weight_decay_rate = weight_decay_rate
+        self.exclude_from_weight_decay(var_names=list(NO_DECAY))
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._momentums, self._velocities = self.add_optimizer_variables(
+            var_list, ["momentum", "velocity"])
+
+    def update_step(self, gradient, variable, learning_rate):
+        lr = ops.cast(learning_rate, variable.dtype)
+        gradient = ops.cast(gradient, variable.dtype)
+        step = ops.cast(self.iterations + 1, variable.dtype)
+        m = self._momentums[self._get_variable_index(variable)]
+        v = self._velocities[self._get_variable_index(variable)]
+        self.assign(m, m * self.beta_1 + gradient * (1.0 - self.beta_1))
+        self.assign(v, v * self.beta_2 + ops.square(gradient) * (1.0 - self.beta_2))
+        m_hat = m / (1.0 - ops.power(ops.cast(self.beta_1, variable.dtype), step))
+        v_hat = v / (1.0 - ops.power(ops.cast(self.beta_2, variable.dtype), step))
+        update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
+        ratio = 1.0
+        # One rule for both: LayerNorm and bias are excluded from decay and adaptation.
+        if self._use_weight_decay(variable):
+            update = update + self.weight_decay_rate * variable
+            w_norm = ops.sqrt(ops.sum(ops.square(variable)))
+            u_norm = ops.sqrt(ops.sum(ops.square(update)))
+            ratio = ops.where(w_norm > 0, ops.where(u_norm > 0, w_norm / u_norm, 1.0), 1.0)
+        self.assign_sub(variable, ratio * lr * update)
+
+    def _apply_weight_decay(self, variables):
+        pass  # Weight decay is part of update_step (it enters the trust ratio).
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
+                       "weight_decay_rate": self.weight_decay_rate})
+        return config
+
+
+OPTIMIZERS = ("adamw", "lamb")
+
+
+def create_optimizer(name="adamw", learning_rate=1e-4, total_steps=1_000_000, warmup_steps=10_000,
+                     weight_decay=0.01, clipnorm=1.0, gradient_accumulation_steps=None):
+    """The pretraining optimizer: AdamW (the paper) or LAMB (large batches), with
+    linear warmup then linear decay to zero, and global-norm clipping.
+
+    `gradient_accumulation_steps` (>= 2) averages the gradients of that many
+    consecutive batches before each update: an effective batch that many times
+    larger on a device that holds only one batch. `total_steps` and
+    `warmup_steps` count updates, not batches.
+    """
+    accumulation = gradient_accumulation_steps if (gradient_accumulation_steps or 1) > 1 else None
+    if name == "adamw":
+        return create_adamw(learning_rate, total_steps, warmup_steps, weight_decay=weight_decay,
+                            clipnorm=clipnorm, gradient_accumulation_steps=accumulation)
+    if name == "lamb":
+        return Lamb(WarmupLinearDecay(learning_rate, total_steps, warmup_steps),
+                    weight_decay_rate=weight_decay, global_clipnorm=clipnorm,
+                    gradient_accumulation_steps=accumulation)
+    raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")

@@ -1,0 +1,69 @@
+"""Builds the tf.distribute strategy a training run asks for.
+
+`tpu`: TPUStrategy through TPUClusterResolver (a TPU name, `grpc://` address
+or `local`). `mirrored`: MirroredStrategy over this machine's GPUs (or the
+devices named). `multi_worker`: MultiWorkerMirroredStrategy, the cluster read
+from `TF_CONFIG`. `one_device`: no distribution (the default strategy).
+`auto`: `multi_worker` when TF_CONFIG names more than one task, `mirrored`
+with several GPUs, else `one_device`.
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker", "tpu")
+
+
+def tf_config_task_count():
+    """Number of tasks in the TF_CONFIG cluster (0 when unset)."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return 0
+    try:
+        cluster = json.loads(raw).get("cluster", {})
+    except json.JSONDecodeError as e:
+        raise ValueError(f"TF_CONFIG is not valid JSON ({e})") from None
+    return sum(len(tasks) for tasks in cluster.values())
+
+
+def build_strategy(kind="auto", tpu=None, devices=None):
+    """A `tf.distribute.Strategy` of the given kind (see the module docstring)."""
+    if kind not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {kind!r}")
+    if kind == "auto":
+        if tf_config_task_count() > 1:
+            kind = "multi_worker"
+        elif len(tf.config.list_logical_devices("GPU")) > 1:
+            kind = "mirrored"
+        else:
+            kind = "one_device"
+    if kind == "one_device":
+        return tf.distribute.get_strategy()
+    if kind == "mirrored":
+        return tf.distribute.MirroredStrategy(devices=devices)
+    if kind == "multi_worker":
+        if tf_config_task_count() == 0:
+            raise ValueError("strategy multi_worker needs TF_CONFIG describing the cluster "
+                             "(see https://www.tensorflow.org/guide/distributed_training)")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def is_multi_worker(strategy):
+    """True for a strategy spanning several worker processes."""
+    return bool(getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)())
+
+
+def is_chief(strategy):
+    """The task that writes checkpoints and summaries (every process when not multi-worker)."""
+    if not is_multi_worker(strategy):
+        return True
+    resolver = strategy.cluster_resolver
+    task_type, task_id = resolver.task_type, resolver.task_id
+    return task_type == "chief" or (task_type == "worker" and task_id == 0
+                                    and "chief" not in resolver.cluster_spec().as_dict())

@@ -1,0 +1,106 @@
+"""Pretraining heads of BERT: masked LM and next-sentence (or sentence-order) prediction.
+
+Legend for shape comments: B = batch, T = sequence length, P = masked
+positions per sequence (max_predictions_per_seq), H = hidden size,
+V = vocabulary size.
+"""
+
+import keras
+from keras import ops
+
+from keras_bert.layers.transformer import get_activation
+
+
+def gather_positions(sequence, positions):
+    """sequence (B, T, H), positions (B, P) -> (B, P, H).
+
+    Flattened gather as in the original `gather_indexes`: one static-shape
+    gather that XLA and TPUs handle well, instead of a batched gather.
+    """
+    batch, length, hidden = ops.shape(sequence)[0], ops.shape(sequence)[1], ops.shape(sequence)[2]
+    offsets = ops.arange(batch, dtype="int32")[:, None] * length  # (B, 1)
+    flat_positions = ops.reshape(ops.cast(positions, "int32") + offsets, (-1,))  # (B * P,)
+    flat_sequence = ops.reshape(sequence, (-1, hidden))  # (B * T, H)
+    gathered = ops.take(flat_sequence, flat_positions, axis=0)  # (B * P, H)
+    return ops.reshape(gathered, (batch, -1, hidden))  # (B, P, H)
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class MaskedLMHead(keras.layers.Layer):
+    """dense + activation + LayerNorm, then logits against the token embedding table.
+
+    The output projection is tied to `token_embedding.embeddings` (V, H) and has
+    only its own bias (V,), as in the original `get_masked_lm_output`. It runs
+    only at the masked positions: P of T per sequence, so the (H x V) product
+    costs P/T of what it would over the whole sequence.
+    """
+
+    def __init__(self, token_embedding, activation="gelu", initializer_range=0.02,
+                 layer_norm_epsilon=1e-12, **kwargs):
+        super().__init__(**kwargs)
+        # === Config ===
+        self.token_embedding = token_embedding
+        self.activation = activation
+        self.initializer_range = initializer_range
+        self.layer_norm_epsilon = layer_norm_epsilon
+
+        # === Layers ===
+        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        self.dense = keras.layers.Dense(
+            token_embedding.output_dim, activation=get_activation(activation),
+            kernel_initializer=init, dtype=self.dtype_policy, name="transform")
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="transform_layer_norm")
+
+    def build(self, sequence_output_shape, masked_lm_positions_shape=None):
+        hidden_shape = (None, None, self.token_embedding.output_dim)
+        self.dense.build(hidden_shape)
+        self.layer_norm.build(hidden_shape)
+        self.output_bias = self.add_weight(
+            name="output_bias", shape=(self.token_embedding.input_dim,), initializer="zeros")
+
+    def call(self, sequence_output, masked_lm_positions):
+        hidden = gather_positions(sequence_output, masked_lm_positions)  # (B, P, H)
+        hidden = self.layer_norm(self.dense(hidden))  # (B, P, H)
+        table = ops.cast(self.token_embedding.embeddings, hidden.dtype)  # (V, H)
+        logits = ops.matmul(hidden, ops.transpose(table))  # (B, P, V)
+        # Logits in float32: the softmax over 30k classes loses too much in 16 bits.
+        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+
+    def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape):
+        return (masked_lm_positions_shape[0], masked_lm_positions_shape[1], self.token_embedding.input_dim)
+
+    def get_config(self):
+        # The embedding layer is shared with the encoder, not owned: the
+        # pretrainer passes it again when it is rebuilt from its config.
+        config = super().get_config()
+        config.update({"activation": self.activation,
+                       "initializer_range": self.initializer_range,
+                       "layer_norm_epsilon": self.layer_norm_epsilon})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class NextSentenceHead(keras.layers.Layer):
+    """pooled_output (B, H) -> 2 logits: is-next / random (NSP) or in-order / swapped (SOP)."""
+
+    def __init__(self, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        # === Config ===
+        self.initializer_range = initializer_range
+        # === Layers ===
+        self.dense = keras.layers.Dense(
+            2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+            dtype=self.dtype_policy, name="seq_relationship")
+
+    def build(self, pooled_output_shape):
+        self.dense.build(pooled_output_shape)
+
+    def call(self, pooled_output):
+        return ops.cast(self.dense(pooled_output), "float32")  # (B, 2)
+
+    def compute_output_shape(self, pooled_output_shape):
+        return (pooled_output_shape[0], 2)
+
+    def get_config(self):
+        return {**super().get_config(), "initializer_range": self.initializer_range}

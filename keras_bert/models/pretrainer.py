@@ -1,0 +1,210 @@
+"""BertPretrainer: the encoder with its masked-LM and next-sentence heads, and their losses.
+
+`pretrainer.compile(optimizer=...)` then `pretrainer.fit(dataset)` trains on
+the dataset dicts of `keras_bert.inputs` as they are (no `y`, no loss
+argument): the labels (`masked_lm_ids`, `masked_lm_weights`,
+`next_sentence_labels`) are read from the same dict as the inputs.
+
+Legend for shape comments: B = batch, T = sequence length, P = masked
+positions per sequence, H = hidden size, V = vocabulary size.
+"""
+
+import numpy as np
+import keras
+import tensorflow as tf
+from keras import ops
+
+from keras_bert import features
+from keras_bert.layers.heads import MaskedLMHead, NextSentenceHead
+from keras_bert.models.encoder import BertEncoder
+
+# "nsp": next sentence (50 % random B); "sop": sentence order (ALBERT), same
+# head and labels; "none": masked LM alone (RoBERTa).
+OBJECTIVES = ("nsp", "sop", "none")
+MODEL_INPUTS = features.ENCODER_INPUTS + ("masked_lm_positions",)
+
+
+def _all_replicas_sum(value):
+    """Sum over every replica of the running tf.distribute strategy (identity
+    without one), so that a weighted mean is over the global batch."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class BertPretrainer(keras.Model):
+    """Masked LM (+ next-sentence or sentence-order prediction) over a BertEncoder.
+
+    Outputs: `masked_lm_logits` (B, P, V) and, unless `objective="none"`,
+    `next_sentence_logits` (B, 2), both float32.
+    Loss: masked-LM cross-entropy averaged with `masked_lm_weights` over the
+    global batch (padded predictions weigh nothing) + mean next-sentence loss.
+    """
+
+    def __init__(self, encoder, objective="nsp", **kwargs):
+        if isinstance(encoder, dict):
+            encoder = keras.saving.deserialize_keras_object(encoder)
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+        config = encoder.config
+
+        # === Layers ===
+        masked_lm_head = MaskedLMHead(
+            encoder.token_embedding, activation=config.hidden_act,
+            initializer_range=config.initializer_range, dtype=encoder.dtype_policy,
+            name="masked_lm")
+        next_sentence_head = None
+        if objective != "none":
+            next_sentence_head = NextSentenceHead(
+                initializer_range=config.initializer_range, dtype=encoder.dtype_policy,
+                name="next_sentence")
+
+        # === Functional Model ===
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+                  for name in MODEL_INPUTS}
+        encoded = encoder({name: inputs[name] for name in features.ENCODER_INPUTS})
+        outputs = {"masked_lm_logits": masked_lm_head(
+            encoded["sequence_output"], inputs["masked_lm_positions"])}  # (B, P, V)
+        if next_sentence_head is not None:
+            outputs["next_sentence_logits"] = next_sentence_head(encoded["pooled_output"])  # (B, 2)
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+        # === Config ===
+        self.encoder = encoder
+        self.objective = objective
+        self.masked_lm_head = masked_lm_head
+        self.next_sentence_head = next_sentence_head
+
+        # === Metrics ===
+        self.masked_lm_loss_tracker = keras.metrics.Mean(name="masked_lm_loss")
+        self.masked_lm_accuracy_tracker = keras.metrics.Mean(name="masked_lm_accuracy")
+        if next_sentence_head is not None:
+            self.next_sentence_loss_tracker = keras.metrics.Mean(name="next_sentence_loss")
+            self.next_sentence_accuracy_tracker = keras.metrics.Mean(name="next_sentence_accuracy")
+
+    def call(self, inputs, training=None, mask=None):
+        # Dataset elements also hold the labels: keep only the model's inputs.
+        missing = [name for name in MODEL_INPUTS if name not in inputs]
+        if missing:
+            raise ValueError(f"BertPretrainer inputs lack feature(s) {missing}; "
+                             f"got {sorted(inputs)}")
+        return super().call({name: inputs[name] for name in MODEL_INPUTS}, training=training)
+
+    def compile(self, optimizer="rmsprop", **kwargs):
+        # float16 gradients underflow without loss scaling; Keras wraps only when
+        # the model's own policy says so, and a functional model's is float32.
+        optimizer = keras.optimizers.get(optimizer)
+        if (self.encoder.token_embedding.dtype_policy.name == "mixed_float16"
+                and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer)):
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        super().compile(optimizer=optimizer, **kwargs)
+
+    # === Losses and metrics ===
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Loss of one (per-replica) batch, scaled for tf.distribute.
+
+        The labels come from `x` (the feature dict). Under a strategy, Keras
+        sums the replicas' gradients, so each replica returns its share of the
+        global-batch loss: the masked-LM sum over the global weight sum, and
+        the next-sentence mean divided by the number of replicas.
+        """
+        num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        weights = ops.cast(x["masked_lm_weights"], "float32")  # (B, P)
+        logits = y_pred["masked_lm_logits"]  # (B, P, V)
+        ids = x["masked_lm_ids"]  # (B, P)
+        per_prediction = keras.losses.sparse_categorical_crossentropy(
+            ids, logits, from_logits=True)  # (B, P)
+        local_weight = ops.sum(weights)
+        global_weight = ops.maximum(ops.stop_gradient(_all_replicas_sum(local_weight)), 1e-5)
+        masked_lm_loss = ops.sum(per_prediction * weights) / global_weight
+        predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")  # (B, P)
+        correct = ops.cast(ops.equal(predicted, ops.cast(ids, "int32")), "float32")
+        # Per-replica means weighted by their share: the global weighted mean.
+        self.masked_lm_loss_tracker.update_state(
+            ops.sum(per_prediction * weights) / ops.maximum(local_weight, 1e-5),
+            sample_weight=local_weight)
+        self.masked_lm_accuracy_tracker.update_state(correct, sample_weight=weights)
+        total = masked_lm_loss
+        if self.next_sentence_head is not None:
+            labels = ops.reshape(x[features.NEXT_SENTENCE_LABELS], (-1,))  # (B,)
+            nsp_logits = y_pred["next_sentence_logits"]  # (B, 2)
+            per_example = keras.losses.sparse_categorical_crossentropy(
+                labels, nsp_logits, from_logits=True)  # (B,)
+            next_sentence_loss = ops.mean(per_example)
+            self.next_sentence_loss_tracker.update_state(per_example)
+            self.next_sentence_accuracy_tracker.update_state(ops.cast(ops.equal(
+                ops.cast(ops.argmax(nsp_logits, axis=-1), "int32"),
+                ops.cast(labels, "int32")), "float32"))
+            total = total + next_sentence_loss / num_replicas
+        return total
+
+    # === Pretrained weights ===
+
+    def head_variables(self):
+        """Original TF1 name (`cls/...`) -> the head's Keras variable and whether
+        the checkpoint stores it transposed."""
+        head = self.masked_lm_head
+        names = {
+            "cls/predictions/transform/dense/kernel": (head.dense.kernel, False),
+            "cls/predictions/transform/dense/bias": (head.dense.bias, False),
+            "cls/predictions/transform/LayerNorm/gamma": (head.layer_norm.gamma, False),
+            "cls/predictions/transform/LayerNorm/beta": (head.layer_norm.beta, False),
+            "cls/predictions/output_bias": (head.output_bias, False),
+        }
+        if self.next_sentence_head is not None:
+            dense = self.next_sentence_head.dense
+            # The original stores output_weights as (2, H); a Dense kernel is (H, 2).
+            names["cls/seq_relationship/output_weights"] = (dense.kernel, True)
+            names["cls/seq_relationship/output_bias"] = (dense.bias, False)
+        return names
+
+    def load_head_weights(self, tensors, source="checkpoint"):
+        """Assigns the `cls/...` tensors present in `tensors` (as returned by
+        `checkpoints.load_pretrained(..., return_head_weights=True)`); heads
+        absent there keep their fresh initialisation. Returns the names loaded."""
+        targets = self.head_variables()
+        loaded = []
+        for name, (variable, transposed) in targets.items():
+            if name not in tensors:
+                continue
+            value = np.asarray(tensors[name])
+            value = value.T if transposed else value
+            if tuple(value.shape) != tuple(variable.shape):
+                raise ValueError(f"{source}: tensor {name} has shape {tuple(np.shape(tensors[name]))} "
+                                 f"but the pretrainer expects {tuple(variable.shape)}"
+                                 + (" (transposed)" if transposed else ""))
+            loaded.append((name, variable, value))
+        for _, variable, value in loaded:
+            variable.assign(value.astype(variable.dtype))
+        return [name for name, _, _ in loaded]
+
+    @classmethod
+    def from_checkpoint(cls, path, objective="nsp", dtype=None):
+        """A pretrainer initialised from any checkpoint `checkpoints.load_pretrained`
+        reads: the encoder always, the heads where the checkpoint has them."""
+        from keras_bert.checkpoints import load_pretrained  # checkpoints imports models
+        encoder, heads = load_pretrained(path, dtype=dtype, return_head_weights=True)
+        pretrainer = cls(encoder, objective=objective)
+        pretrainer.loaded_head_weights = pretrainer.load_head_weights(heads, source=path)
+        return pretrainer
+
+    # === Config ===
+
+    def get_config(self):
+        return {"encoder": keras.saving.serialize_keras_object(self.encoder),
+                "objective": self.objective, "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def build_pretrainer(config, objective="nsp", dtype=None):
+    """A fresh pretrainer for a BertConfig (or preset name)."""
+    from keras_bert.config import BertConfig
+    if isinstance(config, str):
+        config = BertConfig.preset(config)
+    return BertPretrainer(BertEncoder(config, dtype=dtype), objective=objective)

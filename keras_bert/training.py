@@ -1,0 +1,435 @@
+"""The pretraining driver: `pretrain(config)` and `keras-bert pretrain --config FILE`.
+
+One run: build the strategy, the model (fresh, from a pretrained checkpoint,
+or from an earlier phase's export), the optimizer and the dataset; restore the
+latest checkpoint of `model_dir` if there is one; train; evaluate; export.
+
+Two training loops, chosen by `train_loop: auto`:
+- `fit`: Keras `Model.fit` (progress bar, callbacks, `jit_compile`,
+  `steps_per_execution`), for one device, MirroredStrategy and TPUStrategy.
+- `custom`: `strategy.run` + `GradientTape` over the same model and the same
+  `compute_loss`, for MultiWorkerMirroredStrategy, which Keras 3's `fit`
+  does not support (keras-team/keras#20585).
+
+Resuming: a checkpoint (model, optimizer and its step) is written every
+`checkpoint_every` steps by tf.train.CheckpointManager, which writes the
+files first and updates the `checkpoint` index last, so a kill at any moment
+leaves the previous checkpoint intact. The data order is a deterministic
+function of `seed`, so a resumed run skips exactly the batches the restored
+step has consumed: no batch is seen twice or lost.
+"""
+
+import dataclasses
+import json
+import os
+import time
+
+import keras
+import tensorflow as tf
+
+from keras_bert import distribute, inputs
+from keras_bert.config import BertConfig
+from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.pretrainer import BertPretrainer
+from keras_bert.optimization import create_optimizer
+
+TRAIN_LOOPS = ("auto", "fit", "custom")
+PRECISIONS = (None, "float32", "mixed_bfloat16", "mixed_float16")
+
+
+@dataclasses.dataclass
+class PretrainConfig:
+    """Every setting of a pretraining run; recipes are these fields in YAML or JSON."""
+
+    # === Model ===
+    model: str = "base"  # a BertConfig preset name or a bert_config.json path
+    init_checkpoint: str = None  # HuggingFace / TF1 checkpoint, or an earlier phase's export/
+    objective: str = "nsp"  # "nsp", "sop" or "none"
+    # === Data ===
+    train_files: str = None  # comma-separated TFRecord patterns (local or gs://)
+    eval_files: str = None
+    seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    batch_size: int = 256  # global batch of one step (all replicas, all workers)
+    seed: int = 12345  # fixes the data order, hence the resume position
+    # === Optimisation ===
+    optimizer: str = "adamw"  # "adamw" or "lamb"
+    learning_rate: float = 1e-4
+    train_steps: int = 1_000_000  # optimizer updates
+    warmup_steps: int = 10_000
+    weight_decay: float = 0.01
+    clipnorm: float = 1.0  # global-norm clipping; null for none
+    gradient_accumulation_steps: int = 1  # batches averaged per update
+    # === Runtime ===
+    model_dir: str = None
+    strategy: str = "auto"  # auto, one_device, mirrored, multi_worker, tpu
+    tpu: str = None  # TPU name or grpc:// address for strategy "tpu"
+    mixed_precision: str = None  # mixed_bfloat16 (TPU, CPU) or mixed_float16 (GPU)
+    jit_compile: bool = True
+    steps_per_execution: int = 1
+    train_loop: str = "auto"
+    checkpoint_every: int = 1000  # steps between checkpoints (and progress-bar epochs)
+    keep_checkpoints: int = 5
+    log_every: int = 100  # steps between TensorBoard / train_log.jsonl records
+    eval_steps: int = 100
+    verbose: str = "auto"  # Keras progress: "auto", 0, 1 or 2
+
+    def __post_init__(self):
+        for name in ("seq_length", "max_predictions_per_seq", "batch_size", "train_steps",
+                     "steps_per_execution", "checkpoint_every", "keep_checkpoints", "log_every",
+                     "gradient_accumulation_steps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"config field {name} must be a positive integer, got {value!r}")
+        if self.warmup_steps < 0 or self.warmup_steps > self.train_steps:
+            raise ValueError(f"config field warmup_steps ({self.warmup_steps}) must be in "
+                             f"[0, train_steps={self.train_steps}]")
+        if self.train_loop not in TRAIN_LOOPS:
+            raise ValueError(f"config field train_loop must be one of {TRAIN_LOOPS}")
+        if self.mixed_precision not in PRECISIONS:
+            raise ValueError(f"config field mixed_precision must be one of {PRECISIONS[1:]}")
+        if self.train_steps % self.checkpoint_every:
+            raise ValueError(f"train_steps ({self.train_steps}) must be a multiple of "
+                             f"checkpoint_every ({self.checkpoint_every})")
+        if (self.checkpoint_every * self.gradient_accumulation_steps) % self.steps_per_execution:
+            raise ValueError("checkpoint_every * gradient_accumulation_steps must be a multiple "
+                             "of steps_per_execution")
+        if not self.train_files:
+            raise ValueError("config field train_files is required")
+        if not self.model_dir:
+            raise ValueError("config field model_dir is required")
+
+
+def load_config(path=None, overrides=(), **fields):
+    """A PretrainConfig from a YAML/JSON file, then `key=value` overrides (values
+    parsed as YAML: `--set train_steps=10`, `--set eval_files=null`), then `fields`."""
+    values = {}
+    source = path or "config"
+    if path:
+        import yaml  # JSON is a subset of YAML: one parser for both.
+        try:
+            with open(path, encoding="utf-8") as f:
+                values = yaml.safe_load(f) or {}
+        except FileNotFoundError:
+            raise FileNotFoundError(f"pretraining config not found: {path}") from None
+        except yaml.YAMLError as e:
+            raise ValueError(f"{path}: not valid YAML/JSON ({e})") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: expected a mapping of config fields")
+    for item in overrides:
+        import yaml
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        values[key.strip()] = yaml.safe_load(value)
+    values.update(fields)
+    known = {f.name for f in dataclasses.fields(PretrainConfig)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"{source}: unknown config field(s) {unknown}; known: {sorted(known)}")
+    for name in ("learning_rate", "weight_decay", "clipnorm"):
+        if isinstance(values.get(name), int):
+            values[name] = float(values[name])
+    try:
+        return PretrainConfig(**values)
+    except ValueError as e:
+        raise ValueError(f"{source}: {e}") from None
+
+
+# === Model ===
+
+def bert_config_of(config):
+    if config.model.endswith(".json"):
+        return BertConfig.from_json_file(config.model)
+    return BertConfig.preset(config.model)
+
+
+def build_model(config):
+    """The pretrainer of a run, inside the current strategy scope."""
+    dtype = config.mixed_precision if config.mixed_precision != "float32" else None
+    if config.init_checkpoint:
+        pretrainer = BertPretrainer.from_checkpoint(
+            config.init_checkpoint, objective=config.objective, dtype=dtype)
+        if pretrainer.encoder.config.max_position_embeddings < config.seq_length:
+            raise ValueError(f"{config.init_checkpoint}: max_position_embeddings "
+                             f"{pretrainer.encoder.config.max_position_embeddings} < seq_length "
+                             f"{config.seq_length}")
+        return pretrainer
+    return BertPretrainer(BertEncoder(bert_config_of(config), dtype=dtype),
+                          objective=config.objective)
+
+
+# === Data ===
+
+def distributed_dataset(strategy, config, file_pattern, is_training, skip_steps=0):
+    """Per-replica batches of `batch_size / replicas`, each worker reading its own
+    files; with `skip_steps`, the first that many (micro-)steps are skipped."""
+    if config.batch_size % strategy.num_replicas_in_sync:
+        raise ValueError(f"batch_size {config.batch_size} is not divisible by the "
+                         f"{strategy.num_replicas_in_sync} replicas")
+
+    def dataset_fn(input_context):
+        per_replica = input_context.get_per_replica_batch_size(config.batch_size)
+        dataset = inputs.pretraining_dataset(
+            file_pattern, config.seq_length, config.max_predictions_per_seq, per_replica,
+            is_training=is_training, with_next_sentence=config.objective != "none",
+            input_context=input_context, seed=config.seed)
+        if skip_steps:
+            # Each input pipeline feeds this many replicas per step.
+            replicas = input_context.num_replicas_in_sync // input_context.num_input_pipelines
+            dataset = dataset.skip(skip_steps * replicas)
+        return dataset
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+# === Checkpoints and export ===
+
+def optimizer_step(optimizer):
+    """Optimizer updates so far (batches / gradient_accumulation_steps)."""
+    return int(keras.ops.convert_to_numpy(optimizer.iterations))
+
+
+class CheckpointWriter:
+    """tf.train.CheckpointManager of model + optimizer; in multi-worker runs every
+    worker saves (the variables are synchronised by collectives) but only the
+    chief's files land in model_dir."""
+
+    def __init__(self, strategy, pretrainer, config):
+        self.checkpoint = tf.train.Checkpoint(model=pretrainer, optimizer=pretrainer.optimizer)
+        directory = os.path.join(config.model_dir, "checkpoints")
+        self.chief = distribute.is_chief(strategy)
+        if not self.chief:
+            task = strategy.cluster_resolver.task_id
+            directory = os.path.join(config.model_dir, f".worker_{task}_tmp")
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, directory, max_to_keep=config.keep_checkpoints)
+        self.chief_manager = self.manager if self.chief else tf.train.CheckpointManager(
+            self.checkpoint, os.path.join(config.model_dir, "checkpoints"), max_to_keep=None)
+
+    def restore_latest(self):
+        latest = self.chief_manager.latest_checkpoint
+        if latest:
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+        return latest
+
+    def save(self, step):
+        path = self.manager.save(checkpoint_number=step)
+        if not self.chief:
+            tf.io.gfile.rmtree(self.manager.directory)
+        return path
+
+
+def export_tf1(pretrainer, directory):
+    """Writes the weights with the original google-research/bert names and
+    `bert_config.json`, so `checkpoints.load_pretrained(directory)` (and
+    Google's code) reads them: the next phase and fine-tuning start from here."""
+    from keras_bert.checkpoints import encoder_variables
+    tf.io.gfile.makedirs(directory)
+    named = dict(encoder_variables(pretrainer.encoder))
+    named.update({name: variable for name, (variable, transposed)
+                  in pretrainer.head_variables().items() if not transposed})
+    tensors = {name: tf.convert_to_tensor(keras.ops.convert_to_numpy(v)) for name, v in named.items()}
+    if pretrainer.next_sentence_head is not None:
+        kernel = pretrainer.next_sentence_head.dense.kernel
+        tensors["cls/seq_relationship/output_weights"] = tf.transpose(
+            keras.ops.convert_to_numpy(kernel))
+    names = sorted(tensors)
+    prefix = os.path.join(directory, "bert_model.ckpt")
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tf.cast(tensors[n], tf.float32) for n in names])
+    with tf.io.gfile.GFile(os.path.join(directory, "checkpoint"), "w") as f:
+        f.write('model_checkpoint_path: "bert_model.ckpt"\n')
+    pretrainer.encoder.config.to_json_file(os.path.join(directory, "bert_config.json"))
+    return directory
+
+
+# === Logging ===
+
+class TrainingLog:
+    """TensorBoard scalars + `train_log.jsonl` every `log_every` steps: losses,
+    accuracies, learning rate and sequences/second, keyed by the optimizer step
+    (so a resumed run continues the same curves)."""
+
+    def __init__(self, config, optimizer, enabled=True):
+        self.config = config
+        self.optimizer = optimizer
+        self.enabled = enabled
+        self.writer = tf.summary.create_file_writer(
+            os.path.join(config.model_dir, "tensorboard", "train")) if enabled else None
+        self.path = os.path.join(config.model_dir, "train_log.jsonl")
+        self.last_time = time.perf_counter()
+        self.last_step = optimizer_step(optimizer)
+
+    def restart_clock(self):
+        self.last_time = time.perf_counter()
+        self.last_step = optimizer_step(self.optimizer)
+
+    def write(self, metrics, step=None):
+        step = optimizer_step(self.optimizer) if step is None else step
+        now = time.perf_counter()
+        sequences = (step - self.last_step) * self.config.batch_size * \
+            self.config.gradient_accumulation_steps
+        record = {"step": step, **{k: float(v) for k, v in metrics.items()},
+                  "learning_rate": float(keras.ops.convert_to_numpy(
+                      self.optimizer.learning_rate)),
+                  "sequences_per_second": sequences / max(now - self.last_time, 1e-9)}
+        self.last_time, self.last_step = now, step
+        if not self.enabled:
+            return record
+        with self.writer.as_default(step=step):
+            for name, value in record.items():
+                if name != "step":
+                    tf.summary.scalar(name, value)
+        self.writer.flush()
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        return record
+
+
+class _FitCallback(keras.callbacks.Callback):
+    """Logs every `log_every` steps and checkpoints at each epoch end
+    (one epoch = `checkpoint_every` steps)."""
+
+    def __init__(self, log, writer, log_every):
+        super().__init__()
+        self.log, self.writer, self.log_every = log, writer, log_every
+
+    def on_train_begin(self, logs=None):
+        self.log.restart_clock()
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = optimizer_step(self.model.optimizer)
+        if step % self.log_every == 0 and step != self.log.last_step:
+            self.log.write(logs or {}, step)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.writer.save(optimizer_step(self.model.optimizer))
+
+
+# === Training loops ===
+
+def _fit(pretrainer, dataset, config, start_step, log, writer):
+    accumulation = config.gradient_accumulation_steps
+    pretrainer.fit(
+        dataset, initial_epoch=start_step // config.checkpoint_every,
+        epochs=config.train_steps // config.checkpoint_every,
+        steps_per_epoch=config.checkpoint_every * accumulation,
+        callbacks=[_FitCallback(log, writer, config.log_every)], verbose=config.verbose,
+        shuffle=False)
+
+
+def _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer):
+    """strategy.run + GradientTape: the path for MultiWorkerMirroredStrategy."""
+    optimizer = pretrainer.optimizer
+    variables = pretrainer.trainable_variables
+
+    def step_fn(batch):
+        with tf.GradientTape() as tape:
+            predictions = pretrainer(batch, training=True)
+            loss = pretrainer.compute_loss(x=batch, y_pred=predictions, training=True)
+            scaled = optimizer.scale_loss(loss)
+        gradients = tape.gradient(scaled, variables)
+        optimizer.apply_gradients(zip(gradients, variables))
+
+    @tf.function(jit_compile=False)
+    def run_steps(iterator, count):
+        for _ in tf.range(count):
+            strategy.run(step_fn, args=(next(iterator),))
+
+    iterator = iter(dataset)
+    micro_steps_per_checkpoint = config.checkpoint_every * config.gradient_accumulation_steps
+    chunk = min(config.steps_per_execution, micro_steps_per_checkpoint)
+    log.restart_clock()
+    for _ in range(start_step // config.checkpoint_every,
+                   config.train_steps // config.checkpoint_every):
+        for metric in pretrainer.metrics:
+            metric.reset_state()
+        done = 0
+        while done < micro_steps_per_checkpoint:
+            run_steps(iterator, tf.constant(chunk))
+            done += chunk
+            step = optimizer_step(optimizer)
+            if step % config.log_every == 0 and step != log.last_step:
+                log.write(_metric_values(pretrainer), step)
+        writer.save(optimizer_step(optimizer))
+
+
+def _metric_values(pretrainer):
+    return {metric.name: float(keras.ops.convert_to_numpy(metric.result()))
+            for metric in pretrainer.metrics if metric.name != "loss"}
+
+
+def evaluate(strategy, pretrainer, config, custom_loop):
+    """Metrics over `eval_steps` batches of `eval_files` (read once, in order)."""
+    dataset = distributed_dataset(strategy, config, config.eval_files, is_training=False)
+    if not custom_loop:
+        return pretrainer.evaluate(dataset, steps=config.eval_steps, return_dict=True, verbose=0)
+    for metric in pretrainer.metrics:
+        metric.reset_state()
+
+    @tf.function
+    def eval_step(batch):
+        def replica_fn(batch):
+            pretrainer.compute_loss(x=batch, y_pred=pretrainer(batch, training=False),
+                                    training=False)
+        strategy.run(replica_fn, args=(batch,))
+
+    for _, batch in zip(range(config.eval_steps), dataset):
+        eval_step(batch)
+    return _metric_values(pretrainer)
+
+
+def pretrain(config):
+    """Runs (or resumes) one pretraining phase; returns the evaluation metrics
+    (or the last training metrics when there are no eval_files)."""
+    if not isinstance(config, PretrainConfig):
+        config = load_config(**config) if isinstance(config, dict) else load_config(config)
+    strategy = distribute.build_strategy(config.strategy, tpu=config.tpu)
+    multi_worker = distribute.is_multi_worker(strategy)
+    custom_loop = config.train_loop == "custom" or (config.train_loop == "auto" and multi_worker)
+    chief = distribute.is_chief(strategy)
+    tf.io.gfile.makedirs(config.model_dir)
+    if chief:
+        with tf.io.gfile.GFile(os.path.join(config.model_dir, "pretrain_config.json"), "w") as f:
+            f.write(json.dumps(dataclasses.asdict(config), indent=2) + "\n")
+
+    with strategy.scope():
+        pretrainer = build_model(config)
+        optimizer = create_optimizer(
+            config.optimizer, config.learning_rate, config.train_steps, config.warmup_steps,
+            weight_decay=config.weight_decay, clipnorm=config.clipnorm,
+            gradient_accumulation_steps=config.gradient_accumulation_steps)
+        pretrainer.compile(optimizer=optimizer, jit_compile=config.jit_compile,
+                           steps_per_execution=config.steps_per_execution)
+        # Built now so that restoring fills every slot variable at once.
+        pretrainer.optimizer.build(pretrainer.trainable_variables)
+    writer = CheckpointWriter(strategy, pretrainer, config)
+    restored = writer.restore_latest()
+    start_step = optimizer_step(pretrainer.optimizer)
+    if restored:
+        print(f"resuming from {restored} at step {start_step}", flush=True)
+    if start_step % config.checkpoint_every:
+        raise ValueError(f"{restored}: step {start_step} is not a multiple of checkpoint_every "
+                         f"({config.checkpoint_every}); keep checkpoint_every when resuming")
+
+    log = TrainingLog(config, pretrainer.optimizer, enabled=chief)
+    if start_step < config.train_steps:
+        dataset = distributed_dataset(
+            strategy, config, config.train_files, is_training=True,
+            skip_steps=start_step * config.gradient_accumulation_steps)
+        if custom_loop:
+            _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer)
+        else:
+            _fit(pretrainer, dataset, config, start_step, log, writer)
+
+    results = _metric_values(pretrainer)
+    if config.eval_files:
+        results = evaluate(strategy, pretrainer, config, custom_loop)
+    if chief:
+        export_tf1(pretrainer, os.path.join(config.model_dir, "export"))
+        record = {"step": optimizer_step(pretrainer.optimizer),
+                  **{k: float(v) for k, v in results.items()}}
+        with tf.io.gfile.GFile(os.path.join(config.model_dir, "eval_results.json"), "w") as f:
+            f.write(json.dumps(record, indent=2) + "\n")
+    return results
