@@ -12,12 +12,18 @@ MASKED_LM_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights
 NEXT_SENTENCE_LABELS = "next_sentence_labels"
 
 
-def pretraining_feature_spec(seq_length, max_predictions_per_seq, with_next_sentence=True):
-    """Parsing spec of one pretraining example, as `run_pretraining.py` reads it."""
+def pretraining_feature_spec(seq_length, max_predictions_per_seq, with_next_sentence=True,
+                             with_masked_lm=True):
+    """Parsing spec of one pretraining example, as `run_pretraining.py` reads it.
+
+    `with_masked_lm=False`: the unmasked records that `create-pretraining-data
+    --no-mask` writes for dynamic masking (no masked_lm_* features).
+    """
     spec = {name: tf.io.FixedLenFeature([seq_length], tf.int64) for name in ENCODER_INPUTS}
-    spec["masked_lm_positions"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
-    spec["masked_lm_ids"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
-    spec["masked_lm_weights"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32)
+    if with_masked_lm:
+        spec["masked_lm_positions"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+        spec["masked_lm_ids"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+        spec["masked_lm_weights"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32)
     if with_next_sentence:
         spec[NEXT_SENTENCE_LABELS] = tf.io.FixedLenFeature([1], tf.int64)
     return spec

@@ -1,0 +1,271 @@
+"""Corpus preparation: real text -> the input format of `create-pretraining-data`.
+
+That format is the original BERT's: plain UTF-8 text, one sentence per line, a
+blank line between documents (sentence boundaries matter for next-sentence
+prediction; document boundaries keep a pair inside one document).
+
+Sources:
+* books such as Project Gutenberg texts (`CHAPTER` headings, hard-wrapped
+  paragraphs): each chapter is a document; the front matter before the first
+  chapter and volume headings are dropped;
+* a directory (or glob) of plain text files: each file is a document,
+  paragraphs are separated by blank lines;
+* Wikipedia: TFDS `wikipedia/<date>.<lang>` (each article a document) or the
+  output of WikiExtractor on a dump (`<doc ...>` ... `</doc>` or JSON lines).
+"""
+
+import json
+import os
+import re
+
+# === Sentence splitting ===
+#
+# A rule-based splitter in the spirit of Punkt: a sentence ends at ".", "!" or
+# "?" (and closing quotes / brackets after it) followed by whitespace and a word
+# that starts like a sentence (a capital, a digit or an opening quote). A period
+# after a known abbreviation or a single letter (an initial) does not end one.
+
+ABBREVIATIONS = frozenset("""
+mr mrs ms messrs mme mlle mm dr drs prof rev revd hon st ste sr jr esq col gen lt capt cmdr
+cpt maj sgt adm gov pres sen rep supt insp bros co corp inc ltd no nos vol vols ch chap
+sec fig figs eq pp ed eds al etc viz cf vs approx dept est jan feb mar apr jun jul aug sep
+sept oct nov dec mon tue tues wed thu thur thurs fri sat sun mt ft ave blvd rd
+""".split())
+
+_OPENERS = "\"'(\\[\u2018\u201c"
+_CLOSERS = "\"')\\]\u2019\u201d"
+_BOUNDARY = re.compile(
+    r"(?P<end>[.!?]+[" + _CLOSERS + r"]*)\s+(?=[" + _OPENERS + r"_]*[A-Z0-9\u00C0-\u00DE])")
+_WORD_BEFORE = re.compile(r"([\w.]+)$")
+
+
+def _is_abbreviation(text_before):
+    """Whether the period that ends `text_before` belongs to an abbreviation or initial."""
+    match = _WORD_BEFORE.search(text_before)
+    if not match:
+        return False
+    word = match.group(1).strip("._")
+    if not word:
+        return False
+    if word.lower() in ABBREVIATIONS:
+        return True
+    if len(word) == 1 and word.isalpha():  # an initial: "J. Smith"
+        return True
+    # Dotted abbreviations: "i.e", "e.g", "U.S", "p.m".
+    return bool(re.fullmatch(r"(?:[A-Za-z]\.)+[A-Za-z]", word))
+
+
+def split_sentences(text):
+    """One paragraph of text -> its sentences, whitespace normalised."""
+    text = " ".join(text.split())
+    sentences, start = [], 0
+    for match in _BOUNDARY.finditer(text):
+        end = match.group("end")
+        if end == "." and _is_abbreviation(text[start:match.start()]):
+            continue
+        sentence = text[start:match.end("end")].strip()
+        if sentence:
+            sentences.append(sentence)
+        start = match.end()
+    rest = text[start:].strip()
+    if rest:
+        sentences.append(rest)
+    return sentences
+
+
+def paragraphs(lines):
+    """Hard-wrapped lines -> paragraphs (a blank line separates paragraphs)."""
+    current = []
+    for line in lines:
+        if line.strip():
+            current.append(line.strip())
+        elif current:
+            yield " ".join(current)
+            current = []
+    if current:
+        yield " ".join(current)
+
+
+# === Sources ===
+
+_CHAPTER = re.compile(r"^\s*(CHAPTER|Chapter)\s+([IVXLCDM]+|\d+)\b.*$")
+_VOLUME = re.compile(r"^\s*(VOLUME|Volume|BOOK|Book|PART|Part)\s+([IVXLCDM]+|\d+|[A-Z]+)\.?\s*$")
+_THE_END = re.compile(r"^\s*(THE END|FINIS|Finis|The End)\.?\s*$")
+
+
+def book_documents(text):
+    """A book with `CHAPTER` headings -> documents (chapters) of sentences.
+
+    Front matter before the first chapter, volume headings and everything after
+    "THE END" / "FINIS" are dropped. A book without chapter headings is one
+    document.
+    """
+    lines = text.splitlines()
+    if not any(_CHAPTER.match(line) for line in lines):
+        document = text_document(text)
+        return [document] if document else []
+    documents, chapter, in_chapters = [], None, False
+    for line in lines:
+        if _CHAPTER.match(line):
+            if chapter:
+                documents.append(chapter)
+            chapter, in_chapters = [], True
+            continue
+        if not in_chapters or _VOLUME.match(line):
+            continue
+        if _THE_END.match(line):
+            break
+        chapter.append(line)
+    if chapter:
+        documents.append(chapter)
+    return [d for d in (_sentences_of(chapter) for chapter in documents) if d]
+
+
+def text_document(text):
+    """Plain text (paragraphs separated by blank lines) -> one document of sentences."""
+    return _sentences_of(text.splitlines())
+
+
+def _sentences_of(lines):
+    return [s for paragraph in paragraphs(lines) for s in split_sentences(paragraph)]
+
+
+def wikipedia_documents(articles):
+    """Wikipedia articles (dicts with "text", as TFDS `wikipedia/*` gives) -> documents.
+
+    Each line of an article is a paragraph; section headings (a line without
+    sentence-final punctuation and under 80 characters) are dropped, as BERT's
+    preprocessing kept only text passages.
+    """
+    for article in articles:
+        text = article["text"]
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        document = []
+        for line in text.split("\n"):
+            line = line.strip()
+            if not line or (len(line) < 80 and not line.endswith((".", "!", "?", '"'))):
+                continue
+            document.extend(split_sentences(line))
+        if document:
+            yield document
+
+
+def tfds_wikipedia_documents(name="wikipedia/20230601.en", split="train", data_dir=None):
+    """Articles of a TFDS Wikipedia dataset -> documents (streamed)."""
+    import tensorflow_datasets as tfds
+    dataset = tfds.load(name, split=split, data_dir=data_dir, shuffle_files=False)
+    return wikipedia_documents(tfds.as_numpy(dataset))
+
+
+_DOC_START = re.compile(r"^<doc\b[^>]*>\s*$")
+
+
+def wikiextractor_documents(path):
+    """WikiExtractor output on a Wikipedia dump (`<doc>` blocks or --json lines) -> documents.
+
+    The first line of a `<doc>` block is the article title and is dropped.
+    """
+    with open(path, encoding="utf-8", errors="replace") as f:
+        first = f.readline()
+        f.seek(0)
+        if first.lstrip().startswith("{"):
+            yield from wikipedia_documents(json.loads(line) for line in f if line.strip())
+            return
+        lines, inside = [], False
+        for line in f:
+            if _DOC_START.match(line):
+                lines, inside = [], True
+            elif line.strip() == "</doc>":
+                inside = False
+                yield from wikipedia_documents([{"text": "\n".join(lines[1:])}])
+            elif inside:
+                lines.append(line.rstrip("\n"))
+
+
+# === Writing ===
+
+def write_documents(documents, output_file):
+    """Documents of sentences -> one sentence per line, a blank line between documents.
+
+    Returns (documents, sentences) written. Writes to a temporary name and
+    renames it when complete.
+    """
+    directory = os.path.dirname(output_file)
+    if directory and not os.path.isdir(directory):
+        raise FileNotFoundError(f"output directory does not exist: {directory} "
+                                f"(for {output_file})")
+    num_documents = num_sentences = 0
+    temporary = output_file + ".incomplete"
+    with open(temporary, "w", encoding="utf-8") as f:
+        for document in documents:
+            sentences = [" ".join(s.split()) for s in document if s.strip()]
+            if not sentences:
+                continue
+            if num_documents:
+                f.write("\n")
+            f.write("\n".join(sentences) + "\n")
+            num_documents += 1
+            num_sentences += len(sentences)
+    os.replace(temporary, output_file)
+    return num_documents, num_sentences
+
+
+def _read_text(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise ValueError(f"{path}, line {line}: not valid UTF-8 (convert the file to UTF-8)") \
+            from None
+
+
+def _input_files(inputs):
+    import glob
+    files = []
+    for pattern in inputs:
+        if os.path.isdir(pattern):
+            matched = sorted(os.path.join(pattern, name) for name in os.listdir(pattern)
+                             if os.path.isfile(os.path.join(pattern, name)))
+        else:
+            matched = sorted(glob.glob(pattern))
+        if not matched:
+            raise FileNotFoundError(f"no input file matches {pattern!r}")
+        files.extend(matched)
+    return files
+
+
+SOURCES = ("books", "text", "tfds", "wikiextractor")
+
+
+def prepare_corpus(source, inputs, output_file, tfds_split="train", tfds_data_dir=None):
+    """Writes the documents of `inputs` in the pretraining input format.
+
+    Args:
+      source: "books" (chapters are documents), "text" (each file is a
+        document), "tfds" (inputs: TFDS names such as `wikipedia/20230601.en`)
+        or "wikiextractor" (WikiExtractor output files).
+      inputs: files, directories or globs (or TFDS names).
+    Returns (documents, sentences) written.
+    """
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+
+    def documents():
+        if source == "tfds":
+            for name in inputs:
+                yield from tfds_wikipedia_documents(name, tfds_split, tfds_data_dir)
+            return
+        for path in _input_files(inputs):
+            if source == "books":
+                yield from book_documents(_read_text(path))
+            elif source == "text":
+                document = text_document(_read_text(path))
+                if document:
+                    yield document
+            else:
+                yield from wikiextractor_documents(path)
+
+    return write_documents(documents(), output_file)
