@@ -16,10 +16,13 @@ setup(
         "tensorflow-datasets",
         "safetensors",
         "numpy",
+        "pyyaml",  # recipes (YAML or JSON config files)
     ],
     extras_require={
         # tf-models-official is the independent reference (Keras 2): tests and benchmarks only.
         "test": ["pytest", "tf-models-official==2.20.0", "seqeval"],
+        # Peers of recipes/benchmarks (keras-hub's BertMaskedLM; Model Garden is in "test").
+        "bench": ["keras-hub", "tf-models-official==2.20.0"],
     },
     entry_points={"console_scripts": ["keras-bert=keras_bert.cli:main"]},
 )

@@ -8,14 +8,20 @@ from keras import ops
 
 @keras.saving.register_keras_serializable(package="keras_bert")
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """0 -> peak over `warmup_steps`, then linearly to 0 at `total_steps`."""
+    """0 -> peak over `warmup_steps`, then linearly to 0 at `total_steps`.
 
-    def __init__(self, peak_learning_rate, total_steps, warmup_steps):
+    `batches_per_step`: with gradient accumulation Keras calls the schedule
+    with the count of batches, not of updates; steps here are updates.
+    """
+
+    def __init__(self, peak_learning_rate, total_steps, warmup_steps, batches_per_step=1):
         self.peak_learning_rate = peak_learning_rate
         self.total_steps = total_steps
         self.warmup_steps = warmup_steps
+        self.batches_per_step = batches_per_step
 
     def __call__(self, step):
+        step = keras.ops.floor_divide(step, self.batches_per_step)
         step = keras.ops.cast(step, "float32")
         warmup = step / max(self.warmup_steps, 1)
         decay = (self.total_steps - step) / max(self.total_steps - self.warmup_steps, 1)
@@ -24,7 +30,8 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"peak_learning_rate": self.peak_learning_rate,
-                "total_steps": self.total_steps, "warmup_steps": self.warmup_steps}
+                "total_steps": self.total_steps, "warmup_steps": self.warmup_steps,
+                "batches_per_step": self.batches_per_step}
 
 
 # Variable-name fragments that get no weight decay (as the original optimizer).
@@ -34,8 +41,9 @@ NO_DECAY = ("layer_norm", "LayerNorm", "bias", "gamma", "beta")
 def create_adamw(learning_rate, total_steps, warmup_steps, weight_decay=0.01,
                  clipnorm=None, **kwargs):
     """AdamW of the paper: beta1 0.9, beta2 0.999, epsilon 1e-6, weight decay 0.01."""
+    batches_per_step = kwargs.get("gradient_accumulation_steps") or 1
     optimizer = keras.optimizers.AdamW(
-        learning_rate=WarmupLinearDecay(learning_rate, total_steps, warmup_steps),
+        learning_rate=WarmupLinearDecay(learning_rate, total_steps, warmup_steps, batches_per_step),
         weight_decay=weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
         global_clipnorm=clipnorm, **kwargs)
     optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY))
@@ -115,7 +123,7 @@ def create_optimizer(name="adamw", learning_rate=1e-4, total_steps=1_000_000, wa
         return create_adamw(learning_rate, total_steps, warmup_steps, weight_decay=weight_decay,
                             clipnorm=clipnorm, gradient_accumulation_steps=accumulation)
     if name == "lamb":
-        return Lamb(WarmupLinearDecay(learning_rate, total_steps, warmup_steps),
+        return Lamb(WarmupLinearDecay(learning_rate, total_steps, warmup_steps, accumulation or 1),
                     weight_decay_rate=weight_decay, global_clipnorm=clipnorm,
                     gradient_accumulation_steps=accumulation)
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")

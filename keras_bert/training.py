@@ -63,6 +63,7 @@ class PretrainConfig:
     # === Runtime ===
     model_dir: str = None
     strategy: str = "auto"  # auto, one_device, mirrored, multi_worker, tpu
+    devices: list = None  # for "mirrored": e.g. ["/gpu:0", "/gpu:1"]; null for all GPUs
     tpu: str = None  # TPU name or grpc:// address for strategy "tpu"
     mixed_precision: str = None  # mixed_bfloat16 (TPU, CPU) or mixed_float16 (GPU)
     jit_compile: bool = True
@@ -128,8 +129,13 @@ def load_config(path=None, overrides=(), **fields):
     if unknown:
         raise ValueError(f"{source}: unknown config field(s) {unknown}; known: {sorted(known)}")
     for name in ("learning_rate", "weight_decay", "clipnorm"):
-        if isinstance(values.get(name), int):
-            values[name] = float(values[name])
+        # YAML reads `1e-4` (no dot) as a string and `1` as an int.
+        if isinstance(values.get(name), (int, str)) and not isinstance(values.get(name), bool):
+            try:
+                values[name] = float(values[name])
+            except ValueError:
+                raise ValueError(f"{source}: config field {name} must be a number, "
+                                 f"got {values[name]!r}") from None
     try:
         return PretrainConfig(**values)
     except ValueError as e:
@@ -260,6 +266,14 @@ class TrainingLog:
         self.path = os.path.join(config.model_dir, "train_log.jsonl")
         self.last_time = time.perf_counter()
         self.last_step = optimizer_step(optimizer)
+        if enabled and tf.io.gfile.exists(self.path):
+            # Records past the restored step were lost with the killed process
+            # and will be written again: drop them so each step appears once.
+            with tf.io.gfile.GFile(self.path) as f:
+                kept = [line for line in f if line.strip()
+                        and json.loads(line)["step"] <= self.last_step]
+            with tf.io.gfile.GFile(self.path, "w") as f:
+                f.write("".join(kept))
 
     def restart_clock(self):
         self.last_time = time.perf_counter()
@@ -385,7 +399,7 @@ def pretrain(config):
     (or the last training metrics when there are no eval_files)."""
     if not isinstance(config, PretrainConfig):
         config = load_config(**config) if isinstance(config, dict) else load_config(config)
-    strategy = distribute.build_strategy(config.strategy, tpu=config.tpu)
+    strategy = distribute.build_strategy(config.strategy, tpu=config.tpu, devices=config.devices)
     multi_worker = distribute.is_multi_worker(strategy)
     custom_loop = config.train_loop == "custom" or (config.train_loop == "auto" and multi_worker)
     chief = distribute.is_chief(strategy)

@@ -1,0 +1,173 @@
+"""Strategies: building them, MirroredStrategy over 2 logical CPUs against one
+device, MultiWorkerMirroredStrategy with 2 processes on loopback, and the TPU
+path up to the strategy (static int32 inputs, the train step lowered by XLA)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert import distribute, inputs, training
+from keras_bert.config import BertConfig
+from synthetic_pretraining import write_records
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def test_build_strategy(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    assert distribute.build_strategy("one_device") is tf.distribute.get_strategy()
+    assert distribute.build_strategy("auto") is tf.distribute.get_strategy()
+    with pytest.raises(ValueError, match="needs TF_CONFIG"):
+        distribute.build_strategy("multi_worker")
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        distribute.build_strategy("horovod")
+    monkeypatch.setenv("TF_CONFIG", "{not json")
+    with pytest.raises(ValueError, match="TF_CONFIG is not valid JSON"):
+        distribute.tf_config_task_count()
+    monkeypatch.setenv("TF_CONFIG", json.dumps(
+        {"cluster": {"worker": ["a:1", "b:2"], "chief": ["c:3"]}, "task": {"type": "worker", "index": 0}}))
+    assert distribute.tf_config_task_count() == 3
+
+
+def _tpu_recipe_dataset(tmp_path, monkeypatch):
+    monkeypatch.chdir(os.path.join(TESTS_DIR, ".."))
+    recipe = training.load_config("recipes/pretraining/bert_base_tpu_phase1.yaml")
+    path = write_records(tmp_path / "seq128.tfrecord", 8, vocab_size=30522, seq_length=128,
+                         max_predictions_per_seq=20)
+    # 8 TPU cores: each reads batch_size / 8 per step.
+    per_replica = recipe.batch_size // 8
+    dataset = inputs.pretraining_dataset(path, recipe.seq_length, recipe.max_predictions_per_seq,
+                                         per_replica, seed=recipe.seed)
+    for name, spec in dataset.element_spec.items():
+        assert spec.shape.is_fully_defined(), name
+        assert spec.dtype == (tf.float32 if name == "masked_lm_weights" else tf.int32), name
+    assert dataset.element_spec["input_ids"].shape == (32, 128)
+    return recipe, dataset
+
+
+def test_tpu_recipe_inputs_are_static_and_int32(tmp_path, monkeypatch):
+    _tpu_recipe_dataset(tmp_path, monkeypatch)
+
+
+@pytest.mark.slow
+def test_tpu_recipe_train_step_lowers_to_xla_in_bfloat16(tmp_path, monkeypatch):
+    recipe, dataset = _tpu_recipe_dataset(tmp_path, monkeypatch)
+    # The bfloat16 train step of a (small) pretrainer traces and lowers under XLA.
+    from keras_bert.models.encoder import BertEncoder
+    from keras_bert.models.pretrainer import BertPretrainer
+    from keras_bert.optimization import create_optimizer
+    small = BertConfig.preset("tiny", vocab_size=30522)
+    pretrainer = BertPretrainer(BertEncoder(small, dtype=recipe.mixed_precision))
+    optimizer = create_optimizer(recipe.optimizer, recipe.learning_rate, recipe.train_steps,
+                                 recipe.warmup_steps, clipnorm=recipe.clipnorm)
+    optimizer.build(pretrainer.trainable_variables)
+
+    @tf.function(jit_compile=True)
+    def train_step(batch):
+        with tf.GradientTape() as tape:
+            loss = pretrainer.compute_loss(x=batch, y_pred=pretrainer(batch, training=True))
+        grads = tape.gradient(loss, pretrainer.trainable_variables)
+        optimizer.apply_gradients(zip(grads, pretrainer.trainable_variables))
+        return loss
+
+    batch = next(iter(dataset.take(1)))
+    hlo = train_step.experimental_get_compiler_ir(batch)(stage="hlo")
+    assert "bf16" in hlo and "s32[32,128]" in hlo
+
+
+MIRRORED_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    sys.path.insert(0, sys.argv[2])
+    from keras_bert import training
+    fields = json.loads(sys.argv[1])
+    for name, strategy in (("one", "one_device"), ("two", "mirrored")):
+        training.pretrain(training.load_config(
+            **fields, strategy=strategy, model_dir=fields.pop("model_dir_" + name),
+            devices=["/cpu:0", "/cpu:1"] if strategy == "mirrored" else None))
+""")
+
+
+def _cluster_fields(tmp_path):
+    write_records(tmp_path / "a.tfrecord", 64, seq_length=16, seed=0)
+    write_records(tmp_path / "b.tfrecord", 64, seq_length=16, seed=1)
+    BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+               intermediate_size=32, max_position_embeddings=16, hidden_dropout_prob=0.0,
+               attention_probs_dropout_prob=0.0).to_json_file(str(tmp_path / "bert_config.json"))
+    return dict(model=str(tmp_path / "bert_config.json"), seq_length=16, max_predictions_per_seq=4,
+                batch_size=8, learning_rate=1e-3, train_steps=12, warmup_steps=2,
+                checkpoint_every=6, log_every=1, jit_compile=False, verbose=0, seed=3)
+
+
+def _log(model_dir):
+    return [json.loads(line) for line in open(os.path.join(model_dir, "train_log.jsonl"))]
+
+
+@pytest.mark.slow
+def test_mirrored_two_cpus_follows_the_one_device_trajectory(tmp_path):
+    fields = _cluster_fields(tmp_path)
+    fields.update(train_files=str(tmp_path / "a.tfrecord"),
+                  model_dir_one=str(tmp_path / "one"), model_dir_two=str(tmp_path / "two"))
+    package_root = os.path.dirname(TESTS_DIR)
+    run = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, json.dumps(fields), package_root],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    one, two = _log(tmp_path / "one"), _log(tmp_path / "two")
+    assert [r["step"] for r in one] == [r["step"] for r in two] == list(range(1, 13))
+    for name in ("loss", "masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy"):
+        np.testing.assert_allclose([r[name] for r in two], [r[name] for r in one],
+                                   rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+WORKER_SCRIPT = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, sys.argv[2])
+    from keras_bert import training
+    results = training.pretrain(training.load_config(**json.loads(sys.argv[1])))
+    print("RESULTS " + json.dumps(results))
+""")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_multi_worker_two_processes_write_one_consistent_checkpoint(tmp_path):
+    fields = _cluster_fields(tmp_path)
+    fields.update(train_files=f"{tmp_path / 'a.tfrecord'},{tmp_path / 'b.tfrecord'}",
+                  eval_files=f"{tmp_path / 'a.tfrecord'},{tmp_path / 'b.tfrecord'}", eval_steps=2,
+                  strategy="multi_worker", model_dir=str(tmp_path / "cluster"))
+    workers = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
+    processes = []
+    for index in range(2):
+        env = dict(os.environ, TF_CONFIG=json.dumps(
+            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
+        processes.append(subprocess.Popen(
+            [sys.executable, "-c", WORKER_SCRIPT, json.dumps(fields), os.path.dirname(TESTS_DIR)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [p.communicate(timeout=600)[0] for p in processes]
+    for p, output in zip(processes, outputs):
+        assert p.returncode == 0, output
+    results = [json.loads(line[len("RESULTS "):]) for output in outputs
+               for line in output.splitlines() if line.startswith("RESULTS ")]
+    assert len(results) == 2 and results[0] == results[1]  # one model on both workers
+    state = tf.train.get_checkpoint_state(str(tmp_path / "cluster" / "checkpoints"))
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["ckpt-6", "ckpt-12"]
+    assert sorted(os.listdir(tmp_path / "cluster")) == [
+        "checkpoints", "eval_results.json", "export", "pretrain_config.json", "tensorboard",
+        "train_log.jsonl"]  # worker 1's temporary checkpoint folder is gone
+    reader = tf.train.load_checkpoint(state.model_checkpoint_path)
+    step = [n for n in reader.get_variable_to_shape_map() if n.startswith("optimizer/iteration")]
+    assert step and reader.get_tensor(step[0]) == 12

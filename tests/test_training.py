@@ -1,0 +1,220 @@
+"""Pretraining driver and optimisers: LAMB against Model Garden, gradient
+accumulation, recipes as config files, checkpoints, export, two phases, resume
+after SIGKILL (a real subprocess)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert import checkpoints, cli, inputs, optimization, training
+from keras_bert.config import BertConfig
+from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.pretrainer import BertPretrainer
+from synthetic_pretraining import write_records
+
+TINY = BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=32, max_position_embeddings=32,
+                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("pretraining")
+    write_records(directory / "train.tfrecord", 64, seq_length=16, seed=0)
+    write_records(directory / "long.tfrecord", 32, seq_length=32, seed=1)
+    TINY.to_json_file(str(directory / "bert_config.json"))
+    return directory
+
+
+def tiny_config(data_dir, model_dir, **fields):
+    values = dict(model=str(data_dir / "bert_config.json"),
+                  train_files=str(data_dir / "train.tfrecord"),
+                  eval_files=str(data_dir / "train.tfrecord"), eval_steps=2,
+                  seq_length=16, max_predictions_per_seq=4, batch_size=8, learning_rate=1e-3,
+                  train_steps=10, warmup_steps=2, checkpoint_every=5, log_every=5,
+                  model_dir=str(model_dir), jit_compile=False, verbose=0)
+    values.update(fields)
+    return training.load_config(**values)
+
+
+# === Optimisers ===
+
+def test_lamb_matches_model_garden():
+    from official.modeling.optimization.lamb import LAMB as ReferenceLamb
+    rng = np.random.default_rng(0)
+    values = {"kernel": rng.normal(size=(4, 3)), "gamma": rng.normal(size=(3,))}
+    grads = [{k: rng.normal(size=v.shape) for k, v in values.items()} for _ in range(3)]
+    ours = [keras.Variable(v.astype("float32"), name=k) for k, v in values.items()]
+    optimizer = optimization.Lamb(learning_rate=0.01, weight_decay_rate=0.1)
+    reference_vars = [tf.Variable(v.astype("float32"), name=f"layer/{k}") for k, v in values.items()]
+    reference = ReferenceLamb(learning_rate=0.01, weight_decay_rate=0.1,
+                              exclude_from_weight_decay=["gamma", "beta", "bias"])
+    for g in grads:
+        optimizer.apply_gradients([(tf.constant(g[k], tf.float32), v) for k, v in zip(values, ours)])
+        reference.apply_gradients([(tf.constant(g[k], tf.float32), v)
+                                   for k, v in zip(values, reference_vars)])
+    for mine, theirs in zip(ours, reference_vars):
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_schedule_and_clipping():
+    optimizer = optimization.create_optimizer("adamw", 1e-3, total_steps=100, warmup_steps=10,
+                                              clipnorm=1.0)
+    schedule = optimizer.learning_rate if callable(optimizer.learning_rate) else None
+    schedule = optimizer._learning_rate
+    assert float(schedule(5)) == pytest.approx(5e-4)
+    assert float(schedule(55)) == pytest.approx(1e-3 * 45 / 90)
+    assert float(schedule(100)) == 0.0
+    assert optimizer.global_clipnorm == 1.0 and optimizer.beta_2 == 0.999 and optimizer.epsilon == 1e-6
+    clipped = optimizer._clip_gradients([tf.constant([3.0, 4.0]), tf.constant([12.0])])
+    np.testing.assert_allclose([c.numpy() for c in clipped][0], [3 / 13, 4 / 13], rtol=1e-6)
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        optimization.create_optimizer("sgd")
+
+
+@pytest.mark.slow
+def test_gradient_accumulation_equals_one_big_batch(tmp_path):
+    path = write_records(tmp_path / "full.tfrecord", 8, seq_length=16, full_predictions=True)
+    results = []
+    for batch_size, accumulation in ((8, 1), (4, 2)):
+        keras.utils.set_random_seed(3)
+        pretrainer = BertPretrainer(BertEncoder(TINY))
+        pretrainer.compile(optimizer=optimization.create_optimizer(
+            "adamw", 1e-2, total_steps=10, warmup_steps=2, gradient_accumulation_steps=accumulation), jit_compile=False)
+        dataset = inputs.pretraining_dataset(path, 16, 4, batch_size, is_training=False)
+        pretrainer.fit(dataset.repeat(), steps_per_epoch=accumulation, epochs=1, verbose=0,
+                       shuffle=False)
+        assert int(pretrainer.optimizer.iterations) == 1
+        # The schedule counts updates, not batches: still in warmup's first step.
+        assert float(pretrainer.optimizer.learning_rate) == pytest.approx(1e-2 * 1 / 2)
+        results.append([w.numpy() for w in pretrainer.trainable_weights])
+    for one, accumulated in zip(*results):
+        np.testing.assert_allclose(one, accumulated, rtol=1e-4, atol=1e-6)
+
+
+# === Config files ===
+
+def test_load_config_from_yaml_with_overrides(tmp_path):
+    path = tmp_path / "recipe.yaml"
+    path.write_text("model: tiny\ntrain_files: a.tfrecord\nmodel_dir: out\n"
+                    "train_steps: 100\ncheckpoint_every: 10\nwarmup_steps: 10\nlearning_rate: 1e-4\n")
+    config = training.load_config(str(path), ["train_steps=20", "optimizer=lamb", "eval_files=null"])
+    assert (config.train_steps, config.optimizer, config.learning_rate) == (20, "lamb", 1e-4)
+    path.write_text("model: tiny\ntrain_file: a\n")
+    with pytest.raises(ValueError, match=r"recipe.yaml: unknown config field\(s\) \['train_file'\]"):
+        training.load_config(str(path))
+    with pytest.raises(ValueError, match="multiple of checkpoint_every"):
+        training.load_config(None, ["train_steps=15", "checkpoint_every=10", "warmup_steps=1"],
+                             train_files="a", model_dir="b")
+    with pytest.raises(ValueError, match="--set expects key=value"):
+        training.load_config(None, ["train_steps"])
+
+
+# === The driver ===
+
+def test_cli_pretrain_checkpoints_logs_exports_and_is_idempotent(data_dir, tmp_path, capsys):
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text(json.dumps(dict(
+        model=str(data_dir / "bert_config.json"), train_files=str(data_dir / "train.tfrecord"),
+        eval_files=str(data_dir / "train.tfrecord"), eval_steps=2,
+        seq_length=16, max_predictions_per_seq=4, batch_size=8, learning_rate=1e-3,
+        train_steps=100, warmup_steps=2, checkpoint_every=50, log_every=5,
+        model_dir=str(tmp_path / "run"), jit_compile=False)))
+    assert cli.main(["pretrain", "--config", str(recipe), "--set", "train_steps=10",
+                     "--set", "checkpoint_every=5", "--set", "verbose=0"]) == 0
+    assert "masked_lm_accuracy" in capsys.readouterr().out
+    index = tf.train.get_checkpoint_state(str(tmp_path / "run" / "checkpoints"))
+    assert [os.path.basename(p) for p in index.all_model_checkpoint_paths] == ["ckpt-5", "ckpt-10"]
+    records = [json.loads(line) for line in open(tmp_path / "run" / "train_log.jsonl")]
+    assert [r["step"] for r in records] == [5, 10]
+    schedule = optimization.WarmupLinearDecay(1e-3, 10, 2)
+    # The optimizer's learning rate, logged after step s, is the one of update s + 1.
+    assert records[0]["learning_rate"] == pytest.approx(float(schedule(5)), rel=1e-5)
+    assert records[1]["sequences_per_second"] > 0
+    assert os.listdir(tmp_path / "run" / "tensorboard" / "train")
+    encoder, heads = checkpoints.load_pretrained(str(tmp_path / "run" / "export"),
+                                                 return_head_weights=True)
+    assert len(heads) == 7 and encoder.config == TINY
+    results = json.load(open(tmp_path / "run" / "eval_results.json"))
+    assert results["step"] == 10
+    # Running the finished recipe again restores step 10 and trains no further.
+    again = training.pretrain(training.load_config(
+        str(recipe), ["train_steps=10", "checkpoint_every=5", "verbose=0"]))
+    assert again["masked_lm_loss"] == pytest.approx(results["masked_lm_loss"], rel=1e-6)
+    assert cli.main(["pretrain", "--config", str(tmp_path / "missing.yaml")]) == 2
+
+
+@pytest.mark.slow
+def test_two_phases_start_from_the_first_phase(data_dir, tmp_path):
+    training.pretrain(tiny_config(data_dir, tmp_path / "phase1"))
+    # Phase 2: length 32, from phase 1's export; learning rate 0 keeps its weights.
+    phase2 = tiny_config(data_dir, tmp_path / "phase2", init_checkpoint=str(tmp_path / "phase1" / "export"),
+                         model=None, seq_length=32, train_files=str(data_dir / "long.tfrecord"),
+                         eval_files=None, learning_rate=0.0, train_steps=5)
+    training.pretrain(phase2)
+    first = tf.train.load_checkpoint(str(tmp_path / "phase1" / "export" / "bert_model.ckpt"))
+    second = tf.train.load_checkpoint(str(tmp_path / "phase2" / "export" / "bert_model.ckpt"))
+    names = first.get_variable_to_shape_map()
+    assert names == second.get_variable_to_shape_map() and len(names) > 30
+    for name in names:
+        np.testing.assert_array_equal(first.get_tensor(name), second.get_tensor(name), err_msg=name)
+
+
+# === Resume after SIGKILL ===
+
+def _launch(recipe, model_dir):
+    return subprocess.Popen(
+        [sys.executable, "-m", "keras_bert.cli", "pretrain", "--config", str(recipe),
+         "--set", f"model_dir={model_dir}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _export(model_dir):
+    reader = tf.train.load_checkpoint(os.path.join(model_dir, "export", "bert_model.ckpt"))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_loses_and_repeats_no_step(data_dir, tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        f"model: {data_dir / 'bert_config.json'}\ntrain_files: {data_dir / 'train.tfrecord'}\n"
+        "seq_length: 16\nmax_predictions_per_seq: 4\nbatch_size: 8\nlearning_rate: 0.001\n"
+        "train_steps: 300\nwarmup_steps: 30\ncheckpoint_every: 20\nlog_every: 20\n"
+        "jit_compile: false\nverbose: 0\nseed: 7\n")
+    reference = _launch(recipe, tmp_path / "reference")
+    interrupted = _launch(recipe, tmp_path / "interrupted")
+    index = tmp_path / "interrupted" / "checkpoints" / "checkpoint"
+    deadline = time.time() + 300
+    while time.time() < deadline and interrupted.poll() is None:
+        state = tf.train.get_checkpoint_state(str(index.parent)) if index.exists() else None
+        if state and int(state.model_checkpoint_path.rsplit("-", 1)[1]) >= 100:
+            break
+        time.sleep(0.05)
+    assert interrupted.poll() is None, "training finished before it could be killed"
+    interrupted.send_signal(signal.SIGKILL)
+    interrupted.wait()
+    killed_at = int(tf.train.get_checkpoint_state(str(index.parent))
+                    .model_checkpoint_path.rsplit("-", 1)[1])
+    assert 100 <= killed_at < 300
+    resumed = _launch(recipe, tmp_path / "interrupted")
+    output = resumed.communicate(timeout=600)[0]
+    assert resumed.returncode == 0, output
+    assert f"at step {killed_at}" in output
+    assert reference.wait(timeout=600) == 0
+    # Same final weights as the uninterrupted run: the right step, learning
+    # rate and batches after the restart (one lost or repeated batch would differ).
+    expected, actual = _export(tmp_path / "reference"), _export(tmp_path / "interrupted")
+    assert expected.keys() == actual.keys()
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    steps = [json.loads(line)["step"] for line in open(tmp_path / "interrupted" / "train_log.jsonl")]
+    assert steps == list(range(20, 301, 20))
