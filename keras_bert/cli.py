@@ -74,6 +74,76 @@ def run_convert(args):
     print(f"wrote {path}")
 
 
+# === prepare-corpus / create-pretraining-data ===
+
+def add_prepare_corpus(subparsers):
+    parser = subparsers.add_parser(
+        "prepare-corpus", help="books, text files or Wikipedia -> one sentence per line, "
+                               "a blank line between documents")
+    parser.add_argument("inputs", nargs="+",
+                        help="files, directories or globs; TFDS names for --source tfds")
+    parser.add_argument("--source", choices=["books", "text", "tfds", "wikiextractor"],
+                        default="books", help="books: a chapter is a document; text: a file "
+                        "is a document; tfds: e.g. wikipedia/20230601.en; wikiextractor: "
+                        "WikiExtractor output of a Wikipedia dump")
+    parser.add_argument("--output-file", required=True)
+    parser.add_argument("--tfds-split", default="train")
+    parser.add_argument("--tfds-data-dir", default=None)
+    parser.set_defaults(run=run_prepare_corpus)
+
+
+def run_prepare_corpus(args):
+    from keras_bert.corpus import prepare_corpus
+    documents, sentences = prepare_corpus(args.source, args.inputs, args.output_file,
+                                          args.tfds_split, args.tfds_data_dir)
+    print(f"wrote {documents} documents, {sentences} sentences to {args.output_file}")
+
+
+def add_create_pretraining_data(subparsers):
+    parser = subparsers.add_parser(
+        "create-pretraining-data", help="text -> masked-LM / next-sentence TFRecord shards "
+                                        "(the original create_pretraining_data.py)")
+    parser.add_argument("--input-file", required=True,
+                        help="comma-separated files or globs: one sentence per line, "
+                             "a blank line between documents")
+    parser.add_argument("--output-file", required=True,
+                        help="a file, comma-separated files, or the prefix of --num-shards shards")
+    parser.add_argument("--vocab-file", required=True)
+    parser.add_argument("--do-lower-case", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--do-whole-word-mask", action="store_true")
+    parser.add_argument("--max-seq-length", type=int, default=128)
+    parser.add_argument("--max-predictions-per-seq", type=int, default=20)
+    parser.add_argument("--masked-lm-prob", type=float, default=0.15)
+    parser.add_argument("--short-seq-prob", type=float, default=0.1)
+    parser.add_argument("--dupe-factor", type=int, default=10)
+    parser.add_argument("--random-seed", type=int, default=12345)
+    parser.add_argument("--objective", choices=["nsp", "sop", "none"], default="nsp",
+                        help="nsp: BERT next sentence; sop: ALBERT sentence order; none: "
+                             "RoBERTa packing of full sentences, no next_sentence_labels")
+    parser.add_argument("--no-mask", action="store_true",
+                        help="write unmasked records, for dynamic masking at read time")
+    parser.add_argument("--num-shards", type=int, default=1)
+    parser.add_argument("--num-workers", type=int, default=None, help="default: all cores")
+    parser.add_argument("--gzip", action="store_true", help="GZIP-compressed TFRecords")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(run=run_create_pretraining_data)
+
+
+def run_create_pretraining_data(args):
+    from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
+    options = PretrainingOptions(
+        max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
+        masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
+        dupe_factor=args.dupe_factor, random_seed=args.random_seed,
+        do_whole_word_mask=args.do_whole_word_mask, objective=args.objective,
+        mask=not args.no_mask)
+    summary = create_pretraining_data(
+        args.input_file, args.output_file, args.vocab_file, options,
+        do_lower_case=args.do_lower_case, num_shards=args.num_shards,
+        num_workers=args.num_workers, gzip=args.gzip, progress=not args.quiet)
+    print(summary.to_text(options))
+
+
 # === pretrain ===
 
 def add_pretrain(subparsers):
@@ -91,7 +161,8 @@ def run_pretrain(args):
     print(" - ".join(f"{name}: {value:.4f}" for name, value in results.items()))
 
 
-COMMANDS = [add_tokenize, add_encode, add_convert, add_pretrain]
+COMMANDS = [add_tokenize, add_encode, add_convert, add_prepare_corpus,
+            add_create_pretraining_data, add_pretrain]
 
 
 def build_parser():
