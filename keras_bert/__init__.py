@@ -9,6 +9,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_bert.config import BertConfig  # noqa: E402
 from keras_bert.models import BertEncoder  # noqa: E402
+from keras_bert.models import (  # noqa: E402
+    BertClassifier, BertFeatureExtractor, BertSpanExtractor, BertTokenClassifier)
 from keras_bert.tokenizer import BertTokenizer  # noqa: E402
 
 __version__ = "0.1.0"

@@ -161,8 +161,110 @@ def run_pretrain(args):
     print(" - ".join(f"{name}: {value:.4f}" for name, value in results.items()))
 
 
+# === finetune / evaluate ===
+
+def _add_data_arguments(parser):
+    parser.add_argument("--glue-task", default=None,
+                        help="read the data as this GLUE task (cola, sst2, mrpc, stsb, qqp, "
+                             "mnli, qnli, rte, wnli): original TSVs or tfds:glue/<task>:<split>")
+    parser.add_argument("--text-columns", default=None,
+                        help="comma-separated text column(s) of a TSV/CSV/JSONL table "
+                             "(default: every column but the label, at most two)")
+    parser.add_argument("--label-column", default="label")
+    parser.add_argument("--version-2-with-negative", action="store_true",
+                        help="SQuAD v2.0: questions may have no answer")
+    parser.add_argument("--null-score-diff-threshold", type=float, default=None,
+                        help="SQuAD v2.0: answer \"\" when null score - best span score "
+                             "exceeds this (tune it on dev: see best_f1_thresh)")
+
+
+def add_finetune(subparsers):
+    parser = subparsers.add_parser(
+        "finetune", help="fine-tune a BERT encoder on a classification, regression, "
+                         "tagging or SQuAD task")
+    parser.add_argument("--task", required=True, choices=["classify", "regress", "tag", "squad"])
+    parser.add_argument("--train", required=True,
+                        help="file (TSV/CSV/JSONL, GLUE TSV, CoNLL, SQuAD JSON) or "
+                             "tfds:<name>:<split>")
+    parser.add_argument("--dev", default=None, help="as --train; scored after every epoch")
+    parser.add_argument("--init-checkpoint", default=None,
+                        help="our .keras file, HuggingFace folder, TF1 checkpoint or folder; "
+                             "random --preset weights if absent")
+    parser.add_argument("--output-dir", required=True)
+    parser.add_argument("--vocab-file", default=None,
+                        help="defaults to the checkpoint's vocab.txt, else the shipped uncased one")
+    parser.add_argument("--cased", action="store_true", help="the vocabulary is cased")
+    parser.add_argument("--preset", default="tiny", help="size when no checkpoint is given")
+    parser.add_argument("--seq-length", type=int, default=128,
+                        help="max sequence length (384 for SQuAD)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument("--epochs", type=float, default=3)
+    parser.add_argument("--warmup-proportion", type=float, default=0.1)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--doc-stride", type=int, default=128)
+    parser.add_argument("--max-query-length", type=int, default=64)
+    parser.add_argument("--max-train-examples", type=int, default=None)
+    parser.add_argument("--max-dev-examples", type=int, default=None)
+    parser.add_argument("--early-stopping-patience", type=int, default=None,
+                        help="stop after this many epochs without a better dev metric")
+    parser.add_argument("--search", choices=["paper"], default=None,
+                        help="the paper's grid: batch {16,32} x lr {5e-5,3e-5,2e-5} x "
+                             "epochs {2,3,4}, best on dev, results table at the end")
+    parser.add_argument("--restarts", type=int, default=1, help="random restarts per grid point")
+    parser.add_argument("--bucket-by-length", action="store_true",
+                        help="batch examples of similar lengths (much faster on CPU)")
+    parser.add_argument("--no-tensorboard", action="store_true")
+    _add_data_arguments(parser)
+    parser.set_defaults(run=run_finetune)
+
+
+def run_finetune(args):
+    import json
+    from keras_bert.finetuning import FinetuneConfig, finetune
+    config = FinetuneConfig(
+        task=args.task, train=args.train, dev=args.dev, init_checkpoint=args.init_checkpoint,
+        output_dir=args.output_dir, vocab_file=args.vocab_file, lowercase=not args.cased,
+        preset=args.preset, seq_length=args.seq_length, batch_size=args.batch_size,
+        learning_rate=args.learning_rate, epochs=args.epochs,
+        warmup_proportion=args.warmup_proportion, dropout=args.dropout, seed=args.seed,
+        glue_task=args.glue_task,
+        text_columns=args.text_columns.split(",") if args.text_columns else None,
+        label_column=args.label_column, version_2_with_negative=args.version_2_with_negative,
+        null_score_diff_threshold=args.null_score_diff_threshold or 0.0,
+        doc_stride=args.doc_stride, max_query_length=args.max_query_length,
+        max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
+        early_stopping_patience=args.early_stopping_patience, search=args.search,
+        restarts=args.restarts, bucket_by_length=args.bucket_by_length,
+        tensorboard=not args.no_tensorboard)
+    result = finetune(config)
+    print(json.dumps({k: v for k, v in result.items() if k != "table"}, indent=2))
+
+
+def add_evaluate(subparsers):
+    parser = subparsers.add_parser(
+        "evaluate", help="score a fine-tuned model (a finetune --output-dir) on a data set")
+    parser.add_argument("--model-dir", required=True, help="a finetune --output-dir")
+    parser.add_argument("--data", required=True, help="file or tfds:<name>:<split>")
+    parser.add_argument("--max-examples", type=int, default=None)
+    _add_data_arguments(parser)
+    parser.set_defaults(run=run_evaluate)
+
+
+def run_evaluate(args):
+    import json
+    from keras_bert.finetuning import evaluate
+    result = evaluate(args.model_dir, args.data, max_dev_examples=args.max_examples,
+                      glue_task=args.glue_task,
+                      text_columns=args.text_columns.split(",") if args.text_columns else None,
+                      version_2_with_negative=args.version_2_with_negative or None,
+                      null_score_diff_threshold=args.null_score_diff_threshold)
+    print(json.dumps(result, indent=2))
+
+
 COMMANDS = [add_tokenize, add_encode, add_convert, add_prepare_corpus,
-            add_create_pretraining_data, add_pretrain]
+            add_create_pretraining_data, add_pretrain, add_finetune, add_evaluate]
 
 
 def build_parser():

@@ -1,0 +1,72 @@
+"""BertFeatureExtractor: the paper's feature-based setting and sentence embeddings.
+
+Legend for shape comments: B = batch, T = sequence length, H = hidden size,
+K = number of top layers concatenated.
+"""
+
+import keras
+
+from keras_bert.embeddings import mean_pool
+from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class MeanPool(keras.layers.Layer):
+    """(B, T, H), (B, T) -> (B, H) L2-normalised mean over the real tokens."""
+
+    def call(self, sequence_output, input_mask):
+        return mean_pool(sequence_output, input_mask)
+
+    def compute_output_shape(self, sequence_output_shape, input_mask_shape):
+        return (sequence_output_shape[0], sequence_output_shape[-1])
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class BertFeatureExtractor(keras.Model):
+    """Frozen-encoder features.
+
+    `token_features` concatenates the top `num_top_layers` layers' outputs
+    for each token (the paper's best feature-based CoNLL-2003 setting, 4 layers:
+    96.1 dev F1 against 96.4 fine-tuned); `sentence_embedding` is the
+    mean of the last layer over real tokens, L2-normalised (cosine similarity
+    is then a dot product).
+
+    Args:
+      encoder: a `BertEncoder`; its weights are not trained through this model.
+      num_top_layers: how many of the last layers to concatenate (4 in the paper).
+
+    Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 (B, T).
+    Outputs: `token_features` (B, T, K*H), `sentence_embedding` (B, H).
+    """
+
+    def __init__(self, encoder, num_top_layers=4, **kwargs):
+        encoder = deserialize_encoder(encoder)
+        num_layers = encoder.config.num_hidden_layers
+        if not 1 <= num_top_layers <= num_layers:
+            raise ValueError(f"num_top_layers={num_top_layers}: the encoder has {num_layers} layers")
+
+        # === Layers ===
+        concat = keras.layers.Concatenate(axis=-1, name="top_layers")
+        pool = MeanPool(name="mean_pool")
+
+        # === Functional Model ===
+        inputs = encoder_inputs()
+        outputs = encoder(inputs)
+        top = outputs["encoder_outputs"][-num_top_layers:]  # K x (B, T, H)
+        token_features = concat(top) if num_top_layers > 1 else top[0]  # (B, T, K*H)
+        sentence = pool(outputs["sequence_output"], inputs["input_mask"])  # (B, H)
+        super().__init__(inputs=inputs, outputs={"token_features": token_features,
+                                                 "sentence_embedding": sentence}, **kwargs)
+        encoder.trainable = False
+
+        # === Config ===
+        self.encoder = encoder
+        self.num_top_layers = num_top_layers
+
+    def get_config(self):
+        return {"encoder": serialize_encoder(self.encoder),
+                "num_top_layers": self.num_top_layers, "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

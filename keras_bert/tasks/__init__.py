@@ -1,0 +1,1 @@
+"""Task data: readers, feature conversion, post-processing and metrics."""

@@ -1,0 +1,262 @@
+"""Evaluation metrics, computed exactly as the official scripts compute them.
+
+Classification: accuracy, binary F1, Matthews correlation (CoLA); regression:
+Pearson and Spearman (STS-B); tagging: entity-level precision / recall / F1 with
+seqeval's (conlleval's) chunking rules; SQuAD v1.1 exact match / F1 and v2.0
+HasAns / NoAns / best-threshold figures with the official normalisation.
+Plain NumPy and Python: predictions are small and exactness matters more than speed.
+"""
+
+import collections
+import re
+import string
+
+import numpy as np
+
+# === Classification and regression ===
+
+
+def accuracy(labels, predictions):
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    return float(np.mean(labels == predictions)) if labels.size else 0.0
+
+
+def f1(labels, predictions, positive=1):
+    """Binary F1 of the positive class (MRPC, QQP); 0 when undefined, as sklearn."""
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    true_positive = np.sum((predictions == positive) & (labels == positive))
+    predicted = np.sum(predictions == positive)
+    actual = np.sum(labels == positive)
+    if predicted + actual == 0:
+        return 0.0
+    return float(2 * true_positive / (predicted + actual))
+
+
+def matthews_corrcoef(labels, predictions):
+    """Multi-class Matthews correlation (Gorodkin's R_K), as sklearn; 0 when undefined."""
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    classes = np.unique(np.concatenate([labels, predictions]))
+    index = {c: i for i, c in enumerate(classes)}
+    confusion = np.zeros((len(classes), len(classes)), dtype=np.float64)
+    for true, pred in zip(labels, predictions):
+        confusion[index[true], index[pred]] += 1
+    true_counts, pred_counts = confusion.sum(axis=1), confusion.sum(axis=0)
+    correct, samples = np.trace(confusion), confusion.sum()
+    covariance_yp = correct * samples - np.dot(true_counts, pred_counts)
+    covariance_pp = samples ** 2 - np.dot(pred_counts, pred_counts)
+    covariance_yy = samples ** 2 - np.dot(true_counts, true_counts)
+    if covariance_pp * covariance_yy == 0:
+        return 0.0
+    return float(covariance_yp / np.sqrt(covariance_pp * covariance_yy))
+
+
+def pearson(labels, predictions):
+    x = np.asarray(labels, dtype=np.float64)
+    y = np.asarray(predictions, dtype=np.float64)
+    x, y = x - x.mean(), y - y.mean()
+    denominator = np.sqrt(np.sum(x * x) * np.sum(y * y))
+    return float(np.sum(x * y) / denominator) if denominator else 0.0
+
+
+def _average_ranks(values):
+    """Ranks 1..n with ties given the mean of their ranks (scipy's 'average')."""
+    values = np.asarray(values, dtype=np.float64)
+    order = np.argsort(values, kind="mergesort")
+    sorted_values = values[order]
+    ranks = np.empty(len(values), dtype=np.float64)
+    start = 0
+    while start < len(values):
+        end = start
+        while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
+            end += 1
+        ranks[order[start:end + 1]] = (start + end) / 2.0 + 1.0
+        start = end + 1
+    return ranks
+
+
+def spearman(labels, predictions):
+    return pearson(_average_ranks(labels), _average_ranks(predictions))
+
+
+# === Tagging: entity-level F1 (seqeval / conlleval) ===
+
+
+def _split_tag(tag):
+    if tag in ("O", "", None):
+        return "O", ""
+    prefix, _, entity = tag.partition("-")
+    if prefix not in ("B", "I", "E", "S") or not entity:
+        # A bare label such as "PER" (IO scheme): conlleval reads it as I-PER.
+        return "I", tag
+    return prefix, entity
+
+
+def _ends_chunk(prev_prefix, prefix, prev_type, type_):
+    if prev_prefix in ("E", "S"):
+        return True
+    if prev_prefix == "B" and prefix in ("B", "S", "O"):
+        return True
+    if prev_prefix == "I" and prefix in ("B", "S", "O"):
+        return True
+    return prev_prefix != "O" and prev_type != type_
+
+
+def _starts_chunk(prev_prefix, prefix, prev_type, type_):
+    if prefix in ("B", "S"):
+        return True
+    if prev_prefix in ("E", "S") and prefix in ("E", "I"):
+        return True
+    if prev_prefix == "O" and prefix in ("E", "I"):
+        return True
+    return prefix != "O" and prev_type != type_
+
+
+def get_entities(tags):
+    """Tags of one sentence -> set of (type, first, last) chunks, conlleval's rules."""
+    entities = set()
+    prev_prefix, prev_type, begin = "O", "", 0
+    for i, tag in enumerate(list(tags) + ["O"]):
+        prefix, type_ = _split_tag(tag)
+        if _ends_chunk(prev_prefix, prefix, prev_type, type_):
+            entities.add((prev_type, begin, i - 1))
+        if _starts_chunk(prev_prefix, prefix, prev_type, type_):
+            begin = i
+        prev_prefix, prev_type = prefix, type_
+    return entities
+
+
+def entity_scores(true_tags, predicted_tags):
+    """Lists of tag sequences -> entity-level precision, recall and F1 (micro)."""
+    if len(true_tags) != len(predicted_tags):
+        raise ValueError(f"{len(true_tags)} gold sentences but {len(predicted_tags)} predicted")
+    correct = n_true = n_pred = 0
+    for index, (gold, pred) in enumerate(zip(true_tags, predicted_tags)):
+        if len(gold) != len(pred):
+            raise ValueError(f"sentence {index}: {len(gold)} gold tags, {len(pred)} predicted")
+        gold_entities, pred_entities = get_entities(gold), get_entities(pred)
+        correct += len(gold_entities & pred_entities)
+        n_true += len(gold_entities)
+        n_pred += len(pred_entities)
+    precision = correct / n_pred if n_pred else 0.0
+    recall = correct / n_true if n_true else 0.0
+    f1_score = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1_score}
+
+
+# === SQuAD ===
+
+
+def normalize_answer(text):
+    """Lowercase, strip punctuation, articles and extra whitespace (official scripts)."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text, flags=re.UNICODE)
+    return " ".join(text.split())
+
+
+def squad_exact(gold, prediction):
+    return int(normalize_answer(gold) == normalize_answer(prediction))
+
+
+def squad_f1(gold, prediction):
+    gold_tokens = normalize_answer(gold).split()
+    pred_tokens = normalize_answer(prediction).split()
+    if not gold_tokens or not pred_tokens:
+        # v2.0: an empty answer scores 1 only against an empty answer.
+        return float(gold_tokens == pred_tokens)
+    common = collections.Counter(gold_tokens) & collections.Counter(pred_tokens)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred_tokens), same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _questions(dataset):
+    """SQuAD JSON `data` list -> {id: gold answer texts}."""
+    return {qa["id"]: [a["text"] for a in qa["answers"]]
+            for article in dataset for paragraph in article["paragraphs"]
+            for qa in paragraph["qas"]}
+
+
+def squad_v1_scores(dataset, predictions):
+    """Official v1.1 evaluation: percentages over every question (missing ones score 0)."""
+    questions = _questions(dataset)
+    exact = f1_total = 0.0
+    for qid, golds in questions.items():
+        if qid not in predictions:
+            continue
+        exact += max(squad_exact(g, predictions[qid]) for g in golds)
+        f1_total += max(_v1_f1(g, predictions[qid]) for g in golds)
+    total = len(questions)
+    return {"exact_match": 100.0 * exact / total, "f1": 100.0 * f1_total / total}
+
+
+def _v1_f1(gold, prediction):
+    # v1.1's script gives 0 (not 1) when both sides normalise to nothing.
+    gold_tokens = normalize_answer(gold).split()
+    pred_tokens = normalize_answer(prediction).split()
+    common = collections.Counter(gold_tokens) & collections.Counter(pred_tokens)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred_tokens), same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _best_threshold(predictions, scores, na_probs, has_answer):
+    """Sweeps the no-answer threshold as the official v2.0 script does."""
+    score = best = sum(1 for q in scores if not has_answer[q])
+    threshold = 0.0
+    for qid in sorted(na_probs, key=lambda q: na_probs[q]):
+        if qid not in scores:
+            continue
+        if has_answer[qid]:
+            score += scores[qid]
+        else:
+            score += -1 if predictions[qid] else 0
+        if score > best:
+            best, threshold = score, na_probs[qid]
+    return 100.0 * best / len(scores), threshold
+
+
+def squad_v2_scores(dataset, predictions, na_probs=None, na_prob_threshold=1.0):
+    """Official v2.0 evaluation over the questions that have a prediction.
+
+    `na_probs` are no-answer scores (higher = more likely unanswerable); a
+    question whose score exceeds `na_prob_threshold` counts as answered "".
+    Returns exact / f1 / total, HasAns_* and NoAns_* (when present) and the
+    best-threshold figures `best_exact`, `best_exact_thresh`, `best_f1`,
+    `best_f1_thresh` (the official `final_*`).
+    """
+    golds = {qid: texts for qid, texts in _questions(dataset).items() if qid in predictions}
+    has_answer = {qid: bool(texts) for qid, texts in golds.items()}
+    if na_probs is None:
+        na_probs = {qid: 0.0 for qid in predictions}
+    exact_raw, f1_raw = {}, {}
+    for qid, texts in golds.items():
+        texts = [t for t in texts if normalize_answer(t)] or [""]
+        exact_raw[qid] = max(squad_exact(t, predictions[qid]) for t in texts)
+        f1_raw[qid] = max(squad_f1(t, predictions[qid]) for t in texts)
+
+    def thresholded(raw):
+        return {qid: float(not has_answer[qid]) if na_probs[qid] > na_prob_threshold else s
+                for qid, s in raw.items()}
+
+    exact, f1_scores = thresholded(exact_raw), thresholded(f1_raw)
+
+    def summary(qids):
+        return {"exact": 100.0 * sum(exact[q] for q in qids) / len(qids),
+                "f1": 100.0 * sum(f1_scores[q] for q in qids) / len(qids),
+                "total": len(qids)}
+
+    result = summary(list(golds))
+    for prefix, wanted in (("HasAns", True), ("NoAns", False)):
+        qids = [q for q in golds if has_answer[q] == wanted]
+        if qids:
+            result.update({f"{prefix}_{k}": v for k, v in summary(qids).items()})
+    result["best_exact"], result["best_exact_thresh"] = _best_threshold(
+        predictions, exact_raw, na_probs, has_answer)
+    result["best_f1"], result["best_f1_thresh"] = _best_threshold(
+        predictions, f1_raw, na_probs, has_answer)
+    return result

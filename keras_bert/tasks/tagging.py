@@ -1,0 +1,135 @@
+"""Token tagging data: CoNLL-style files and TFDS `conll2003`, converted to
+word-piece features labelled on each word's first piece (the paper's choice).
+
+Legend for shapes: N = sentences, T = sequence length.
+"""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+IGNORED = -1  # label id of pieces that carry no label (weight 0)
+
+
+@dataclasses.dataclass
+class TaggedSentences:
+    words: list   # list of lists of words
+    tags: list    # list of lists of tags (None for unlabelled data)
+
+    def __len__(self):
+        return len(self.words)
+
+
+def read_conll(path):
+    """CoNLL-style file: one `word<TAB or space>...<tag>` per line (the tag is the
+    last field), a blank line between sentences, `-DOCSTART-` lines skipped."""
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"data file not found: {path}")
+    words, tags, sentence_words, sentence_tags = [], [], [], []
+
+    def flush():
+        if sentence_words:
+            words.append(list(sentence_words))
+            tags.append(list(sentence_tags))
+            sentence_words.clear()
+            sentence_tags.clear()
+
+    with tf.io.gfile.GFile(path, "r") as f:
+        for number, line in enumerate(f, 1):
+            line = line.rstrip("\n").rstrip("\r")
+            if not line.strip():
+                flush()
+                continue
+            if line.startswith("-DOCSTART-"):
+                continue
+            fields = line.split("\t") if "\t" in line else line.split()
+            if len(fields) < 2:
+                raise ValueError(f"{path}, line {number}: expected `word<TAB>tag`, got {line!r}")
+            sentence_words.append(fields[0])
+            sentence_tags.append(fields[-1].strip())
+    flush()
+    if not words:
+        raise ValueError(f"{path}: no sentences")
+    return TaggedSentences(words, tags)
+
+
+def read_conll2003_tfds(split, data_dir=None):
+    """TFDS `conll2003` (features `tokens`, `ner`) as `TaggedSentences`, with
+    the TFDS tag names."""
+    import tensorflow_datasets as tfds
+    dataset, info = tfds.load("conll2003", split=split, data_dir=data_dir, with_info=True)
+    names = info.features["ner"].feature.names
+    words, tags = [], []
+    for row in tfds.as_numpy(dataset):
+        words.append([w.decode("utf-8") for w in row["tokens"]])
+        tags.append([names[int(t)] for t in row["ner"]])
+    return TaggedSentences(words, tags)
+
+
+def tag_vocabulary(tag_lists):
+    """`O` first, then the other tags sorted by entity type then prefix."""
+    distinct = {tag for tags in tag_lists for tag in tags}
+    others = sorted(distinct - {"O"}, key=lambda t: (t.partition("-")[2], t))
+    return (["O"] if "O" in distinct else []) + others
+
+
+def encode_tagged(tokenizer, sentences, label_names=None, seq_length=128, strict=True):
+    """Sentences -> features, label ids and weights on the first piece of each word.
+
+    Each word is tokenized as the original does (it may split further at
+    punctuation); the label sits on its first piece, the other pieces get label
+    `IGNORED` and weight 0, and words past `seq_length - 2` pieces are cut.
+
+    Returns (features dict of int32 (N, T), labels int32 (N, T) or None,
+    weights float32 (N, T), first_pieces: per sentence, each word's piece
+    position or -1 where the word was cut or vanished). A tag outside
+    `label_names` is an error when `strict`, else left unlabelled (dev data
+    may hold tags the training data never showed; metrics still count them).
+    """
+    flat = [w for words in sentences.words for w in words]
+    pieces = tokenizer.tokenize(tf.constant(flat or [""])).to_list() if flat else []
+    index = {name: i for i, name in enumerate(label_names or [])}
+    n = len(sentences)
+    input_ids = np.full((n, seq_length), tokenizer.pad_id, np.int32)
+    input_mask = np.zeros((n, seq_length), np.int32)
+    labels = np.full((n, seq_length), IGNORED, np.int32)
+    weights = np.zeros((n, seq_length), np.float32)
+    first_pieces = []
+    cursor = 0
+    for row, words in enumerate(sentences.words):
+        ids, positions = [tokenizer.cls_id], []
+        for k, word in enumerate(words):
+            word_pieces = pieces[cursor + k]
+            if not word_pieces or len(ids) + len(word_pieces) > seq_length - 1:
+                positions.append(-1)
+                continue
+            positions.append(len(ids))
+            ids.extend(word_pieces)
+        cursor += len(words)
+        ids.append(tokenizer.sep_id)
+        input_ids[row, :len(ids)] = ids
+        input_mask[row, :len(ids)] = 1
+        first_pieces.append(np.asarray(positions, np.int32))
+        if label_names is not None and sentences.tags is not None:
+            for position, tag in zip(positions, sentences.tags[row]):
+                if position < 0:
+                    continue
+                if tag not in index:
+                    if not strict:
+                        continue
+                    raise ValueError(f"sentence {row}: tag {tag!r} not among {label_names}")
+                labels[row, position] = index[tag]
+                weights[row, position] = 1.0
+    features = {"input_ids": input_ids, "input_mask": input_mask,
+                "segment_ids": np.zeros_like(input_ids)}
+    return features, (labels if label_names is not None else None), weights, first_pieces
+
+
+def decode_tags(predicted_ids, first_pieces, label_names, fill="O"):
+    """(N, T) predicted label ids -> per sentence, one tag per word (`fill` for
+    words that had no piece in the sequence)."""
+    tags = []
+    for row, positions in enumerate(first_pieces):
+        tags.append([label_names[predicted_ids[row, p]] if p >= 0 else fill for p in positions])
+    return tags

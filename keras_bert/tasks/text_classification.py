@@ -1,0 +1,145 @@
+"""Sentence and sentence-pair examples from TSV, CSV or JSON-lines files, and
+their conversion to encoder features.
+
+A file holds one example per row; the caller names the text column(s) (one
+for single sentences, two for pairs) and the label column. Without names,
+the label is the `label` column and the texts are the other columns in order
+(at most two), which fits `rotten_tomatoes` (label, sentence) and `bbc_news`
+(label, title, text: a pair whose longer side, the text, is truncated first).
+"""
+
+import csv
+import dataclasses
+import json
+
+import numpy as np
+import tensorflow as tf
+
+
+@dataclasses.dataclass
+class TextExamples:
+    """Column-wise examples: `texts_b` is None for single sentences; labels are
+    strings (classes) or floats (regression); `ids` name the rows."""
+    texts_a: list
+    texts_b: list
+    labels: list
+    ids: list
+
+    def __len__(self):
+        return len(self.texts_a)
+
+
+def _file_format(path):
+    name = path.lower()
+    if name.endswith((".jsonl", ".json", ".ndjson")):
+        return "jsonl"
+    if name.endswith(".csv"):
+        return "csv"
+    return "tsv"
+
+
+def read_rows(path, header=True):
+    """Yields (line number, row) with rows as dicts (header or JSON) or lists."""
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"data file not found: {path}")
+    file_format = _file_format(path)
+    with tf.io.gfile.GFile(path, "r") as f:
+        if file_format == "jsonl":
+            for number, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        yield number, json.loads(line)
+                    except json.JSONDecodeError as e:
+                        raise ValueError(f"{path}, line {number}: not valid JSON ({e})") from None
+            return
+        if file_format == "csv":
+            reader = csv.reader(f)
+        else:
+            # GLUE's TSVs hold bare quotes inside sentences: no CSV quoting.
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        names = next(reader) if header else None
+        for number, row in enumerate(reader, 2 if header else 1):
+            if not row:
+                continue
+            if names is not None:
+                if len(row) != len(names):
+                    raise ValueError(f"{path}, line {number}: {len(row)} fields, "
+                                     f"the header has {len(names)}")
+                row = dict(zip(names, row))
+            yield number, row
+
+
+def read_text_examples(path, text_columns=None, label_column="label", regression=False,
+                       header=True):
+    """Reads a TSV / CSV / JSONL file into `TextExamples`.
+
+    Args:
+      path: the file; its extension picks the format (`.csv`, `.jsonl`, else TSV).
+      text_columns: one or two column names (or indices without a header);
+        defaults to every column but the label, in file order.
+      label_column: the label's column name (or index); None for unlabelled data.
+      regression: labels are floats.
+      header: whether a TSV / CSV file starts with column names.
+    """
+    texts_a, texts_b, labels, ids = [], [], [], []
+    columns = list(text_columns) if text_columns else None
+    for number, row in read_rows(path, header):
+        if columns is None:
+            keys = list(row) if isinstance(row, dict) else list(range(len(row)))
+            columns = [k for k in keys if k != label_column][:2]
+        if not 1 <= len(columns) <= 2:
+            raise ValueError(f"{path}: give one or two text columns, got {columns}")
+        try:
+            texts = [row[c] for c in columns]
+            label = row[label_column] if label_column is not None else None
+        except (KeyError, IndexError) as e:
+            raise ValueError(f"{path}, line {number}: no column {e} "
+                             f"(text columns {columns}, label column {label_column!r})") from None
+        if label is not None:
+            if regression:
+                try:
+                    label = float(label)
+                except ValueError:
+                    raise ValueError(f"{path}, line {number}: label {label!r} is not a number")
+            else:
+                label = str(label)
+        texts_a.append(str(texts[0]))
+        texts_b.append(str(texts[1]) if len(texts) > 1 else None)
+        labels.append(label)
+        ids.append(row.get("idx", row.get("id", number)) if isinstance(row, dict) else number)
+    if not texts_a:
+        raise ValueError(f"{path}: no examples")
+    return TextExamples(texts_a, None if texts_b[0] is None else texts_b, labels, ids)
+
+
+def label_vocabulary(labels):
+    """Sorted distinct class names (numbers sort numerically)."""
+    distinct = set(labels)
+    try:
+        return sorted(distinct, key=float)
+    except ValueError:
+        return sorted(distinct)
+
+
+def encode_texts(tokenizer, texts_a, texts_b=None, seq_length=128, chunk_size=1024):
+    """Strings -> {input_ids, input_mask, segment_ids} int32 NumPy (N, seq_length).
+
+    Tokenized once, in chunks, so that training epochs only read arrays.
+    """
+    parts = []
+    for start in range(0, len(texts_a), chunk_size):
+        a = tf.constant(texts_a[start:start + chunk_size])
+        b = tf.constant(texts_b[start:start + chunk_size]) if texts_b is not None else None
+        parts.append({k: v.numpy() for k, v in tokenizer.pack(a, b, seq_length).items()})
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def encode_labels(labels, label_names, source=""):
+    """Class names -> int32 indices (floats for regression, when label_names is None)."""
+    if label_names is None:
+        return np.asarray(labels, dtype=np.float32)[:, None]
+    index = {name: i for i, name in enumerate(label_names)}
+    unknown = sorted(set(labels) - set(index))
+    if unknown:
+        raise ValueError(f"{source}: label(s) {unknown[:5]} not among {label_names}")
+    return np.asarray([index[label] for label in labels], dtype=np.int32)

@@ -1,0 +1,103 @@
+"""The task models: outputs equal the paper's heads computed by hand from the
+encoder's outputs, and every model survives a `.keras` save / load."""
+
+import numpy as np
+import pytest
+
+import keras
+from keras_bert import BertConfig, BertEncoder
+from keras_bert.models.classifier import BertClassifier
+from keras_bert.models.features_extractor import BertFeatureExtractor
+from keras_bert.models.span_extractor import BertSpanExtractor
+from keras_bert.models.tagger import BertTokenClassifier
+
+CONFIG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=4, num_attention_heads=2,
+                    intermediate_size=32, max_position_embeddings=32)
+
+
+@pytest.fixture
+def inputs():
+    rng = np.random.default_rng(0)
+    mask = np.array([[1] * 7 + [0], [1] * 5 + [0] * 3], np.int32)
+    return {"input_ids": (rng.integers(5, 40, size=(2, 8)) * mask).astype(np.int32),
+            "input_mask": mask, "segment_ids": np.array([[0] * 4 + [1] * 4] * 2, np.int32)}
+
+
+def _roundtrip(model, tmp_path):
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    return keras.models.load_model(path)
+
+
+def test_classifier_is_one_dense_layer_on_pooled_output(inputs, tmp_path):
+    encoder = BertEncoder(CONFIG)
+    model = BertClassifier(encoder, num_classes=3, label_names=["neg", "neutral", "pos"])
+    logits = model(inputs).numpy()
+    kernel, bias = model.get_layer("classifier_output").get_weights()
+    pooled = encoder(inputs)["pooled_output"].numpy()
+    np.testing.assert_allclose(logits, pooled @ kernel + bias, rtol=1e-5, atol=1e-6)
+    assert logits.shape == (2, 3)
+    loaded = _roundtrip(model, tmp_path)
+    assert isinstance(loaded, BertClassifier)
+    assert loaded.label_names == ["neg", "neutral", "pos"]
+    assert loaded.get_config()["label_names"] == ["neg", "neutral", "pos"]
+    np.testing.assert_allclose(loaded(inputs).numpy(), logits, rtol=1e-5, atol=1e-6)
+    # Dropout is active in training only.
+    assert not np.allclose(model(inputs, training=True).numpy(), logits)
+
+
+def test_regressor_has_one_output_and_no_labels(inputs):
+    model = BertClassifier(BertEncoder(CONFIG), num_classes=1)
+    assert model(inputs).shape == (2, 1)
+    assert model.get_config()["label_names"] is None
+    with pytest.raises(ValueError, match="label_names"):
+        BertClassifier(BertEncoder(CONFIG), num_classes=2, label_names=["a", "b", "c"])
+
+
+def test_token_classifier_labels_every_token(inputs, tmp_path):
+    encoder = BertEncoder(CONFIG)
+    model = BertTokenClassifier(encoder, num_labels=5, label_names=list("OABCD"))
+    logits = model(inputs).numpy()
+    kernel, bias = model.get_layer("tagger_output").get_weights()
+    sequence = encoder(inputs)["sequence_output"].numpy()
+    np.testing.assert_allclose(logits, sequence @ kernel + bias, rtol=1e-5, atol=1e-6)
+    loaded = _roundtrip(model, tmp_path)
+    assert loaded.label_names == list("OABCD") and loaded.num_labels == 5
+    np.testing.assert_allclose(loaded(inputs).numpy(), logits, rtol=1e-5, atol=1e-6)
+
+
+def test_span_extractor_scores_start_and_end_vectors(inputs, tmp_path):
+    encoder = BertEncoder(CONFIG)
+    model = BertSpanExtractor(encoder, max_answer_length=17)
+    outputs = model(inputs)
+    kernel, bias = model.get_layer("span_head").get_weights()  # (H, 2): S and E
+    sequence = encoder(inputs)["sequence_output"].numpy()
+    np.testing.assert_allclose(outputs["start_logits"].numpy(), sequence @ kernel[:, 0] + bias[0],
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outputs["end_logits"].numpy(), sequence @ kernel[:, 1] + bias[1],
+                               rtol=1e-5, atol=1e-6)
+    loaded = _roundtrip(model, tmp_path)
+    assert loaded.max_answer_length == 17
+    np.testing.assert_allclose(loaded(inputs)["end_logits"].numpy(),
+                               outputs["end_logits"].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_feature_extractor_concatenates_top_layers_and_mean_pools(inputs, tmp_path):
+    encoder = BertEncoder(CONFIG)
+    model = BertFeatureExtractor(encoder, num_top_layers=4)
+    outputs = model(inputs)
+    layers = [x.numpy() for x in encoder(inputs)["encoder_outputs"]]
+    np.testing.assert_allclose(outputs["token_features"].numpy(), np.concatenate(layers, axis=-1),
+                               rtol=1e-5, atol=1e-6)
+    mask = inputs["input_mask"][..., None]
+    mean = (layers[-1] * mask).sum(axis=1) / mask.sum(axis=1)
+    expected = mean / np.linalg.norm(mean, axis=-1, keepdims=True)
+    np.testing.assert_allclose(outputs["sentence_embedding"].numpy(), expected,
+                               rtol=1e-5, atol=1e-6)
+    assert not model.trainable_weights
+    loaded = _roundtrip(model, tmp_path)
+    np.testing.assert_allclose(loaded(inputs)["token_features"].numpy(),
+                               outputs["token_features"].numpy(), rtol=1e-5, atol=1e-6)
+    assert BertFeatureExtractor(BertEncoder(CONFIG), 2)(inputs)["token_features"].shape == (2, 8, 32)
+    with pytest.raises(ValueError, match="4 layers"):
+        BertFeatureExtractor(BertEncoder(CONFIG), num_top_layers=5)

@@ -1,0 +1,147 @@
+"""The fine-tuning driver: trimmed prediction equals full-length prediction, a tiny
+model learns a separable task end to end, saved models evaluate the same, the
+checkpoint formats load, the paper's search and the CLI run."""
+
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+
+import keras
+from keras_bert import BertConfig, BertEncoder
+from keras_bert import cli, finetuning
+from keras_bert.finetuning import FinetuneConfig
+from keras_bert.models.classifier import BertClassifier
+from keras_bert.models.span_extractor import BertSpanExtractor
+from keras_bert.models.tagger import BertTokenClassifier
+
+CONFIG = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=32, max_position_embeddings=64)
+FILLER = ["the", "brown", "fox", "dog", "over", "a", "jumps"]
+
+
+def _write_sentiment(path, n, seed):
+    """`quick` makes a sentence positive, `lazy` negative: learnable in a few steps."""
+    rng = random.Random(seed)
+    lines = ["label\tsentence"]
+    for i in range(n):
+        label = ("pos", "neg")[i % 2]
+        words = [rng.choice(FILLER) for _ in range(rng.randrange(2, 9))]
+        words.insert(rng.randrange(len(words) + 1), "quick" if label == "pos" else "lazy")
+        lines.append(f"{label}\t{' '.join(words)}")
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _features(n=10, seq_length=24, seed=0):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(3, seq_length + 1, size=n)
+    mask = (np.arange(seq_length)[None, :] < lengths[:, None]).astype(np.int32)
+    return {"input_ids": (rng.integers(5, 30, size=(n, seq_length)) * mask).astype(np.int32),
+            "input_mask": mask, "segment_ids": np.zeros((n, seq_length), np.int32)}
+
+
+@pytest.mark.parametrize("model_class", [BertClassifier, BertTokenClassifier, BertSpanExtractor])
+def test_trimmed_prediction_equals_full_length_prediction(model_class):
+    keras.utils.set_random_seed(0)
+    args = {BertClassifier: (3,), BertTokenClassifier: (4,), BertSpanExtractor: ()}[model_class]
+    model = model_class(BertEncoder(CONFIG), *args)
+    features = _features()
+    full = model.predict(features, batch_size=4, verbose=0)
+    trimmed = finetuning.predict(model, features, batch_size=4)
+    mask = features["input_mask"].astype(bool)
+    for ours, reference in zip(keras.tree.flatten(trimmed), keras.tree.flatten(full)):
+        assert ours.shape == reference.shape
+        if model_class is BertClassifier:
+            np.testing.assert_allclose(ours, reference, rtol=1e-4, atol=1e-5)
+        else:  # real tokens only: padding positions are not computed
+            np.testing.assert_allclose(ours[mask], reference[mask], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(tmp_path, tiny_vocab_file):
+    train = _write_sentiment(tmp_path / "train.tsv", 96, seed=0)
+    dev = _write_sentiment(tmp_path / "dev.tsv", 32, seed=1)
+    output = str(tmp_path / "run")
+    config = FinetuneConfig(task="classify", train=train, dev=dev, output_dir=output,
+                            vocab_file=tiny_vocab_file, preset="tiny", seq_length=16,
+                            batch_size=16, learning_rate=1e-4, epochs=8, verbose=0,
+                            bucket_by_length=True)
+    result = finetuning.finetune(config)
+    assert result["dev"]["accuracy"] >= 0.9  # chance is 0.5
+    assert sorted(os.listdir(output)) == ["dev_results.json", "finetune_config.json", "logs",
+                                          "model.keras", "vocab.txt"]
+    saved = json.load(open(os.path.join(output, "finetune_config.json")))
+    assert saved["label_names"] == ["neg", "pos"]
+    model = keras.models.load_model(os.path.join(output, "model.keras"))
+    assert model.label_names == ["neg", "pos"]
+    assert finetuning.evaluate(output, dev) == result["dev"]
+
+
+def test_load_encoder_from_keras_files(tmp_path, minilm_path):
+    encoder = BertEncoder(CONFIG)
+    encoder.save(str(tmp_path / "encoder.keras"))
+    BertClassifier(encoder, 2).save(str(tmp_path / "classifier.keras"))
+    features = _features(2)
+    expected = encoder(features)["pooled_output"].numpy()
+    for name in ("encoder.keras", "classifier.keras"):
+        loaded = finetuning.load_encoder(str(tmp_path / name))
+        assert isinstance(loaded, BertEncoder)
+        np.testing.assert_allclose(loaded(features)["pooled_output"].numpy(), expected,
+                                   rtol=1e-5, atol=1e-6)
+    keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)]).save(str(tmp_path / "x.keras"))
+    with pytest.raises(ValueError, match="neither a BertEncoder"):
+        finetuning.load_encoder(str(tmp_path / "x.keras"))
+    hf = finetuning.load_encoder(minilm_path)
+    assert hf.config.hidden_size == 384
+    assert finetuning.resolve_vocab(None, minilm_path) == os.path.join(minilm_path, "vocab.txt")
+
+
+@pytest.mark.slow
+def test_paper_search_writes_a_table_and_keeps_the_best(tmp_path, tiny_vocab_file, monkeypatch):
+    monkeypatch.setattr(finetuning, "PAPER_GRID",
+                        {"batch_size": (16,), "learning_rate": (1e-4, 1e-7), "epochs": (3,)})
+    train = _write_sentiment(tmp_path / "train.tsv", 64, seed=0)
+    dev = _write_sentiment(tmp_path / "dev.tsv", 32, seed=1)
+    output = str(tmp_path / "search")
+    result = finetuning.finetune(FinetuneConfig(
+        task="classify", train=train, dev=dev, output_dir=output, vocab_file=tiny_vocab_file,
+        seq_length=16, verbose=0, search="paper", restarts=2, tensorboard=False))
+    assert len(result["runs"]) == 4
+    best = max(result["runs"], key=lambda r: r["accuracy"])
+    assert result["best_run"] == best and best["learning_rate"] == 1e-4
+    table = open(os.path.join(output, "search_results.md")).read()
+    assert table.count("\n") == 6 and "**best**" in table
+    saved = json.load(open(os.path.join(output, "dev_results.json")))
+    assert saved["run"] == best
+
+
+@pytest.mark.slow
+def test_cli_finetune_and_evaluate_tagging_on_wnut16(tmp_path, datasets_dir, real_vocab_file,
+                                                     capsys):
+    output = str(tmp_path / "tag")
+    wnut = os.path.join(datasets_dir, "wnut16")
+    assert cli.main(["finetune", "--task", "tag", "--train", f"{wnut}/train.conll",
+                     "--dev", f"{wnut}/dev.conll", "--vocab-file", real_vocab_file,
+                     "--max-train-examples", "64", "--max-dev-examples", "32",
+                     "--seq-length", "32", "--batch-size", "16", "--epochs", "1",
+                     "--output-dir", output]) == 0
+    capsys.readouterr()
+    trained = json.load(open(os.path.join(output, "dev_results.json")))
+    assert set(trained["dev"]) == {"precision", "recall", "f1"}
+    assert cli.main(["evaluate", "--model-dir", output, "--data", f"{wnut}/dev.conll",
+                     "--max-examples", "32"]) == 0
+    printed = capsys.readouterr().out
+    assert json.loads(printed[printed.rindex("{\n"):]) == trained["dev"]
+
+
+@pytest.mark.slow
+def test_squad_finetune_on_shipped_samples(tmp_path, datasets_dir, real_vocab_file):
+    sample = os.path.join(datasets_dir, "squad_samples", "squad_v1_sample.json")
+    result = finetuning.finetune(FinetuneConfig(
+        task="squad", train=sample, dev=sample, vocab_file=real_vocab_file, seq_length=128,
+        doc_stride=64, batch_size=4, learning_rate=1e-4, epochs=10, verbose=0))
+    # A tiny random encoder memorises five questions: spans are found and scored.
+    assert result["dev"]["f1"] > 50.0
