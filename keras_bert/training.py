@@ -408,6 +408,9 @@ def pretrain(config):
         with tf.io.gfile.GFile(os.path.join(config.model_dir, "pretrain_config.json"), "w") as f:
             f.write(json.dumps(dataclasses.asdict(config), indent=2) + "\n")
 
+    # Same seed, same initial weights (and dropout masks) in every process:
+    # a rerun reproduces a run, and every worker starts from one model.
+    keras.utils.set_random_seed(config.seed)
     with strategy.scope():
         pretrainer = build_model(config)
         optimizer = create_optimizer(
