@@ -263,8 +263,37 @@ def run_evaluate(args):
     print(json.dumps(result, indent=2))
 
 
+# === export ===
+
+def add_export(subparsers):
+    parser = subparsers.add_parser(
+        "export", help="SavedModel with tokenization inside, for TensorFlow Serving")
+    parser.add_argument("--model-dir", required=True,
+                        help="a `keras-bert finetune` output folder; or a pretrained encoder "
+                             "(HuggingFace folder, TF1 checkpoint, .keras) for embeddings")
+    parser.add_argument("--output", required=True,
+                        help="EXPORT_DIR/NAME/VERSION (VERSION an integer), as TF Serving reads")
+    parser.add_argument("--vocab-file", default=None, help="default: the model folder's vocab.txt")
+    parser.add_argument("--cased", action="store_true", help="encoder export: the vocabulary is cased")
+    parser.add_argument("--seq-length", type=int, default=None,
+                        help="default: the fine-tuning length (128 for embeddings)")
+    parser.add_argument("--max-windows", type=int, default=None,
+                        help="question answering: most context windows searched (default 64)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
+    parser.set_defaults(run=run_export)
+
+
+def run_export(args):
+    from keras_bert.export import export_model_dir
+    options = {} if args.max_windows is None else {"max_windows": args.max_windows}
+    path = export_model_dir(args.model_dir, args.output, vocab_file=args.vocab_file,
+                            lowercase=not args.cased, seq_length=args.seq_length,
+                            overwrite=args.overwrite, **options)
+    print(f"wrote {path}")
+
+
 COMMANDS = [add_tokenize, add_encode, add_convert, add_prepare_corpus,
-            add_create_pretraining_data, add_pretrain, add_finetune, add_evaluate]
+            add_create_pretraining_data, add_pretrain, add_finetune, add_evaluate, add_export]
 
 
 def build_parser():
@@ -279,7 +308,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         return args.run(args) or 0
-    except (FileNotFoundError, ValueError) as e:
+    except (FileNotFoundError, FileExistsError, ValueError) as e:
         print(f"keras-bert {args.command}: error: {e}", file=sys.stderr)
         return 2
 

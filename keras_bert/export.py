@@ -1,0 +1,162 @@
+"""SavedModels with tokenization inside, in TensorFlow Serving's layout.
+
+`export_saved_model(model, tokenizer, path)` writes one servable version
+(`EXPORT_DIR/NAME/VERSION`). Strings go in, useful values come out; the
+signatures per task are described in each `export_<task>.py` module:
+
+| model | `serving_default` inputs -> outputs |
+|---|---|
+| `BertEncoder` | `text` -> `embedding` (mean-pooled, L2-normalised) |
+| `BertClassifier` | `text`, optional `text_pair` -> `probabilities`, `logits`, `label`; regression: `score` |
+| `BertTokenClassifier` | `text` -> per-word `tokens`/`tags` and `entity_*` (type, char offsets, text) |
+| `BertSpanExtractor` | `question`, `context` -> `answer`, char `start`/`end`, `score` (+ `has_answer`) |
+
+Every export also has `serve_examples` (serialized `tf.Example` under `inputs`,
+for TensorFlow Serving's Classify / Regress / Predict APIs) and `serve_ids`
+(`input_ids`, `input_mask`, `segment_ids` for clients that tokenize
+themselves). The vocabulary, the label names and the export settings travel
+as assets: `assets/vocab.txt`, `assets/labels.txt`, `assets/keras_bert_export.json`.
+"""
+
+import json
+import os
+import re
+import tempfile
+
+import tensorflow as tf
+
+EXPORT_METADATA = "keras_bert_export.json"
+
+
+def task_serving(model, tokenizer, seq_length=None, label_names=None, **task_options):
+    """The `TaskServing` (signatures) for this model's task."""
+    from keras_bert.models.encoder import BertEncoder
+    if isinstance(model, BertEncoder):
+        from keras_bert.export_embeddings import EmbeddingsServing
+        _no_options("an encoder (embeddings)", task_options)
+        return EmbeddingsServing(model, tokenizer, seq_length or 128)
+    kind = type(model).__name__
+    if kind == "BertClassifier":
+        from keras_bert.export_classifier import ClassifierServing
+        _no_options(kind, task_options)
+        return ClassifierServing(model, tokenizer, seq_length or 128, label_names)
+    if kind == "BertTokenClassifier":
+        from keras_bert.export_tagger import TaggerServing
+        _no_options(kind, task_options)
+        return TaggerServing(model, tokenizer, seq_length or 128, label_names)
+    if kind == "BertSpanExtractor":
+        from keras_bert.export_squad import SquadServing
+        if label_names is not None:
+            raise ValueError("label_names: a BertSpanExtractor has no labels")
+        return SquadServing(model, tokenizer, seq_length or 384, **task_options)
+    raise ValueError(f"cannot export a {kind}: expected a BertEncoder, BertClassifier, "
+                     "BertTokenClassifier or BertSpanExtractor")
+
+
+def _no_options(what, task_options):
+    if task_options:
+        raise ValueError(f"{sorted(task_options)}: question-answering options, "
+                         f"not for {what}")
+
+
+def export_saved_model(model, tokenizer, path, seq_length=None, label_names=None,
+                       overwrite=False, **task_options):
+    """Writes `model` + `tokenizer` as a SavedModel at `path` and returns `path`.
+
+    Args:
+      model: a `BertEncoder` or a task model (classifier, tagger, span extractor).
+      tokenizer: the `BertTokenizer` the model was trained with.
+      path: the version folder, `EXPORT_DIR/NAME/VERSION` (VERSION an integer,
+        as TensorFlow Serving expects). Written to a temporary sibling first and
+        renamed, so a model server polling `EXPORT_DIR/NAME` never loads half a model.
+      seq_length: tokens per sequence (default 128; 384 for question answering).
+        Longer texts are cut (pairs by the original longest-first rule).
+      label_names: class / tag names, index-aligned with the logits; defaults to
+        the model's own `label_names`, else "0", "1", ...
+      overwrite: replace an existing `path`.
+      **task_options: question answering only: `version_2_with_negative`,
+        `doc_stride`, `max_query_length`, `max_answer_length`, `n_best_size`,
+        `null_score_diff_threshold`, `max_windows` (see `export_squad`).
+    """
+    path = os.fspath(path)
+    if tf.io.gfile.exists(path):
+        if not overwrite:
+            raise FileExistsError(f"{path} exists (pass overwrite=True / --overwrite to replace it)")
+    serving = task_serving(model, tokenizer, seq_length, label_names, **task_options)
+    parent = os.path.dirname(os.path.abspath(path)) if "://" not in path else path.rsplit("/", 1)[0]
+    tf.io.gfile.makedirs(parent)
+    staging = f"{path.rstrip('/')}.partial"
+    if tf.io.gfile.exists(staging):
+        tf.io.gfile.rmtree(staging)
+    root = tf.Module()
+    # Only what the graphs read: the weights and the assets (see TaskServing).
+    root.model_variables = list(serving.model.variables)
+    with tempfile.TemporaryDirectory() as scratch:
+        root.assets = _write_assets(serving, scratch)
+        tf.saved_model.save(root, staging, signatures=serving.signatures())
+    if tf.io.gfile.exists(path):
+        tf.io.gfile.rmtree(path)
+    tf.io.gfile.rename(staging, path)
+    return path
+
+
+def _write_assets(serving, folder):
+    """vocab.txt, labels.txt (if any) and the export settings, as SavedModel assets."""
+    files = {"vocab.txt": "".join(f"{token}\n" for token in serving.tokenizer.vocab),
+             EXPORT_METADATA: json.dumps(serving.metadata(), indent=2, sort_keys=True) + "\n"}
+    labels = getattr(serving, "label_names", None)
+    if labels is not None:
+        files["labels.txt"] = "".join(f"{label}\n" for label in labels)
+    assets = {}
+    for name, content in files.items():
+        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+            f.write(content)
+        assets[name.split(".")[0]] = tf.saved_model.Asset(os.path.join(folder, name))
+    return assets
+
+
+# === From a fine-tuning output folder (the `keras-bert export` command) ===
+
+
+def export_model_dir(model_dir, output, vocab_file=None, lowercase=True, seq_length=None,
+                     overwrite=False, **task_options):
+    """Exports a `keras-bert finetune` output folder (`model.keras`, `vocab.txt`,
+    `finetune_config.json`) or, for embeddings, a pretrained checkpoint
+    (HuggingFace folder, TF1 checkpoint, `.keras` encoder).
+
+    `output` must be `EXPORT_DIR/NAME/VERSION` with an integer VERSION.
+    """
+    version = os.path.basename(os.path.normpath(output))
+    if not re.fullmatch(r"\d+", version):
+        raise ValueError(f"--output {output}: the last folder must be an integer version "
+                         "(TensorFlow Serving's layout EXPORT_DIR/NAME/VERSION, e.g. models/sst2/1)")
+    from keras_bert.tokenizer import BertTokenizer
+    config_path = os.path.join(model_dir, "finetune_config.json")
+    if os.path.exists(config_path):
+        import keras
+        with open(config_path, encoding="utf-8") as f:
+            saved = json.load(f)
+        model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)
+        tokenizer = BertTokenizer(vocab_file or os.path.join(model_dir, "vocab.txt"),
+                                  lowercase=saved.get("lowercase", True))
+        options = {}
+        if saved.get("task") == "squad":
+            options = {key: saved[key] for key in (
+                "version_2_with_negative", "doc_stride", "max_query_length",
+                "max_answer_length", "n_best_size", "null_score_diff_threshold") if key in saved}
+        options.update(task_options)
+        return export_saved_model(
+            model, tokenizer, output, seq_length=seq_length or saved.get("seq_length"),
+            label_names=saved.get("label_names"), overwrite=overwrite, **options)
+    from keras_bert.checkpoints import load_pretrained
+    from keras_bert.embeddings import SHIPPED_VOCAB
+    if not os.path.exists(model_dir):
+        raise FileNotFoundError(f"model folder not found: {model_dir}")
+    encoder = load_pretrained(model_dir)
+    if vocab_file is None:
+        candidate = os.path.join(model_dir, "vocab.txt")
+        vocab_file = candidate if os.path.isdir(model_dir) and os.path.exists(candidate) else SHIPPED_VOCAB
+    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase)
+    return export_saved_model(encoder, tokenizer, output, seq_length=seq_length,
+                              overwrite=overwrite, **task_options)
+

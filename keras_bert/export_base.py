@@ -1,0 +1,169 @@
+"""What every exported serving graph shares: input cleaning, one traced
+tokenizer call, character offsets and the base `tf.Module`.
+
+Only TensorFlow and tensorflow-text ops end up in the graphs built here, so the
+SavedModel runs where neither `keras` nor `keras_bert` is installed (TensorFlow
+Serving, a plain `tf.saved_model.load`).
+
+Legend for shape comments: B = batch, P = word pieces, T = sequence length,
+H = hidden size.
+"""
+
+import functools
+import weakref
+
+import tensorflow as tf
+
+TEXT_SPEC = tf.TensorSpec([None], tf.string)
+IDS_SPECS = {name: tf.TensorSpec([None, None], tf.int32, name=name)
+             for name in ("input_ids", "input_mask", "segment_ids")}
+
+
+def clean_utf8(text):
+    """(B,) bytes -> valid UTF-8: each invalid sequence becomes one U+FFFD, as
+    Python's `bytes.decode("utf-8", errors="replace")` does. The tokenizer then
+    drops U+FFFD like any deleted character; offsets index the cleaned text,
+    which equals the input whenever the input was valid UTF-8."""
+    return tf.strings.unicode_transcode(
+        text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+
+
+def char_offsets(text, byte_offsets):
+    """(B,) valid UTF-8 text, byte offsets into it, (B,) or (B, N), dense or
+    ragged -> the same offsets in Unicode characters (what Python's `str` indexes).
+
+    One sorted list of every character's global byte position and a binary
+    search: no per-offset copy of the text (a 100,000-character text with
+    20,000 words stays cheap)."""
+    if isinstance(byte_offsets, tf.RaggedTensor):
+        return byte_offsets.with_flat_values(char_offsets_by_row(
+            byte_offsets.value_rowids(), byte_offsets.flat_values, text))
+    return char_offsets_by_row(tf.range(tf.size(text, out_type=tf.int64)), byte_offsets, text)
+
+
+def char_offsets_by_row(rows, byte_offsets, text):
+    """byte offsets (N, ...) into `text[rows]` -> character offsets (N, ...)."""
+    shape = tf.shape(byte_offsets)
+    flat = tf.reshape(tf.cast(byte_offsets, tf.int64), [-1])
+    rows = tf.reshape(tf.broadcast_to(tf.reshape(rows, tf.concat(
+        [tf.shape(rows), tf.ones_like(shape[1:])], 0)), shape), [-1])
+    _, char_starts = tf.strings.unicode_decode_with_offsets(text, "UTF-8", errors="replace")
+    byte_base = tf.math.cumsum(tf.cast(tf.strings.length(text), tf.int64), exclusive=True)  # (B,)
+    global_starts = char_starts.flat_values + tf.gather(byte_base, char_starts.value_rowids())
+    before = tf.searchsorted(global_starts, tf.gather(byte_base, rows) + flat,
+                             side="left", out_type=tf.int64)
+    return tf.reshape(before - tf.gather(char_starts.row_starts(), rows), shape)
+
+
+def surface_text(text, byte_starts, byte_ends):
+    """(B,) text, (B,) or (B, N) dense byte spans -> the exact bytes of each span.
+    Broadcasting `text` (rather than gathering it) copies only the spans."""
+    if byte_starts.shape.rank == 2:
+        text = text[:, tf.newaxis]
+    return tf.strings.substr(text, byte_starts, byte_ends - byte_starts, unit="BYTE")
+
+
+def check_same_batch(name_a, a, name_b, b, allow_empty_b=False):
+    """Raises InvalidArgumentError (a clear message, not a shape error deep
+    inside the graph) when two string inputs have different batch sizes."""
+    size_a, size_b = tf.size(a), tf.size(b)
+    ok = tf.equal(size_a, size_b)
+    if allow_empty_b:
+        ok = tf.logical_or(ok, tf.equal(size_b, 0))
+    expected = f"one `{name_b}` per `{name_a}`" + (" (or none)" if allow_empty_b else "")
+    return tf.debugging.Assert(ok, [f"{expected}; got {name_a} batch", size_a,
+                                    f"and {name_b} batch", size_b])
+
+
+def signature(*specs):
+    """`tf.function` with an input signature and without AutoGraph: the serving
+    code has no Python control flow on tensors, and converting the tokenizer and
+    every Keras layer would triple the export time."""
+    return functools.partial(tf.function, input_signature=list(specs), autograph=False)
+
+
+_TRACED_TOKENIZERS = weakref.WeakKeyDictionary()
+_TRACED_PACKS = weakref.WeakKeyDictionary()
+
+
+def traced_tokenizer(tokenizer):
+    """`tokenizer.tokenize_with_offsets` after `clean_utf8`, as one `tf.function`
+    per tokenizer: every signature (and every export with this tokenizer) calls
+    the same trace, and tracing the tokenizer is most of the export time.
+    (B,) strings -> ragged (B, P) ids, byte starts and ends in the cleaned text."""
+    if tokenizer not in _TRACED_TOKENIZERS:
+        owner = weakref.ref(tokenizer)  # the cache must not keep its key alive
+        _TRACED_TOKENIZERS[tokenizer] = signature(TEXT_SPEC)(
+            lambda text: owner().tokenize_with_offsets(clean_utf8(text)))
+    return _TRACED_TOKENIZERS[tokenizer]
+
+
+def traced_pack(tokenizer, seq_length, pair=False):
+    """`tokenizer.pack` of ragged ids, one `tf.function` per tokenizer, length
+    and arity, shared like `traced_tokenizer`. Returns f(ids_a[, ids_b]) ->
+    {input_ids, input_mask, segment_ids} int32 (B, seq_length)."""
+    owner = weakref.ref(tokenizer)
+    cache = _TRACED_PACKS.setdefault(tokenizer, {})
+    if (seq_length, pair) not in cache:
+        if pair:
+            def pack(ids_a, ids_b):
+                return owner().pack(ids_a, ids_b, seq_length=seq_length)
+        else:
+            def pack(ids_a):
+                return owner().pack(ids_a, seq_length=seq_length)
+        cache[seq_length, pair] = tf.function(pack, autograph=False, reduce_retracing=True)
+    return cache[seq_length, pair]
+
+
+class TaskServing:
+    """A Keras task model, the in-graph tokenizer and the signatures over them.
+
+    Subclasses implement `signatures()` (name -> signature function).
+    `export.export_saved_model` saves them on a root object that tracks only the
+    model's variables and the assets: walking the Keras layer objects
+    themselves would cost more than the whole rest of the export.
+    """
+
+    task = None
+
+    def __init__(self, model, tokenizer, seq_length):
+        max_positions = model_config(model).max_position_embeddings
+        if not 3 <= seq_length <= max_positions:
+            raise ValueError(f"seq_length must be in [3, {max_positions}] (the encoder's "
+                             f"max_position_embeddings), got {seq_length}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.seq_length = seq_length
+        self.tokenize_with_offsets = traced_tokenizer(tokenizer)
+        # Likewise one trace of the Keras model for all signatures.
+        self._traced_model = signature(*IDS_SPECS.values())(self._run_model)
+
+    def run_model(self, features):
+        """Inference-mode call on {input_ids, input_mask, segment_ids}; float16 /
+        bfloat16 outputs come back as float32."""
+        return self._traced_model(features["input_ids"], features["input_mask"],
+                                  features["segment_ids"])
+
+    def _run_model(self, input_ids, input_mask, segment_ids):
+        outputs = self.model({"input_ids": input_ids, "input_mask": input_mask,
+                              "segment_ids": segment_ids}, training=False)
+        return tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), outputs)
+
+    def metadata(self):
+        """JSON-able facts written to `assets/keras_bert_export.json`."""
+        return {"task": self.task, "seq_length": self.seq_length,
+                "lowercase": self.tokenizer.lowercase,
+                "max_chars_per_word": self.tokenizer.max_chars_per_word}
+
+    def signatures(self):
+        raise NotImplementedError
+
+
+def model_config(model):
+    """The BertConfig of a task model (`.encoder.config`) or of an encoder."""
+    encoder = getattr(model, "encoder", model)
+    config = getattr(encoder, "config", None)
+    if config is None:
+        raise ValueError(f"{type(model).__name__} is neither a BertEncoder nor a task model "
+                         "with an `.encoder`: cannot export it")
+    return config

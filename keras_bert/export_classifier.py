@@ -1,0 +1,103 @@
+"""Serving signatures of a `BertClassifier`: sentence (pair) classification
+and regression.
+
+- `serving_default(text, text_pair)`: `text_pair` may be left out of a
+  TensorFlow Serving request (its default, stored in the SignatureDef, is an
+  empty batch: single sentences); else it holds one string per `text`.
+  Outputs `probabilities` (B, C), `logits` (B, C) and `label` (B,) (the name of
+  the most probable class); a regressor (`num_classes=1`) outputs `score` (B,).
+- `serve_examples(inputs)`: serialized `tf.Example`s with a bytes feature
+  `text` and, per example, an optional `text_pair`. Outputs `classes` (B, C)
+  and `scores` (B, C) (the Classify API's names), or `outputs` (B,) for a
+  regressor (the Regress API's name); the Predict API reads the same.
+- `serve_ids(input_ids, input_mask, segment_ids)`: the `serving_default` outputs.
+
+Legend for shape comments: B = batch, C = classes, T = sequence length.
+"""
+
+import tensorflow as tf
+
+from keras_bert.export_base import (IDS_SPECS, TaskServing, check_same_batch, signature,
+                                    traced_pack)
+
+
+class ClassifierServing(TaskServing):
+
+    def __init__(self, model, tokenizer, seq_length, label_names=None):
+        super().__init__(model, tokenizer, seq_length)
+        self.regression = model.num_classes == 1
+        names = label_names if label_names is not None else getattr(model, "label_names", None)
+        if self.regression:
+            names = None
+        elif names is None:
+            names = [str(i) for i in range(model.num_classes)]
+        elif len(names) != model.num_classes:
+            raise ValueError(f"{len(names)} label_names for a classifier of "
+                             f"{model.num_classes} classes")
+        self.label_names = None if names is None else [str(name) for name in names]
+
+    @property
+    def task(self):
+        return "regression" if self.regression else "classification"
+
+    def metadata(self):
+        return {**super().metadata(), "label_names": self.label_names}
+
+    # === Features ===
+
+    def pack(self, text, text_pair, has_pair):
+        """Tokenizes both sides in one call, then packs each row as a single
+        sentence or as a pair (`has_pair` (B,) bool), exactly as `tokenizer.pack`."""
+        batch = tf.size(text)
+        ids, _, _ = self.tokenize_with_offsets(tf.concat([text, text_pair], 0))
+        first, second = ids[:batch], ids[batch:]
+        single = traced_pack(self.tokenizer, self.seq_length)(first)
+        paired = traced_pack(self.tokenizer, self.seq_length, pair=True)(first, second)
+        return {key: tf.where(has_pair[:, tf.newaxis], paired[key], single[key])  # (B, T)
+                for key in single}
+
+    def classify(self, features):
+        logits = self.run_model(features)  # (B, C)
+        if self.regression:
+            return {"score": logits[:, 0]}  # (B,)
+        names = tf.constant(self.label_names)
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
+                "label": tf.gather(names, tf.argmax(logits, axis=-1))}
+
+    # === Signatures ===
+
+    def signatures(self):
+        @signature(tf.TensorSpec([None], tf.string, name="text"),
+                   tf.TensorSpec([None], tf.string, name="text_pair"))
+        def serve_text(text, text_pair=tf.constant([], tf.string)):
+            check = check_same_batch("text", text, "text_pair", text_pair, allow_empty_b=True)
+            with tf.control_dependencies([check]):
+                has_pair = tf.fill(tf.shape(text), tf.size(text_pair) > 0)  # (B,)
+                text_pair = tf.cond(tf.size(text_pair) > 0, lambda: text_pair,
+                                    lambda: tf.fill(tf.shape(text), ""))
+            return self.classify(self.pack(text, text_pair, has_pair))
+
+        @signature(tf.TensorSpec([None], tf.string, name="inputs"))
+        def serve_examples(inputs):
+            parsed = tf.io.parse_example(inputs, {
+                "text": tf.io.FixedLenFeature([], tf.string),
+                "text_pair": tf.io.VarLenFeature(tf.string)})
+            pair = parsed["text_pair"]  # sparse (B, 0 or 1)
+            batch = tf.size(inputs)
+            has_pair = tf.math.unsorted_segment_sum(
+                tf.ones_like(pair.indices[:, 0]), pair.indices[:, 0], batch) > 0  # (B,)
+            # The first `text_pair` of each example ("" where it has none).
+            text_pair = tf.concat([tf.sparse.to_dense(pair, ""), tf.fill([batch, 1], "")], 1)[:, 0]
+            outputs = self.classify(self.pack(parsed["text"], text_pair, has_pair))
+            if self.regression:
+                return {"outputs": outputs["score"]}
+            classes = tf.tile(tf.constant(self.label_names)[tf.newaxis], [batch, 1])
+            return {"classes": classes, "scores": outputs["probabilities"]}  # (B, C) each
+
+        @signature(*IDS_SPECS.values())
+        def serve_ids(input_ids, input_mask, segment_ids):
+            return self.classify({"input_ids": input_ids, "input_mask": input_mask,
+                                  "segment_ids": segment_ids})
+
+        return {"serving_default": serve_text, "serve_examples": serve_examples,
+                "serve_ids": serve_ids}

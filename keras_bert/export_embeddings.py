@@ -1,0 +1,42 @@
+"""Serving signatures of a bare encoder: text -> normalised sentence embedding.
+
+Legend for shape comments: B = batch, T = sequence length, H = hidden size.
+"""
+
+import tensorflow as tf
+
+from keras_bert.embeddings import mean_pool
+from keras_bert.export_base import IDS_SPECS, TaskServing, signature, traced_pack
+
+
+class EmbeddingsServing(TaskServing):
+    """`serving_default(text)` -> `embedding`: the L2-normalised mean of
+    `sequence_output` over the real tokens (as `keras_bert.embeddings`)."""
+
+    task = "embeddings"
+
+    def embed(self, features):
+        sequence = self.run_model(features)["sequence_output"]  # (B, T, H)
+        return {"embedding": mean_pool(sequence, features["input_mask"])}  # (B, H)
+
+    def pack_text(self, text):
+        ids, _, _ = self.tokenize_with_offsets(text)
+        return traced_pack(self.tokenizer, self.seq_length)(ids)
+
+    def signatures(self):
+        @signature(tf.TensorSpec([None], tf.string, name="text"))
+        def serve_text(text):
+            return self.embed(self.pack_text(text))
+
+        @signature(tf.TensorSpec([None], tf.string, name="inputs"))
+        def serve_examples(inputs):
+            parsed = tf.io.parse_example(inputs, {"text": tf.io.FixedLenFeature([], tf.string)})
+            return self.embed(self.pack_text(parsed["text"]))
+
+        @signature(*IDS_SPECS.values())
+        def serve_ids(input_ids, input_mask, segment_ids):
+            return self.embed({"input_ids": input_ids, "input_mask": input_mask,
+                               "segment_ids": segment_ids})
+
+        return {"serving_default": serve_text, "serve_examples": serve_examples,
+                "serve_ids": serve_ids}

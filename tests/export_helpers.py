@@ -1,0 +1,115 @@
+"""Tiny task models exported once per test session, shared by tests/test_export*.py.
+
+Exporting and loading a SavedModel takes seconds, so each model is built,
+exported and loaded once (`exported(kind)`, cached) and every test reads it.
+The output layers' kernels are scaled up so that logits are well apart: the
+comparisons of argmax / best-span decisions between the SavedModel and the
+Keras model then do not hinge on float rounding.
+"""
+
+import atexit
+import functools
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from keras_bert import BertConfig, BertEncoder, BertTokenizer
+from keras_bert.embeddings import SHIPPED_VOCAB
+
+KINDS = ("embeddings", "classifier", "regressor", "tagger", "squad")
+CLASS_NAMES = ["negative", "neutral", "positive"]
+TAG_NAMES = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+SEQ_LENGTH = {"embeddings": 32, "classifier": 32, "regressor": 32, "tagger": 16, "squad": 64}
+SQUAD_OPTIONS = {"version_2_with_negative": True, "doc_stride": 16, "max_query_length": 16,
+                 "max_answer_length": 30, "n_best_size": 20}
+SIGNATURES = {"serving_default", "serve_examples", "serve_ids"}
+
+_ROOT = tempfile.mkdtemp(prefix="keras_bert_exports_")
+atexit.register(shutil.rmtree, _ROOT, True)
+
+
+@functools.lru_cache(maxsize=None)
+def tokenizer():
+    return BertTokenizer(SHIPPED_VOCAB)
+
+
+def tiny_encoder(seed):
+    import keras
+    keras.utils.set_random_seed(seed)
+    config = BertConfig(vocab_size=tokenizer().vocab_size, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64)
+    return BertEncoder(config)
+
+
+def _spread(layer, factor):
+    for weight in layer.weights:
+        weight.assign(weight.numpy() * factor)
+
+
+@functools.lru_cache(maxsize=None)
+def keras_model(kind):
+    from keras_bert.models.classifier import BertClassifier
+    from keras_bert.models.span_extractor import BertSpanExtractor
+    from keras_bert.models.tagger import BertTokenClassifier
+    encoder = tiny_encoder(KINDS.index(kind))
+    if kind == "embeddings":
+        return encoder
+    if kind == "classifier":
+        model = BertClassifier(encoder, len(CLASS_NAMES), label_names=CLASS_NAMES)
+        _spread(model.get_layer("classifier_output"), 20.0)
+    elif kind == "regressor":
+        model = BertClassifier(encoder, 1)
+    elif kind == "tagger":
+        model = BertTokenClassifier(encoder, len(TAG_NAMES), label_names=TAG_NAMES)
+        _spread(model.get_layer("tagger_output"), 50.0)
+    else:
+        model = BertSpanExtractor(encoder, max_answer_length=SQUAD_OPTIONS["max_answer_length"])
+        _spread(model.get_layer("span_head"), 50.0)
+    return model
+
+
+@functools.lru_cache(maxsize=None)
+def export_path(kind):
+    """EXPORT_DIR/<kind>/1 of the exported model."""
+    from keras_bert.export import export_saved_model
+    options = dict(SQUAD_OPTIONS) if kind == "squad" else {}
+    path = os.path.join(_ROOT, kind, "1")
+    export_saved_model(keras_model(kind), tokenizer(), path, seq_length=SEQ_LENGTH[kind],
+                       **options)
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def loaded(kind):
+    import tensorflow as tf
+    return tf.saved_model.load(export_path(kind))
+
+
+def call(kind, signature="serving_default", **inputs):
+    """Runs a signature of the loaded SavedModel on NumPy / lists -> NumPy dict."""
+    import tensorflow as tf
+    function = loaded(kind).signatures[signature]
+    tensors = {name: tf.constant(value) if not isinstance(value, tf.Tensor) else value
+               for name, value in inputs.items()}
+    return {name: value.numpy() for name, value in function(**tensors).items()}
+
+
+def signature_defs(kind):
+    """SignatureDef protos of an export, as TensorFlow Serving reads them."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(export_path(kind), "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    return saved_model.meta_graphs[0].signature_def
+
+
+def export_metadata(kind):
+    with open(os.path.join(export_path(kind), "assets", "keras_bert_export.json")) as f:
+        return json.load(f)
+
+
+def decode(values):
+    return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(values)
