@@ -292,8 +292,25 @@ def run_export(args):
     print(f"wrote {path}")
 
 
+# === quickstart ===
+
+def add_quickstart(subparsers):
+    parser = subparsers.add_parser(
+        "quickstart", help="the whole of BERT on the shipped Austen novels, in minutes")
+    parser.add_argument("--output", default="quickstart_output", help="folder for every artefact")
+    parser.add_argument("--corpus", default=None,
+                        help="glob of books with CHAPTER headings (default: data/austen/*.txt)")
+    parser.add_argument("--fast", action="store_true", help="a sliver of everything (for tests)")
+    parser.set_defaults(run=run_quickstart)
+
+
+def run_quickstart(args):
+    from keras_bert.quickstart import quickstart
+    quickstart(args.output, corpus=args.corpus, fast=args.fast)
+
+
 COMMANDS = [add_tokenize, add_encode, add_convert, add_prepare_corpus,
-            add_create_pretraining_data, add_pretrain, add_finetune, add_evaluate, add_export]
+            add_create_pretraining_data, add_pretrain, add_finetune, add_evaluate, add_export, add_quickstart]
 
 
 def build_parser():
