@@ -26,29 +26,92 @@ def list_files(file_pattern):
     return sorted(set(files))
 
 
+def _read_tfrecords(path, size, compression_type):
+    """Records of one file; a corrupted or truncated file fails with an error naming it.
+
+    TFRecordDataset's own DataLossError does not say which file is broken, so
+    uncompressed files are read with errors ignored and the bytes consumed
+    (record + 16 bytes of framing each) checked against the file's size.
+    """
+    records = tf.data.TFRecordDataset(path, compression_type=compression_type)
+    if compression_type:
+        return records
+    records = records.ignore_errors()
+    end = tf.data.Dataset.from_tensors(tf.constant(b"")).map(lambda r: (r, True))
+    stream = records.map(lambda r: (r, False)).concatenate(end)
+
+    def count(consumed, element):
+        record, is_end = element
+        consumed += tf.where(is_end, tf.constant(0, tf.int64),
+                             tf.cast(tf.strings.length(record), tf.int64) + 16)
+        check = tf.debugging.Assert(
+            tf.logical_or(tf.logical_not(is_end), tf.equal(consumed, size)),
+            ["corrupted or truncated TFRecord file:", path, "read", consumed, "of", size,
+             "bytes"])
+        with tf.control_dependencies([check]):
+            return consumed, (tf.identity(record), is_end)
+
+    return (stream.scan(tf.constant(0, tf.int64), tf.autograph.experimental.do_not_convert(count))
+            .filter(lambda record, is_end: tf.logical_not(is_end))
+            .map(lambda record, is_end: record))
+
+
 def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq, batch_size,
                         is_training=True, with_next_sentence=True, input_context=None,
-                        shuffle_buffer=10000, cycle_length=8, compression_type=None, seed=None):
-    """Batches of pre-masked pretraining examples from TFRecord shards.
+                        shuffle_buffer=10000, cycle_length=8, compression_type=None, seed=None,
+                        dynamic_masking=False, masked_lm_prob=0.15, whole_word_mask=False,
+                        vocab_file=None, vocab_size=None, cls_id=101, sep_id=102, mask_id=103):
+    """Batches of pretraining examples from TFRecord shards.
 
     Each worker of a `tf.distribute` strategy reads its own files
     (`input_context`), and `batch_size` is then the per-replica batch.
     Batches always have the full size (`drop_remainder`) because TPUs need
     static shapes.
+
+    Static masking (default) reads the masks written by
+    `create-pretraining-data`. `dynamic_masking=True` reads unmasked records
+    (`create-pretraining-data --no-mask`) and draws new masks inside tf.data
+    every time a record is read, with the original's rules
+    (`keras_bert.masking`): give `vocab_file` (needed for `whole_word_mask`),
+    or `vocab_size` and the special ids.
     """
     files = list_files(file_pattern)
-    spec = features.pretraining_feature_spec(seq_length, max_predictions_per_seq, with_next_sentence)
-    dataset = tf.data.Dataset.from_tensor_slices(files)
+    spec = features.pretraining_feature_spec(seq_length, max_predictions_per_seq, with_next_sentence,
+                                             with_masked_lm=not dynamic_masking)
+    if dynamic_masking:
+        from keras_bert import masking
+        if vocab_file is not None:
+            vocab = masking.MaskingVocab.from_vocab_file(vocab_file)
+        elif vocab_size is not None and not whole_word_mask:
+            vocab = masking.MaskingVocab(vocab_size, cls_id, sep_id, mask_id)
+        else:
+            raise ValueError("dynamic masking needs vocab_file (or vocab_size without "
+                             "whole_word_mask)")
+    sizes = [tf.io.gfile.stat(path).length for path in files]
+    dataset = tf.data.Dataset.from_tensor_slices((files, tf.constant(sizes, tf.int64)))
     if input_context is not None and input_context.num_input_pipelines > 1:
         dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     if is_training:
         dataset = dataset.shuffle(len(files), seed=seed).repeat()
     dataset = dataset.interleave(
-        lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type),
+        lambda path, size: _read_tfrecords(path, size, compression_type),
         cycle_length=min(cycle_length, len(files)), num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=not is_training or seed is not None)
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed)
     dataset = dataset.map(lambda record: _decode(record, spec, file_pattern),
                           num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    if dynamic_masking:
+        # One seed per batch; new seeds on every pass over the data, so each
+        # epoch sees new masks (reproducible when `seed` is given).
+        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+        # No Python control flow depends on tensors here: skipping AutoGraph's
+        # conversion of the tensorflow-text code saves seconds of tracing.
+        dataset = tf.data.Dataset.zip((dataset, seeds)).map(
+            tf.autograph.experimental.do_not_convert(
+                lambda batch, batch_seed: masking.mask_batch(
+                    batch, batch_seed, vocab, max_predictions_per_seq, masked_lm_prob,
+                    whole_word_mask)),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None or None)
+    return dataset.prefetch(tf.data.AUTOTUNE)
