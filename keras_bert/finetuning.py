@@ -100,7 +100,8 @@ def load_encoder(init_checkpoint, preset="tiny"):
     `.keras` files may hold a BertEncoder or any model with an `encoder`
     attribute (a fine-tuned task model or a pretrainer); directories and
     prefixes go through `checkpoints.load_pretrained` (HuggingFace folders,
-    original TF1 checkpoints).
+    original TF1 checkpoints, `keras-bert pretrain` exports); a pretraining
+    `model_dir` stands for its `export/` folder.
     """
     if not init_checkpoint:
         return BertEncoder(BertConfig.preset(preset))
@@ -113,6 +114,10 @@ def load_encoder(init_checkpoint, preset="tiny"):
             raise ValueError(f"{init_checkpoint}: holds a {type(model).__name__}, "
                              "neither a BertEncoder nor a model with an `encoder`")
         return encoder
+    # A pretraining `model_dir` (keras_bert.training) exports the TF1 layout to export/.
+    exported = os.path.join(init_checkpoint, "export")
+    if os.path.isdir(init_checkpoint) and os.path.exists(os.path.join(exported, "bert_config.json")):
+        init_checkpoint = exported
     return load_pretrained(init_checkpoint)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import keras
-from keras_bert import BertConfig, BertEncoder
+from keras_bert import BertConfig, BertEncoder, BertTokenizer
 from keras_bert import cli, finetuning
 from keras_bert.finetuning import FinetuneConfig
 from keras_bert.models.classifier import BertClassifier
@@ -23,13 +23,13 @@ FILLER = ["the", "brown", "fox", "dog", "over", "a", "jumps"]
 
 
 def _write_sentiment(path, n, seed):
-    """`quick` makes a sentence positive, `lazy` negative: learnable in a few steps."""
+    """A sentence starting with `quick` is positive, with `lazy` negative."""
     rng = random.Random(seed)
     lines = ["label\tsentence"]
     for i in range(n):
         label = ("pos", "neg")[i % 2]
         words = [rng.choice(FILLER) for _ in range(rng.randrange(2, 9))]
-        words.insert(rng.randrange(len(words) + 1), "quick" if label == "pos" else "lazy")
+        words.insert(0, "quick" if label == "pos" else "lazy")
         lines.append(f"{label}\t{' '.join(words)}")
     path.write_text("\n".join(lines) + "\n")
     return str(path)
@@ -48,7 +48,7 @@ def test_trimmed_prediction_equals_full_length_prediction(model_class):
     keras.utils.set_random_seed(0)
     args = {BertClassifier: (3,), BertTokenClassifier: (4,), BertSpanExtractor: ()}[model_class]
     model = model_class(BertEncoder(CONFIG), *args)
-    features = _features()
+    features = _features(n=8, seq_length=16)
     full = model.predict(features, batch_size=4, verbose=0)
     trimmed = finetuning.predict(model, features, batch_size=4)
     mask = features["input_mask"].astype(bool)
@@ -62,12 +62,12 @@ def test_trimmed_prediction_equals_full_length_prediction(model_class):
 
 @pytest.mark.slow
 def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(tmp_path, tiny_vocab_file):
-    train = _write_sentiment(tmp_path / "train.tsv", 96, seed=0)
+    train = _write_sentiment(tmp_path / "train.tsv", 192, seed=0)
     dev = _write_sentiment(tmp_path / "dev.tsv", 32, seed=1)
     output = str(tmp_path / "run")
     config = FinetuneConfig(task="classify", train=train, dev=dev, output_dir=output,
                             vocab_file=tiny_vocab_file, preset="tiny", seq_length=16,
-                            batch_size=16, learning_rate=1e-4, epochs=8, verbose=0,
+                            batch_size=16, learning_rate=1e-4, epochs=10, verbose=0,
                             bucket_by_length=True)
     result = finetuning.finetune(config)
     assert result["dev"]["accuracy"] >= 0.9  # chance is 0.5
@@ -94,6 +94,15 @@ def test_load_encoder_from_keras_files(tmp_path, minilm_path):
     keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)]).save(str(tmp_path / "x.keras"))
     with pytest.raises(ValueError, match="neither a BertEncoder"):
         finetuning.load_encoder(str(tmp_path / "x.keras"))
+    # keras-bert pretrain's export (original TF1 names + bert_config.json), given as
+    # the export folder or as the pretraining model_dir.
+    from keras_bert.models.pretrainer import BertPretrainer
+    from keras_bert.training import export_tf1
+    export_tf1(BertPretrainer(encoder), str(tmp_path / "pretrain" / "export"))
+    for path in (tmp_path / "pretrain" / "export", tmp_path / "pretrain"):
+        loaded = finetuning.load_encoder(str(path))
+        np.testing.assert_allclose(loaded(features)["pooled_output"].numpy(), expected,
+                                   rtol=1e-5, atol=1e-6)
     hf = finetuning.load_encoder(minilm_path)
     assert hf.config.hidden_size == 384
     assert finetuning.resolve_vocab(None, minilm_path) == os.path.join(minilm_path, "vocab.txt")
@@ -140,8 +149,20 @@ def test_cli_finetune_and_evaluate_tagging_on_wnut16(tmp_path, datasets_dir, rea
 @pytest.mark.slow
 def test_squad_finetune_on_shipped_samples(tmp_path, datasets_dir, real_vocab_file):
     sample = os.path.join(datasets_dir, "squad_samples", "squad_v1_sample.json")
-    result = finetuning.finetune(FinetuneConfig(
-        task="squad", train=sample, dev=sample, vocab_file=real_vocab_file, seq_length=128,
-        doc_stride=64, batch_size=4, learning_rate=1e-4, epochs=10, verbose=0))
-    # A tiny random encoder memorises five questions: spans are found and scored.
-    assert result["dev"]["f1"] > 50.0
+    output = str(tmp_path / "squad")
+    config = FinetuneConfig(task="squad", train=sample, dev=sample, vocab_file=real_vocab_file,
+                            seq_length=128, doc_stride=64, batch_size=4, learning_rate=1e-4,
+                            epochs=2, verbose=0, output_dir=output)
+    result = finetuning.finetune(config)
+    assert set(result["dev"]) == {"exact_match", "f1"}
+    assert finetuning.evaluate(output, sample) == result["dev"]
+    # Every question gets a span of its own context, cut at character offsets.
+    task = finetuning.make_task(config, BertTokenizer(real_vocab_file))
+    data = task.prepare(sample)
+    model = keras.models.load_model(os.path.join(output, "model.keras"))
+    predictions, _, nbest = task.predict(model, data)
+    assert len(predictions) == 5
+    for example in data["examples"]:
+        best = nbest[example.qas_id][0]
+        assert predictions[example.qas_id] == best["text"] != ""
+        assert example.context[best["char_start"]:best["char_end"]] == best["text"]
