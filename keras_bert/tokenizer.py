@@ -4,41 +4,126 @@ Everything here is TensorFlow and tensorflow-text ops, so the same tokenizer
 runs eagerly, in `tf.data`, inside `tf.function` and inside an exported
 SavedModel that TensorFlow Serving loads.
 
-The original `BasicTokenizer` (google-research/bert `tokenization.py`) is
-reproduced in three in-graph steps:
+The original `FullTokenizer` (google-research/bert `tokenization.py`) is
+reproduced on whole strings, which is fast, then word pieces are mapped back to
+byte spans of the input:
 
-1. split the *original* string into words: on whitespace (space, tab, newline,
-   carriage return, Unicode Zs, line and paragraph separators), with every
-   punctuation character and every CJK ideograph a word of its own. Splitting
-   before normalising keeps each word's byte span in the original string, which
-   QA and NER need;
-2. normalise each word as the original does: delete control / format
-   characters, lowercase, NFD and strip combining marks (uncased only);
-3. WordPiece each word with `FastWordpieceTokenizer`; a word longer than
-   `max_chars_per_word` characters becomes `[UNK]` (the original's rule, in
-   characters, not bytes).
+1. normalise the whole string as the original does, in its order: delete NUL,
+   U+FFFD and control / format characters (`_clean_text`), then, uncased only,
+   lowercase (ICU's full lowercasing, including the final-sigma rule Python's
+   `str.lower()` applies), NFD and strip combining marks (`Mn`);
+2. split on whitespace, punctuation and CJK ideographs and WordPiece each word
+   in one pass (`FastWordpieceTokenizer` end to end, whose word splitting is the
+   original's `BasicTokenizer` rule); a word longer than `max_chars_per_word`
+   characters becomes `[UNK]`, as the original counts it: in characters;
+3. map each piece's byte span in the normalised string back to the input
+   through per-character normalised lengths.
 
-Legend for shape comments: B = batch, W = words, P = word pieces, T = sequence.
+The character classes of step 1 come from Python's own Unicode database, the
+one the original tokenizer consults, so the two agree on every code point; the
+only classes decided by ICU are whitespace / punctuation, and where ICU's newer
+Unicode calls a character punctuation that Python's does not know (unassigned
+there), that character is replaced by a private-use placeholder first.
+
+Legend for shape comments: B = batch, W = words, P = word pieces, C = characters,
+T = sequence.
 """
+
+import functools
+import unicodedata
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
-# Characters the original treats as whitespace after `_clean_text`: " \t\n\r" and
-# category Zs; Python's str.split() also splits on the line / paragraph separators.
-_WHITESPACE = r"[ \t\n\r\p{Zs}\x{2028}\x{2029}]"
-# `_is_punctuation`: the ASCII non-alphanumeric ranges plus Unicode category P*.
-_PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
 # `_is_chinese_char`: the CJK Unified Ideographs blocks (not Hangul, not kana).
-_CJK = (r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
-        r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]")
-_SPLIT = f"({_WHITESPACE}|{_PUNCTUATION}|{_CJK})"
-_KEEP = f"({_PUNCTUATION}|{_CJK})"
-# `_clean_text` deletes NUL, U+FFFD and control / format / private-use characters.
-_DELETED = r"[\p{Cc}\p{Cf}\p{Co}\p{Cs}\x{FFFD}]"
+_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+               (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+# Valid UTF-8 as Python decodes it: RE2 alone also accepts encoded surrogates.
+_VALID_UTF8 = r"(?s)[\x{0}-\x{D7FF}\x{E000}-\x{10FFFF}]*"
+# Strings made only of these keep every byte where it is through normalisation
+# (ASCII lowercasing keeps lengths), so their offsets need no mapping.
+_LENGTH_PRESERVING = r"[\t\n\r\x20-\x7e]*"
 
+
+# === Character classes from Python's Unicode database ===
+
+def _class(ranges):
+    """[(first, last), ...] -> an RE2 character class."""
+    parts = (f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges)
+    return "[" + "".join(parts) + "]"
+
+
+def _ranges(codepoints):
+    """Sorted code points -> [(first, last), ...] runs."""
+    runs = []
+    for cp in codepoints:
+        if runs and runs[-1][1] == cp - 1:
+            runs[-1][1] = cp
+        else:
+            runs.append([cp, cp])
+    return [tuple(r) for r in runs]
+
+
+@functools.lru_cache(maxsize=None)
+def _unicode_classes():
+    """The original's character predicates as code point lists (computed once, ~1 s)."""
+    deleted, marks, unassigned, whitespace, punctuation, lowercased = [], [], [], [], [], []
+    for cp in range(0x110000):
+        char = chr(cp)
+        category = unicodedata.category(char)
+        if char.lower() != char:
+            lowercased.append(cp)
+        # `_clean_text`: NUL, U+FFFD and `_is_control` (Cc, Cf but not \t \n \r).
+        is_deleted = (cp == 0 or cp == 0xFFFD
+                      or (category in ("Cc", "Cf") and char not in "\t\n\r"))
+        if is_deleted:
+            deleted.append(cp)
+        elif char.isspace() or category == "Zs":  # `_is_whitespace`, then str.split()
+            whitespace.append(cp)
+        if category == "Mn":
+            marks.append(cp)
+        elif category == "Cn" and not any(a <= cp <= b for a, b in _CJK_RANGES):
+            unassigned.append(cp)  # (the original splits off the CJK blocks even there)
+        # `_is_punctuation`: all non-alphanumeric ASCII, plus Unicode category P*.
+        if (33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126
+                or category.startswith("P")):
+            punctuation.append(cp)
+    return {"deleted": tuple(deleted), "marks": tuple(marks), "unassigned": tuple(unassigned),
+            "whitespace": tuple(whitespace), "punctuation": tuple(punctuation),
+            "lowercased": tuple(lowercased)}
+
+
+@functools.lru_cache(maxsize=None)
+def _lowercase_fixes():
+    """{code point: lowercase} where TF's ICU lowercasing differs from str.lower().
+
+    TensorFlow's ICU can be older than Python's Unicode: with Python 3.11
+    (Unicode 14) and TF 2.20, 40 capitals added in Unicode 14 stay capitals.
+    Only one-to-one mappings are listed (all such differences so far).
+    """
+    chars = [chr(cp) for cp in _unicode_classes()["lowercased"]]
+    with tf.init_scope():  # eager even if first called while tracing
+        lowered = tf.strings.lower([c.encode("utf-8") for c in chars], encoding="utf-8").numpy()
+    return {ord(c): ord(c.lower()) for c, low in zip(chars, lowered)
+            if low.decode("utf-8") != c.lower() and len(c.lower()) == 1}
+
+
+@functools.lru_cache(maxsize=None)
+def _patterns():
+    classes = _unicode_classes()
+    cjk = _class(_CJK_RANGES)
+    punctuation = _class(_ranges(classes["punctuation"]))
+    return {
+        "deleted": _class(_ranges(classes["deleted"])),
+        "marks": _class(_ranges(classes["marks"])),
+        "split": f"({_class(_ranges(classes['whitespace']))}|{punctuation}|{cjk})",
+        "keep": f"({punctuation}|{cjk})",
+    }
+
+
+# === Vocabulary ===
 
 def load_vocabulary(vocab_file):
     """Reads a one-token-per-line vocabulary (local path or gs://)."""
@@ -56,8 +141,169 @@ def load_vocabulary(vocab_file):
         vocab.pop()  # the final newline
     if not vocab:
         raise ValueError(f"vocabulary file is empty: {vocab_file}")
+    seen = {}
+    for line, token in enumerate(vocab, start=1):
+        if token in seen:
+            raise ValueError(f"{vocab_file}, line {line}: token {token!r} repeats line "
+                             f"{seen[token]}; each token must appear once")
+        seen[token] = line
+        if len(token.encode("utf-8")) > 256 + (2 if token.startswith("##") else 0):
+            raise ValueError(f"{vocab_file}, line {line}: token longer than 256 bytes, "
+                             "the most tensorflow-text's WordPiece supports")
     return vocab
 
+
+class BasicTokenizer(tf.Module):
+    """The original's `BasicTokenizer` in graph: normalisation and word splitting.
+
+    `tokenize(strings)` gives the same words as the original, except that a
+    character unassigned in Python's Unicode database (outside the CJK blocks,
+    where the original splits even unassigned code points) comes back as a
+    placeholder: the first private-use character, from U+E000, that no
+    character of `vocab_chars` is. Such characters are ordinary word characters
+    to the original, but TensorFlow's newer ICU may split, lowercase or
+    decompose them; the placeholder is never touched and, being in no token,
+    makes its word [UNK] as the original character does.
+
+    Args:
+      lowercase: lowercase and strip accents (uncased vocabularies).
+      vocab_chars: the characters the vocabulary's tokens contain.
+    """
+
+    def __init__(self, lowercase=True, vocab_chars="", name=None):
+        super().__init__(name=name)
+        self.lowercase = lowercase
+        patterns = _patterns()
+        self._deleted = patterns["deleted"]
+        self._marks = patterns["marks"]
+        self._split = patterns["split"]
+        self._keep = patterns["keep"]
+        vocab_chars = set(vocab_chars)
+        self._placeholder = next(chr(cp) for cp in range(0xE000, 0xF900)
+                                 if chr(cp) not in vocab_chars)
+        self._unassigned = _class(_ranges(
+            cp for cp in _unicode_classes()["unassigned"] if chr(cp) not in vocab_chars))
+        fixes = sorted(_lowercase_fixes().items()) if lowercase else []
+        self._lower_from = tf.constant([a for a, _ in fixes], tf.int32) if fixes else None
+        self._lower_to = tf.constant([b for _, b in fixes], tf.int32) if fixes else None
+        self._lower_present = "(?s).*" + _class(_ranges(a for a, _ in fixes)) + ".*"
+
+    def tokenize(self, strings):
+        """strings (B,) -> the original's words (B, W), normalised, ragged string."""
+        normalized, _ = self.normalize(strings)
+        return tf_text.regex_split(normalized, self._split, self._keep)
+
+    def tokenize_with_offsets(self, strings):
+        """strings (B,) -> words (B, W) and each word's byte span in the input."""
+        strings = tf.convert_to_tensor(strings, dtype=tf.string)
+        normalized, plain = self.normalize(strings)
+        words, starts, ends = tf_text.regex_split_with_offsets(
+            normalized, self._split, self._keep)
+        starts, ends = self.map_offsets(strings, plain, starts, ends)
+        return words, starts, ends
+
+    # === Normalisation ===
+
+    def normalize(self, strings):
+        """strings (B,) -> what the original's BasicTokenizer splits (B,), and a bool
+        scalar: whether every string was plain ASCII, whose offsets carry over."""
+        # Most text is plain printable ASCII, which only needs ASCII lowercasing;
+        # one match over the joined batch is far cheaper than one per string.
+        plain = tf.strings.regex_full_match(
+            tf.strings.reduce_join(strings, separator="\n"), _LENGTH_PRESERVING)
+
+        def mixed_batch():
+            other = tf.cast(tf.where(tf.logical_not(
+                tf.strings.regex_full_match(strings, _LENGTH_PRESERVING)))[:, 0], tf.int32)
+            # dynamic_stitch: the later (fully normalised) values win.
+            return tf.dynamic_stitch(
+                [tf.range(tf.size(strings)), other],
+                [self._normalize_ascii(strings),
+                 self._normalize_unicode(tf.gather(strings, other))])
+
+        normalized = tf.cond(plain, lambda: self._normalize_ascii(strings), mixed_batch)
+        return normalized, plain
+
+    def _normalize_ascii(self, strings):
+        return tf.strings.lower(strings) if self.lowercase else strings
+
+    def _normalize_unicode(self, strings):
+        """Any strings (B,) -> normalised as the original does (B,)."""
+        # The original decodes with errors="ignore". Replacing each bad sequence by
+        # U+FFFD, which cleaning deletes next, gives the same string.
+        valid = tf.reduce_all(tf.strings.regex_full_match(strings, _VALID_UTF8))
+        strings = tf.cond(valid, lambda: strings, lambda: tf.strings.unicode_transcode(
+            strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
+        # Deleting first also matters because TF's UTF-8 lowercasing stops at NUL.
+        strings = tf.strings.regex_replace(strings, self._deleted, "")
+        strings = tf.strings.regex_replace(strings, self._unassigned, self._placeholder)
+        if self.lowercase:
+            # On the whole string, so final sigma sees the context str.lower() sees
+            # (whitespace and CJK ideographs bound it in both).
+            if self._lower_from is not None:
+                present = tf.strings.regex_full_match(
+                    tf.strings.reduce_join(strings, separator="\n"), self._lower_present)
+                strings = tf.cond(present, lambda: self._lowercase_by_table(strings),
+                                  lambda: strings)
+            strings = tf.strings.lower(strings, encoding="utf-8")
+            strings = tf_text.normalize_utf8(strings, "NFD")
+            strings = tf.strings.regex_replace(strings, self._marks, "")
+        return strings
+
+    def _lowercase_by_table(self, strings):
+        """Lowercases the characters of `_lowercase_fixes` as str.lower() does."""
+        codepoints = tf.strings.unicode_decode(strings, "UTF-8")  # (B, C)
+        flat = codepoints.flat_values
+        index = tf.minimum(tf.searchsorted(self._lower_from, flat),
+                           tf.size(self._lower_from) - 1)
+        hit = tf.equal(tf.gather(self._lower_from, index), flat)
+        lowered = tf.where(hit, tf.gather(self._lower_to, index), flat)
+        return tf.strings.unicode_encode(codepoints.with_flat_values(lowered), "UTF-8")
+
+    def map_offsets(self, strings, plain, starts, ends):
+        """Byte spans (B, P) in the normalised strings -> byte spans in `strings`."""
+        def identity():
+            return starts, ends
+
+        def mapped():
+            codepoints, char_starts = tf.strings.unicode_decode_with_offsets(
+                strings, "UTF-8", errors="replace")  # (B, C)
+            lengths = tf.cast(tf.strings.length(strings), tf.int64)  # (B,)
+            char_ends = tf.concat(
+                [char_starts[:, 1:], tf.RaggedTensor.from_tensor(lengths[:, tf.newaxis])], axis=1)
+            # Each character's normalised length; lengths add up because normalising
+            # maps characters independently (final sigma swaps two 2-byte letters).
+            flat = codepoints.flat_values
+            ascii_control = tf.logical_or(
+                (flat < 32) & (flat != 9) & (flat != 10) & (flat != 13), flat == 127)
+            ascii_length = tf.where(ascii_control, 0, 1)  # deleted, or kept as is
+            non_ascii = tf.where(flat >= 128)[:, 0]
+            chars = tf.strings.unicode_encode(
+                tf.RaggedTensor.from_uniform_row_length(tf.gather(flat, non_ascii), 1), "UTF-8")
+            normalized_length = tf.tensor_scatter_nd_update(
+                ascii_length, non_ascii[:, tf.newaxis],
+                tf.strings.length(self._normalize_unicode(chars)))
+            normalized_ends = codepoints.with_flat_values(
+                tf.cast(normalized_length, tf.int64))
+            normalized_ends = tf.math.cumsum(normalized_ends.to_tensor(), axis=1)  # (B, C)
+            # Pad with a huge end so that padding never contains a position.
+            width = tf.shape(normalized_ends)[1]
+            real = tf.sequence_mask(codepoints.row_lengths(), width)
+            normalized_ends = tf.where(real, normalized_ends, tf.int64.max)
+
+            def lookup(positions, table):
+                dense = positions.to_tensor()  # (B, P)
+                index = tf.searchsorted(normalized_ends, dense, side="right")
+                index = tf.minimum(index, tf.maximum(width - 1, 0))
+                found = tf.gather(table.to_tensor(), index, batch_dims=1)
+                return tf.RaggedTensor.from_tensor(found, lengths=positions.row_lengths())
+
+            # A span starts where the character holding its first byte starts and ends
+            # where the character holding its last byte ends.
+            return (lookup(starts, tf.cast(char_starts, tf.int64)),
+                    lookup(ends - 1, tf.cast(char_ends, tf.int64)))
+
+        return tf.cond(plain, identity, mapped)
 
 class BertTokenizer(tf.Module):
     """WordPiece tokenizer identical to the original BERT `FullTokenizer`.
@@ -65,7 +311,8 @@ class BertTokenizer(tf.Module):
     Args:
       vocab_file: one token per line, as the original `vocab.txt`.
       lowercase: True for uncased vocabularies (lowercase + strip accents).
-      max_chars_per_word: longer words become `[UNK]`; 200 as google-research/bert.
+      max_chars_per_word: longer words become `[UNK]`. 200 as google-research/bert
+        (Model Garden's copy of the tokenizer uses 400).
     """
 
     def __init__(self, vocab_file, lowercase=True, max_chars_per_word=200, name=None):
@@ -80,12 +327,16 @@ class BertTokenizer(tf.Module):
             raise ValueError(f"{vocab_file}: vocabulary lacks the special token(s) {missing}")
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
             token_to_id[t] for t in SPECIAL_TOKENS)
+        self.basic_tokenizer = BasicTokenizer(lowercase, vocab_chars="".join(self.vocab))
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=self.vocab, suffix_indicator="##", unknown_token="[UNK]",
-            # Bytes, not characters: the character limit is applied before this.
+            # Bytes, not characters: the character limit is applied afterwards.
             max_bytes_per_word=4 * max_chars_per_word + 4,
-            token_out_type=tf.int32, no_pretokenization=True,
+            token_out_type=tf.int32, no_pretokenization=False,
             support_detokenization=True)
+        # A word's first piece is never a "##" continuation.
+        self._is_word_start = tf.constant(
+            [not (t.startswith("##") and len(t) > 2) for t in self.vocab])
 
     @property
     def vocab_size(self):
@@ -93,57 +344,86 @@ class BertTokenizer(tf.Module):
 
     # === Tokenization ===
 
-    def split_words_with_offsets(self, strings):
-        """strings (B,) -> normalised words (B, W) with byte spans in the originals."""
+    def _pieces_with_offsets(self, normalized):
+        """normalized (B,) -> ids, starts, ends (B, P), offsets in `normalized`."""
+        ids, starts, ends = self._wordpiece.tokenize_with_offsets(normalized)
+        ids = tf.cast(ids, tf.int32)
+        starts = tf.cast(starts, tf.int64)
+        ends = tf.cast(ends, tf.int64)
+        return tf.cond(self._maybe_long_words(normalized),
+                       lambda: self._unknown_long_words(normalized, ids, starts, ends),
+                       lambda: (ids, starts, ends))
+
+    def _maybe_long_words(self, normalized):
+        # Only strings of more bytes than `max_chars_per_word` can hold a word of
+        # too many characters (rare in text; long documents just take the slower path).
+        return tf.reduce_any(tf.strings.length(normalized) > self.max_chars_per_word)
+
+    def _word_index(self, ids):
+        """Each piece's word number over the whole batch (flat, P in total)."""
+        is_start = tf.gather(self._is_word_start, ids.flat_values)
+        return is_start, tf.cumsum(tf.cast(is_start, tf.int64)) - 1
+
+    def _unknown_long_words(self, normalized, ids, starts, ends):
+        """The original's rule: a word of more than `max_chars_per_word` characters -> [UNK]."""
+        is_start, word = self._word_index(ids)
+        num_words = tf.reduce_sum(tf.cast(is_start, tf.int64))
+        word_start = tf.math.unsorted_segment_min(starts.flat_values, word, num_words)
+        word_end = tf.math.unsorted_segment_max(ends.flat_values, word, num_words)
+        word_row = tf.math.unsorted_segment_max(ids.value_rowids(), word, num_words)
+        text = tf.strings.substr(tf.gather(normalized, word_row), word_start,
+                                 word_end - word_start)
+        too_long = tf.gather(
+            tf.strings.length(text, unit="UTF8_CHAR") > self.max_chars_per_word, word)
+        keep = tf.logical_or(tf.logical_not(too_long), is_start)
+        new_ids = tf.where(too_long, self.unk_id, ids.flat_values)
+        new_ends = tf.where(too_long, tf.gather(word_end, word), ends.flat_values)
+        return tuple(tf.ragged.boolean_mask(ids.with_flat_values(values), ids.with_flat_values(keep))
+                     for values in (new_ids, starts.flat_values, new_ends))
+
+    def tokenize_with_offsets(self, strings):
+        """strings (B,) -> ids, starts, ends, each ragged (B, P); byte offsets in the input."""
         strings = tf.convert_to_tensor(strings, dtype=tf.string)
-        words, starts, ends = tf_text.regex_split_with_offsets(strings, _SPLIT, _KEEP)
-        normalized = words
-        if self.lowercase:
-            normalized = tf.strings.lower(normalized, encoding="utf-8")
-            normalized = tf_text.normalize_utf8(normalized, "NFD")
-            normalized = tf.strings.regex_replace(normalized, r"\p{Mn}", "")
-        normalized = tf.strings.regex_replace(normalized, _DELETED, "")
-        # A word made only of deleted characters disappears, as in the original.
-        keep = tf.strings.length(normalized) > 0
-        return (tf.ragged.boolean_mask(normalized, keep),
-                tf.ragged.boolean_mask(starts, keep),
-                tf.ragged.boolean_mask(ends, keep),
-                tf.ragged.boolean_mask(tf.strings.length(words), keep))
+        normalized, plain = self.basic_tokenizer.normalize(strings)
+        ids, starts, ends = self._pieces_with_offsets(normalized)
+        starts, ends = self.basic_tokenizer.map_offsets(strings, plain, starts, ends)
+        return ids, starts, ends
 
     def tokenize_words_with_offsets(self, strings):
         """strings (B,) -> ids (B, W, P) and each piece's byte start / end in the input."""
-        words, word_starts, word_ends, original_lengths = self.split_words_with_offsets(strings)
-        too_long = tf.strings.length(words, unit="UTF8_CHAR") > self.max_chars_per_word
-        words = tf.where(too_long, "[UNK]", words)
-        ids, starts, ends = self._wordpiece.tokenize_with_offsets(words)  # (B, W, P)
-        ids = tf.cast(ids, tf.int32)
-        # Pieces map exactly into the original where normalising kept the word's
-        # length (almost always); otherwise each piece gets the whole word's span.
-        same_length = tf.equal(tf.strings.length(words), original_lengths)  # (B, W)
-        same_length = tf.logical_and(same_length, tf.logical_not(too_long))
-        starts = tf.cast(starts, tf.int64)
-        ends = tf.cast(ends, tf.int64)
-        exact_starts = word_starts[..., tf.newaxis] + starts
-        exact_ends = word_starts[..., tf.newaxis] + ends
-        word_start_each = tf.ones_like(starts) * word_starts[..., tf.newaxis]
-        word_end_each = tf.ones_like(ends) * word_ends[..., tf.newaxis]
-        same = tf.ones_like(starts, dtype=tf.bool) & same_length[..., tf.newaxis]
-        starts = tf.ragged.map_flat_values(tf.where, same, exact_starts, word_start_each)
-        ends = tf.ragged.map_flat_values(tf.where, same, exact_ends, word_end_each)
-        return ids, starts, ends
+        ids, starts, ends = self.tokenize_with_offsets(strings)
+        is_start, _ = self._word_index(ids)
+        piece_splits = tf.concat(
+            [tf.where(is_start)[:, 0], tf.size(ids.flat_values, out_type=tf.int64)[tf.newaxis]], 0)
+        words_per_row = tf.math.unsorted_segment_sum(
+            tf.cast(is_start, tf.int64), ids.value_rowids(), ids.nrows())
 
-    def tokenize_with_offsets(self, strings):
-        """strings (B,) -> ids, starts, ends, each ragged (B, P); byte offsets."""
-        ids, starts, ends = self.tokenize_words_with_offsets(strings)
-        return ids.merge_dims(1, 2), starts.merge_dims(1, 2), ends.merge_dims(1, 2)
+        def group(pieces):
+            words = tf.RaggedTensor.from_row_splits(pieces.flat_values, piece_splits,
+                                                    validate=False)
+            return tf.RaggedTensor.from_row_lengths(words, words_per_row, validate=False)
+
+        return group(ids), group(starts), group(ends)
+
+    def split_words_with_offsets(self, strings):
+        """strings (B,) -> the original's BasicTokenizer words (B, W), with byte spans.
+
+        Returns (words, starts, ends): normalised words, ragged string (B, W), and
+        the byte span of each in the input, int64 (B, W). See BasicTokenizer.
+        """
+        return self.basic_tokenizer.tokenize_with_offsets(strings)
 
     def tokenize(self, strings):
         """strings (B,) -> ragged int32 word-piece ids (B, P). A scalar gives (P,)."""
         strings = tf.convert_to_tensor(strings, dtype=tf.string)
         if strings.shape.rank == 0:
             return self.tokenize(strings[tf.newaxis])[0]
-        ids, _, _ = self.tokenize_words_with_offsets(strings)
-        return ids.merge_dims(1, 2)
+        normalized, _ = self.basic_tokenizer.normalize(strings)
+        # Offsets are only needed to find over-long words.
+        return tf.cond(
+            self._maybe_long_words(normalized),
+            lambda: self._pieces_with_offsets(normalized)[0],
+            lambda: tf.cast(self._wordpiece.tokenize(normalized), tf.int32))
 
     def detokenize(self, ids):
         """ids (B, P) -> strings (B,): pieces joined, `##` continuations glued."""
