@@ -20,9 +20,13 @@ setup(
     ],
     extras_require={
         # tf-models-official is the independent reference (Keras 2): tests and benchmarks only.
-        "test": ["pytest", "tf-models-official==2.20.0", "seqeval"],
+        # tensorflow-serving-api: request protos for the export tests (pinned to
+        # TensorFlow's minor version: a newer one pulls a newer TensorFlow).
+        "test": ["pytest", "tf-models-official==2.20.0", "seqeval",
+                 "tensorflow-serving-api~=2.20.0"],
         # Peers of recipes/benchmarks (keras-hub's BertMaskedLM; Model Garden is in "test").
-        "bench": ["keras-hub", "tf-models-official==2.20.0"],
+        # HuggingFace tokenizers: the Python-side peer of serving_latency.py / tokenizer.py.
+        "bench": ["keras-hub", "tf-models-official==2.20.0", "tokenizers"],
     },
     entry_points={"console_scripts": ["keras-bert=keras_bert.cli:main"]},
 )

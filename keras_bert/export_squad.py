@@ -168,9 +168,11 @@ class SquadServing(TaskServing):
         best_end = tf.gather(top_ends, pick % self.n_best_size, batch_dims=1)
 
         # The best window of each example (the first on ties).
-        per_example = tf.RaggedTensor.from_row_lengths(window_best, window["count"])  # (B, W)
-        chosen = per_example.row_starts() + tf.argmax(
-            per_example.to_tensor(-float("inf")), axis=1)  # (B,)
+        per_example = tf.RaggedTensor.from_row_lengths(window_best, window["count"])
+        dense = per_example.to_tensor(-float("inf"))  # (B, W)
+        # One more -inf column keeps argmax defined for an empty batch (B, 0).
+        dense = tf.concat([dense, tf.fill([tf.shape(dense)[0], 1], tf.constant(-float("inf"), dense.dtype))], axis=1)
+        chosen = per_example.row_starts() + tf.argmax(dense, axis=1)  # (B,)
         score = tf.gather(window_best, chosen)  # (B,)
         found = score > -float("inf")
         chosen_offset = tf.gather(window["start"] - window["question_length"] - 2, chosen)

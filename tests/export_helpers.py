@@ -20,6 +20,9 @@ from keras_bert import BertConfig, BertEncoder, BertTokenizer
 from keras_bert.embeddings import SHIPPED_VOCAB
 
 KINDS = ("embeddings", "classifier", "regressor", "tagger", "squad")
+# The default (fast) suite exports the classifier only; tests of the other
+# exports are marked slow (CI runs both).
+FAST_KINDS = ("classifier",)
 CLASS_NAMES = ["negative", "neutral", "positive"]
 TAG_NAMES = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 SEQ_LENGTH = {"embeddings": 32, "classifier": 32, "regressor": 32, "tagger": 16, "squad": 64}
@@ -34,6 +37,13 @@ atexit.register(shutil.rmtree, _ROOT, True)
 @functools.lru_cache(maxsize=None)
 def tokenizer():
     return BertTokenizer(SHIPPED_VOCAB)
+
+
+def kinds(*names):
+    """pytest parameters for these export kinds, marked slow unless in FAST_KINDS."""
+    import pytest
+    return [pytest.param(name, marks=() if name in FAST_KINDS else pytest.mark.slow)
+            for name in names or KINDS]
 
 
 def tiny_encoder(seed):
@@ -88,11 +98,20 @@ def loaded(kind):
     return tf.saved_model.load(export_path(kind))
 
 
+def keras_features(texts, pairs=None, kind="classifier"):
+    """What the Keras model is fed: ids packed by `keras_bert.BertTokenizer`."""
+    import tensorflow as tf
+    return tokenizer().pack(tf.constant(texts), None if pairs is None else tf.constant(pairs),
+                            seq_length=SEQ_LENGTH[kind])
+
+
 def call(kind, signature="serving_default", **inputs):
     """Runs a signature of the loaded SavedModel on NumPy / lists -> NumPy dict."""
     import tensorflow as tf
     function = loaded(kind).signatures[signature]
-    tensors = {name: tf.constant(value) if not isinstance(value, tf.Tensor) else value
+    specs = function.structured_input_signature[1]
+    tensors = {name: value if isinstance(value, tf.Tensor)
+               else tf.constant(value, dtype=specs[name].dtype)
                for name, value in inputs.items()}
     return {name: value.numpy() for name, value in function(**tensors).items()}
 

@@ -16,8 +16,8 @@ import pytest
 import tensorflow as tf
 
 from export_helpers import (CLASS_NAMES, SEQ_LENGTH, SIGNATURES, SQUAD_OPTIONS, TAG_NAMES, call,
-                            decode, export_metadata, export_path, keras_model, signature_defs,
-                            tokenizer)
+                            decode, export_metadata, export_path, keras_features, keras_model,
+                            kinds, signature_defs, tokenizer)
 from keras_bert.embeddings import mean_pool
 
 SENTENCES = ["It is a truth universally acknowledged.",
@@ -28,15 +28,10 @@ PAIRS = ["A second sentence.", "Another one, a bit longer than the first of them
          "x", "Élan vital"]
 
 
-def keras_features(texts, pairs=None, kind="classifier"):
-    return tokenizer().pack(tf.constant(texts), None if pairs is None else tf.constant(pairs),
-                            seq_length=SEQ_LENGTH[kind])
-
-
 # === Layout and assets ===
 
 
-@pytest.mark.parametrize("kind", ["embeddings", "classifier"])
+@pytest.mark.parametrize("kind", kinds("embeddings", "classifier"))
 def test_layout_assets_and_metadata(kind):
     path = export_path(kind)
     assert os.path.basename(path) == "1"  # EXPORT_DIR/NAME/VERSION
@@ -78,6 +73,10 @@ def test_signature_inputs_and_outputs():
     assert set(defs["serve_examples"].inputs) == {"inputs"}
     assert set(defs["serve_examples"].outputs) == {"classes", "scores"}
     assert set(defs["serve_ids"].inputs) == {"input_ids", "input_mask", "segment_ids"}
+
+
+@pytest.mark.slow
+def test_regressor_signature_outputs():
     regressor = signature_defs("regressor")
     assert set(regressor["serving_default"].outputs) == {"score"}
     assert set(regressor["serve_examples"].outputs) == {"outputs"}
@@ -100,6 +99,7 @@ def test_saved_model_cli_lists_the_signatures():
 # === Same answers as the Keras model ===
 
 
+@pytest.mark.slow
 def test_embeddings_match_keras():
     features = keras_features(SENTENCES, kind="embeddings")
     expected = mean_pool(keras_model("embeddings")(features)["sequence_output"],
@@ -145,6 +145,7 @@ def test_classifier_examples_and_ids_match_keras():
     np.testing.assert_allclose(ids["logits"], model(features).numpy(), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_regressor_matches_keras():
     expected = keras_model("regressor")(keras_features(SENTENCES, PAIRS, "regressor")).numpy()
     served = call("regressor", text=SENTENCES, text_pair=PAIRS)
@@ -186,6 +187,7 @@ def python_tags(text):
     return words, tags, spans
 
 
+@pytest.mark.slow
 def test_tagger_matches_keras_and_seqeval():
     from seqeval.metrics.sequence_labeling import get_entities
     served = call("tagger", text=TAGGED)
@@ -207,6 +209,7 @@ def test_tagger_matches_keras_and_seqeval():
     assert served["tags"][3, 1:].tolist() == [b""] * (served["tags"].shape[1] - 1)  # padding
 
 
+@pytest.mark.slow
 def test_tagger_ids_signature_tags_every_piece():
     features = keras_features(TAGGED, kind="tagger")
     logits = keras_model("tagger")(features).numpy()
@@ -259,6 +262,7 @@ def model_garden_squad(questions, contexts):
         version_2_with_negative=True, null_score_diff_threshold=0.0)
 
 
+@pytest.mark.slow
 def test_squad_matches_model_garden_run_squad():
     predictions, nbest, score_diffs = model_garden_squad(QUESTIONS, CONTEXTS)
     served = call("squad", question=QUESTIONS, context=CONTEXTS)
@@ -283,6 +287,7 @@ def test_squad_matches_model_garden_run_squad():
             assert (answer, served["start"][row], served["end"][row]) == ("", -1, -1)
 
 
+@pytest.mark.slow
 def test_squad_ids_signature_returns_the_logits():
     features = keras_features(QUESTIONS, CONTEXTS, kind="squad")
     outputs = keras_model("squad")(features)
@@ -291,6 +296,7 @@ def test_squad_ids_signature_returns_the_logits():
         np.testing.assert_allclose(served[name], outputs[name].numpy(), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_export_metadata_of_squad():
     metadata = export_metadata("squad")
     assert {k: metadata[k] for k in SQUAD_OPTIONS} == SQUAD_OPTIONS

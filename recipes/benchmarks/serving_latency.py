@@ -1,0 +1,138 @@
+"""Serving latency and throughput of an exported SavedModel (strings in) against
+the same model fed ids that HuggingFace `tokenizers` made in Python, in one run.
+
+A `BertClassifier` on a `--preset` encoder (random weights: speed does not
+depend on them; `--init-checkpoint` for real ones) is exported with
+`keras_bert.export`, loaded back with `tf.saved_model.load`, and timed:
+
+- strings: `serving_default(text)`, tokenization inside the graph;
+- HF + ids: `tokenizers.BertWordPieceTokenizer.encode_batch` in Python, then
+  `serve_ids(input_ids, input_mask, segment_ids)` of the same SavedModel;
+- ids only: `serve_ids` on ready ids, the model alone.
+
+Tokenization's share of the end-to-end time is (strings - ids only) / strings
+for the SavedModel and HF time / (HF time + ids only) for the Python path.
+Batch 1 gives latency, batch 64 throughput; every sequence is 128 tokens
+(Austen paragraphs, cut). Each figure is the best of several timing windows,
+since other processes share the CPUs.
+
+    pip install -e .[bench]
+    python recipes/benchmarks/serving_latency.py [--preset base] [--windows 5]
+"""
+
+import argparse
+import os
+import re
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_bert import BertConfig, BertEncoder, BertTokenizer  # noqa: E402
+from keras_bert.export import export_saved_model  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_TEXT = os.path.join(HERE, "..", "..", "..", "shared", "datasets", "austen", "emma.txt")
+DEFAULT_VOCAB = os.path.join(HERE, "..", "..", "data", "vocab", "bert_uncased_vocab.txt")
+
+
+def paragraphs(path, count, min_words=130):
+    """Long paragraphs (each fills 128 tokens) of a Project Gutenberg-style text."""
+    with open(path, encoding="utf-8") as f:
+        blocks = [" ".join(b.split()) for b in re.split(r"\n\s*\n", f.read())]
+    long = [b for b in blocks if len(b.split()) >= min_words]
+    if not long:
+        raise ValueError(f"{path}: no paragraph of {min_words} words")
+    return [long[i % len(long)] for i in range(count)]
+
+
+def best_time(run, windows, repeats):
+    """Seconds per call: the fastest window's mean over `repeats` calls."""
+    run()  # warm-up: the first call of a loaded signature is slow
+    best = float("inf")
+    for _ in range(windows):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            run()
+        best = min(best, (time.perf_counter() - start) / repeats)
+    return best
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="base")
+    parser.add_argument("--init-checkpoint", default=None, help="real weights (any format)")
+    parser.add_argument("--vocab-file", default=DEFAULT_VOCAB)
+    parser.add_argument("--text", default=DEFAULT_TEXT)
+    parser.add_argument("--seq-length", type=int, default=128)
+    parser.add_argument("--batch-sizes", default="1,64")
+    parser.add_argument("--windows", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="intra/inter-op threads (default: TensorFlow's)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    from tokenizers import BertWordPieceTokenizer  # pip install -e .[bench]
+    from keras_bert.models.classifier import BertClassifier
+
+    if args.init_checkpoint:
+        from keras_bert.checkpoints import load_pretrained
+        encoder = load_pretrained(args.init_checkpoint)
+    else:
+        encoder = BertEncoder(BertConfig.preset(args.preset))
+    model = BertClassifier(encoder, 2)
+    tokenizer = BertTokenizer(args.vocab_file)
+    folder = tempfile.mkdtemp(prefix="serving_latency_")
+    start = time.perf_counter()
+    path = export_saved_model(model, tokenizer, os.path.join(folder, "model", "1"),
+                              seq_length=args.seq_length)
+    print(f"exported {args.init_checkpoint or args.preset} classifier "
+          f"({model.count_params():,} weights) in {time.perf_counter() - start:.0f} s")
+    served = tf.saved_model.load(path)
+    strings, by_ids = served.signatures["serving_default"], served.signatures["serve_ids"]
+
+    hf = BertWordPieceTokenizer(args.vocab_file, lowercase=True)
+    hf.enable_truncation(args.seq_length)
+    hf.enable_padding(length=args.seq_length)
+
+    def hf_features(texts):
+        encodings = hf.encode_batch(texts)
+        return {"input_ids": np.array([e.ids for e in encodings], np.int32),
+                "input_mask": np.array([e.attention_mask for e in encodings], np.int32),
+                "segment_ids": np.array([e.type_ids for e in encodings], np.int32)}
+
+    print(f"sequence length {args.seq_length}, best of {args.windows} windows, "
+          f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'} threads")
+    print(f"{'batch':>5} | {'strings (SavedModel)':>22} | {'HF tokenizers + ids':>22} | "
+          f"{'ids only (model)':>17} | {'tokenizing share: ours':>23} | {'HF':>6}")
+    for batch in (int(b) for b in args.batch_sizes.split(",")):
+        texts = paragraphs(args.text, batch)
+        text_tensor = tf.constant(texts)
+        features = hf_features(texts)
+        ours_ids = tokenizer.pack(text_tensor, seq_length=args.seq_length)
+        same = np.array_equal(ours_ids["input_ids"].numpy(), features["input_ids"])
+        id_tensors = {k: tf.constant(v) for k, v in features.items()}
+        repeats = max(1, 64 // batch)
+        t_strings = best_time(lambda: strings(text=text_tensor, text_pair=tf.constant([], tf.string)),
+                              args.windows, repeats)
+        t_ids = best_time(lambda: by_ids(**id_tensors), args.windows, repeats)
+        t_hf = best_time(lambda: hf_features(texts), args.windows, repeats)
+        t_python = t_hf + t_ids
+        share_ours = max(t_strings - t_ids, 0.0) / t_strings
+        share_hf = t_hf / t_python
+
+        def rate(seconds):
+            return f"{seconds * 1e3:8.1f} ms {batch / seconds:7.1f}/s"
+
+        print(f"{batch:>5} | {rate(t_strings):>22} | {rate(t_python):>22} | "
+              f"{t_ids * 1e3:>14.1f} ms | {share_ours:>22.1%} | {share_hf:>6.1%}"
+              + ("" if same else "   (ids differ from HF's on some text)"))
+    print("ms: seconds per call (latency); /s: sequences per second (throughput)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""Bad input to the exported signatures: no crash, no hang; a documented result
+or a clear error (issue 6, part 4).
+
+Documented results (keras_bert/export*.py): empty / whitespace-only text is an
+empty sequence (`[CLS] [SEP]`, no words, no answer); long text is cut to
+`seq_length` pieces (pairs by the original longest-first rule; tagger words
+after the window get `O`; question answering searches the first `max_windows`
+windows); invalid UTF-8 is read as Python's `decode("utf-8", errors="replace")`
+reads it; batches may hold 0 rows; mismatched batch sizes raise
+InvalidArgumentError naming the inputs.
+"""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from export_helpers import SEQ_LENGTH, call, decode, keras_features, keras_model, kinds
+
+EMPTY = ["", " ", "\t\n  \u3000"]
+INVALID = [b"caf\xc3 au \xff lait", b"\xe2\x82", b"ok \xf0\x9f\x98"]
+
+
+@pytest.fixture(scope="module")
+def long_text(datasets_dir):
+    with open(os.path.join(datasets_dir, "austen", "emma.txt"), encoding="utf-8") as f:
+        text = f.read()[:100_000]
+    assert len(text) == 100_000
+    return text
+
+
+def text_inputs(kind, texts):
+    if kind == "squad":
+        return {"question": ["Who is handsome?"] * len(texts), "context": texts}
+    inputs = {"text": texts}
+    if kind in ("classifier", "regressor"):
+        inputs["text_pair"] = tf.constant([], tf.string)
+    return inputs
+
+
+# === Empty and whitespace-only text ===
+
+
+@pytest.mark.parametrize("kind", kinds("embeddings", "classifier"))
+def test_empty_text_is_an_empty_sequence(kind):
+    served = call(kind, **text_inputs(kind, EMPTY))
+    outputs = keras_model(kind)(keras_features(EMPTY, kind=kind))
+    if kind == "classifier":
+        np.testing.assert_allclose(served["logits"], outputs.numpy(), atol=1e-5)
+    else:
+        np.testing.assert_allclose(np.linalg.norm(served["embedding"], axis=1), 1.0, atol=1e-5)
+    features = keras_features(EMPTY, kind=kind)
+    assert features["input_mask"].numpy().sum(axis=1).tolist() == [2, 2, 2]  # [CLS] [SEP]
+
+
+@pytest.mark.slow
+def test_empty_text_has_no_words_and_no_answer():
+    tagged = call("tagger", text=EMPTY)
+    assert tagged["num_tokens"].tolist() == [0, 0, 0]
+    assert tagged["num_entities"].tolist() == [0, 0, 0]
+    answered = call("squad", **text_inputs("squad", EMPTY))
+    assert answered["answer"].tolist() == [b""] * 3
+    assert answered["start"].tolist() == answered["end"].tolist() == [-1] * 3
+    assert not answered["has_answer"].any()
+    assert np.isneginf(answered["score"]).all()  # no span at all
+
+
+# === A 100,000-character text ===
+
+
+@pytest.mark.parametrize("kind", kinds("embeddings", "classifier"))
+def test_long_text_is_cut_to_seq_length(kind, long_text):
+    served = call(kind, **text_inputs(kind, [long_text]))
+    features = keras_features([long_text], kind=kind)
+    assert features["input_mask"].numpy().sum() == SEQ_LENGTH[kind]
+    outputs = keras_model(kind)(features)
+    if kind == "classifier":
+        np.testing.assert_allclose(served["logits"], outputs.numpy(), atol=1e-5)
+    else:
+        # The same as the text's first few hundred characters: only the window counts.
+        prefix = call(kind, text=[long_text[:500]])["embedding"]
+        np.testing.assert_allclose(served["embedding"], prefix, atol=1e-5)
+
+
+def test_long_text_pair_is_cut_longest_first(long_text):
+    served = call("classifier", text=["A short question?"], text_pair=[long_text])
+    features = keras_features(["A short question?"], [long_text])
+    np.testing.assert_allclose(served["logits"], keras_model("classifier")(features).numpy(),
+                               atol=1e-5)
+
+
+@pytest.mark.slow
+def test_long_text_tags_every_word_and_only_the_window_is_seen(long_text):
+    served = call("tagger", text=[long_text])
+    words = long_text.split()
+    assert served["num_tokens"][0] == len(words)
+    assert decode(served["tokens"][0]).tolist() == words
+    head = " ".join(words[:20])
+    short = call("tagger", text=[head])
+    seen = int((short["tags"][0] != b"").sum())
+    # Words inside the window are tagged as in a short text; every word after it is "O".
+    assert served["tags"][0, :seen].tolist() == short["tags"][0, :seen].tolist()
+    assert set(served["tags"][0, 20:].tolist()) == {b"O"}
+    ends = served["token_end"][0]
+    assert long_text[served["token_start"][0, -1]:ends[-1]] == words[-1]
+
+
+@pytest.mark.slow
+def test_long_context_is_searched_in_the_first_windows(long_text):
+    served = call("squad", **text_inputs("squad", [long_text]))
+    assert served["start"][0] <= served["end"][0]
+    if served["has_answer"][0]:
+        answer = served["answer"][0].decode("utf-8")
+        assert long_text[served["start"][0]:served["end"][0]] == answer
+        # 64 windows of 16-piece steps reach about a thousand pieces into the text.
+        assert served["end"][0] < 20_000
+
+
+# === Invalid UTF-8 ===
+
+
+@pytest.mark.parametrize("kind", kinds("embeddings", "classifier", "tagger", "squad"))
+def test_invalid_utf8_reads_as_python_replace(kind):
+    served = call(kind, **text_inputs(kind, INVALID))
+    cleaned = [b.decode("utf-8", errors="replace") for b in INVALID]
+    expected = call(kind, **text_inputs(kind, cleaned))
+    for name, value in served.items():
+        if value.dtype == object:
+            assert value.tolist() == expected[name].tolist(), name
+            decode(value)  # every output string is valid UTF-8
+        else:
+            np.testing.assert_allclose(value, expected[name], atol=1e-6, err_msg=name)
+
+
+# === Batch sizes ===
+
+
+@pytest.mark.parametrize("kind", kinds("embeddings", "classifier", "regressor", "tagger", "squad"))
+def test_batch_of_zero(kind):
+    served = call(kind, **text_inputs(kind, tf.constant([], tf.string)))
+    assert all(value.shape[0] == 0 for value in served.values()), {
+        k: v.shape for k, v in served.items()}
+
+
+@pytest.mark.parametrize("kind", kinds("classifier", "tagger", "squad"))
+def test_batch_of_a_thousand(kind):
+    texts = ["Emma Woodhouse, handsome, clever, and rich.", "Mr. Knightley lives at Donwell."]
+    served = call(kind, **text_inputs(kind, texts * 500))
+    single = call(kind, **text_inputs(kind, texts))
+    for name, value in served.items():
+        assert value.shape[0] == 1000
+        repeated = np.concatenate([single[name]] * 500)
+        if value.dtype == object:
+            assert value.tolist() == repeated.tolist(), name
+        else:
+            np.testing.assert_allclose(value, repeated, atol=1e-5, err_msg=name)
+
+
+def test_text_pair_of_another_batch_size_is_a_clear_error():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="one `text_pair` per `text`"):
+        call("classifier", text=["a", "b", "c"], text_pair=["x", "y"])
+
+
+@pytest.mark.slow
+def test_question_and_context_of_different_batch_sizes_is_a_clear_error():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="one `context` per `question`"):
+        call("squad", question=["a", "b"], context=["x"])
+
+
+def test_example_without_its_text_feature_is_a_clear_error():
+    example = tf.train.Example().SerializeToString()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="text"):
+        call("classifier", "serve_examples", inputs=[example])
