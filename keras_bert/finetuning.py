@@ -509,8 +509,11 @@ def _single_run(config, task, train_data, dev_data, log_dir=None):
 def save_finetuned(model, config, task, tokenizer_vocab, output_dir, dev_results=None):
     """Writes model.keras, vocab.txt, finetune_config.json (and dev_results.json)."""
     os.makedirs(output_dir, exist_ok=True)
+    # A plain, uncompiled copy: loading it needs neither the optimizer nor its schedule.
+    plain = model.__class__.from_config(model.get_config())
+    plain.set_weights(model.get_weights())
     partial = os.path.join(output_dir, "model.partial.keras")
-    model.save(partial)
+    plain.save(partial)
     os.replace(partial, os.path.join(output_dir, "model.keras"))
     shutil.copyfile(tokenizer_vocab, os.path.join(output_dir, "vocab.txt"))
     saved = dataclasses.asdict(config)
