@@ -570,8 +570,13 @@ def process_block(block, options, vocab, encoder):
 
 
 
-def _worker_init(options, vocab):
+def _worker_init(options, vocab, in_pool=False):
     global _WORKER
+    if in_pool:
+        # Ctrl-C goes to the whole process group; only the parent handles it
+        # (it terminates the pool and removes the unfinished shards).
+        import signal
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     _WORKER = (options, vocab, ExampleEncoder(max(vocab.size, options.max_seq_length) + 1))
 
 
@@ -868,7 +873,7 @@ def create_pretraining_data(input_file, output_file, vocab_file, options=None,
     # Workers only run NumPy / Python (process_block), never TensorFlow, so
     # forking this process (which has TensorFlow loaded) is safe.
     pool = (multiprocessing.get_context("fork").Pool(
-        num_workers, initializer=_worker_init, initargs=(options, vocab))
+        num_workers, initializer=_worker_init, initargs=(options, vocab, True))
         if num_workers > 1 else None)
     if pool is None:
         _worker_init(options, vocab)
