@@ -19,7 +19,10 @@ def random_inputs(batch=2, length=8, vocab=50, seed=0):
             "segment_ids": (np.arange(length)[None, :] >= length // 2).repeat(batch, 0).astype("int32")}
 
 
-@pytest.mark.parametrize("preset, expected", [("base", 109_482_240), ("large", 335_141_888)])
+@pytest.mark.parametrize("preset, expected", [
+    ("base", 109_482_240),
+    pytest.param("large", 335_141_888, marks=pytest.mark.slow),  # 1.3 GB of weights to initialise
+])
 def test_exact_sizes(preset, expected):
     assert BertEncoder(BertConfig.preset(preset)).count_params() == expected
 
