@@ -45,6 +45,10 @@ _VALID_UTF8 = r"(?s)[\x{0}-\x{D7FF}\x{E000}-\x{10FFFF}]*"
 # Strings made only of these keep every byte where it is through normalisation
 # (ASCII lowercasing keeps lengths), so their offsets need no mapping.
 _LENGTH_PRESERVING = r"[\t\n\r\x20-\x7e]*"
+_STRINGS = [tf.TensorSpec([None], tf.string)]
+# Public methods have no Python control flow on tensors: when a caller's
+# tf.function converts its code with autograph, converting ours only costs time.
+_no_autograph = tf.autograph.experimental.do_not_convert
 
 
 # === Character classes from Python's Unicode database ===
@@ -123,6 +127,25 @@ def _patterns():
     }
 
 
+class _Untracked:
+    """Plain attributes that tf.Module does not walk or track."""
+
+    def __init__(self, **attributes):
+        self.__dict__.update(attributes)
+
+
+class _Traced:
+    """Methods as tf.functions over (B,) strings, traced once per tokenizer and then
+    reused by every caller (tracing takes seconds). A plain object, so that a
+    SavedModel holding the tokenizer saves only what its own signatures call."""
+
+    def __init__(self, **methods):
+        for name, method in methods.items():
+            # No autograph: the code has no Python control flow on tensors, and
+            # converting it would take most of the tracing time.
+            setattr(self, name, tf.function(method, input_signature=_STRINGS, autograph=False))
+
+
 # === Vocabulary ===
 
 def load_vocabulary(vocab_file):
@@ -188,14 +211,23 @@ class BasicTokenizer(tf.Module):
         self._lower_to = tf.constant([b for _, b in fixes], tf.int32) if fixes else None
         self._lower_present = "(?s).*" + _class(_ranges(a for a, _ in fixes)) + ".*"
 
+        self._traced = _Traced(tokenize=self._words, tokenize_with_offsets=self._words_with_offsets)
+
+    @_no_autograph
     def tokenize(self, strings):
         """strings (B,) -> the original's words (B, W), normalised, ragged string."""
+        return self._traced.tokenize(tf.convert_to_tensor(strings, dtype=tf.string))
+
+    @_no_autograph
+    def tokenize_with_offsets(self, strings):
+        """strings (B,) -> words (B, W) and each word's byte span in the input."""
+        return self._traced.tokenize_with_offsets(tf.convert_to_tensor(strings, dtype=tf.string))
+
+    def _words(self, strings):
         normalized, _ = self.normalize(strings)
         return tf_text.regex_split(normalized, self._split, self._keep)
 
-    def tokenize_with_offsets(self, strings):
-        """strings (B,) -> words (B, W) and each word's byte span in the input."""
-        strings = tf.convert_to_tensor(strings, dtype=tf.string)
+    def _words_with_offsets(self, strings):
         normalized, plain = self.normalize(strings)
         words, starts, ends = tf_text.regex_split_with_offsets(
             normalized, self._split, self._keep)
@@ -204,6 +236,7 @@ class BasicTokenizer(tf.Module):
 
     # === Normalisation ===
 
+    @_no_autograph
     def normalize(self, strings):
         """strings (B,) -> what the original's BasicTokenizer splits (B,), and a bool
         scalar: whether every string was plain ASCII, whose offsets carry over."""
@@ -260,6 +293,7 @@ class BasicTokenizer(tf.Module):
         lowered = tf.where(hit, tf.gather(self._lower_to, index), flat)
         return tf.strings.unicode_encode(codepoints.with_flat_values(lowered), "UTF-8")
 
+    @_no_autograph
     def map_offsets(self, strings, plain, starts, ends):
         """Byte spans (B, P) in the normalised strings -> byte spans in `strings`."""
         def identity():
@@ -318,7 +352,9 @@ class BertTokenizer(tf.Module):
     def __init__(self, vocab_file, lowercase=True, max_chars_per_word=200, name=None):
         super().__init__(name=name)
         self.vocab_file = vocab_file
-        self.vocab = load_vocabulary(vocab_file)
+        # Out of tf.Module's attribute walks, which would visit every token each
+        # time a SavedModel is written (seconds for 30k tokens).
+        self._untracked = _Untracked(vocab=load_vocabulary(vocab_file))
         self.lowercase = lowercase
         self.max_chars_per_word = max_chars_per_word
         token_to_id = {token: i for i, token in enumerate(self.vocab)}
@@ -337,6 +373,13 @@ class BertTokenizer(tf.Module):
         # A word's first piece is never a "##" continuation.
         self._is_word_start = tf.constant(
             [not (t.startswith("##") and len(t) > 2) for t in self.vocab])
+        self._traced = _Traced(tokenize=self._pieces,
+                               tokenize_with_offsets=self._pieces_and_offsets)
+
+    @property
+    def vocab(self):
+        """The tokens, a list: `vocab[id]`."""
+        return self._untracked.vocab
 
     @property
     def vocab_size(self):
@@ -381,14 +424,18 @@ class BertTokenizer(tf.Module):
         return tuple(tf.ragged.boolean_mask(ids.with_flat_values(values), ids.with_flat_values(keep))
                      for values in (new_ids, starts.flat_values, new_ends))
 
+    @_no_autograph
     def tokenize_with_offsets(self, strings):
         """strings (B,) -> ids, starts, ends, each ragged (B, P); byte offsets in the input."""
-        strings = tf.convert_to_tensor(strings, dtype=tf.string)
+        return self._traced.tokenize_with_offsets(tf.convert_to_tensor(strings, dtype=tf.string))
+
+    def _pieces_and_offsets(self, strings):
         normalized, plain = self.basic_tokenizer.normalize(strings)
         ids, starts, ends = self._pieces_with_offsets(normalized)
         starts, ends = self.basic_tokenizer.map_offsets(strings, plain, starts, ends)
         return ids, starts, ends
 
+    @_no_autograph
     def tokenize_words_with_offsets(self, strings):
         """strings (B,) -> ids (B, W, P) and each piece's byte start / end in the input."""
         ids, starts, ends = self.tokenize_with_offsets(strings)
@@ -405,6 +452,7 @@ class BertTokenizer(tf.Module):
 
         return group(ids), group(starts), group(ends)
 
+    @_no_autograph
     def split_words_with_offsets(self, strings):
         """strings (B,) -> the original's BasicTokenizer words (B, W), with byte spans.
 
@@ -413,11 +461,15 @@ class BertTokenizer(tf.Module):
         """
         return self.basic_tokenizer.tokenize_with_offsets(strings)
 
+    @_no_autograph
     def tokenize(self, strings):
         """strings (B,) -> ragged int32 word-piece ids (B, P). A scalar gives (P,)."""
         strings = tf.convert_to_tensor(strings, dtype=tf.string)
         if strings.shape.rank == 0:
             return self.tokenize(strings[tf.newaxis])[0]
+        return self._traced.tokenize(strings)
+
+    def _pieces(self, strings):
         normalized, _ = self.basic_tokenizer.normalize(strings)
         # Offsets are only needed to find over-long words.
         return tf.cond(
@@ -425,15 +477,18 @@ class BertTokenizer(tf.Module):
             lambda: self._pieces_with_offsets(normalized)[0],
             lambda: tf.cast(self._wordpiece.tokenize(normalized), tf.int32))
 
+    @_no_autograph
     def detokenize(self, ids):
         """ids (B, P) -> strings (B,): pieces joined, `##` continuations glued."""
         return self._wordpiece.detokenize(ids)
 
+    @_no_autograph
     def id_to_token(self, ids):
         return tf.gather(tf.constant(self.vocab), ids)
 
     # === Packing ===
 
+    @_no_autograph
     def pack(self, segment_a, segment_b=None, seq_length=128):
         """Packs `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` into fixed-length features.
 
