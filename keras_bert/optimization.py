@@ -3,6 +3,7 @@ linear warmup then linear decay to zero; LAMB for large batches; global-norm
 clipping and gradient accumulation for both."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 
@@ -34,6 +35,34 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "batches_per_step": self.batches_per_step}
 
 
+class GlobalBatchClipping:
+    """Global-norm clipping of the global batch's gradient under tf.distribute.
+
+    Keras clips each replica's gradient before it all-reduces them, so with
+    several replicas the clipped sum is not the clipped global gradient (and
+    training diverges from one device fed the same batch). Here the norm is
+    taken of the all-reduced gradient and every replica scales its share by
+    the same factor: the sum Keras then forms is the clipped global gradient.
+    """
+
+    def _clip_gradients(self, grads):
+        context = tf.distribute.get_replica_context()
+        if (not self.global_clipnorm or context is None
+                or context.num_replicas_in_sync == 1):
+            return super()._clip_gradients(grads)
+        present = [g for g in grads if g is not None]
+        summed = context.all_reduce(tf.distribute.ReduceOp.SUM, present)
+        norm = tf.linalg.global_norm([tf.convert_to_tensor(g) for g in summed])
+        clip = tf.cast(self.global_clipnorm, norm.dtype)
+        scale = clip / tf.maximum(norm, clip)  # 1 below the threshold
+        return [None if g is None else g * tf.cast(scale, g.dtype) for g in grads]
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class AdamW(GlobalBatchClipping, keras.optimizers.AdamW):
+    """keras.optimizers.AdamW with `GlobalBatchClipping`."""
+
+
 # Variable-name fragments that get no weight decay (as the original optimizer).
 NO_DECAY = ("layer_norm", "LayerNorm", "bias", "gamma", "beta")
 
@@ -42,7 +71,7 @@ def create_adamw(learning_rate, total_steps, warmup_steps, weight_decay=0.01,
                  clipnorm=None, **kwargs):
     """AdamW of the paper: beta1 0.9, beta2 0.999, epsilon 1e-6, weight decay 0.01."""
     batches_per_step = kwargs.get("gradient_accumulation_steps") or 1
-    optimizer = keras.optimizers.AdamW(
+    optimizer = AdamW(
         learning_rate=WarmupLinearDecay(learning_rate, total_steps, warmup_steps, batches_per_step),
         weight_decay=weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
         global_clipnorm=clipnorm, **kwargs)
@@ -51,7 +80,7 @@ def create_adamw(learning_rate, total_steps, warmup_steps, weight_decay=0.01,
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class Lamb(keras.optimizers.Optimizer):
+class Lamb(GlobalBatchClipping, keras.optimizers.Optimizer):
     """LAMB (You et al., 2019) as used for BERT with large batches.
 
     Unlike `keras.optimizers.Lamb`, the weight decay is part of the update
