@@ -32,6 +32,29 @@ def run_tokenize(args):
         print(" ".join(pieces), flush=True)
 
 
+# === vocab ===
+
+def add_vocab(subparsers):
+    parser = subparsers.add_parser(
+        "vocab", help="learn a WordPiece vocabulary from text files")
+    parser.add_argument("--input", required=True, nargs="+",
+                        help="text files or glob patterns (local or gs://)")
+    parser.add_argument("--vocab-size", type=int, required=True,
+                        help="the most tokens, special ones included")
+    parser.add_argument("--output", required=True, help="vocab.txt to write")
+    parser.add_argument("--cased", action="store_true", help="keep case and accents")
+    parser.add_argument("--num-unused", type=int, default=0,
+                        help="[unusedN] slots; 99 gives Google's ids ([UNK] 100 ... [MASK] 103)")
+    parser.set_defaults(run=run_vocab)
+
+
+def run_vocab(args):
+    from keras_bert.vocab import learn_vocabulary
+    vocab = learn_vocabulary(args.input, args.vocab_size, lowercase=not args.cased,
+                             output=args.output, num_unused=args.num_unused)
+    print(f"wrote {len(vocab)} tokens to {args.output}")
+
+
 # === encode ===
 
 def add_encode(subparsers):
@@ -309,7 +332,7 @@ def run_quickstart(args):
     quickstart(args.output, corpus=args.corpus, fast=args.fast)
 
 
-COMMANDS = [add_tokenize, add_encode, add_convert, add_prepare_corpus,
+COMMANDS = [add_tokenize, add_vocab, add_encode, add_convert, add_prepare_corpus,
             add_create_pretraining_data, add_pretrain, add_finetune, add_evaluate, add_export, add_quickstart]
 
 
@@ -319,6 +342,15 @@ def build_parser():
     for add in COMMANDS:
         add(subparsers)
     return parser
+
+
+def command_reference():
+    """The README's command table, generated from the parser (a test keeps them equal)."""
+    rows = ["| command | what it does |", "|---|---|"]
+    for action in build_parser()._subparsers._group_actions:
+        for choice in action._choices_actions:
+            rows.append(f"| `keras-bert {choice.dest}` | {choice.help} |")
+    return "\n".join(rows)
 
 
 def main(argv=None):

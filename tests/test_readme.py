@@ -1,0 +1,25 @@
+"""The README's command table is generated from the parser; keep them equal."""
+
+import os
+import re
+
+from keras_bert.cli import command_reference
+
+README = os.path.join(os.path.dirname(__file__), "..", "README.md")
+
+
+def test_command_reference_in_sync():
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    block = re.search(r"<!-- command-reference:start -->\n(.*)\n<!-- command-reference:end -->",
+                      text, flags=re.S)
+    assert block, "README.md lacks the command-reference markers"
+    assert block.group(1) == command_reference(), (
+        "README.md's command table is stale: paste keras_bert.cli.command_reference()")
+
+
+def test_readme_gives_the_two_commands():
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    assert "keras-bert quickstart" in text
+    assert "python -m pytest" in text
