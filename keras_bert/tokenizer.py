@@ -238,24 +238,26 @@ class BasicTokenizer(tf.Module):
 
     @_no_autograph
     def normalize(self, strings):
-        """strings (B,) -> what the original's BasicTokenizer splits (B,), and a bool
-        scalar: whether every string was plain ASCII, whose offsets carry over."""
+        """strings (B,) -> what the original's BasicTokenizer splits (B,), and
+        whether each string was plain ASCII, whose offsets carry over, bool (B,)."""
         # Most text is plain printable ASCII, which only needs ASCII lowercasing;
         # one match over the joined batch is far cheaper than one per string.
-        plain = tf.strings.regex_full_match(
+        all_plain = tf.strings.regex_full_match(
             tf.strings.reduce_join(strings, separator="\n"), _LENGTH_PRESERVING)
 
+        def plain_batch():
+            return self._normalize_ascii(strings), tf.fill(tf.shape(strings), True)
+
         def mixed_batch():
-            other = tf.cast(tf.where(tf.logical_not(
-                tf.strings.regex_full_match(strings, _LENGTH_PRESERVING)))[:, 0], tf.int32)
+            plain = tf.strings.regex_full_match(strings, _LENGTH_PRESERVING)
+            other = tf.cast(tf.where(tf.logical_not(plain))[:, 0], tf.int32)
             # dynamic_stitch: the later (fully normalised) values win.
             return tf.dynamic_stitch(
                 [tf.range(tf.size(strings)), other],
                 [self._normalize_ascii(strings),
-                 self._normalize_unicode(tf.gather(strings, other))])
+                 self._normalize_unicode(tf.gather(strings, other))]), plain
 
-        normalized = tf.cond(plain, lambda: self._normalize_ascii(strings), mixed_batch)
-        return normalized, plain
+        return tf.cond(all_plain, plain_batch, mixed_batch)
 
     def _normalize_ascii(self, strings):
         return tf.strings.lower(strings) if self.lowercase else strings
@@ -295,49 +297,61 @@ class BasicTokenizer(tf.Module):
 
     @_no_autograph
     def map_offsets(self, strings, plain, starts, ends):
-        """Byte spans (B, P) in the normalised strings -> byte spans in `strings`."""
-        def identity():
-            return starts, ends
-
+        """Byte spans (B, P) in the normalised strings -> byte spans in `strings`;
+        `plain` (B,) marks the strings whose spans carry over unchanged."""
         def mapped():
-            codepoints, char_starts = tf.strings.unicode_decode_with_offsets(
-                strings, "UTF-8", errors="replace")  # (B, C)
-            lengths = tf.cast(tf.strings.length(strings), tf.int64)  # (B,)
-            char_ends = tf.concat(
-                [char_starts[:, 1:], tf.RaggedTensor.from_tensor(lengths[:, tf.newaxis])], axis=1)
-            # Each character's normalised length; lengths add up because normalising
-            # maps characters independently (final sigma swaps two 2-byte letters).
-            flat = codepoints.flat_values
-            ascii_control = tf.logical_or(
-                (flat < 32) & (flat != 9) & (flat != 10) & (flat != 13), flat == 127)
-            ascii_length = tf.where(ascii_control, 0, 1)  # deleted, or kept as is
-            non_ascii = tf.where(flat >= 128)[:, 0]
-            chars = tf.strings.unicode_encode(
-                tf.RaggedTensor.from_uniform_row_length(tf.gather(flat, non_ascii), 1), "UTF-8")
-            normalized_length = tf.tensor_scatter_nd_update(
-                ascii_length, non_ascii[:, tf.newaxis],
-                tf.strings.length(self._normalize_unicode(chars)))
-            normalized_ends = codepoints.with_flat_values(
-                tf.cast(normalized_length, tf.int64))
-            normalized_ends = tf.math.cumsum(normalized_ends.to_tensor(), axis=1)  # (B, C)
-            # Pad with a huge end so that padding never contains a position.
-            width = tf.shape(normalized_ends)[1]
-            real = tf.sequence_mask(codepoints.row_lengths(), width)
-            normalized_ends = tf.where(real, normalized_ends, tf.int64.max)
+            other = tf.where(tf.logical_not(plain))[:, 0]
+            mapped_starts, mapped_ends = self._map_rows(
+                tf.gather(strings, other), tf.gather(starts, other), tf.gather(ends, other))
+            # Where those rows' pieces sit in the flat values.
+            splits = starts.row_splits
+            pieces = tf.ragged.range(tf.gather(splits[:-1], other),
+                                     tf.gather(splits[1:], other)).flat_values[:, tf.newaxis]
+            return (starts.with_flat_values(tf.tensor_scatter_nd_update(
+                        starts.flat_values, pieces, mapped_starts.flat_values)),
+                    ends.with_flat_values(tf.tensor_scatter_nd_update(
+                        ends.flat_values, pieces, mapped_ends.flat_values)))
 
-            def lookup(positions, table):
-                dense = positions.to_tensor()  # (B, P)
-                index = tf.searchsorted(normalized_ends, dense, side="right")
-                index = tf.minimum(index, tf.maximum(width - 1, 0))
-                found = tf.gather(table.to_tensor(), index, batch_dims=1)
-                return tf.RaggedTensor.from_tensor(found, lengths=positions.row_lengths())
+        return tf.cond(tf.reduce_all(plain), lambda: (starts, ends), mapped)
 
-            # A span starts where the character holding its first byte starts and ends
-            # where the character holding its last byte ends.
-            return (lookup(starts, tf.cast(char_starts, tf.int64)),
-                    lookup(ends - 1, tf.cast(char_ends, tf.int64)))
+    def _map_rows(self, strings, starts, ends):
+        """map_offsets for any strings, through each character's normalised length."""
+        codepoints, char_starts = tf.strings.unicode_decode_with_offsets(
+            strings, "UTF-8", errors="replace")  # (B, C)
+        flat = codepoints.flat_values  # (C in total,)
+        rows = codepoints.value_rowids()
+        char_starts = tf.cast(char_starts.flat_values, tf.int64)
+        # A character ends where the next starts, the last one where its string ends.
+        last = tf.not_equal(rows, tf.concat([rows[1:], [-1]], 0))
+        lengths = tf.cast(tf.strings.length(strings), tf.int64)
+        char_ends = tf.where(last, tf.gather(lengths, rows),
+                             tf.concat([char_starts[1:], [0]], 0))
+        # Normalised lengths add up: normalising maps characters independently
+        # (final sigma only swaps two 2-byte letters).
+        ascii_control = tf.logical_or(
+            (flat < 32) & (flat != 9) & (flat != 10) & (flat != 13), flat == 127)
+        ascii_length = tf.where(ascii_control, 0, 1)  # deleted, or kept as is
+        non_ascii = tf.where(flat >= 128)[:, 0]
+        chars = tf.strings.unicode_encode(
+            tf.RaggedTensor.from_uniform_row_length(tf.gather(flat, non_ascii), 1), "UTF-8")
+        normalized_length = tf.tensor_scatter_nd_update(
+            ascii_length, non_ascii[:, tf.newaxis],
+            tf.strings.length(self._normalize_unicode(chars)))
+        # Normalised end of each character over the whole batch, and where each row begins.
+        normalized_ends = tf.cumsum(tf.cast(normalized_length, tf.int64))
+        row_begins = tf.gather(tf.concat([[0], normalized_ends], 0), codepoints.row_splits[:-1])
 
-        return tf.cond(plain, identity, mapped)
+        def lookup(positions, table):
+            batch_positions = positions.flat_values + tf.gather(row_begins,
+                                                                positions.value_rowids())
+            index = tf.searchsorted(normalized_ends, batch_positions, side="right")
+            index = tf.minimum(index, tf.maximum(tf.size(normalized_ends) - 1, 0))
+            return positions.with_flat_values(tf.gather(table, index))
+
+        # A span starts where the character holding its first byte starts and ends
+        # where the character holding its last byte ends.
+        return lookup(starts, char_starts), lookup(ends - 1, char_ends)
+
 
 class BertTokenizer(tf.Module):
     """WordPiece tokenizer identical to the original BERT `FullTokenizer`.
@@ -393,14 +407,17 @@ class BertTokenizer(tf.Module):
         ids = tf.cast(ids, tf.int32)
         starts = tf.cast(starts, tf.int64)
         ends = tf.cast(ends, tf.int64)
-        return tf.cond(self._maybe_long_words(normalized),
-                       lambda: self._unknown_long_words(normalized, ids, starts, ends),
-                       lambda: (ids, starts, ends))
+        return ids, starts, ends
 
     def _maybe_long_words(self, normalized):
-        # Only strings of more bytes than `max_chars_per_word` can hold a word of
-        # too many characters (rare in text; long documents just take the slower path).
-        return tf.reduce_any(tf.strings.length(normalized) > self.max_chars_per_word)
+        """Whether a string may hold a word of more than `max_chars_per_word`
+        characters: that needs a run of as many characters without ASCII
+        whitespace or punctuation, which real text seldom has, so the exact
+        (slower) check seldom runs."""
+        if self.max_chars_per_word >= 1000:  # RE2 repeats at most 1000 times
+            return tf.reduce_any(tf.strings.length(normalized) > self.max_chars_per_word)
+        run = "(?s).*[^\\t\\n\\r !-/:-@\\[-`{-~]{%d,}.*" % (self.max_chars_per_word + 1)
+        return tf.strings.regex_full_match(tf.strings.reduce_join(normalized, separator=" "), run)
 
     def _word_index(self, ids):
         """Each piece's word number over the whole batch (flat, P in total)."""
@@ -414,10 +431,16 @@ class BertTokenizer(tf.Module):
         word_start = tf.math.unsorted_segment_min(starts.flat_values, word, num_words)
         word_end = tf.math.unsorted_segment_max(ends.flat_values, word, num_words)
         word_row = tf.math.unsorted_segment_max(ids.value_rowids(), word, num_words)
-        text = tf.strings.substr(tf.gather(normalized, word_row), word_start,
-                                 word_end - word_start)
-        too_long = tf.gather(
-            tf.strings.length(text, unit="UTF8_CHAR") > self.max_chars_per_word, word)
+        # Only words of more bytes than that can have too many characters.
+        candidates = tf.where(word_end - word_start > self.max_chars_per_word)[:, 0]
+        text = tf.strings.substr(tf.gather(normalized, tf.gather(word_row, candidates)),
+                                 tf.gather(word_start, candidates),
+                                 tf.gather(word_end - word_start, candidates))
+        long_words = tf.boolean_mask(
+            candidates, tf.strings.length(text, unit="UTF8_CHAR") > self.max_chars_per_word)
+        is_long = tf.scatter_nd(long_words[:, tf.newaxis], tf.ones_like(long_words),
+                                num_words[tf.newaxis]) > 0
+        too_long = tf.gather(is_long, word)
         keep = tf.logical_or(tf.logical_not(too_long), is_start)
         new_ids = tf.where(too_long, self.unk_id, ids.flat_values)
         new_ends = tf.where(too_long, tf.gather(word_end, word), ends.flat_values)
@@ -432,6 +455,10 @@ class BertTokenizer(tf.Module):
     def _pieces_and_offsets(self, strings):
         normalized, plain = self.basic_tokenizer.normalize(strings)
         ids, starts, ends = self._pieces_with_offsets(normalized)
+        ids, starts, ends = tf.cond(
+            self._maybe_long_words(normalized),
+            lambda: self._unknown_long_words(normalized, ids, starts, ends),
+            lambda: (ids, starts, ends))
         starts, ends = self.basic_tokenizer.map_offsets(strings, plain, starts, ends)
         return ids, starts, ends
 
@@ -474,7 +501,8 @@ class BertTokenizer(tf.Module):
         # Offsets are only needed to find over-long words.
         return tf.cond(
             self._maybe_long_words(normalized),
-            lambda: self._pieces_with_offsets(normalized)[0],
+            lambda: self._unknown_long_words(
+                normalized, *self._pieces_with_offsets(normalized))[0],
             lambda: tf.cast(self._wordpiece.tokenize(normalized), tf.int32))
 
     @_no_autograph

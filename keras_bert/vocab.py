@@ -1,0 +1,105 @@
+"""Learning a WordPiece vocabulary from raw text.
+
+Text is split into words by the same in-graph `BasicTokenizer` that
+`BertTokenizer` uses, so the vocabulary fits the tokenizer exactly; the pieces
+are then chosen by tensorflow-text's WordPiece learner
+(`tensorflow_text.tools.wordpiece_vocab`, the algorithm behind
+`bert_vocab_from_dataset`).
+
+Layout: `[PAD]` first, then `num_unused` `[unusedN]` slots, `[UNK]`, `[CLS]`,
+`[SEP]`, `[MASK]`, then the learned tokens (single characters, then pieces by
+frequency). With `num_unused=0` (default) the special ids are 0-4; with
+`num_unused=99` they are Google's: [PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102,
+[MASK] 103 (the first 99 unused slots go before [UNK] and the rest after
+[MASK], as in Google's vocab.txt).
+"""
+
+import collections
+import os
+
+import tensorflow as tf
+from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
+from keras_bert.tokenizer import BasicTokenizer
+
+
+def special_tokens(num_unused=0):
+    """The reserved tokens, in vocabulary order."""
+    unused = [f"[unused{i}]" for i in range(num_unused)]
+    return ["[PAD]"] + unused[:99] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"] + unused[99:]
+
+
+def count_words(files, lowercase=True, batch_size=1024):
+    """Word counts of the original's basic tokenization over text files (one
+    document or line per line; local paths, gs:// or glob patterns)."""
+    paths = []
+    for pattern in [files] if isinstance(files, str) else files:
+        matched = tf.io.gfile.glob(pattern)
+        if not matched:
+            raise FileNotFoundError(f"no input file matches {pattern}")
+        paths.extend(sorted(matched))
+    basic = BasicTokenizer(lowercase)
+    lines = tf.data.TextLineDataset(paths).batch(batch_size)
+    words = lines.map(lambda batch: basic.tokenize(batch).flat_values,
+                      num_parallel_calls=tf.data.AUTOTUNE)
+    counts = collections.Counter()
+    for batch in words.as_numpy_iterator():
+        counts.update(batch)
+    return collections.Counter({w.decode("utf-8"): c for w, c in counts.items()})
+
+
+def learn_vocabulary(files, vocab_size, lowercase=True, output=None, num_unused=0,
+                     max_unique_chars=1000, max_token_length=50, min_count=2):
+    """Learns a WordPiece vocabulary of at most `vocab_size` tokens.
+
+    Args:
+      files: text file(s) or glob pattern(s).
+      vocab_size: the most tokens, special ones included.
+      lowercase: False for a cased vocabulary (no lowercasing, accents kept).
+      output: when given, the vocabulary is written there (atomically), one
+        token per line.
+      num_unused: `[unusedN]` slots to reserve (99 gives Google's special ids).
+      max_unique_chars: the alphabet: rarer characters are left out (they
+        become [UNK]) so that they don't crowd out pieces.
+      max_token_length: longer words are not counted.
+      min_count: the learner's lower bound on a piece's frequency.
+
+    Returns:
+      the vocabulary, a list of tokens.
+    """
+    reserved = special_tokens(num_unused)
+    if vocab_size <= len(reserved):
+        raise ValueError(f"vocab_size {vocab_size} leaves no room after {len(reserved)} "
+                         "special tokens")
+    counts = count_words(files, lowercase)
+    if not counts:
+        raise ValueError(f"no words in {files}")
+    learned = learner.learn(
+        list(counts.items()), vocab_size - len(reserved), reserved_tokens=[],
+        lower_thresh=min_count, max_unique_chars=max_unique_chars,
+        max_token_length=max_token_length)
+    # The learner may overshoot the size when no frequency threshold lands within
+    # it; then the rarest pieces go, but never a character (alone or as "##c"),
+    # without which whole words would become [UNK].
+    learned = [t for t in learned if t not in set(reserved)]
+    is_char = [len(t[2:] if t.startswith("##") else t) == 1 for t in learned]
+    room = vocab_size - len(reserved) - sum(is_char)
+    pieces = [t for t, char in zip(learned, is_char) if not char]
+    dropped = set(pieces[max(room, 0):])
+    vocab = reserved + [t for t in learned if t not in dropped]
+    if output:
+        write_vocabulary(vocab, output)
+    return vocab
+
+
+def write_vocabulary(vocab, path):
+    """One token per line, written to a temporary name then renamed, so a reader
+    never sees half a vocabulary."""
+    directory = os.path.dirname(path)
+    if directory:
+        tf.io.gfile.makedirs(directory)
+    temporary = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(temporary, "w") as f:
+        f.write("".join(token + "\n" for token in vocab))
+    tf.io.gfile.rename(temporary, path, overwrite=True)
+    return path
