@@ -41,9 +41,9 @@ class QuickstartSize:
 
 
 FULL = QuickstartSize(
-    vocab_size=8000, max_books_chars=10**9, dupe_factor=2, pretrain_steps=1500,
+    vocab_size=4000, max_books_chars=10**9, dupe_factor=1, pretrain_steps=600,
     model=dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
-    seq_length=128, finetune_epochs=3, max_passages_per_book=10**9)
+    seq_length=128, finetune_epochs=2, max_passages_per_book=400)
 # For tests: the same path end to end, on a sliver of the corpus.
 FAST = QuickstartSize(
     vocab_size=600, max_books_chars=60_000, dupe_factor=1, pretrain_steps=20,

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from keras_bert import cli
-from keras_bert.quickstart import build_novel_task, majority_baseline, FULL, HELD_OUT_EVERY, DEFAULT_CORPUS
+from keras_bert.quickstart import build_novel_task, majority_baseline, FULL, DEFAULT_CORPUS
 
 
 def test_novel_task_keeps_held_out_chapters_apart(tmp_path):
@@ -23,7 +23,7 @@ def test_novel_task_keeps_held_out_chapters_apart(tmp_path):
     fragments = [f for f in fragments if len(f) > 60]
     assert len(fragments) > 20
     assert not [f for f in fragments if f in corpus]
-    assert counts["dev"] > 0 and counts["train"] > HELD_OUT_EVERY * counts["dev"] // 2
+    assert counts["train"] >= counts["dev"] > 0
     labels = {line.split("\t")[0] for line in (tmp_path / "train.tsv").read_text().splitlines()[1:]}
     assert labels == {os.path.splitext(os.path.basename(b))[0] for b in books}
     majority, baseline = majority_baseline(tmp_path / "train.tsv", tmp_path / "dev.tsv")
