@@ -20,10 +20,13 @@ byte spans of the input:
    through per-character normalised lengths.
 
 The character classes of step 1 come from Python's own Unicode database, the
-one the original tokenizer consults, so the two agree on every code point; the
-only classes decided by ICU are whitespace / punctuation, and where ICU's newer
-Unicode calls a character punctuation that Python's does not know (unassigned
-there), that character is replaced by a private-use placeholder first.
+one the original tokenizer consults. ICU decides the rest (lowercasing, NFD,
+whitespace / punctuation while splitting) and its Unicode version differs from
+Python's: characters unassigned in Python's database are replaced by an unused
+private-use character first (tensorflow-text's newer ICU calls 36 of them
+punctuation and decomposes 20), and capitals TF's older ICU cannot lowercase
+are lowercased from a table built from `str.lower()`. Every code point then
+gives the original's ids (tests/test_tokenizer_parity.py).
 
 Legend for shape comments: B = batch, W = words, P = word pieces, C = characters,
 T = sequence.
@@ -73,30 +76,30 @@ def _ranges(codepoints):
 @functools.lru_cache(maxsize=None)
 def _unicode_classes():
     """The original's character predicates as code point lists (computed once, ~1 s)."""
-    deleted, marks, unassigned, whitespace, punctuation, lowercased = [], [], [], [], [], []
-    for cp in range(0x110000):
-        char = chr(cp)
-        category = unicodedata.category(char)
-        if char.lower() != char:
-            lowercased.append(cp)
-        # `_clean_text`: NUL, U+FFFD and `_is_control` (Cc, Cf but not \t \n \r).
-        is_deleted = (cp == 0 or cp == 0xFFFD
-                      or (category in ("Cc", "Cf") and char not in "\t\n\r"))
-        if is_deleted:
-            deleted.append(cp)
-        elif char.isspace() or category == "Zs":  # `_is_whitespace`, then str.split()
-            whitespace.append(cp)
-        if category == "Mn":
-            marks.append(cp)
-        elif category == "Cn" and not any(a <= cp <= b for a, b in _CJK_RANGES):
-            unassigned.append(cp)  # (the original splits off the CJK blocks even there)
+    chars = [chr(cp) for cp in range(0x110000)]
+    categories = list(map(unicodedata.category, chars))
+    every = range(0x110000)
+
+    cjk = {cp for a, b in _CJK_RANGES for cp in range(a, b + 1)}
+
+    # `_clean_text`: NUL, U+FFFD and `_is_control` (Cc, Cf but not \t \n \r).
+    deleted = [cp for cp in every if categories[cp] in ("Cc", "Cf") and cp not in (9, 10, 13)]
+    deleted = sorted(set(deleted) | {0, 0xFFFD})
+    deleted_set = set(deleted)
+    return {
+        "deleted": tuple(deleted),
+        # `_is_whitespace`, then str.split(), of what cleaning leaves.
+        "whitespace": tuple(cp for cp in every if cp not in deleted_set
+                            and (categories[cp] == "Zs" or chars[cp].isspace())),
+        "marks": tuple(cp for cp in every if categories[cp] == "Mn"),
+        # (The original splits off the CJK blocks even where unassigned.)
+        "unassigned": tuple(cp for cp in every if categories[cp] == "Cn" and cp not in cjk),
         # `_is_punctuation`: all non-alphanumeric ASCII, plus Unicode category P*.
-        if (33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126
-                or category.startswith("P")):
-            punctuation.append(cp)
-    return {"deleted": tuple(deleted), "marks": tuple(marks), "unassigned": tuple(unassigned),
-            "whitespace": tuple(whitespace), "punctuation": tuple(punctuation),
-            "lowercased": tuple(lowercased)}
+        "punctuation": tuple(cp for cp in every if categories[cp][0] == "P"
+                             or 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96
+                             or 123 <= cp <= 126),
+        "lowercased": tuple(cp for cp in every if chars[cp].lower() != chars[cp]),
+    }
 
 
 @functools.lru_cache(maxsize=None)
@@ -112,6 +115,12 @@ def _lowercase_fixes():
         lowered = tf.strings.lower([c.encode("utf-8") for c in chars], encoding="utf-8").numpy()
     return {ord(c): ord(c.lower()) for c, low in zip(chars, lowered)
             if low.decode("utf-8") != c.lower() and len(c.lower()) == 1}
+
+
+@functools.lru_cache(maxsize=None)
+def _unassigned_class(excluded):
+    """Unassigned code points but `excluded` (ones some token holds), as a class."""
+    return _class(_ranges(cp for cp in _unicode_classes()["unassigned"] if cp not in excluded))
 
 
 @functools.lru_cache(maxsize=None)
@@ -204,8 +213,8 @@ class BasicTokenizer(tf.Module):
         vocab_chars = set(vocab_chars)
         self._placeholder = next(chr(cp) for cp in range(0xE000, 0xF900)
                                  if chr(cp) not in vocab_chars)
-        self._unassigned = _class(_ranges(
-            cp for cp in _unicode_classes()["unassigned"] if chr(cp) not in vocab_chars))
+        in_vocab = {ord(c) for c in vocab_chars if unicodedata.category(c) == "Cn"}
+        self._unassigned = _unassigned_class(frozenset(in_vocab))
         fixes = sorted(_lowercase_fixes().items()) if lowercase else []
         self._lower_from = tf.constant([a for a, _ in fixes], tf.int32) if fixes else None
         self._lower_to = tf.constant([b for _, b in fixes], tf.int32) if fixes else None

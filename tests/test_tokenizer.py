@@ -103,9 +103,13 @@ def test_saved_model_with_the_tokenizer_reloads_and_uses_only_serving_ops(
     path = str(tmp_path / "preprocess")
     tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
     reloaded = tf.saved_model.load(path).signatures["serving_default"]
-    pairs = (tf.constant(TEXTS), tf.constant(TEXTS[::-1]))
-    got = reloaded(text_a=pairs[0], text_b=pairs[1])
-    want = module.serve(*pairs)
+    got = reloaded(text_a=tf.constant(TEXTS), text_b=tf.constant(TEXTS[::-1]))
+    # The same as the tokenizer in this process, eagerly.
+    want = tokenizer.pack(TEXTS, TEXTS[::-1], seq_length=16)
+    ids, starts, ends = tokenizer.tokenize_with_offsets(TEXTS)
+    want.update(starts=starts.to_tensor(-1), ends=ends.to_tensor(-1),
+                detokenized=tokenizer.detokenize(ids))
+    assert set(got) == set(want)
     for name in want:
         np.testing.assert_array_equal(got[name].numpy(), want[name].numpy())
     # [CLS] A [SEP] B [SEP] from the original's ids (both fit in 16 here or are trimmed).

@@ -7,6 +7,9 @@ inside one `tf.function` on batches of lines; each figure is the best of several
 timing windows over the whole corpus, since other processes share the CPUs.
 
     python recipes/benchmarks/tokenizer.py [--batch-size 1024] [--windows 5]
+    # long, partly non-ASCII documents (the Unicode and offset-mapping paths):
+    python recipes/benchmarks/tokenizer.py --corpus ../shared/datasets/bbc_news/train.tsv \
+        --batch-size 64 --python-lines 300
 """
 
 import argparse
@@ -27,6 +30,11 @@ DEFAULT_VOCAB = os.path.join(HERE, "..", "..", "data", "vocab", "bert_uncased_vo
 
 
 def read_lines(corpus):
+    """Lines of a folder's .txt files, or the last column of a .tsv with a header."""
+    if corpus.endswith(".tsv"):
+        with open(corpus, encoding="utf-8") as f:
+            next(f)
+            return [line.rstrip("\n").split("\t")[-1] for line in f]
     lines = []
     for path in sorted(glob.glob(os.path.join(corpus, "*.txt"))):
         with open(path, encoding="utf-8") as f:
@@ -48,7 +56,8 @@ def best_rate(run, batches, num_lines, windows):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", default=DEFAULT_CORPUS, help="folder of .txt files")
+    parser.add_argument("--corpus", default=DEFAULT_CORPUS,
+                        help="folder of .txt files, or a .tsv (its last column)")
     parser.add_argument("--vocab-file", default=DEFAULT_VOCAB)
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--windows", type=int, default=5)
@@ -62,8 +71,9 @@ def main(argv=None):
     ours = BertTokenizer(args.vocab_file)
     fast = tf_text.FastBertTokenizer(ours.vocab, token_out_type=tf.int32,
                                      lower_case_nfd_strip_accents=True)
-    print(f"{len(lines):,} lines, {sum(map(len, lines)):,} characters, "
-          f"batches of {args.batch_size}, best of {args.windows} windows")
+    print(f"{len(lines):,} lines ({sum(not x.isascii() for x in lines):,} with non-ASCII), "
+          f"{sum(map(len, lines)):,} characters, batches of {args.batch_size}, "
+          f"best of {args.windows} windows")
 
     rates = {}
     for name, fn in [("keras_bert BertTokenizer.tokenize", ours.tokenize),
