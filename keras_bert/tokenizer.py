@@ -152,7 +152,16 @@ class _Traced:
         for name, method in methods.items():
             # No autograph: the code has no Python control flow on tensors, and
             # converting it would take most of the tracing time.
-            setattr(self, name, tf.function(method, input_signature=_STRINGS, autograph=False))
+            traced = tf.function(method, input_signature=_STRINGS, autograph=False)
+            setattr(self, name, functools.partial(_call_on_rows, traced))
+
+
+def _call_on_rows(traced, strings):
+    """Strings (B,) -> traced(strings); one string () -> its row of each output."""
+    strings = tf.convert_to_tensor(strings, dtype=tf.string)
+    if strings.shape.rank == 0:
+        return tf.nest.map_structure(lambda rows: rows[0], traced(strings[tf.newaxis]))
+    return traced(strings)
 
 
 # === Vocabulary ===
@@ -225,12 +234,12 @@ class BasicTokenizer(tf.Module):
     @_no_autograph
     def tokenize(self, strings):
         """strings (B,) -> the original's words (B, W), normalised, ragged string."""
-        return self._traced.tokenize(tf.convert_to_tensor(strings, dtype=tf.string))
+        return self._traced.tokenize(strings)
 
     @_no_autograph
     def tokenize_with_offsets(self, strings):
         """strings (B,) -> words (B, W) and each word's byte span in the input."""
-        return self._traced.tokenize_with_offsets(tf.convert_to_tensor(strings, dtype=tf.string))
+        return self._traced.tokenize_with_offsets(strings)
 
     def _words(self, strings):
         normalized, _ = self.normalize(strings)
@@ -458,8 +467,9 @@ class BertTokenizer(tf.Module):
 
     @_no_autograph
     def tokenize_with_offsets(self, strings):
-        """strings (B,) -> ids, starts, ends, each ragged (B, P); byte offsets in the input."""
-        return self._traced.tokenize_with_offsets(tf.convert_to_tensor(strings, dtype=tf.string))
+        """strings (B,) -> ids, starts, ends, each ragged (B, P); byte offsets in the
+        input. A scalar string gives (P,) each."""
+        return self._traced.tokenize_with_offsets(strings)
 
     def _pieces_and_offsets(self, strings):
         normalized, plain = self.basic_tokenizer.normalize(strings)
@@ -474,6 +484,9 @@ class BertTokenizer(tf.Module):
     @_no_autograph
     def tokenize_words_with_offsets(self, strings):
         """strings (B,) -> ids (B, W, P) and each piece's byte start / end in the input."""
+        strings = tf.convert_to_tensor(strings, dtype=tf.string)
+        if strings.shape.rank == 0:
+            return tuple(x[0] for x in self.tokenize_words_with_offsets(strings[tf.newaxis]))
         ids, starts, ends = self.tokenize_with_offsets(strings)
         is_start, _ = self._word_index(ids)
         piece_splits = tf.concat(
@@ -500,9 +513,6 @@ class BertTokenizer(tf.Module):
     @_no_autograph
     def tokenize(self, strings):
         """strings (B,) -> ragged int32 word-piece ids (B, P). A scalar gives (P,)."""
-        strings = tf.convert_to_tensor(strings, dtype=tf.string)
-        if strings.shape.rank == 0:
-            return self.tokenize(strings[tf.newaxis])[0]
         return self._traced.tokenize(strings)
 
     def _pieces(self, strings):

@@ -80,6 +80,10 @@ def test_eager_tf_function_and_tf_data_agree_with_the_original(tokenizer, origin
     assert [ids for batch in dataset for ids in batch.to_list()] == expected
     # A scalar string gives one row.
     assert tokenizer.tokenize(TEXTS[0]).numpy().tolist() == expected[0]
+    ids, starts, _ = tokenizer.tokenize_with_offsets(TEXTS[1])
+    assert ids.numpy().tolist() == expected[1] and starts.shape.rank == 1
+    words, _, _ = tokenizer.tokenize_words_with_offsets(TEXTS[1])
+    assert words.merge_dims(0, 1).numpy().tolist() == expected[1]
 
 
 def test_saved_model_with_the_tokenizer_reloads_and_uses_only_serving_ops(
