@@ -153,6 +153,8 @@ def add_create_pretraining_data(subparsers):
 
 
 def run_create_pretraining_data(args):
+    from keras_bert.startup import import_tensorflow_lean
+    import_tensorflow_lean()  # no Keras model here: skip the optional extras (seconds)
     from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
     options = PretrainingOptions(
         max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,

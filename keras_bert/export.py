@@ -134,6 +134,8 @@ def export_model_dir(model_dir, output, vocab_file=None, lowercase=True, seq_len
     config_path = os.path.join(model_dir, "finetune_config.json")
     if os.path.exists(config_path):
         import keras
+
+        import keras_bert.models  # noqa: F401 (registers the classes load_model looks up)
         with open(config_path, encoding="utf-8") as f:
             saved = json.load(f)
         model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)

@@ -1,0 +1,41 @@
+"""TensorFlow for processes that build no Keras model: the import, without its optional extras.
+
+`import tensorflow` imports Keras (to register Keras' optimizers for
+SavedModels), and tensorflow-text subclasses `tf.keras.layers.Layer` when it
+is imported, so even the tokenizer alone loads Keras. Keras and TensorFlow's
+legacy Keras code then import scikit-learn, matplotlib, pandas, SciPy and
+OpenCV, and TensorFlow's GCE cluster resolver imports googleapiclient,
+whenever they are installed (tf-models-official and tensorflow-datasets
+install them): about half of the import time, none of it used to tokenize
+text or write TFRecords. Every one of those imports is optional in its
+importer (`try: import sklearn / except ImportError: sklearn = None`), so a
+process that only makes data can hide them while TensorFlow loads.
+
+The importers keep `None` for the rest of the process (Keras' scikit-learn
+wrapper, for one, then reports scikit-learn missing), hence this is for
+commands such as `keras-bert create-pretraining-data`, never for the library.
+"""
+
+import sys
+
+OPTIONAL_PACKAGES = ("sklearn", "matplotlib", "pandas", "scipy", "cv2", "googleapiclient")
+
+
+def import_tensorflow_lean():
+    """Imports tensorflow and tensorflow_text without `OPTIONAL_PACKAGES`.
+
+    Nothing happens when TensorFlow is already imported. The packages are
+    hidden only during the import: importing one afterwards works as usual.
+    """
+    if "tensorflow" in sys.modules:
+        return
+    hidden = [name for name in OPTIONAL_PACKAGES if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # `import name` now raises ImportError
+    try:
+        import tensorflow  # noqa: F401
+        import tensorflow_text  # noqa: F401
+    finally:
+        for name in hidden:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]

@@ -1,0 +1,63 @@
+"""Start-up cost: `import keras_bert` is light, data commands skip Keras' optional extras."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import keras_bert
+from keras_bert.startup import OPTIONAL_PACKAGES
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run_python(code):
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_import_keras_bert_loads_neither_keras_nor_tensorflow():
+    loaded = _run_python(
+        "import json, sys, keras_bert\n"
+        "print(json.dumps([m for m in ('keras', 'tensorflow', 'tensorflow_text') "
+        "if m in sys.modules]))")
+    assert loaded == []
+
+
+def test_public_names_are_the_classes():
+    from keras_bert.models.classifier import BertClassifier
+    from keras_bert.models.encoder import BertEncoder
+    from keras_bert.tokenizer import BertTokenizer
+    assert keras_bert.BertEncoder is BertEncoder
+    assert keras_bert.BertClassifier is BertClassifier
+    assert keras_bert.BertTokenizer is BertTokenizer
+    assert keras_bert.models.BertEncoder is BertEncoder
+    assert {"BertConfig", "BertEncoder", "BertTokenizer", "models"} <= set(dir(keras_bert))
+    assert set(keras_bert.__all__) <= set(dir(keras_bert))
+    with pytest.raises(AttributeError, match="no attribute 'BertDecoder'"):
+        keras_bert.BertDecoder  # noqa: B018
+
+
+@pytest.mark.slow
+def test_create_pretraining_data_command_skips_the_optional_extras(tmp_path, real_vocab_file):
+    text = tmp_path / "t.txt"
+    text.write_text("The first sentence here.\nA second one follows.\n\n"
+                    "Another document starts.\nIt ends here.\n")
+    out = str(tmp_path / "o.tfrecord")
+    installed = [m for m in OPTIONAL_PACKAGES if importlib.util.find_spec(m) is not None]
+    report = _run_python(
+        "import json, sys\n"
+        "from keras_bert.cli import main\n"
+        f"code = main(['create-pretraining-data', '--input-file', {str(text)!r}, "
+        f"'--output-file', {out!r}, '--vocab-file', {real_vocab_file!r}, '--quiet'])\n"
+        f"loaded = [m for m in {OPTIONAL_PACKAGES!r} if m in sys.modules]\n"
+        # Hidden only while TensorFlow loads: importable afterwards.
+        f"for m in {installed!r}: __import__(m)\n"
+        "print(json.dumps([code, loaded, 'keras_bert.models' in sys.modules]))")
+    assert report == [0, [], False]
+    assert os.path.getsize(out) > 0
