@@ -344,51 +344,28 @@ def mask_instances(input_ids, lengths, options, vocab, rng):
     budget = np.minimum(max_predictions,
                         np.maximum(1, np.round(lengths * options.masked_lm_prob))).astype(np.int64)
 
+    keys = rng.random((num, seq_length))  # a unit's place in the random visiting order
     if options.do_whole_word_mask:
-        previous = np.zeros_like(candidate)
-        previous[:, 1:] = candidate[:, :-1]
-        starts = candidate & (~vocab.is_continuation[input_ids] | ~previous)
+        chosen, unit_start = _whole_word_choice(input_ids, candidate, budget, keys, vocab)
+        # One draw per unit, so a whole word is masked, kept or randomised together.
+        action = rng.random((num, seq_length))[np.arange(num)[:, np.newaxis], unit_start]
     else:
-        starts = candidate
-    # Each token's unit is the latest start at or before it.
-    unit_start = np.maximum.accumulate(np.where(starts, t, 0), axis=1)  # (N, T)
-    # A unit's size: candidates from its start up to the next start.
-    next_start = np.minimum.accumulate(np.where(starts, t, seq_length)[:, ::-1], axis=1)[:, ::-1]
-    next_start = np.concatenate([next_start[:, 1:], np.full((num, 1), seq_length)], axis=1)
-    cumulative = np.concatenate([np.zeros((num, 1), np.int64),
-                                 np.cumsum(candidate, axis=1)], axis=1)  # (N, T + 1)
-    rows = np.arange(num)[:, np.newaxis]
-    sizes = np.where(starts, cumulative[rows, next_start] - cumulative[rows, t], 0)
-
-    keys = np.where(starts, rng.random((num, seq_length)), 2.0)
-    order = np.argsort(keys, axis=1, kind="stable")  # unit starts first, in random order
-    ordered_sizes = np.take_along_axis(sizes, order, axis=1)
-    num_units = starts.sum(axis=1)
-    if options.do_whole_word_mask:
-        taken = np.zeros((num, seq_length), bool)
-        total = np.zeros(num, np.int64)
-        for j in range(int(num_units.max(initial=0))):
-            size = ordered_sizes[:, j]
-            fits = (j < num_units) & (total + size <= budget)
-            taken[:, j] = fits
-            total += np.where(fits, size, 0)
-    else:
-        taken = t[np.newaxis] < np.minimum(budget, num_units)[:, np.newaxis]
-    chosen_start = np.zeros((num, seq_length), bool)
-    np.put_along_axis(chosen_start, order, taken, axis=1)
-    chosen = candidate & chosen_start[rows, unit_start]  # (N, T)
-
-    # One draw per unit, so a whole word is masked, kept or randomised together.
-    action = rng.random((num, seq_length))[rows, unit_start]
+        # Every unit is one token, and all fit: the first min(budget, tokens) visited.
+        chosen = _first_visited(np.where(candidate, keys, 2.0),
+                                np.minimum(budget, candidate.sum(axis=1)))
+        action = rng.random((num, seq_length))
     to_mask = chosen & (action < 0.8)
     to_random = chosen & (action >= 0.9)
     random_ids = rng.integers(0, vocab.size, (num, seq_length), dtype=np.int32)
     masked_ids = np.where(to_mask, vocab.mask_id, np.where(to_random, random_ids, input_ids))
 
     width = min(max_predictions, seq_length)
-    positions = np.argsort(~chosen, axis=1, kind="stable")[:, :width]  # chosen first, ascending
-    real = np.arange(width)[np.newaxis] < chosen.sum(axis=1)[:, np.newaxis]  # (N, P)
-    positions = np.where(real, positions, 0)
+    count = chosen.sum(axis=1)  # (N,)
+    row, column = np.nonzero(chosen)  # row by row, ascending columns
+    rank = np.arange(len(row)) - np.repeat(np.cumsum(count) - count, count)
+    positions = np.zeros((num, width), np.int64)  # chosen positions, ascending, 0-padded
+    positions[row, rank] = column
+    real = np.arange(width)[np.newaxis] < count[:, np.newaxis]  # (N, P)
     labels = np.where(real, np.take_along_axis(input_ids, positions, axis=1), 0)
     pad = ((0, 0), (0, max_predictions - width))
     return MaskedLm(
@@ -399,6 +376,59 @@ def mask_instances(input_ids, lengths, options, vocab, rng):
         candidates=int(candidate.sum()), replaced_by_mask=int(to_mask.sum()),
         kept=int((chosen & ~to_mask & ~to_random).sum()),
         replaced_by_random=int(to_random.sum()))
+
+
+def _first_visited(keys, count):
+    """keys (N, T), count (N,) -> (N, T) bool: the `count` smallest keys of each row,
+    as a stable argsort would take them (on equal keys, the lower index first)."""
+    num, seq_length = keys.shape
+    ordered = np.sort(keys, axis=1)
+    threshold = np.where(count > 0, ordered[np.arange(num), np.maximum(count - 1, 0)], -1.0)
+    chosen = keys <= threshold[:, np.newaxis]
+    # Equal keys (about one row in 10**12) can take more: those rows by the stable order.
+    tied = chosen.sum(axis=1) != count
+    if tied.any():
+        order = np.argsort(keys[tied], axis=1, kind="stable")
+        exact = np.zeros((int(tied.sum()), seq_length), bool)
+        np.put_along_axis(exact, order, np.arange(seq_length) < count[tied][:, np.newaxis],
+                          axis=1)
+        chosen[tied] = exact
+    return chosen
+
+
+def _whole_word_choice(input_ids, candidate, budget, keys, vocab):
+    """Whole-word units visited in key order, each taken if it still fits in the budget.
+
+    Returns the chosen tokens (N, T) bool and each token's unit start (N, T).
+    """
+    num, seq_length = input_ids.shape
+    t = np.arange(seq_length)
+    previous = np.zeros_like(candidate)
+    previous[:, 1:] = candidate[:, :-1]
+    starts = candidate & (~vocab.is_continuation[input_ids] | ~previous)
+    # Each token's unit is the latest start at or before it.
+    unit_start = np.maximum.accumulate(np.where(starts, t, 0), axis=1)  # (N, T)
+    # A unit's size: candidates from its start up to the next start.
+    next_start = np.minimum.accumulate(np.where(starts, t, seq_length)[:, ::-1], axis=1)[:, ::-1]
+    next_start = np.concatenate([next_start[:, 1:], np.full((num, 1), seq_length)], axis=1)
+    cumulative = np.concatenate([np.zeros((num, 1), np.int64),
+                                 np.cumsum(candidate, axis=1)], axis=1)  # (N, T + 1)
+    rows = np.arange(num)[:, np.newaxis]
+    sizes = np.where(starts, cumulative[rows, next_start] - cumulative[rows, t], 0)
+
+    order = np.argsort(np.where(starts, keys, 2.0), axis=1, kind="stable")  # starts first
+    ordered_sizes = np.take_along_axis(sizes, order, axis=1)
+    num_units = starts.sum(axis=1)
+    taken = np.zeros((num, seq_length), bool)
+    total = np.zeros(num, np.int64)
+    for j in range(int(num_units.max(initial=0))):
+        size = ordered_sizes[:, j]
+        fits = (j < num_units) & (total + size <= budget)
+        taken[:, j] = fits
+        total += np.where(fits, size, 0)
+    chosen_start = np.zeros((num, seq_length), bool)
+    np.put_along_axis(chosen_start, order, taken, axis=1)
+    return candidate & chosen_start[rows, unit_start], unit_start
 
 
 # === tf.Example encoding ===
@@ -434,7 +464,7 @@ def _varint_groups(values, groups_needed):
 
 
 def varint_rows(values, table=None):
-    """(N, K) non-negative ints -> (bytes of all rows' packed varints, (N + 1,) row offsets).
+    """(N, K) non-negative ints -> (uint8 array of all rows' packed varints, (N + 1,) row offsets).
 
     `table`: optional precomputed (bytes (M, 3), sizes (M,)) for values below M.
     """
@@ -444,22 +474,25 @@ def varint_rows(values, table=None):
     if values.size and values.min() < 0:
         raise ValueError("varint_rows encodes non-negative integers")
     if largest < 0x80:  # one byte each: masks, segment ids, short positions, labels
-        return values.astype(np.uint8).tobytes(), np.arange(num + 1) * width
+        return values.astype(np.uint8).reshape(-1), np.arange(num + 1) * width
     if table is not None and largest < len(table[1]):
         groups, size = table[0][values], table[1][values]  # (N, K, 3), (N, K)
     else:
         groups, size = _varint_groups(values, (largest.bit_length() + 6) // 7)
     used = np.arange(groups.shape[-1]) < size[..., np.newaxis]
     offsets = np.concatenate([[0], np.cumsum(size.sum(axis=1))])
-    return groups[used].tobytes(), offsets
+    return groups[used], offsets
 
 
 class ExampleEncoder:
     """Encodes rows of non-negative ints / floats as serialized tf.train.Examples.
 
-    The varints of whole (N, K) arrays are computed with NumPy at once; a record
-    is then, per feature, a cached header (it depends only on the payload's
-    length) and a slice of those bytes.
+    The varints of whole (N, K) arrays are computed with NumPy at once. Per
+    feature, a record holds a header (it depends only on the payload's length,
+    so the few distinct ones are cached) and the payload. Features whose
+    payloads have one length in every row become one (N, bytes) array with the
+    header in each row, and runs of such features one array; a record is then
+    a join of a few slices.
     """
 
     def __init__(self, table_size=1 << 16):
@@ -482,27 +515,48 @@ class ExampleEncoder:
 
     def encode_rows(self, features):
         """features: (name, (N, K) array) pairs; float32 arrays become float lists -> N records."""
-        columns = []
-        num = 0
+        num = len(features[0][1]) if features else 0
+        columns = []  # per run of features: N byte strings
+        fixed = None  # (N, bytes) uint8: the current run of same-length features
+        body = np.zeros(num, np.int64)  # (N,) bytes of each record after its prefix
         for name, values in features:
             values = np.asarray(values)
-            num = len(values)
             if values.dtype == np.float32:
-                blob = values.astype("<f4").tobytes()
+                payload = np.ascontiguousarray(values, "<f4").view(np.uint8).reshape(-1)
                 offsets = np.arange(num + 1) * values.shape[1] * 4
                 kind = b"\x12"
             else:
-                blob, offsets = varint_rows(values, self._table)
+                payload, offsets = varint_rows(values, self._table)
                 kind = b"\x1a"
-            offsets = offsets.tolist()
-            lengths = np.diff(offsets).tolist()
-            headers = [self._header(name, kind, n) for n in lengths]
-            columns.append([h + blob[a:b] for h, a, b in zip(headers, offsets[:-1], offsets[1:])])
-        records = []
-        for entries in zip(*columns):
-            body = b"".join(entries)
-            records.append(b"\x0a" + _varint(len(body)) + body)
-        return records[:num]
+            lengths = np.diff(offsets)
+            if num and (lengths == lengths[0]).all():
+                header = np.frombuffer(self._header(name, kind, int(lengths[0])), np.uint8)
+                rows = np.concatenate([np.broadcast_to(header, (num, len(header))),
+                                       payload.reshape(num, -1)], axis=1)
+                fixed = rows if fixed is None else np.concatenate([fixed, rows], axis=1)
+                body += rows.shape[1]
+                continue
+            if fixed is not None:
+                columns.append(_rows_as_bytes(fixed))
+                fixed = None
+            distinct, which = np.unique(lengths, return_inverse=True)
+            headers = [self._header(name, kind, int(n)) for n in distinct]
+            body += np.array([len(h) for h in headers], np.int64)[which] + lengths
+            data, offsets = payload.tobytes(), offsets.tolist()
+            columns.append([headers[h] + data[a:b] for h, a, b in
+                            zip(which.tolist(), offsets[:-1], offsets[1:])])
+        if fixed is not None:
+            columns.append(_rows_as_bytes(fixed))
+        # Each record: the Example's field 1 tag, the body's length, the body.
+        prefixes = {n: b"\x0a" + _varint(n) for n in np.unique(body).tolist()}
+        return [b"".join(parts) for parts in zip([prefixes[n] for n in body.tolist()], *columns)]
+
+
+def _rows_as_bytes(rows):
+    """(N, W) uint8 -> N byte strings of W bytes."""
+    width = rows.shape[1]
+    data = rows.tobytes()
+    return [data[i:i + width] for i in range(0, len(data), width)]
 
 
 def encode_instances(instances, masked, options, encoder):

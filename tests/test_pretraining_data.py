@@ -157,6 +157,29 @@ def test_example_encoder_equals_tf_train_example():
         assert tf.train.Example.FromString(record) == expected
 
 
+def test_example_encoder_rows_of_one_length_and_empty():
+    # Multi-byte varints of equal length in every row (one header for all), then none.
+    ids = np.full((3, 4), 300)
+    ids[1] = [128, 16383, 200, 129]
+    record = pretraining_data.ExampleEncoder().encode_rows([("input_ids", ids)])
+    for n, record in enumerate(record):
+        expected = tf.train.Example(features=tf.train.Features(feature={
+            "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids[n]))}))
+        assert record == expected.SerializeToString()
+    assert pretraining_data.ExampleEncoder().encode_rows(
+        [("input_ids", np.zeros((0, 4), np.int64))]) == []
+
+
+def test_first_visited_equals_the_stable_order_even_on_equal_keys():
+    rng = np.random.default_rng(0)
+    for values in (rng.random((200, 16)), rng.choice([0.1, 0.2, 0.3, 2.0], (200, 16))):
+        count = rng.integers(0, 9, 200)
+        order = np.argsort(values, axis=1, kind="stable")
+        expected = np.zeros(values.shape, bool)
+        np.put_along_axis(expected, order, np.arange(16) < count[:, np.newaxis], axis=1)
+        np.testing.assert_array_equal(pretraining_data._first_visited(values, count), expected)
+
+
 def test_truncation_counts_equal_truncate_seq_pair():
     from official.nlp.data.create_pretraining_data import truncate_seq_pair
     rng = random.Random(0)
