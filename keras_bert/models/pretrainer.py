@@ -120,7 +120,9 @@ class BertPretrainer(keras.Model):
         local_weight = ops.sum(weights)
         global_weight = ops.maximum(ops.stop_gradient(_all_replicas_sum(local_weight)), 1e-5)
         masked_lm_loss = ops.sum(per_prediction * weights) / global_weight
-        predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")  # (B, P)
+        # tf.argmax: Keras' ops.argmax first rewrites -0.0 over all (B, P, V)
+        # logits (five more full-size ops), which cost more than the loss itself.
+        predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B, P)
         correct = ops.cast(ops.equal(predicted, ops.cast(ids, "int32")), "float32")
         # Per-replica means weighted by their share: the global weighted mean.
         self.masked_lm_loss_tracker.update_state(
