@@ -56,10 +56,12 @@ def test_first_piece_labels_match_original_tokenizer(datasets_dir, real_vocab_fi
     reference = tokenization.FullTokenizer(real_vocab_file, do_lower_case=True)
     cut = 0
     for row, (words, tags) in enumerate(zip(sentences.words, sentences.tags)):
-        pieces, expected_labels = ["[CLS]"], []
+        pieces, expected_labels, full = ["[CLS]"], [], False
         for word, tag in zip(words, tags):
             word_pieces = reference.tokenize(word)
-            if not word_pieces or len(pieces) + len(word_pieces) > seq_length - 1:
+            # Cut at the first word that does not fit (as the exported tagger).
+            full = full or len(pieces) + len(word_pieces) > seq_length - 1
+            if full or not word_pieces:
                 cut += 1
                 continue
             expected_labels.append((len(pieces), names.index(tag)))

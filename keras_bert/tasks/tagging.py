@@ -79,7 +79,10 @@ def encode_tagged(tokenizer, sentences, label_names=None, seq_length=128, strict
 
     Each word is tokenized as the original does (it may split further at
     punctuation); the label sits on its first piece, the other pieces get label
-    `IGNORED` and weight 0, and words past `seq_length - 2` pieces are cut.
+    `IGNORED` and weight 0. The sentence is cut before the first word whose
+    pieces no longer fit in `seq_length - 2` (that word and every later one
+    get no piece, as the exported tagger does); a word with no piece at all
+    (only characters the tokenizer drops) is skipped.
 
     Returns (features dict of int32 (N, T), labels int32 (N, T) or None,
     weights float32 (N, T), first_pieces: per sentence, each word's piece
@@ -98,10 +101,11 @@ def encode_tagged(tokenizer, sentences, label_names=None, seq_length=128, strict
     first_pieces = []
     cursor = 0
     for row, words in enumerate(sentences.words):
-        ids, positions = [tokenizer.cls_id], []
+        ids, positions, full = [tokenizer.cls_id], [], False
         for k, word in enumerate(words):
             word_pieces = pieces[cursor + k]
-            if not word_pieces or len(ids) + len(word_pieces) > seq_length - 1:
+            full = full or len(ids) + len(word_pieces) > seq_length - 1
+            if full or not word_pieces:
                 positions.append(-1)
                 continue
             positions.append(len(ids))
