@@ -27,6 +27,9 @@ setup(
         # Peers of recipes/benchmarks (keras-hub's BertMaskedLM; Model Garden is in "test").
         # HuggingFace tokenizers: the Python-side peer of serving_latency.py / tokenizer.py.
         "bench": ["keras-hub", "tf-models-official==2.20.0", "tokenizers"],
+        # create-pretraining-data --runner: Apache Beam (Dataflow, Flink, Spark); its
+        # tfrecord extra and google-crc32c checksum the records (fast, in C).
+        "beam": ["apache-beam[tfrecord]>=2.77", "google-crc32c"],
     },
     entry_points={"console_scripts": ["keras-bert=keras_bert.cli:main"]},
 )

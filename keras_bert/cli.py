@@ -149,6 +149,13 @@ def add_create_pretraining_data(subparsers):
     parser.add_argument("--num-workers", type=int, default=None, help="default: all cores")
     parser.add_argument("--gzip", action="store_true", help="GZIP-compressed TFRecords")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--runner", default=None,
+                        help="run as an Apache Beam pipeline on this runner (DirectRunner, "
+                             "DataflowRunner, FlinkRunner, SparkRunner; the beam extra): "
+                             "blocks per input file, records in runner-chosen shards")
+    parser.add_argument("--pipeline-options", default="",
+                        help="further Beam options, e.g. \"--project=P --region=R "
+                             "--temp_location=gs://B/tmp --setup_file=./setup.py\"")
     parser.set_defaults(run=run_create_pretraining_data)
 
 
@@ -162,10 +169,18 @@ def run_create_pretraining_data(args):
         dupe_factor=args.dupe_factor, random_seed=args.random_seed,
         do_whole_word_mask=args.do_whole_word_mask, objective=args.objective,
         mask=not args.no_mask)
-    summary = create_pretraining_data(
-        args.input_file, args.output_file, args.vocab_file, options,
-        do_lower_case=args.do_lower_case, num_shards=args.num_shards,
-        num_workers=args.num_workers, gzip=args.gzip, progress=not args.quiet)
+    if args.runner:
+        import shlex
+        from keras_bert.pretraining_beam import create_pretraining_data_beam
+        summary = create_pretraining_data_beam(
+            args.input_file, args.output_file, args.vocab_file, options,
+            do_lower_case=args.do_lower_case, num_shards=args.num_shards, gzip=args.gzip,
+            runner=args.runner, pipeline_args=shlex.split(args.pipeline_options))
+    else:
+        summary = create_pretraining_data(
+            args.input_file, args.output_file, args.vocab_file, options,
+            do_lower_case=args.do_lower_case, num_shards=args.num_shards,
+            num_workers=args.num_workers, gzip=args.gzip, progress=not args.quiet)
     print(summary.to_text(options))
 
 
