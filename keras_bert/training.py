@@ -66,7 +66,9 @@ class PretrainConfig:
     devices: list = None  # for "mirrored": e.g. ["/gpu:0", "/gpu:1"]; null for all GPUs
     tpu: str = None  # TPU name or grpc:// address for strategy "tpu"
     mixed_precision: str = None  # mixed_bfloat16 (TPU, CPU) or mixed_float16 (GPU)
-    jit_compile: bool = True
+    # XLA: true, false or auto: on where there is a GPU or TPU, off on a
+    # CPU-only host, where it measured slower (recipes/benchmarks/pretraining_throughput.py).
+    jit_compile: object = "auto"
     steps_per_execution: int = 1
     train_loop: str = "auto"
     checkpoint_every: int = 1000  # steps between checkpoints (and progress-bar epochs)
@@ -85,6 +87,9 @@ class PretrainConfig:
         if self.warmup_steps < 0 or self.warmup_steps > self.train_steps:
             raise ValueError(f"config field warmup_steps ({self.warmup_steps}) must be in "
                              f"[0, train_steps={self.train_steps}]")
+        if self.jit_compile not in (True, False, "auto"):
+            raise ValueError(f"config field jit_compile must be true, false or auto, "
+                             f"got {self.jit_compile!r}")
         if self.train_loop not in TRAIN_LOOPS:
             raise ValueError(f"config field train_loop must be one of {TRAIN_LOOPS}")
         if self.mixed_precision not in PRECISIONS:
@@ -143,6 +148,16 @@ def load_config(path=None, overrides=(), **fields):
 
 
 # === Model ===
+
+def resolve_jit_compile(jit_compile):
+    """`auto` -> XLA where there is an accelerator (GPU, TPU), not on a CPU-only
+    host, where the pretraining step measured slower with XLA than with
+    TensorFlow's own kernels. (Keras' own "auto" also turns XLA off under any
+    tf.distribute strategy, GPUs included, hence this one.)"""
+    if jit_compile != "auto":
+        return bool(jit_compile)
+    return any(device.device_type != "CPU" for device in tf.config.list_physical_devices())
+
 
 def bert_config_of(config):
     if config.model.endswith(".json"):
@@ -417,7 +432,7 @@ def pretrain(config):
             config.optimizer, config.learning_rate, config.train_steps, config.warmup_steps,
             weight_decay=config.weight_decay, clipnorm=config.clipnorm,
             gradient_accumulation_steps=config.gradient_accumulation_steps)
-        pretrainer.compile(optimizer=optimizer, jit_compile=config.jit_compile,
+        pretrainer.compile(optimizer=optimizer, jit_compile=resolve_jit_compile(config.jit_compile),
                            steps_per_execution=config.steps_per_execution)
         # Built now so that restoring fills every slot variable at once.
         pretrainer.optimizer.build(pretrainer.trainable_variables)

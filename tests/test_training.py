@@ -116,6 +116,13 @@ def test_load_config_from_yaml_with_overrides(tmp_path):
                              train_files="a", model_dir="b")
     with pytest.raises(ValueError, match="--set expects key=value"):
         training.load_config(None, ["train_steps"])
+    with pytest.raises(ValueError, match="jit_compile must be true, false or auto, got 'sometimes'"):
+        training.load_config(None, ["jit_compile=sometimes"], train_files="a", model_dir="b")
+    # The default, auto: XLA only where there is a GPU or TPU.
+    assert config.jit_compile == "auto"
+    accelerators = [d for d in tf.config.list_physical_devices() if d.device_type != "CPU"]
+    assert training.resolve_jit_compile("auto") is bool(accelerators)
+    assert (training.resolve_jit_compile(True), training.resolve_jit_compile(False)) == (True, False)
 
 
 # === The driver ===
