@@ -61,3 +61,22 @@ def test_create_pretraining_data_command_skips_the_optional_extras(tmp_path, rea
         "print(json.dumps([code, loaded, 'keras_bert.models' in sys.modules]))")
     assert report == [0, [], False]
     assert os.path.getsize(out) > 0
+
+
+@pytest.mark.slow
+def test_command_line_exits_at_once_with_everything_written(tmp_path, real_vocab_file):
+    text = tmp_path / "t.txt"
+    text.write_text("The first sentence here.\nA second one follows.\n\n"
+                    "Another document starts.\nIt ends here.\n")
+    out = str(tmp_path / "o.tfrecord")
+    # Output to a pipe (block-buffered) must still be complete after the fast exit.
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_bert.cli", "create-pretraining-data", "--input-file",
+         str(text), "--output-file", out, "--vocab-file", real_vocab_file, "--num-shards", "1",
+         "--quiet"], capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.rstrip().splitlines()[-1].startswith("seconds: ")
+    instances = int(result.stdout.split("instances: ")[1].split()[0])
+    import tensorflow as tf
+    assert sum(1 for _ in tf.data.TFRecordDataset(out)) == instances > 0

@@ -6,9 +6,16 @@ process's children on the same corpus (the six Austen novels prepared by
 `keras-bert prepare-corpus`), with the same settings (dupe factor 5, sequence
 length 128, the other flags at their defaults). Throughput is instances per
 second of wall-clock time of the whole command (start-up included); ours is the
-best of `--repeats` runs. Peak RSS is that of the largest process of a run
-(`ru_maxrss` of the waited-for children), measured on the corpus and on it
-repeated 8 times, to show that memory does not grow with the corpus.
+best of `--repeats` runs, one of them after the original's, so that both sides
+see the machine's load of the same minutes (the load average is printed beside
+each run; CPU seconds, user + system of all processes of a run, are less
+sensitive to load than wall-clock time). Peak RSS is that of the largest
+process of a run (`ru_maxrss` of the waited-for children), measured on the
+corpus and on it repeated 8 times, to show that memory does not grow with the
+corpus. Both commands also run on the corpus's first three documents: that
+time is mostly start-up (imports, tokenizer), and the rate over the rest of
+the corpus, (instances - tiny instances) / (seconds - tiny seconds), is the
+throughput once started.
 
     python recipes/benchmarks/pretraining_data.py [--repeats 3] [--skip-original]
 """
@@ -26,14 +33,17 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 AUSTEN = os.path.join(ROOT, "..", "shared", "datasets", "austen")
 VOCAB = os.path.join(ROOT, "data", "vocab", "bert_uncased_vocab.txt")
 
-# Runs a command and prints the peak RSS (KiB) of its largest process.
+# Runs a command and prints the peak RSS (KiB) of its largest process and the CPU
+# seconds of all its processes.
 MEASURE = ("import resource, subprocess, sys; "
            "code = subprocess.run(sys.argv[1:]).returncode; "
-           "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, "
+           "usage = resource.getrusage(resource.RUSAGE_CHILDREN); "
+           "print('PEAK_RSS_KB', usage.ru_maxrss, 'CPU_S', usage.ru_utime + usage.ru_stime, "
            "file=sys.stderr); sys.exit(code)")
 
 
 def run(command):
+    load = os.getloadavg()[0]
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True,
                             text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
@@ -42,26 +52,42 @@ def run(command):
     if result.returncode:
         raise SystemExit(f"failed: {' '.join(command)}\n{output[-3000:]}")
     peak = int(re.search(r"PEAK_RSS_KB (\d+)", output).group(1))
-    return seconds, peak, output
+    cpu = float(re.search(r"CPU_S ([\d.]+)", output).group(1))
+    return Run(seconds, peak, cpu, load, output)
+
+
+class Run:
+    def __init__(self, seconds, peak, cpu, load, output, instances=0):
+        self.seconds, self.peak, self.cpu, self.load = seconds, peak, cpu, load
+        self.output, self.instances = output, instances
+
+    @property
+    def rate(self):
+        return self.instances / self.seconds
+
+    def describe(self):
+        return (f"{self.instances} instances in {self.seconds:.1f} s = {self.rate:.0f} "
+                f"instances/s ({self.cpu:.1f} CPU s), peak RSS {self.peak / 1024:.0f} MiB, "
+                f"load average {self.load:.2f} at start")
 
 
 def ours(corpus_file, out_dir):
-    seconds, peak, output = run([
+    result = run([
         sys.executable, "-m", "keras_bert.cli", "create-pretraining-data",
         "--input-file", corpus_file, "--output-file", os.path.join(out_dir, "ours.tfrecord"),
         "--vocab-file", VOCAB, "--dupe-factor", "5", "--max-seq-length", "128", "--quiet"])
-    instances = int(re.search(r"^instances: (\d+)", output, re.M).group(1))
-    not_next = re.search(r"^NotNext: ([\d.]+) %", output, re.M).group(1)
-    return seconds, peak, instances, not_next
+    result.instances = int(re.search(r"^instances: (\d+)", result.output, re.M).group(1))
+    result.not_next = re.search(r"^NotNext: ([\d.]+) %", result.output, re.M).group(1)
+    return result
 
 
 def original(corpus_file, out_dir):
-    seconds, peak, output = run([
+    result = run([
         sys.executable, "-m", "official.nlp.data.create_pretraining_data",
         f"--input_file={corpus_file}", f"--output_file={os.path.join(out_dir, 'orig.tfrecord')}",
         f"--vocab_file={VOCAB}", "--dupe_factor=5", "--max_seq_length=128"])
-    instances = int(re.search(r"Wrote (\d+) total instances", output).group(1))
-    return seconds, peak, instances
+    result.instances = int(re.search(r"Wrote (\d+) total instances", result.output).group(1))
+    return result
 
 
 def main():
@@ -82,23 +108,39 @@ def main():
         print(f"corpus: six Austen novels, {documents} documents (chapters), {sentences} "
               f"sentences, {os.path.getsize(corpus_1x) / 1e6:.1f} MB; {os.cpu_count()} cores")
         print("settings: --dupe-factor 5 --max-seq-length 128, other flags at their defaults")
+        tiny = os.path.join(tmp, "tiny.txt")
+        with open(tiny, "w", encoding="utf-8") as f:
+            f.write("\n\n".join(text.split("\n\n")[:3]) + "\n")
 
-        runs = [ours(corpus_1x, tmp) for _ in range(args.repeats)]
-        seconds, peak_1x, instances, not_next = min(runs)
-        ours_rate = instances / seconds
-        print(f"ours:     {instances} instances in {seconds:.1f} s (best of {args.repeats}) = "
-              f"{ours_rate:.0f} instances/s, peak RSS {peak_1x / 1024:.0f} MiB, "
-              f"NotNext {not_next} %")
-        seconds_8x, peak_8x, instances_8x, _ = ours(corpus_8x, tmp)
-        print(f"ours x8:  {instances_8x} instances in {seconds_8x:.1f} s = "
-              f"{instances_8x / seconds_8x:.0f} instances/s, peak RSS {peak_8x / 1024:.0f} MiB "
-              f"(x{peak_8x / peak_1x:.2f} the 1x peak for 8x the corpus)")
-        if not args.skip_original:
-            seconds, peak, instances = original(corpus_1x, tmp)
-            rate = instances / seconds
-            print(f"original: {instances} instances in {seconds:.1f} s = {rate:.0f} instances/s, "
-                  f"peak RSS {peak / 1024:.0f} MiB")
-            print(f"ratio:    ours / original = {ours_rate / rate:.1f}x")
+        runs = [ours(corpus_1x, tmp) for _ in range(max(1, args.repeats - 1))]
+        theirs = None if args.skip_original else original(corpus_1x, tmp)
+        if args.repeats > 1:
+            runs.append(ours(corpus_1x, tmp))  # after the original: the same minutes' load
+        for n, result in enumerate(runs):
+            print(f"ours run {n + 1}: {result.describe()}")
+        best = min(runs, key=lambda r: r.seconds)
+        print(f"ours:     {best.describe()} (best of {len(runs)}), NotNext {best.not_next} %")
+        if theirs is not None:
+            print(f"original: {theirs.describe()}")
+            print(f"ratio:    ours / original = {best.rate / theirs.rate:.1f}x instances/s "
+                  f"(best), {min(r.rate for r in runs) / theirs.rate:.1f}x (worst); "
+                  f"{(best.instances / best.cpu) / (theirs.instances / theirs.cpu):.1f}x "
+                  f"instances per CPU second")
+        ours_tiny = ours(tiny, tmp)
+        print(f"ours, 3 documents: {ours_tiny.describe()}")
+        ours_after = ((best.instances - ours_tiny.instances)
+                      / max(best.seconds - ours_tiny.seconds, 1e-9))
+        print(f"ours once started: {ours_after:.0f} instances/s")
+        if theirs is not None:
+            theirs_tiny = original(tiny, tmp)
+            print(f"original, 3 documents: {theirs_tiny.describe()}")
+            theirs_after = ((theirs.instances - theirs_tiny.instances)
+                            / max(theirs.seconds - theirs_tiny.seconds, 1e-9))
+            print(f"original once started: {theirs_after:.0f} instances/s; ratio once started "
+                  f"{ours_after / theirs_after:.1f}x")
+        x8 = ours(corpus_8x, tmp)
+        print(f"ours x8:  {x8.describe()} (x{x8.peak / best.peak:.2f} the 1x peak for 8x the "
+              f"corpus)")
 
 
 if __name__ == "__main__":
