@@ -56,6 +56,29 @@ def _read_tfrecords(path, size, compression_type):
             .map(lambda record, is_end: record))
 
 
+def _shuffled_epochs(files, sizes, seed):
+    """A dataset of (path, size) pairs, in a new order every epoch, endlessly.
+
+    With a `seed`, every iterator over it yields the same sequence: Keras's
+    `fit` under a tf.distribute strategy opens (and drops) one iterator to
+    build the model before training, and with a stateful shuffle the training
+    iterator would then read another order than one device does. So epoch `e`
+    is the stateless permutation keyed by (seed, e).
+    """
+    paths = tf.constant(files)
+    sizes = tf.constant(sizes, tf.int64)
+    if seed is None:
+        return tf.data.Dataset.from_tensor_slices((paths, sizes)).shuffle(len(files)).repeat()
+
+    def epoch(e):
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(len(files)), seed=tf.stack([tf.constant(seed, tf.int64), e]))
+        return tf.data.Dataset.from_tensor_slices((tf.gather(paths, order),
+                                                   tf.gather(sizes, order)))
+
+    return tf.data.Dataset.counter().flat_map(epoch)
+
+
 def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq, batch_size,
                         is_training=True, with_next_sentence=True, input_context=None,
                         shuffle_buffer=10000, cycle_length=8, compression_type=None, seed=None,
@@ -87,25 +110,36 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq, batch
         else:
             raise ValueError("dynamic masking needs vocab_file (or vocab_size without "
                              "whole_word_mask)")
-    sizes = [tf.io.gfile.stat(path).length for path in files]
-    dataset = tf.data.Dataset.from_tensor_slices((files, tf.constant(sizes, tf.int64)))
     if input_context is not None and input_context.num_input_pipelines > 1:
-        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        # Worker i reads files i, i + n, ... (Dataset.shard's rule).
+        files = files[input_context.input_pipeline_id::input_context.num_input_pipelines]
+        if not files:
+            raise ValueError(f"{file_pattern}: fewer files than the "
+                             f"{input_context.num_input_pipelines} workers reading them")
+    sizes = [tf.io.gfile.stat(path).length for path in files]
     if is_training:
-        dataset = dataset.shuffle(len(files), seed=seed).repeat()
+        dataset = _shuffled_epochs(files, sizes, seed)
+    else:
+        dataset = tf.data.Dataset.from_tensor_slices((files, tf.constant(sizes, tf.int64)))
     dataset = dataset.interleave(
         lambda path, size: _read_tfrecords(path, size, compression_type),
         cycle_length=min(cycle_length, len(files)), num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=not is_training or seed is not None)
     if is_training:
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed)
+        # The stream is endless, so reshuffling only matters for a new
+        # iterator, which must replay the same order (see _shuffled_epochs).
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed,
+                                  reshuffle_each_iteration=seed is None)
     dataset = dataset.map(lambda record: _decode(record, spec, file_pattern),
                           num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.batch(batch_size, drop_remainder=True)
     if dynamic_masking:
         # One seed per batch; new seeds on every pass over the data, so each
         # epoch sees new masks (reproducible when `seed` is given).
-        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+        # A training stream is endless: its epochs already get new seeds, and a
+        # new iterator replays the same masks.
+        seeds = tf.data.Dataset.random(
+            seed=seed, rerandomize_each_iteration=not is_training or seed is None).batch(2)
         # No Python control flow depends on tensors here: skipping AutoGraph's
         # conversion of the tensorflow-text code saves seconds of tracing.
         dataset = tf.data.Dataset.zip((dataset, seeds)).map(

@@ -35,27 +35,50 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "batches_per_step": self.batches_per_step}
 
 
+def _squared_norm(gradient):
+    """Squared L2 norm of a gradient, IndexedSlices included (half precision
+    summed in float32).
+
+    An embedding's gradient is IndexedSlices whose rows repeat (one per
+    lookup, plus every row of a tied output layer's dense part, plus one set
+    per replica after an all-reduce). Its norm is that of the summed rows;
+    Keras and tf.clip_by_global_norm square the slices one by one instead,
+    which is another number on one device and on several. Summed into the
+    dense (static) shape, which XLA and TPUs want, and the clipped gradient
+    is dense anyway.
+    """
+    gradient = tf.convert_to_tensor(gradient)  # IndexedSlices: repeated rows summed
+    if gradient.dtype in (tf.float16, tf.bfloat16):
+        gradient = tf.cast(gradient, tf.float32)
+    return tf.reduce_sum(tf.square(gradient))
+
+
 class GlobalBatchClipping:
-    """Global-norm clipping of the global batch's gradient under tf.distribute.
+    """Global-norm clipping by the true norm of the global batch's gradient.
 
     Keras clips each replica's gradient before it all-reduces them, so with
     several replicas the clipped sum is not the clipped global gradient (and
     training diverges from one device fed the same batch). Here the norm is
     taken of the all-reduced gradient and every replica scales its share by
     the same factor: the sum Keras then forms is the clipped global gradient.
+    Repeated IndexedSlices rows are summed before squaring (`_squared_norm`),
+    so one device and any number of replicas clip by the same factor.
     """
 
     def _clip_gradients(self, grads):
-        context = tf.distribute.get_replica_context()
-        if (not self.global_clipnorm or context is None
-                or context.num_replicas_in_sync == 1):
+        if not self.global_clipnorm:
             return super()._clip_gradients(grads)
         present = [g for g in grads if g is not None]
-        summed = context.all_reduce(tf.distribute.ReduceOp.SUM, present)
-        norm = tf.linalg.global_norm([tf.convert_to_tensor(g) for g in summed])
+        context = tf.distribute.get_replica_context()
+        summed = present
+        if context is not None and context.num_replicas_in_sync > 1:
+            summed = context.all_reduce(tf.distribute.ReduceOp.SUM, present)
+        norm = tf.sqrt(tf.add_n([_squared_norm(g) for g in summed]))
         clip = tf.cast(self.global_clipnorm, norm.dtype)
         scale = clip / tf.maximum(norm, clip)  # 1 below the threshold
-        return [None if g is None else g * tf.cast(scale, g.dtype) for g in grads]
+        # Dense results, as Keras's own clipping gives (LAMB's update needs them).
+        return [None if g is None else tf.convert_to_tensor(g) * tf.cast(scale, g.dtype)
+                for g in grads]
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -106,7 +129,9 @@ class Lamb(GlobalBatchClipping, keras.optimizers.Optimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         lr = ops.cast(learning_rate, variable.dtype)
-        gradient = ops.cast(gradient, variable.dtype)
+        # An embedding's gradient arrives as IndexedSlices when not clipped;
+        # the moments below are dense anyway.
+        gradient = ops.cast(tf.convert_to_tensor(gradient), variable.dtype)
         step = ops.cast(self.iterations + 1, variable.dtype)
         m = self._momentums[self._get_variable_index(variable)]
         v = self._velocities[self._get_variable_index(variable)]

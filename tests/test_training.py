@@ -80,6 +80,37 @@ def test_schedule_and_clipping():
         optimization.create_optimizer("sgd")
 
 
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_clipping_norm_sums_repeated_embedding_rows(name):
+    # An embedding's gradient: row 0 looked up twice (3, 0) + (-3, 4) = (0, 4),
+    # row 1 once; the dense gradient [[0, 4], [0, 3]] and a bias gradient (12)
+    # have norm 13 (not sqrt(9 + 16 + 9 + 9 + 144) from the slices one by one).
+    optimizer = optimization.create_optimizer(name, 1e-3, total_steps=10, warmup_steps=1,
+                                              clipnorm=1.0)
+    slices = tf.IndexedSlices(tf.constant([[3.0, 0.0], [-3.0, 4.0], [0.0, 3.0]]),
+                              tf.constant([0, 0, 1]), dense_shape=tf.constant([2, 2]))
+    clipped_slices, clipped_bias = optimizer._clip_gradients([slices, tf.constant([12.0])])
+    np.testing.assert_allclose(tf.convert_to_tensor(clipped_slices).numpy(),
+                               [[0.0, 4 / 13], [0.0, 3 / 13]], rtol=1e-6)
+    np.testing.assert_allclose(clipped_bias.numpy(), [12 / 13], rtol=1e-6)
+
+
+def test_lamb_takes_indexed_slices_unclipped():
+    # An embedding's gradient reaches update_step as IndexedSlices without clipping.
+    dense = np.array([[0.0, 4.0], [0.0, 3.0]], np.float32)
+    slices = tf.IndexedSlices(tf.constant([[3.0, 0.0], [-3.0, 4.0], [0.0, 3.0]]),
+                              tf.constant([0, 0, 1]), dense_shape=tf.constant([2, 2]))
+    results = []
+    for gradient in (slices, tf.constant(dense)):
+        variable = keras.Variable(np.ones((2, 2), np.float32), name="embeddings")
+        optimizer = optimization.create_optimizer("lamb", 1e-2, total_steps=10, warmup_steps=0,
+                                                  clipnorm=None)
+        optimizer.apply_gradients([(gradient, variable)])
+        results.append(variable.numpy())
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-6)
+    assert not np.allclose(results[0], 1.0)
+
+
 @pytest.mark.slow
 def test_gradient_accumulation_equals_one_big_batch(tmp_path):
     path = write_records(tmp_path / "full.tfrecord", 8, seq_length=16, full_predictions=True)

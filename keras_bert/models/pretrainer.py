@@ -143,6 +143,30 @@ class BertPretrainer(keras.Model):
             total = total + next_sentence_loss / num_replicas
         return total
 
+    def get_metrics_result(self):
+        """Metric results of the global batch, also inside a replica.
+
+        Keras calls this in each replica (`train_step`, `test_step`), where a
+        metric reads its own replica's totals, and then averages the replicas'
+        results: the mean of per-replica weighted means, not the global one
+        (replicas hold different masked_lm_weights sums). Read from outside the
+        replicas, a metric's ("sum") variables are summed over them; do the
+        same here so the progress bar, callbacks and History log global values.
+        """
+        context = tf.distribute.get_replica_context()
+        if context is None or context.num_replicas_in_sync == 1:
+            return super().get_metrics_result()
+        reductions = {"sum": tf.distribute.ReduceOp.SUM, "mean": tf.distribute.ReduceOp.MEAN}
+        results = {}
+        for metric in self.metrics:
+            values = [ops.convert_to_tensor(v) for v in metric.variables]
+            values = [context.all_reduce(reductions[v.aggregation], value)
+                      if v.aggregation in reductions else value
+                      for v, value in zip(metric.variables, values)]
+            result = metric.stateless_result(values)
+            results.update(result if isinstance(result, dict) else {metric.name: result})
+        return results
+
     # === Pretrained weights ===
 
     def head_variables(self):
