@@ -419,6 +419,21 @@ def _trim_to_longest(elements, seq_length, multiple=8):
     return tf.nest.map_structure(trim, elements)
 
 
+def _bucket_boundaries(seq_length):
+    return list(range(16, seq_length, 16))
+
+
+def batches_per_epoch(data, batch_size, seq_length, bucket_by_length=False):
+    """Batches `_train_dataset` yields in one pass. With length buckets each
+    bucket ends on its own partial batch, so there are more than n / batch_size;
+    tf.data puts a length in bucket i when boundaries[i-1] <= length < boundaries[i]."""
+    lengths = np.asarray(data["features"]["input_mask"]).sum(axis=1)
+    if not bucket_by_length:
+        return math.ceil(len(lengths) / batch_size)
+    buckets = np.searchsorted(_bucket_boundaries(seq_length), lengths, side="right")
+    return int(sum(math.ceil(count / batch_size) for count in np.bincount(buckets)))
+
+
 def _train_dataset(data, batch_size, seed, seq_length, bucket_by_length=False):
     elements = (data["features"], data["targets"])
     if data["weights"] is not None:
@@ -428,7 +443,7 @@ def _train_dataset(data, batch_size, seed, seq_length, bucket_by_length=False):
         n, seed=seed, reshuffle_each_iteration=True)
     if bucket_by_length:
         # Batches of similar lengths: less padding to cut, several times faster on CPU.
-        boundaries = list(range(16, seq_length, 16))
+        boundaries = _bucket_boundaries(seq_length)
         dataset = dataset.bucket_by_sequence_length(
             lambda *e: tf.reduce_sum(e[0]["input_mask"]), boundaries,
             [batch_size] * (len(boundaries) + 1))
@@ -478,8 +493,8 @@ def _single_run(config, task, train_data, dev_data, log_dir=None):
     warnings.filterwarnings("ignore", message=r"Gradients do not exist for variables \['pooler")
     encoder = load_encoder(config.init_checkpoint, config.preset)
     model = task.build_model(encoder)
-    n_train = len(next(iter(train_data["features"].values())))
-    steps_per_epoch = config.steps_per_epoch or math.ceil(n_train / config.batch_size)
+    steps_per_epoch = config.steps_per_epoch or batches_per_epoch(
+        train_data, config.batch_size, config.seq_length, config.bucket_by_length)
     epochs = math.ceil(config.epochs)
     total_steps = max(int(steps_per_epoch * config.epochs), 1)
     optimizer = create_adamw(config.learning_rate, total_steps,
@@ -497,9 +512,17 @@ def _single_run(config, task, train_data, dev_data, log_dir=None):
         callbacks.append(keras.callbacks.TensorBoard(log_dir, update_freq=50))
     dataset = _train_dataset(train_data, config.batch_size, config.seed, config.seq_length,
                              config.bucket_by_length)
+    # One epoch is one pass over the data. Keras keeps a finite dataset's
+    # iterator across epochs when given steps_per_epoch, so a count short of
+    # the real one leaves batches for the next epoch to run out on. Told the
+    # dataset's length instead (checked by tf.data), it starts each epoch
+    # afresh and stops exactly at its end.
+    fit_steps = None
     if config.steps_per_epoch:
-        dataset = dataset.repeat()
-    model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch,
+        dataset, fit_steps = dataset.repeat(), steps_per_epoch
+    else:
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
+    model.fit(dataset, epochs=epochs, steps_per_epoch=fit_steps,
               callbacks=callbacks, verbose=config.verbose, shuffle=False)
     if evaluation is None:
         return model, None, epochs

@@ -60,6 +60,25 @@ def test_trimmed_prediction_equals_full_length_prediction(model_class):
             np.testing.assert_allclose(ours[mask], reference[mask], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("bucket_by_length", [False, True])
+def test_every_epoch_is_one_full_pass(bucket_by_length, monkeypatch):
+    """The schedule counts the batches the data really gives, and every epoch
+    trains on all of them (length buckets each end on a partial batch, so
+    there are more than n / batch_size)."""
+    data = {"features": _features(n=70, seq_length=48),
+            "targets": np.random.default_rng(0).integers(0, 2, 70), "weights": None}
+    expected = sum(1 for _ in finetuning._train_dataset(data, 8, 0, 48, bucket_by_length))
+    assert expected > 9 if bucket_by_length else expected == 9
+    assert finetuning.batches_per_epoch(data, 8, 48, bucket_by_length) == expected
+    config = FinetuneConfig(task="classify", seq_length=48, batch_size=8, epochs=3, verbose=0,
+                            bucket_by_length=bucket_by_length)
+    task = finetuning.make_task(config, tokenizer=None)
+    task.label_names = ["a", "b"]
+    monkeypatch.setattr(finetuning, "load_encoder", lambda *args: BertEncoder(CONFIG))
+    model, _, _ = finetuning._single_run(config, task, data, dev_data=None)
+    assert int(model.optimizer.iterations) == 3 * expected
+
+
 @pytest.mark.slow
 def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(tmp_path, tiny_vocab_file):
     train = _write_sentiment(tmp_path / "train.tsv", 192, seed=0)
