@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert import distribute, inputs, training
+from keras_bert.optimization import create_optimizer
 
 
 def label_counts(config, file_pattern):
@@ -49,16 +50,23 @@ def baselines(config):
 def checkpoint_curve(config):
     """[(step, held-out metrics)] over the checkpoints still on disk."""
     strategy = distribute.build_strategy("one_device")
-    with strategy.scope():
-        pretrainer = training.build_model(config)
-        pretrainer.compile(optimizer="adam", jit_compile=False)
     directory = os.path.join(config.model_dir, "checkpoints")
     state = tf.train.get_checkpoint_state(directory)
     if state is None:
         raise FileNotFoundError(f"{directory}: no checkpoints (run keras-bert pretrain first)")
     curve = []
     for path in state.all_model_checkpoint_paths:
-        tf.train.Checkpoint(model=pretrainer).restore(path).expect_partial()
+        with strategy.scope():
+            # The training run's optimizer, so the checkpoint maps one to one.
+            pretrainer = training.build_model(config)
+            pretrainer.compile(optimizer=create_optimizer(
+                config.optimizer, config.learning_rate, config.train_steps, config.warmup_steps,
+                weight_decay=config.weight_decay, clipnorm=config.clipnorm,
+                gradient_accumulation_steps=config.gradient_accumulation_steps),
+                jit_compile=False)
+            pretrainer.optimizer.build(pretrainer.trainable_variables)
+        tf.train.Checkpoint(model=pretrainer, optimizer=pretrainer.optimizer).restore(
+            path).expect_partial()
         step = int(path.rsplit("-", 1)[1])
         metrics = training.evaluate(strategy, pretrainer, config, custom_loop=False)
         curve.append((step, {k: float(v) for k, v in metrics.items()}))
