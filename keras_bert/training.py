@@ -180,6 +180,14 @@ def build_model(config):
                           objective=config.objective)
 
 
+def build_optimizer(config):
+    """The run's optimizer (a checkpoint of the run restores into it)."""
+    return create_optimizer(
+        config.optimizer, config.learning_rate, config.train_steps, config.warmup_steps,
+        weight_decay=config.weight_decay, clipnorm=config.clipnorm,
+        gradient_accumulation_steps=config.gradient_accumulation_steps)
+
+
 # === Data ===
 
 def distributed_dataset(strategy, config, file_pattern, is_training, skip_steps=0):
@@ -428,10 +436,7 @@ def pretrain(config):
     keras.utils.set_random_seed(config.seed)
     with strategy.scope():
         pretrainer = build_model(config)
-        optimizer = create_optimizer(
-            config.optimizer, config.learning_rate, config.train_steps, config.warmup_steps,
-            weight_decay=config.weight_decay, clipnorm=config.clipnorm,
-            gradient_accumulation_steps=config.gradient_accumulation_steps)
+        optimizer = build_optimizer(config)
         pretrainer.compile(optimizer=optimizer, jit_compile=resolve_jit_compile(config.jit_compile),
                            steps_per_execution=config.steps_per_execution)
         # Built now so that restoring fills every slot variable at once.

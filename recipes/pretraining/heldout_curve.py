@@ -18,7 +18,6 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert import distribute, inputs, training
-from keras_bert.optimization import create_optimizer
 
 
 def label_counts(config, file_pattern):
@@ -59,11 +58,7 @@ def checkpoint_curve(config):
         with strategy.scope():
             # The training run's optimizer, so the checkpoint maps one to one.
             pretrainer = training.build_model(config)
-            pretrainer.compile(optimizer=create_optimizer(
-                config.optimizer, config.learning_rate, config.train_steps, config.warmup_steps,
-                weight_decay=config.weight_decay, clipnorm=config.clipnorm,
-                gradient_accumulation_steps=config.gradient_accumulation_steps),
-                jit_compile=False)
+            pretrainer.compile(optimizer=training.build_optimizer(config), jit_compile=False)
             pretrainer.optimizer.build(pretrainer.trainable_variables)
         tf.train.Checkpoint(model=pretrainer, optimizer=pretrainer.optimizer).restore(
             path).expect_partial()
