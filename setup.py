@@ -8,6 +8,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["keras_bert", "keras_bert.*"]),
+    package_data={"keras_bert": ["unicode_classes.json"]},
     python_requires=">=3.10",
     install_requires=[
         "tensorflow~=2.20.0",

@@ -32,7 +32,10 @@ Legend for shape comments: B = batch, W = words, P = word pieces, C = characters
 T = sequence.
 """
 
+import bisect
 import functools
+import json
+import os
 import unicodedata
 
 import tensorflow as tf
@@ -48,6 +51,10 @@ _VALID_UTF8 = r"(?s)[\x{0}-\x{D7FF}\x{E000}-\x{10FFFF}]*"
 # Strings made only of these keep every byte where it is through normalisation
 # (ASCII lowercasing keeps lengths), so their offsets need no mapping.
 _LENGTH_PRESERVING = r"[\t\n\r\x20-\x7e]*"
+# `compute_unicode_classes()` for one Python Unicode version, shipped because
+# computing it costs every tokenizing process about a second.
+UNICODE_CLASSES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "unicode_classes.json")
 _STRINGS = [tf.TensorSpec([None], tf.string)]
 # Public methods have no Python control flow on tensors: when a caller's
 # tf.function converts its code with autograph, converting ours only costs time.
@@ -63,19 +70,37 @@ def _class(ranges):
 
 
 def _ranges(codepoints):
-    """Sorted code points -> [(first, last), ...] runs."""
+    """Sorted code points -> ((first, last), ...) runs."""
     runs = []
     for cp in codepoints:
         if runs and runs[-1][1] == cp - 1:
             runs[-1][1] = cp
         else:
             runs.append([cp, cp])
-    return [tuple(r) for r in runs]
+    return tuple(tuple(r) for r in runs)
 
 
-@functools.lru_cache(maxsize=None)
-def _unicode_classes():
-    """The original's character predicates as code point lists (computed once, ~1 s)."""
+def _code_points(ranges):
+    return [cp for first, last in ranges for cp in range(first, last + 1)]
+
+
+def _ranges_without(ranges, excluded):
+    """`ranges` less the code points in `excluded`."""
+    excluded = sorted(excluded)
+    kept = []
+    for first, last in ranges:
+        holes = excluded[bisect.bisect_left(excluded, first):bisect.bisect_right(excluded, last)]
+        for hole in holes:
+            if first < hole:
+                kept.append((first, hole - 1))
+            first = hole + 1
+        if first <= last:
+            kept.append((first, last))
+    return tuple(kept)
+
+
+def compute_unicode_classes():
+    """The original's character predicates, as code point ranges, from Python's Unicode database (~1 s)."""
     chars = [chr(cp) for cp in range(0x110000)]
     categories = list(map(unicodedata.category, chars))
     every = range(0x110000)
@@ -87,19 +112,42 @@ def _unicode_classes():
     deleted = sorted(set(deleted) | {0, 0xFFFD})
     deleted_set = set(deleted)
     return {
-        "deleted": tuple(deleted),
+        "deleted": _ranges(deleted),
         # `_is_whitespace`, then str.split(), of what cleaning leaves.
-        "whitespace": tuple(cp for cp in every if cp not in deleted_set
-                            and (categories[cp] == "Zs" or chars[cp].isspace())),
-        "marks": tuple(cp for cp in every if categories[cp] == "Mn"),
+        "whitespace": _ranges(cp for cp in every if cp not in deleted_set
+                              and (categories[cp] == "Zs" or chars[cp].isspace())),
+        "marks": _ranges(cp for cp in every if categories[cp] == "Mn"),
         # (The original splits off the CJK blocks even where unassigned.)
-        "unassigned": tuple(cp for cp in every if categories[cp] == "Cn" and cp not in cjk),
+        "unassigned": _ranges(cp for cp in every if categories[cp] == "Cn" and cp not in cjk),
         # `_is_punctuation`: all non-alphanumeric ASCII, plus Unicode category P*.
-        "punctuation": tuple(cp for cp in every if categories[cp][0] == "P"
-                             or 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96
-                             or 123 <= cp <= 126),
-        "lowercased": tuple(cp for cp in every if chars[cp].lower() != chars[cp]),
+        "punctuation": _ranges(cp for cp in every if categories[cp][0] == "P"
+                               or 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96
+                               or 123 <= cp <= 126),
+        "lowercased": _ranges(cp for cp in every if chars[cp].lower() != chars[cp]),
     }
+
+
+def write_unicode_classes(path=UNICODE_CLASSES_FILE):
+    """Writes `compute_unicode_classes()` for this Python's Unicode version (rerun after upgrading Python)."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"unidata_version": unicodedata.unidata_version,
+                   "classes": compute_unicode_classes()}, f, separators=(",", ":"))
+        f.write("\n")
+
+
+@functools.lru_cache(maxsize=None)
+def _unicode_classes():
+    """The character classes: read from the shipped table when it was made with
+    this Python's Unicode version (milliseconds), else computed (about a second,
+    paid by every process that builds a tokenizer)."""
+    try:
+        with open(UNICODE_CLASSES_FILE, encoding="utf-8") as f:
+            table = json.load(f)
+    except (OSError, ValueError):
+        table = {}
+    if table.get("unidata_version") != unicodedata.unidata_version:
+        return compute_unicode_classes()
+    return {name: tuple(tuple(r) for r in ranges) for name, ranges in table["classes"].items()}
 
 
 @functools.lru_cache(maxsize=None)
@@ -110,7 +158,7 @@ def _lowercase_fixes():
     (Unicode 14) and TF 2.20, 40 capitals added in Unicode 14 stay capitals.
     Only one-to-one mappings are listed (all such differences so far).
     """
-    chars = [chr(cp) for cp in _unicode_classes()["lowercased"]]
+    chars = [chr(cp) for cp in _code_points(_unicode_classes()["lowercased"])]
     with tf.init_scope():  # eager even if first called while tracing
         lowered = tf.strings.lower([c.encode("utf-8") for c in chars], encoding="utf-8").numpy()
     return {ord(c): ord(c.lower()) for c, low in zip(chars, lowered)
@@ -120,18 +168,18 @@ def _lowercase_fixes():
 @functools.lru_cache(maxsize=None)
 def _unassigned_class(excluded):
     """Unassigned code points but `excluded` (ones some token holds), as a class."""
-    return _class(_ranges(cp for cp in _unicode_classes()["unassigned"] if cp not in excluded))
+    return _class(_ranges_without(_unicode_classes()["unassigned"], excluded))
 
 
 @functools.lru_cache(maxsize=None)
 def _patterns():
     classes = _unicode_classes()
     cjk = _class(_CJK_RANGES)
-    punctuation = _class(_ranges(classes["punctuation"]))
+    punctuation = _class(classes["punctuation"])
     return {
-        "deleted": _class(_ranges(classes["deleted"])),
-        "marks": _class(_ranges(classes["marks"])),
-        "split": f"({_class(_ranges(classes['whitespace']))}|{punctuation}|{cjk})",
+        "deleted": _class(classes["deleted"]),
+        "marks": _class(classes["marks"]),
+        "split": f"({_class(classes['whitespace'])}|{punctuation}|{cjk})",
         "keep": f"({punctuation}|{cjk})",
     }
 

@@ -368,3 +368,44 @@ def test_cli_tokenize_reads_stdin(real_vocab_file, original, monkeypatch, capsys
 def test_cli_tokenize_missing_vocab(tmp_path, capsys):
     assert cli.main(["tokenize", "--vocab-file", str(tmp_path / "nope.txt")]) == 2
     assert "vocabulary file not found" in capsys.readouterr().err
+
+
+def test_shipped_unicode_table_is_this_pythons_database():
+    # The table saves each tokenizing process a second; it must be exactly
+    # what the database gives (regenerate with tokenizer.write_unicode_classes()).
+    import json
+    import unicodedata
+
+    from keras_bert import tokenizer as tokenizer_module
+
+    with open(tokenizer_module.UNICODE_CLASSES_FILE, encoding="utf-8") as f:
+        shipped = json.load(f)
+    assert shipped["unidata_version"] == unicodedata.unidata_version, (
+        "Python's Unicode version changed: run keras_bert.tokenizer.write_unicode_classes()")
+    computed = tokenizer_module.compute_unicode_classes()
+    assert {name: [list(r) for r in ranges] for name, ranges in computed.items()} == \
+        shipped["classes"]
+
+
+def test_a_table_for_another_unicode_version_is_ignored(tmp_path, monkeypatch):
+    import json
+
+    from keras_bert import tokenizer as tokenizer_module
+
+    stale = tmp_path / "unicode_classes.json"
+    stale.write_text(json.dumps({"unidata_version": "1.0.0", "classes": {"deleted": [[65, 65]]}}))
+    monkeypatch.setattr(tokenizer_module, "UNICODE_CLASSES_FILE", str(stale))
+    tokenizer_module._unicode_classes.cache_clear()
+    try:
+        classes = tokenizer_module._unicode_classes()
+    finally:
+        tokenizer_module._unicode_classes.cache_clear()
+    assert (65, 65) not in classes["deleted"] and (0, 8) in classes["deleted"]
+
+
+def test_removing_code_points_from_ranges():
+    from keras_bert.tokenizer import _ranges_without
+
+    ranges = ((1, 5), (8, 8), (10, 12))
+    assert _ranges_without(ranges, {1, 3, 8, 12, 20}) == ((2, 2), (4, 5), (10, 11))
+    assert _ranges_without(ranges, set()) == ranges
