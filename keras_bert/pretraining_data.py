@@ -715,15 +715,26 @@ def make_tokenize_fn(tokenizer, batch_size=4096):
     """strings -> (flat int32 ids, per-string lengths), batched through the in-graph tokenizer."""
     import tensorflow as tf
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
-    def tokenize(strings):
+    strings_spec = [tf.TensorSpec([None], tf.string)]
+
+    @tf.function(input_signature=strings_spec, autograph=False)
+    def tokenize_common(strings):
+        ids, may_have_long_words = tokenizer.tokenize_unless_long_words(strings)
+        return ids.flat_values, ids.row_lengths(), may_have_long_words
+
+    # Traced only if some batch may hold a word of over `max_chars_per_word`.
+    @tf.function(input_signature=strings_spec, autograph=False)
+    def tokenize_exact(strings):
         ids = tokenizer.tokenize(strings)
         return ids.flat_values, ids.row_lengths()
 
     def run(strings):
         flats, lengths = [], []
         for start in range(0, len(strings), batch_size):
-            flat, length = tokenize(tf.constant(strings[start:start + batch_size]))
+            batch = tf.constant(strings[start:start + batch_size])
+            flat, length, may_have_long_words = tokenize_common(batch)
+            if may_have_long_words:
+                flat, length = tokenize_exact(batch)
             flats.append(flat.numpy())
             lengths.append(length.numpy())
         if not flats:
@@ -964,7 +975,9 @@ def create_pretraining_data(input_file, output_file, vocab_file, options=None,
         completed = True
     finally:
         if pool is not None:
-            pool.terminate() if not completed else pool.close()
+            # Every result is in (or the run failed): no need to wait for the
+            # workers to wind down their interpreters.
+            pool.terminate()
             pool.join()
         for writer in writers:
             writer.close()

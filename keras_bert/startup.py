@@ -16,6 +16,7 @@ wrapper, for one, then reports scikit-learn missing), hence this is for
 commands such as `keras-bert create-pretraining-data`, never for the library.
 """
 
+import gc
 import sys
 
 OPTIONAL_PACKAGES = ("sklearn", "matplotlib", "pandas", "scipy", "cv2", "googleapiclient")
@@ -32,6 +33,12 @@ def import_tensorflow_lean():
     hidden = [name for name in OPTIONAL_PACKAGES if name not in sys.modules]
     for name in hidden:
         sys.modules[name] = None  # `import name` now raises ImportError
+    # The import creates about a million objects that live as long as the
+    # process; the garbage collector would scan them again and again (~0.8 s of
+    # the import, ~0.3 s of tracing the tokenizer). Freezing moves them out of
+    # its reach.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         import tensorflow  # noqa: F401
         import tensorflow_text  # noqa: F401
@@ -39,3 +46,6 @@ def import_tensorflow_lean():
         for name in hidden:
             if name in sys.modules and sys.modules[name] is None:
                 del sys.modules[name]
+        gc.freeze()
+        if collecting:
+            gc.enable()

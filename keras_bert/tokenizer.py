@@ -510,7 +510,12 @@ class BertTokenizer(tf.Module):
         keep = tf.logical_or(tf.logical_not(too_long), is_start)
         new_ids = tf.where(too_long, self.unk_id, ids.flat_values)
         new_ends = tf.where(too_long, tf.gather(word_end, word), ends.flat_values)
-        return tuple(tf.ragged.boolean_mask(ids.with_flat_values(values), ids.with_flat_values(keep))
+        # Flat masking and new row lengths: tf.ragged.boolean_mask gives the same
+        # but adds hundreds of ops, which cost every process ~0.5 s of tracing.
+        row_lengths = tf.math.unsorted_segment_sum(
+            tf.cast(keep, tf.int64), ids.value_rowids(), ids.nrows())
+        return tuple(tf.RaggedTensor.from_row_lengths(tf.boolean_mask(values, keep), row_lengths,
+                                                      validate=False)
                      for values in (new_ids, starts.flat_values, new_ends))
 
     @_no_autograph
@@ -562,6 +567,18 @@ class BertTokenizer(tf.Module):
     def tokenize(self, strings):
         """strings (B,) -> ragged int32 word-piece ids (B, P). A scalar gives (P,)."""
         return self._traced.tokenize(strings)
+
+    def tokenize_unless_long_words(self, strings):
+        """strings (B,) -> (ids, may_have_long_words): for offline batches.
+
+        `ids` are `tokenize(strings)` as long as `may_have_long_words` is False
+        (real text: nearly always); when it is True, call `tokenize`. Unlike
+        `tokenize`, whose graph holds the rare over-long-word rule (most of its
+        ops), this one traces in half the time: a data-making process pays it once.
+        """
+        normalized, _ = self.basic_tokenizer.normalize(strings)
+        return (tf.cast(self._wordpiece.tokenize(normalized), tf.int32),
+                self._maybe_long_words(normalized))
 
     def _pieces(self, strings):
         normalized, _ = self.basic_tokenizer.normalize(strings)

@@ -324,3 +324,23 @@ def test_interrupted_run_leaves_no_finished_looking_shard(two_novels, vocab_file
         assert open(a, "rb").read() == open(b, "rb").read()
     assert sorted(os.listdir(tmp_path)) == sorted(
         os.path.basename(p) for p in first.output_files + second.output_files)
+
+
+def test_batch_tokenizing_keeps_the_over_long_word_rule(vocab_file):
+    # Data making traces the over-long-word rule only for a batch that may need
+    # it; the ids must be the tokenizer's either way, the original's [UNK] included.
+    from keras_bert.tokenizer import BertTokenizer
+
+    tokenizer = BertTokenizer(vocab_file)
+    tokenize = pretraining_data.make_tokenize_fn(tokenizer, batch_size=2)
+    plain = ["Captain Wentworth walked.", "Anne smiled, and said nothing."]
+    with_long_word = ["x" * 201 + " then the end.", "A short one.", "é" * 150 + "a" * 60]
+    for strings in (plain, plain + with_long_word):
+        flat, lengths = tokenize(strings)
+        expected = tokenizer.tokenize(tf.constant(strings))
+        np.testing.assert_array_equal(flat, expected.flat_values.numpy())
+        np.testing.assert_array_equal(lengths, expected.row_lengths().numpy())
+    flat, lengths = tokenize(with_long_word[:1])
+    assert flat[0] == tokenizer.vocab.index("[UNK]") and lengths[0] == 5  # [UNK] then the end .
+    _, may_have_long_words = tokenizer.tokenize_unless_long_words(tf.constant(plain))
+    assert not may_have_long_words
