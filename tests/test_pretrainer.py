@@ -1,6 +1,8 @@
 """BertPretrainer: head sizes, logits and losses against independent references,
 fit on dataset dicts without a loss argument, head-weight loading."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -75,6 +77,35 @@ def test_masked_lm_logits_match_model_garden(records):
         outputs["next_sentence_logits"],
         encoded["pooled_output"].numpy() @ dense.kernel.numpy() + dense.bias.numpy(),
         rtol=1e-5, atol=1e-6)
+
+
+def test_last_block_at_cls_and_masked_positions_only_changes_nothing(records):
+    # The pretrainer runs its last block only at [CLS] and the masked positions;
+    # logits, loss and every gradient must equal the whole encoder's path.
+    pretrainer = BertPretrainer(BertEncoder(dataclasses.replace(TINY, num_hidden_layers=3)))
+    pretrainer.compile(optimizer="sgd")
+    batch = batch_of(records)
+    encoder_inputs = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
+
+    def whole_encoder_path():
+        encoded = pretrainer.encoder(encoder_inputs)
+        return {"masked_lm_logits": pretrainer.masked_lm_head(
+                    encoded["sequence_output"], batch["masked_lm_positions"]),
+                "next_sentence_logits": pretrainer.next_sentence_head(encoded["pooled_output"])}
+
+    gradients = []
+    for forward in (lambda: pretrainer(batch), whole_encoder_path):
+        with tf.GradientTape() as tape:
+            outputs = forward()
+            loss = pretrainer.compute_loss(x=batch, y_pred=outputs)
+        gradients.append((outputs, loss, tape.gradient(loss, pretrainer.trainable_variables)))
+    (ours, our_loss, our_grads), (whole, whole_loss, whole_grads) = gradients
+    for name in ours:
+        np.testing.assert_allclose(ours[name], whole[name], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(our_loss, whole_loss, rtol=1e-6)
+    for variable, ours_g, whole_g in zip(pretrainer.trainable_variables, our_grads, whole_grads):
+        np.testing.assert_allclose(tf.convert_to_tensor(ours_g), tf.convert_to_tensor(whole_g),
+                                   rtol=1e-4, atol=1e-7, err_msg=variable.path)
 
 
 def _reference_loss(batch, outputs):

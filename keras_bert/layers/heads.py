@@ -9,21 +9,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_bert.layers.transformer import get_activation
-
-
-def gather_positions(sequence, positions, flat=False):
-    """sequence (B, T, H), positions (B, P) -> (B, P, H), or (B * P, H) if `flat`.
-
-    Flattened gather as in the original `gather_indexes`: one static-shape
-    gather that XLA and TPUs handle well, instead of a batched gather.
-    """
-    batch, length, hidden = ops.shape(sequence)[0], ops.shape(sequence)[1], ops.shape(sequence)[2]
-    offsets = ops.arange(batch, dtype="int32")[:, None] * length  # (B, 1)
-    flat_positions = ops.reshape(ops.cast(positions, "int32") + offsets, (-1,))  # (B * P,)
-    flat_sequence = ops.reshape(sequence, (-1, hidden))  # (B * T, H)
-    gathered = ops.take(flat_sequence, flat_positions, axis=0)  # (B * P, H)
-    return gathered if flat else ops.reshape(gathered, (batch, -1, hidden))  # (B, P, H)
+from keras_bert.layers.transformer import gather_positions, get_activation
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -60,23 +46,32 @@ class MaskedLMHead(keras.layers.Layer):
         self.output_bias = self.add_weight(
             name="output_bias", shape=(self.token_embedding.input_dim,), initializer="zeros")
 
-    def call(self, sequence_output, masked_lm_positions):
+    def call(self, sequence_output, masked_lm_positions=None):
+        """sequence_output (B, T, H) and masked_lm_positions (B, P) -> logits
+        (B, P, V); without positions, sequence_output is already the hidden
+        states at the masked positions, (B, P, H)."""
         # 2-D (B * P, H) throughout: the transform is one MatMul + BiasAdd, and
         # the product with the (V, H) table as stored (transpose_b) transposes
         # neither the table forward nor its (V, H) gradient backward, with the
         # output bias a fusable BiasAdd: about 13 % less time for this head,
         # its largest cost, than a 3-D matmul against the transposed table.
-        hidden = gather_positions(sequence_output, masked_lm_positions, flat=True)  # (B * P, H)
+        if masked_lm_positions is None:
+            shape = ops.shape(sequence_output)
+            batch, predictions = shape[0], shape[1]
+            hidden = ops.reshape(sequence_output, (-1, shape[2]))  # (B * P, H)
+        else:
+            batch, predictions = ops.shape(masked_lm_positions)[0], ops.shape(masked_lm_positions)[1]
+            hidden = gather_positions(sequence_output, masked_lm_positions, flat=True)  # (B * P, H)
         hidden = self.layer_norm(self.dense(hidden))  # (B * P, H)
         table = ops.cast(self.token_embedding.embeddings, hidden.dtype)  # (V, H)
         logits = tf.matmul(hidden, table, transpose_b=True)  # (B * P, V)
         # Logits in float32: the softmax over 30k classes loses too much in 16 bits.
         logits = tf.nn.bias_add(ops.cast(logits, "float32"), ops.cast(self.output_bias, "float32"))
-        batch, predictions = ops.shape(masked_lm_positions)[0], ops.shape(masked_lm_positions)[1]
         return ops.reshape(logits, (batch, predictions, self.token_embedding.input_dim))  # (B, P, V)
 
-    def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape):
-        return (masked_lm_positions_shape[0], masked_lm_positions_shape[1], self.token_embedding.input_dim)
+    def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape=None):
+        rows = sequence_output_shape if masked_lm_positions_shape is None else masked_lm_positions_shape
+        return (rows[0], rows[1], self.token_embedding.input_dim)
 
     def get_config(self):
         # The embedding layer is shared with the encoder, not owned: the

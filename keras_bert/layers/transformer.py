@@ -39,6 +39,20 @@ def get_activation(name):
     return keras.activations.get(name)
 
 
+def gather_positions(sequence, positions, flat=False):
+    """sequence (B, T, H), positions (B, P) -> (B, P, H), or (B * P, H) if `flat`.
+
+    Flattened gather as in the original `gather_indexes`: one static-shape
+    gather that XLA and TPUs handle well, instead of a batched gather.
+    """
+    batch, length, hidden = ops.shape(sequence)[0], ops.shape(sequence)[1], ops.shape(sequence)[2]
+    offsets = ops.arange(batch, dtype="int32")[:, None] * length  # (B, 1)
+    flat_positions = ops.reshape(ops.cast(positions, "int32") + offsets, (-1,))  # (B * P,)
+    flat_sequence = ops.reshape(sequence, (-1, hidden))  # (B * T, H)
+    gathered = ops.take(flat_sequence, flat_positions, axis=0)  # (B * P, H)
+    return gathered if flat else ops.reshape(gathered, (batch, -1, hidden))  # (B, P, H)
+
+
 @keras.saving.register_keras_serializable(package="keras_bert")
 class SelfAttention(keras.layers.Layer):
     """Multi-head scaled dot-product self-attention with an additive mask bias."""
@@ -70,24 +84,27 @@ class SelfAttention(keras.layers.Layer):
         x = ops.reshape(x, (batch, length, self.num_heads, self.head_size))
         return ops.transpose(x, (0, 2, 1, 3))
 
-    def call(self, hidden, mask_bias, training=None):
-        query = self._split_heads(self.query(hidden))  # (B, N, T, D)
+    def call(self, hidden, mask_bias, query_hidden=None, training=None):
+        """hidden (B, T, H) -> (B, T, H); with `query_hidden` (B, Q, H), only those
+        Q positions attend (to all T): -> (B, Q, H)."""
+        query_hidden = hidden if query_hidden is None else query_hidden
+        query = self._split_heads(self.query(query_hidden))  # (B, N, Q, D)
         key = self._split_heads(self.key(hidden))  # (B, N, T, D)
         value = self._split_heads(self.value(hidden))  # (B, N, T, D)
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
-        scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))  # (B, N, T, T)
+        scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))  # (B, N, Q, T)
         scores = scores + ops.cast(mask_bias, scores.dtype)
         # Softmax in float32: in float16 / bfloat16 the sum over keys loses precision.
         probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), value.dtype)
         probs = self.probs_dropout(probs, training=training)
-        context = ops.matmul(probs, value)  # (B, N, T, D)
-        context = ops.transpose(context, (0, 2, 1, 3))  # (B, T, N, D)
+        context = ops.matmul(probs, value)  # (B, N, Q, D)
+        context = ops.transpose(context, (0, 2, 1, 3))  # (B, Q, N, D)
         batch, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (batch, length, self.num_heads * self.head_size))
-        return self.attention_output(context)  # (B, T, H)
+        return self.attention_output(context)  # (B, Q, H)
 
-    def compute_output_shape(self, hidden_shape, mask_bias_shape):
-        return hidden_shape
+    def compute_output_shape(self, hidden_shape, mask_bias_shape, query_hidden_shape=None):
+        return hidden_shape if query_hidden_shape is None else query_hidden_shape
 
     def get_config(self):
         return {**super().get_config(), "num_heads": self.num_heads,
@@ -136,16 +153,28 @@ class TransformerBlock(keras.layers.Layer):
         self.output_layer_norm.build(input_shape)
         self.hidden_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
 
-    def call(self, hidden, mask_bias, training=None):  # hidden: (B, T, H)
-        attended = self.attention(hidden, mask_bias, training=training)
+    def call(self, hidden, mask_bias, query_positions=None, training=None):
+        """hidden (B, T, H) -> (B, T, H).
+
+        With `query_positions` (B, Q), the block's output only at those
+        positions, (B, Q, H): they attend to all T positions, and the rest of
+        the block (residuals, feed-forward, LayerNorms) runs on Q rows instead
+        of T. The pretrainer's last block needs only [CLS] and the masked
+        positions: 21 of 128 rows at 20 predictions.
+        """
+        queries = hidden if query_positions is None else gather_positions(hidden, query_positions)
+        attended = self.attention(hidden, mask_bias, None if query_positions is None else queries,
+                                  training=training)
         attended = self.hidden_dropout(attended, training=training)
-        hidden = self.attention_layer_norm(hidden + attended)
+        hidden = self.attention_layer_norm(queries + attended)
         feed_forward = self.ffn_output(self.intermediate(hidden))  # (B, T, F) -> (B, T, H)
         feed_forward = self.hidden_dropout(feed_forward, training=training)
         return self.output_layer_norm(hidden + feed_forward)  # (B, T, H)
 
-    def compute_output_shape(self, hidden_shape, mask_bias_shape):
-        return hidden_shape
+    def compute_output_shape(self, hidden_shape, mask_bias_shape, query_positions_shape=None):
+        if query_positions_shape is None:
+            return hidden_shape
+        return (hidden_shape[0], query_positions_shape[1], hidden_shape[2])
 
     def get_config(self):
         return {**super().get_config(), "num_heads": self.num_heads,

@@ -60,10 +60,9 @@ class BertEncoder(keras.Model):
         input_mask = keras.Input(shape=(None,), dtype="int32", name="input_mask")
         segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
 
-        tokens = token_embedding(input_ids)  # (B, T, H)
-        embeddings = tokens + segment_embedding(segment_ids) + position_embedding(tokens)
-        hidden = embeddings_dropout(embeddings_layer_norm(embeddings))
-        mask_bias = mask_bias_layer(input_mask)  # (B, 1, 1, T)
+        hidden, mask_bias = _embed(token_embedding, segment_embedding, position_embedding,
+                                   embeddings_layer_norm, embeddings_dropout, mask_bias_layer,
+                                   input_ids, input_mask, segment_ids)
         encoder_outputs = []
         for block in blocks:
             hidden = block(hidden, mask_bias)  # (B, T, H)
@@ -81,8 +80,18 @@ class BertEncoder(keras.Model):
         self.segment_embedding = segment_embedding
         self.position_embedding = position_embedding
         self.embeddings_layer_norm = embeddings_layer_norm
+        self.embeddings_dropout = embeddings_dropout
+        self.attention_mask_bias = mask_bias_layer
         self.transformer_blocks = blocks
         self.pooler = pooler
+
+    def embed(self, input_ids, input_mask, segment_ids):
+        """The encoder's first stage, for models built from its layers (the
+        pretrainer): ids (B, T) -> the first block's input (B, T, H) and the
+        attention mask bias (B, 1, 1, T)."""
+        return _embed(self.token_embedding, self.segment_embedding, self.position_embedding,
+                      self.embeddings_layer_norm, self.embeddings_dropout,
+                      self.attention_mask_bias, input_ids, input_mask, segment_ids)
 
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name,
@@ -91,3 +100,10 @@ class BertEncoder(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+def _embed(token_embedding, segment_embedding, position_embedding, layer_norm, dropout,
+           mask_bias_layer, input_ids, input_mask, segment_ids):
+    tokens = token_embedding(input_ids)  # (B, T, H)
+    embeddings = tokens + segment_embedding(segment_ids) + position_embedding(tokens)
+    return dropout(layer_norm(embeddings)), mask_bias_layer(input_mask)  # (B, T, H), (B, 1, 1, T)

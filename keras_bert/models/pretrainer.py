@@ -62,13 +62,24 @@ class BertPretrainer(keras.Model):
                 name="next_sentence")
 
         # === Functional Model ===
+        # The encoder's own layers (shared weights), except that the last block
+        # runs only where the losses read it: [CLS] (the pooler) and the masked
+        # positions. The outputs equal those of the whole encoder, and the last
+        # block costs about a third of a full one.
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
                   for name in MODEL_INPUTS}
-        encoded = encoder({name: inputs[name] for name in features.ENCODER_INPUTS})
-        outputs = {"masked_lm_logits": masked_lm_head(
-            encoded["sequence_output"], inputs["masked_lm_positions"])}  # (B, P, V)
+        hidden, mask_bias = encoder.embed(inputs["input_ids"], inputs["input_mask"],
+                                          inputs["segment_ids"])  # (B, T, H), (B, 1, 1, T)
+        *blocks, last_block = encoder.transformer_blocks
+        for block in blocks:
+            hidden = block(hidden, mask_bias)  # (B, T, H)
+        positions = inputs["masked_lm_positions"]  # (B, P)
+        cls_and_masked = ops.concatenate([ops.zeros_like(positions[:, :1]), positions], axis=1)
+        last = last_block(hidden, mask_bias, query_positions=cls_and_masked)  # (B, 1 + P, H)
+        outputs = {"masked_lm_logits": masked_lm_head(last[:, 1:, :])}  # (B, P, V)
         if next_sentence_head is not None:
-            outputs["next_sentence_logits"] = next_sentence_head(encoded["pooled_output"])  # (B, 2)
+            pooled = encoder.pooler(last[:, 0, :])  # (B, H)
+            outputs["next_sentence_logits"] = next_sentence_head(pooled)  # (B, 2)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         # === Config ===

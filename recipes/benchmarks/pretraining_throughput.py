@@ -8,7 +8,10 @@ training step = forward + masked-LM loss + backward + AdamW update, in a
 mixed_bfloat16 too where the CPU has bfloat16 arithmetic, AVX512-BF16 or AMX)
 and is reported at its fastest setting. Ours also trains its next-sentence
 head and tracks two accuracies (the peers here train the masked LM alone), so
-the comparison is conservative for ours.
+the comparison is conservative for ours. Ours runs its last Transformer block
+only at [CLS] and the masked positions, the only rows its losses read (same
+outputs and gradients, tests/test_pretrainer.py); the peers run it over every
+position.
 
 Timing excludes tracing and XLA compilation (two warm-up steps per setting).
 Other processes may share the CPUs, so the settings take turns: each timing
@@ -21,9 +24,11 @@ about a second here, so a step per Python call costs nothing measurable
 Model FLOP utilisation (MFU) = achieved training FLOP/s / peak FLOP/s, with
 training FLOPs = 6 * (matmul weights used per token) * tokens + attention
 (QK^T and PV: 12 * layers * batch * length^2 * hidden), the masked-LM head
-counted over the masked positions only (all three models compute it there);
-peak FLOP/s is the best window of a 2048^3 float32 matmul in TensorFlow,
-measured in the same rotation.
+counted over the masked positions only (all three models compute it there).
+The same count is used for all three models, so ours, which skips most of its
+last block at the unmasked positions, reads a higher MFU than the arithmetic
+it actually does. Peak FLOP/s is the best window of a 2048^3 float32 matmul
+in TensorFlow, measured in the same rotation.
 
     pip install -e .[bench]
     python recipes/benchmarks/pretraining_throughput.py [--presets mini,small] [--windows 5]
