@@ -83,7 +83,37 @@ class GlobalBatchClipping:
 
 @keras.saving.register_keras_serializable(package="keras_bert")
 class AdamW(GlobalBatchClipping, keras.optimizers.AdamW):
-    """keras.optimizers.AdamW with `GlobalBatchClipping`."""
+    """keras.optimizers.AdamW with `GlobalBatchClipping` and a fused update.
+
+    Keras's Adam update is seven separate element-wise ops per variable, each a
+    pass over the variable and its two moments; for BERT's (V, H) embedding
+    table that cost 8 % of a CPU pretraining step at `mini`. TensorFlow's
+    `ResourceApplyAdam` kernel does the same arithmetic (Keras's bias-corrected
+    step size, epsilon outside the square root) in one pass. The decoupled
+    weight decay is still Keras's, applied before the update.
+    """
+
+    def update_step(self, gradient, variable, learning_rate):
+        if self.amsgrad:
+            return super().update_step(gradient, variable, learning_rate)
+        dtype = variable.dtype
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index], self._velocities[index]
+        step = ops.cast(self.iterations + 1, dtype)
+        gradient = tf.convert_to_tensor(gradient)  # IndexedSlices: the kernel is dense
+        tf.raw_ops.ResourceApplyAdam(
+            var=_handle(variable), m=_handle(m), v=_handle(v),
+            beta1_power=ops.power(ops.cast(self.beta_1, dtype), step),
+            beta2_power=ops.power(ops.cast(self.beta_2, dtype), step),
+            lr=ops.cast(learning_rate, dtype), beta1=ops.cast(self.beta_1, dtype),
+            beta2=ops.cast(self.beta_2, dtype), epsilon=ops.cast(self.epsilon, dtype),
+            grad=ops.cast(gradient, dtype))
+
+
+def _handle(variable):
+    """The resource handle of a Keras or tf variable (inside a tf.distribute
+    update, the replica's own component)."""
+    return (variable.value if isinstance(variable, keras.Variable) else variable).handle
 
 
 # Variable-name fragments that get no weight decay (as the original optimizer).

@@ -80,6 +80,40 @@ def test_schedule_and_clipping():
         optimization.create_optimizer("sgd")
 
 
+def test_adamw_equals_a_numpy_adamw_and_sums_repeated_rows():
+    # Written from the update rule (Loshchilov & Hutter, with Keras's bias
+    # correction and epsilon outside the square root): decoupled decay of
+    # lr * wd * w first, none on LayerNorm / bias. The embedding gradient comes
+    # as IndexedSlices with a repeated row: the moments see the summed row.
+    rng = np.random.default_rng(0)
+    start = {"embeddings": rng.normal(size=(3, 2)), "gamma": rng.normal(size=(2,))}
+    lr, wd, b1, b2, eps = 0.05, 0.1, 0.9, 0.999, 1e-6
+    variables = {k: keras.Variable(v.astype("float32"), name=k) for k, v in start.items()}
+    optimizer = optimization.create_adamw(lr, total_steps=10**6, warmup_steps=0, weight_decay=wd)
+    optimizer._learning_rate = lr  # a constant rate keeps the reference short
+    expected = {k: v.copy() for k, v in start.items()}
+    m = {k: np.zeros_like(v) for k, v in start.items()}
+    v2 = {k: np.zeros_like(v) for k, v in start.items()}
+    for t in range(1, 5):
+        rows = rng.normal(size=(3, 2))
+        ids = np.array([0, 0, 2])  # row 0 twice, row 1 never
+        dense = {"embeddings": np.zeros((3, 2)), "gamma": rng.normal(size=(2,))}
+        np.add.at(dense["embeddings"], ids, rows)
+        grads = [tf.IndexedSlices(tf.constant(rows, tf.float32), tf.constant(ids),
+                                  tf.constant([3, 2])),
+                 tf.constant(dense["gamma"], tf.float32)]
+        optimizer.apply_gradients(zip(grads, [variables["embeddings"], variables["gamma"]]))
+        for k in expected:
+            if k == "embeddings":
+                expected[k] -= lr * wd * expected[k]
+            m[k] = b1 * m[k] + (1 - b1) * dense[k]
+            v2[k] = b2 * v2[k] + (1 - b2) * dense[k] ** 2
+            alpha = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+            expected[k] -= alpha * m[k] / (np.sqrt(v2[k]) + eps)
+    for k in expected:
+        np.testing.assert_allclose(variables[k].numpy(), expected[k], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("name", ["adamw", "lamb"])
 def test_clipping_norm_sums_repeated_embedding_rows(name):
     # An embedding's gradient: row 0 looked up twice (3, 0) + (-3, 4) = (0, 4),

@@ -1,2 +1,3 @@
 from keras_bert.layers.embeddings import AttentionMaskBias, PositionEmbedding
+from keras_bert.layers.normalization import LayerNormalization, layer_norm
 from keras_bert.layers.transformer import SelfAttention, TransformerBlock, get_activation

@@ -9,6 +9,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_bert.layers.normalization import LayerNormalization
 from keras_bert.layers.transformer import gather_positions, get_activation
 
 
@@ -36,7 +37,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.dense = keras.layers.Dense(
             token_embedding.output_dim, activation=get_activation(activation),
             kernel_initializer=init, dtype=self.dtype_policy, name="transform")
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="transform_layer_norm")
 
     def build(self, sequence_output_shape, masked_lm_positions_shape=None):

@@ -10,6 +10,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_bert.layers.normalization import LayerNormalization
+
 
 @tf.custom_gradient
 def gelu_exact(x):
@@ -92,7 +94,8 @@ class SelfAttention(keras.layers.Layer):
         key = self._split_heads(self.key(hidden))  # (B, N, T, D)
         value = self._split_heads(self.value(hidden))  # (B, N, T, D)
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
-        scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))  # (B, N, Q, T)
+        # transpose_b: the kernel reads K as stored, no transposed copy (nor its gradient's).
+        scores = tf.linalg.matmul(query, key, transpose_b=True)  # (B, N, Q, T)
         scores = scores + ops.cast(mask_bias, scores.dtype)
         # Softmax in float32: in float16 / bfloat16 the sum over keys loses precision.
         probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), value.dtype)
@@ -139,7 +142,7 @@ class TransformerBlock(keras.layers.Layer):
             self.num_heads, hidden // self.num_heads, dropout=self.attention_dropout,
             initializer_range=self.initializer_range, dtype=policy, name="attention")
         self.attention.build(input_shape)
-        self.attention_layer_norm = keras.layers.LayerNormalization(
+        self.attention_layer_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_layer_norm")
         self.attention_layer_norm.build(input_shape)
         self.intermediate = keras.layers.Dense(
@@ -148,7 +151,7 @@ class TransformerBlock(keras.layers.Layer):
         self.intermediate.build(input_shape)
         self.ffn_output = keras.layers.Dense(hidden, kernel_initializer=init, dtype=policy, name="output")
         self.ffn_output.build(input_shape[:-1] + (self.intermediate_size,))
-        self.output_layer_norm = keras.layers.LayerNormalization(
+        self.output_layer_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="output_layer_norm")
         self.output_layer_norm.build(input_shape)
         self.hidden_dropout = keras.layers.Dropout(self.dropout, dtype=policy)

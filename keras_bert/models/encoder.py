@@ -7,7 +7,8 @@ L = number of layers.
 import keras
 
 from keras_bert.config import BertConfig
-from keras_bert.layers import AttentionMaskBias, PositionEmbedding, TransformerBlock
+from keras_bert.layers import (AttentionMaskBias, LayerNormalization, PositionEmbedding,
+                               TransformerBlock)
 
 LAYER_NORM_EPSILON = 1e-12
 
@@ -36,7 +37,7 @@ class BertEncoder(keras.Model):
         position_embedding = PositionEmbedding(
             config.max_position_embeddings, initializer=init, dtype=dtype,
             name="position_embedding")
-        embeddings_layer_norm = keras.layers.LayerNormalization(
+        embeddings_layer_norm = LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="embeddings_layer_norm")
         embeddings_dropout = keras.layers.Dropout(
             config.hidden_dropout_prob, dtype=dtype, name="embeddings_dropout")
