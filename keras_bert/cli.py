@@ -160,7 +160,13 @@ def add_create_pretraining_data(subparsers):
 
 
 def run_create_pretraining_data(args):
+    import os
+    from keras_bert import pretraining_data
     from keras_bert.startup import import_tensorflow_lean
+    num_workers = os.cpu_count() if args.num_workers is None else args.num_workers
+    # Workers first: small forks that start while TensorFlow is imported.
+    pool = (pretraining_data.start_workers(num_workers)
+            if num_workers > 1 and not args.runner else None)
     import_tensorflow_lean()  # no Keras model here: skip the optional extras (seconds)
     from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
     options = PretrainingOptions(
@@ -177,10 +183,14 @@ def run_create_pretraining_data(args):
             do_lower_case=args.do_lower_case, num_shards=args.num_shards, gzip=args.gzip,
             runner=args.runner, pipeline_args=shlex.split(args.pipeline_options))
     else:
-        summary = create_pretraining_data(
-            args.input_file, args.output_file, args.vocab_file, options,
-            do_lower_case=args.do_lower_case, num_shards=args.num_shards,
-            num_workers=args.num_workers, gzip=args.gzip, progress=not args.quiet)
+        try:
+            summary = create_pretraining_data(
+                args.input_file, args.output_file, args.vocab_file, options,
+                do_lower_case=args.do_lower_case, num_shards=args.num_shards,
+                num_workers=num_workers, gzip=args.gzip, progress=not args.quiet, pool=pool)
+        finally:
+            if pool is not None:
+                pool.terminate()
     print(summary.to_text(options))
 
 

@@ -624,18 +624,33 @@ def process_block(block, options, vocab, encoder):
 
 
 
-def _worker_init(options, vocab, in_pool=False):
-    global _WORKER
-    if in_pool:
-        # Ctrl-C goes to the whole process group; only the parent handles it
-        # (it terminates the pool and removes the unfinished shards).
-        import signal
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _WORKER = (options, vocab, ExampleEncoder(max(vocab.size, options.max_seq_length) + 1))
+def _ignore_interrupts():
+    # Ctrl-C goes to the whole process group; only the parent handles it (it
+    # terminates the pool and removes the unfinished shards).
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _worker_process(block):
-    options, vocab, encoder = _WORKER
+def start_workers(num_workers):
+    """A pool of `num_workers` processes for `create_pretraining_data(pool=...)`.
+
+    The workers run only NumPy and Python (`process_block`). Started before
+    the parent imports TensorFlow (as the command line does), they are small
+    forks of a small process that overlap with that import, instead of forks
+    of a 600 MB one whose pages they would copy on write.
+    """
+    import multiprocessing
+    return multiprocessing.get_context("fork").Pool(num_workers, initializer=_ignore_interrupts)
+
+
+_ENCODERS = {}  # per process: ExampleEncoder by table size
+
+
+def _process_block_in_worker(block, options, vocab):
+    table_size = max(vocab.size, options.max_seq_length) + 1
+    encoder = _ENCODERS.get(table_size)
+    if encoder is None:
+        encoder = _ENCODERS[table_size] = ExampleEncoder(table_size)
     return process_block(block, options, vocab, encoder)
 
 
@@ -896,7 +911,7 @@ def _cached_tokenizer(vocab_file, do_lower_case, file_key):
 
 def create_pretraining_data(input_file, output_file, vocab_file, options=None,
                             do_lower_case=True, num_shards=1, num_workers=None, gzip=False,
-                            progress=False):
+                            progress=False, pool=None):
     """Text files -> TFRecord shards of pretraining instances; returns a `Summary`.
 
     Args:
@@ -908,8 +923,9 @@ def create_pretraining_data(input_file, output_file, vocab_file, options=None,
       options: `PretrainingOptions`.
       num_workers: processes creating instances; default all cores. Any value
         gives the same bytes.
+      pool: `start_workers(num_workers)`'s pool to use (and leave running)
+        instead of starting one here.
     """
-    import multiprocessing
     import collections
     import os
     import time
@@ -937,11 +953,9 @@ def create_pretraining_data(input_file, output_file, vocab_file, options=None,
     writers = [tf.io.TFRecordWriter(path, options="GZIP" if gzip else "") for path in temporary]
     # Workers only run NumPy / Python (process_block), never TensorFlow, so
     # forking this process (which has TensorFlow loaded) is safe.
-    pool = (multiprocessing.get_context("fork").Pool(
-        num_workers, initializer=_worker_init, initargs=(options, vocab, True))
-        if num_workers > 1 else None)
-    if pool is None:
-        _worker_init(options, vocab)
+    own_pool = pool is None and num_workers > 1
+    if own_pool:
+        pool = start_workers(num_workers)
     shard = 0
 
     def write(result, bytes_done):
@@ -962,9 +976,10 @@ def create_pretraining_data(input_file, output_file, vocab_file, options=None,
             if block.num_documents == 0:
                 continue
             if pool is None:
-                write(_worker_process(block), stats.bytes_read)
+                write(_process_block_in_worker(block, options, vocab), stats.bytes_read)
                 continue
-            pending.append((pool.apply_async(_worker_process, (block,)), stats.bytes_read))
+            pending.append((pool.apply_async(_process_block_in_worker, (block, options, vocab)),
+                            stats.bytes_read))
             # Bounded look-ahead keeps memory flat; results are written in block order.
             while len(pending) > 2 * num_workers or (pending and pending[0][0].ready()):
                 result, bytes_done = pending.popleft()
@@ -974,7 +989,7 @@ def create_pretraining_data(input_file, output_file, vocab_file, options=None,
             write(result.get(), bytes_done)
         completed = True
     finally:
-        if pool is not None:
+        if own_pool:
             # Every result is in (or the run failed): no need to wait for the
             # workers to wind down their interpreters.
             pool.terminate()

@@ -106,12 +106,21 @@ def test_whole_word_masking_never_splits_a_word(two_novels, vocab_file, tmp_path
 
 def test_same_bytes_whatever_the_number_of_workers(static_run, two_novels, vocab_file, tmp_path):
     summary, _ = static_run
-    again = create_pretraining_data(two_novels, str(tmp_path / "train.tfrecord"), vocab_file,
+    runs = [create_pretraining_data(two_novels, str(tmp_path / "one.tfrecord"), vocab_file,
                                     PretrainingOptions(dupe_factor=1), num_shards=2,
-                                    num_workers=1)
-    for ours, theirs in zip(summary.output_files, again.output_files):
-        with open(ours, "rb") as a, open(theirs, "rb") as b:
-            assert a.read() == b.read()
+                                    num_workers=1)]
+    # The command line's way: workers started before TensorFlow, kept running after.
+    pool = pretraining_data.start_workers(3)
+    try:
+        runs.append(create_pretraining_data(
+            two_novels, str(tmp_path / "three.tfrecord"), vocab_file,
+            PretrainingOptions(dupe_factor=1), num_shards=2, num_workers=3, pool=pool))
+    finally:
+        pool.terminate()
+    for again in runs:
+        for ours, theirs in zip(summary.output_files, again.output_files):
+            with open(ours, "rb") as a, open(theirs, "rb") as b:
+                assert a.read() == b.read()
 
 
 def test_model_garden_loader_reads_our_records(static_run):
