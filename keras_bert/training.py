@@ -423,6 +423,15 @@ def pretrain(config):
     if not isinstance(config, PretrainConfig):
         config = load_config(**config) if isinstance(config, dict) else load_config(config)
     strategy = distribute.build_strategy(config.strategy, tpu=config.tpu, devices=config.devices)
+    if config.gradient_accumulation_steps > 1 and strategy.num_replicas_in_sync > 1:
+        # Checked with MirroredStrategy on 2 CPUs: "merge_call called while
+        # defining a new graph" from inside Keras' tf.cond, at the first step.
+        raise ValueError(
+            f"gradient_accumulation_steps={config.gradient_accumulation_steps} works on one "
+            f"replica only; strategy {config.strategy!r} has {strategy.num_replicas_in_sync}: "
+            "Keras 3 applies accumulated gradients inside a tf.cond, where tf.distribute "
+            "cannot all-reduce them. Set gradient_accumulation_steps: 1 and raise batch_size "
+            "(each replica gets batch_size / replicas), or train on one device.")
     multi_worker = distribute.is_multi_worker(strategy)
     custom_loop = config.train_loop == "custom" or (config.train_loop == "auto" and multi_worker)
     chief = distribute.is_chief(strategy)

@@ -165,6 +165,21 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path):
         np.testing.assert_allclose(one, accumulated, rtol=1e-4, atol=1e-6)
 
 
+def test_gradient_accumulation_with_several_replicas_is_refused(data_dir, tmp_path, monkeypatch):
+    # Keras 3 applies accumulated gradients inside a tf.cond, where tf.distribute
+    # cannot all-reduce (MirroredStrategy on 2 CPUs: "merge_call called while
+    # defining a new graph"): refused up front, with what to do instead.
+    class TwoReplicas:
+        num_replicas_in_sync = 2
+
+    monkeypatch.setattr(training.distribute, "build_strategy", lambda *a, **k: TwoReplicas())
+    config = tiny_config(data_dir, tmp_path / "run", strategy="mirrored",
+                         gradient_accumulation_steps=2)
+    with pytest.raises(ValueError, match="gradient_accumulation_steps=2 works on one replica only"):
+        training.pretrain(config)
+    assert not (tmp_path / "run").exists()
+
+
 # === Config files ===
 
 def test_load_config_from_yaml_with_overrides(tmp_path):
