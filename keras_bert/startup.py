@@ -11,28 +11,37 @@ text or write TFRecords. Every one of those imports is optional in its
 importer (`try: import sklearn / except ImportError: sklearn = None`), so a
 process that only makes data can hide them while TensorFlow loads.
 
+Keras itself goes the same way (0.4-0.5 s): TensorFlow's own import of it is
+optional too, and tensorflow-text's Keras layers (`tensorflow_text.keras`,
+which a tokenizer does not use) are replaced by an empty module while it loads.
+
 The importers keep `None` for the rest of the process (Keras' scikit-learn
-wrapper, for one, then reports scikit-learn missing), hence this is for
-commands such as `keras-bert create-pretraining-data`, never for the library.
+wrapper, for one, then reports scikit-learn missing; `tensorflow_text.keras`
+is absent), hence this is for commands such as `keras-bert
+create-pretraining-data`, never for the library.
 """
 
 import gc
 import sys
+import types
 
 OPTIONAL_PACKAGES = ("sklearn", "matplotlib", "pandas", "scipy", "cv2", "googleapiclient")
+TEXT_KERAS = "tensorflow_text.python.keras"
 
 
 def import_tensorflow_lean():
-    """Imports tensorflow and tensorflow_text without `OPTIONAL_PACKAGES`.
+    """Imports tensorflow and tensorflow_text without `OPTIONAL_PACKAGES` nor Keras.
 
     Nothing happens when TensorFlow is already imported. The packages are
     hidden only during the import: importing one afterwards works as usual.
     """
     if "tensorflow" in sys.modules:
         return
-    hidden = [name for name in OPTIONAL_PACKAGES if name not in sys.modules]
+    hidden = [name for name in OPTIONAL_PACKAGES + ("keras",) if name not in sys.modules]
     for name in hidden:
         sys.modules[name] = None  # `import name` now raises ImportError
+    sys.modules[TEXT_KERAS] = types.ModuleType(TEXT_KERAS, "tensorflow-text's Keras layers, "
+                                               "not loaded (keras_bert.startup)")
     # The import creates about a million objects that live as long as the
     # process; the garbage collector would scan them again and again (~0.8 s of
     # the import, ~0.3 s of tracing the tokenizer). Freezing moves them out of
@@ -46,6 +55,10 @@ def import_tensorflow_lean():
         for name in hidden:
             if name in sys.modules and sys.modules[name] is None:
                 del sys.modules[name]
+        stub = sys.modules.pop(TEXT_KERAS)
+        for package in ("tensorflow_text", "tensorflow_text.python"):
+            if getattr(sys.modules.get(package), "keras", None) is stub:
+                delattr(sys.modules[package], "keras")
         gc.freeze()
         if collecting:
             gc.enable()

@@ -1,4 +1,4 @@
-"""Start-up cost: `import keras_bert` is light, data commands skip Keras' optional extras."""
+"""Start-up cost: `import keras_bert` is light, data commands skip Keras and its optional extras."""
 
 import importlib.util
 import json
@@ -55,11 +55,13 @@ def test_create_pretraining_data_command_skips_the_optional_extras(tmp_path, rea
         "from keras_bert.cli import main\n"
         f"code = main(['create-pretraining-data', '--input-file', {str(text)!r}, "
         f"'--output-file', {out!r}, '--vocab-file', {real_vocab_file!r}, '--quiet'])\n"
-        f"loaded = [m for m in {OPTIONAL_PACKAGES!r} if m in sys.modules]\n"
+        f"loaded = [m for m in {OPTIONAL_PACKAGES!r} + ('keras',) if m in sys.modules]\n"
         # Hidden only while TensorFlow loads: importable afterwards.
         f"for m in {installed!r}: __import__(m)\n"
-        "print(json.dumps([code, loaded, 'keras_bert.models' in sys.modules]))")
-    assert report == [0, [], False]
+        "import keras, tensorflow as tf\n"
+        "layer_ok = isinstance(keras.layers.Dense(2), tf.keras.layers.Layer)\n"
+        "print(json.dumps([code, loaded, 'keras_bert.models' in sys.modules, layer_ok]))")
+    assert report == [0, [], False, True]
     assert os.path.getsize(out) > 0
 
 
