@@ -167,9 +167,8 @@ def run_create_pretraining_data(args):
     # Workers first: small forks that start while TensorFlow is imported.
     pool = (pretraining_data.start_workers(num_workers)
             if num_workers > 1 and not args.runner else None)
-    import_tensorflow_lean()  # no Keras model here: skip the optional extras (seconds)
-    from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
-    options = PretrainingOptions(
+    import_tensorflow_lean()  # no Keras model here: skip Keras and its extras (seconds)
+    options = pretraining_data.PretrainingOptions(
         max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
         masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
         dupe_factor=args.dupe_factor, random_seed=args.random_seed,
@@ -184,7 +183,7 @@ def run_create_pretraining_data(args):
             runner=args.runner, pipeline_args=shlex.split(args.pipeline_options))
     else:
         try:
-            summary = create_pretraining_data(
+            summary = pretraining_data.create_pretraining_data(
                 args.input_file, args.output_file, args.vocab_file, options,
                 do_lower_case=args.do_lower_case, num_shards=args.num_shards,
                 num_workers=num_workers, gzip=args.gzip, progress=not args.quiet, pool=pool)

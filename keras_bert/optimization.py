@@ -85,9 +85,9 @@ class GlobalBatchClipping:
 class AdamW(GlobalBatchClipping, keras.optimizers.AdamW):
     """keras.optimizers.AdamW with `GlobalBatchClipping` and a fused update.
 
-    Keras's Adam update is seven separate element-wise ops per variable, each a
-    pass over the variable and its two moments; for BERT's (V, H) embedding
-    table that cost 8 % of a CPU pretraining step at `mini`. TensorFlow's
+    Keras's Adam update is about a dozen separate element-wise ops per
+    variable, each a pass over the variable or its moments; with BERT's (V, H)
+    embedding table they took 8 % of a CPU pretraining step at `mini`. TensorFlow's
     `ResourceApplyAdam` kernel does the same arithmetic (Keras's bias-corrected
     step size, epsilon outside the square root) in one pass. The decoupled
     weight decay is still Keras's, applied before the update.

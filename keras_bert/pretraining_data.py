@@ -646,7 +646,7 @@ def start_workers(num_workers):
 _ENCODERS = {}  # per process: ExampleEncoder by table size
 
 
-def _process_block_in_worker(block, options, vocab):
+def _process_block_with_cached_encoder(block, options, vocab):
     table_size = max(vocab.size, options.max_seq_length) + 1
     encoder = _ENCODERS.get(table_size)
     if encoder is None:
@@ -976,9 +976,9 @@ def create_pretraining_data(input_file, output_file, vocab_file, options=None,
             if block.num_documents == 0:
                 continue
             if pool is None:
-                write(_process_block_in_worker(block, options, vocab), stats.bytes_read)
+                write(_process_block_with_cached_encoder(block, options, vocab), stats.bytes_read)
                 continue
-            pending.append((pool.apply_async(_process_block_in_worker, (block, options, vocab)),
+            pending.append((pool.apply_async(_process_block_with_cached_encoder, (block, options, vocab)),
                             stats.bytes_read))
             # Bounded look-ahead keeps memory flat; results are written in block order.
             while len(pending) > 2 * num_workers or (pending and pending[0][0].ready()):

@@ -21,6 +21,15 @@ def _run_python(code):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.fixture
+def two_documents(tmp_path):
+    """A corpus of two short documents, and where to write its records."""
+    text = tmp_path / "t.txt"
+    text.write_text("The first sentence here.\nA second one follows.\n\n"
+                    "Another document starts.\nIt ends here.\n")
+    return text, str(tmp_path / "o.tfrecord")
+
+
 def test_import_keras_bert_loads_neither_keras_nor_tensorflow():
     loaded = _run_python(
         "import json, sys, keras_bert\n"
@@ -44,11 +53,9 @@ def test_public_names_are_the_classes():
 
 
 @pytest.mark.slow
-def test_create_pretraining_data_command_skips_the_optional_extras(tmp_path, real_vocab_file):
-    text = tmp_path / "t.txt"
-    text.write_text("The first sentence here.\nA second one follows.\n\n"
-                    "Another document starts.\nIt ends here.\n")
-    out = str(tmp_path / "o.tfrecord")
+def test_create_pretraining_data_command_skips_the_optional_extras(two_documents,
+                                                                    real_vocab_file):
+    text, out = two_documents
     installed = [m for m in OPTIONAL_PACKAGES if importlib.util.find_spec(m) is not None]
     report = _run_python(
         "import json, sys\n"
@@ -66,11 +73,8 @@ def test_create_pretraining_data_command_skips_the_optional_extras(tmp_path, rea
 
 
 @pytest.mark.slow
-def test_command_line_exits_at_once_with_everything_written(tmp_path, real_vocab_file):
-    text = tmp_path / "t.txt"
-    text.write_text("The first sentence here.\nA second one follows.\n\n"
-                    "Another document starts.\nIt ends here.\n")
-    out = str(tmp_path / "o.tfrecord")
+def test_command_line_exits_at_once_with_everything_written(two_documents, real_vocab_file):
+    text, out = two_documents
     # Output to a pipe (block-buffered) must still be complete after the fast exit.
     result = subprocess.run(
         [sys.executable, "-m", "keras_bert.cli", "create-pretraining-data", "--input-file",
