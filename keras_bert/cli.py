@@ -201,7 +201,7 @@ def add_pretrain(subparsers):
     parser.add_argument("--config", required=True, help="YAML or JSON recipe (see recipes/pretraining)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a recipe field, e.g. --set train_steps=10")
-    parser.set_defaults(run=run_pretrain)
+    parser.set_defaults(run=run_pretrain, fast_cpu_training=True)
 
 
 def run_pretrain(args):
@@ -266,7 +266,7 @@ def add_finetune(subparsers):
                         help="batch examples of similar lengths (much faster on CPU)")
     parser.add_argument("--no-tensorboard", action="store_true")
     _add_data_arguments(parser)
-    parser.set_defaults(run=run_finetune)
+    parser.set_defaults(run=run_finetune, fast_cpu_training=True)
 
 
 def run_finetune(args):
@@ -350,7 +350,7 @@ def add_quickstart(subparsers):
     parser.add_argument("--corpus", default=None,
                         help="glob of books with CHAPTER headings (default: data/austen/*.txt)")
     parser.add_argument("--fast", action="store_true", help="a sliver of everything (for tests)")
-    parser.set_defaults(run=run_quickstart)
+    parser.set_defaults(run=run_quickstart, fast_cpu_training=True)
 
 
 def run_quickstart(args):
@@ -381,6 +381,9 @@ def command_reference():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    if getattr(args, "fast_cpu_training", False):
+        from keras_bert.startup import use_fast_cpu_training_settings
+        use_fast_cpu_training_settings()
     try:
         code = args.run(args) or 0
     except (FileNotFoundError, FileExistsError, ValueError) as e:

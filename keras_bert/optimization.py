@@ -1,6 +1,6 @@
 """Optimisers of the paper: AdamW without decay on LayerNorm and biases, with
 linear warmup then linear decay to zero; LAMB for large batches; global-norm
-clipping and gradient accumulation for both."""
+clipping for both (gradient accumulation: `BertPretrainer.compile`)."""
 
 import keras
 import tensorflow as tf
@@ -11,8 +11,9 @@ from keras import ops
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     """0 -> peak over `warmup_steps`, then linearly to 0 at `total_steps`.
 
-    `batches_per_step`: with gradient accumulation Keras calls the schedule
-    with the count of batches, not of updates; steps here are updates.
+    `batches_per_step`: with Keras' own gradient accumulation (the optimizer's
+    `gradient_accumulation_steps`) Keras calls the schedule with the count of
+    batches, not of updates; steps here are updates.
     """
 
     def __init__(self, peak_learning_rate, total_steps, warmup_steps, batches_per_step=1):
@@ -193,21 +194,19 @@ OPTIMIZERS = ("adamw", "lamb")
 
 
 def create_optimizer(name="adamw", learning_rate=1e-4, total_steps=1_000_000, warmup_steps=10_000,
-                     weight_decay=0.01, clipnorm=1.0, gradient_accumulation_steps=None):
+                     weight_decay=0.01, clipnorm=1.0):
     """The pretraining optimizer: AdamW (the paper) or LAMB (large batches), with
     linear warmup then linear decay to zero, and global-norm clipping.
 
-    `gradient_accumulation_steps` (>= 2) averages the gradients of that many
-    consecutive batches before each update: an effective batch that many times
-    larger on a device that holds only one batch. `total_steps` and
-    `warmup_steps` count updates, not batches.
+    Gradient accumulation for BertPretrainer is `compile(...,
+    gradient_accumulation_steps=k)`, which works under every tf.distribute
+    strategy; Keras' own (the optimizer's `gradient_accumulation_steps`) works
+    on one replica only.
     """
-    accumulation = gradient_accumulation_steps if (gradient_accumulation_steps or 1) > 1 else None
     if name == "adamw":
         return create_adamw(learning_rate, total_steps, warmup_steps, weight_decay=weight_decay,
-                            clipnorm=clipnorm, gradient_accumulation_steps=accumulation)
+                            clipnorm=clipnorm)
     if name == "lamb":
-        return Lamb(WarmupLinearDecay(learning_rate, total_steps, warmup_steps, accumulation or 1),
-                    weight_decay_rate=weight_decay, global_clipnorm=clipnorm,
-                    gradient_accumulation_steps=accumulation)
+        return Lamb(WarmupLinearDecay(learning_rate, total_steps, warmup_steps),
+                    weight_decay_rate=weight_decay, global_clipnorm=clipnorm)
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")

@@ -7,9 +7,11 @@ latest checkpoint of `model_dir` if there is one; train; evaluate; export.
 Two training loops, chosen by `train_loop: auto`:
 - `fit`: Keras `Model.fit` (progress bar, callbacks, `jit_compile`,
   `steps_per_execution`), for one device, MirroredStrategy and TPUStrategy.
-- `custom`: `strategy.run` + `GradientTape` over the same model and the same
-  `compute_loss`, for MultiWorkerMirroredStrategy, which Keras 3's `fit`
-  does not support (keras-team/keras#20585).
+- `custom`: `strategy.run` over the same step (`BertPretrainer.apply_training_step`:
+  GradientTape, losses, apply), for MultiWorkerMirroredStrategy, which Keras
+  3's `fit` does not support (keras-team/keras#20585).
+Both accumulate gradients over `gradient_accumulation_steps` micro-batches
+inside that step, so accumulation works under every strategy.
 
 Resuming: a checkpoint (model, optimizer and its step) is written every
 `checkpoint_every` steps by tf.train.CheckpointManager, which writes the
@@ -59,7 +61,9 @@ class PretrainConfig:
     warmup_steps: int = 10_000
     weight_decay: float = 0.01
     clipnorm: float = 1.0  # global-norm clipping; null for none
-    gradient_accumulation_steps: int = 1  # batches averaged per update
+    # Micro-batches of batch_size per update (effective batch batch_size * this),
+    # run one after another: for a big batch on small devices, any strategy.
+    gradient_accumulation_steps: int = 1
     # === Runtime ===
     model_dir: str = None
     strategy: str = "auto"  # auto, one_device, mirrored, multi_worker, tpu
@@ -97,9 +101,9 @@ class PretrainConfig:
         if self.train_steps % self.checkpoint_every:
             raise ValueError(f"train_steps ({self.train_steps}) must be a multiple of "
                              f"checkpoint_every ({self.checkpoint_every})")
-        if (self.checkpoint_every * self.gradient_accumulation_steps) % self.steps_per_execution:
-            raise ValueError("checkpoint_every * gradient_accumulation_steps must be a multiple "
-                             "of steps_per_execution")
+        if self.checkpoint_every % self.steps_per_execution:
+            raise ValueError(f"checkpoint_every ({self.checkpoint_every}) must be a multiple "
+                             f"of steps_per_execution ({self.steps_per_execution})")
         if not self.train_files:
             raise ValueError("config field train_files is required")
         if not self.model_dir:
@@ -184,21 +188,23 @@ def build_optimizer(config):
     """The run's optimizer (a checkpoint of the run restores into it)."""
     return create_optimizer(
         config.optimizer, config.learning_rate, config.train_steps, config.warmup_steps,
-        weight_decay=config.weight_decay, clipnorm=config.clipnorm,
-        gradient_accumulation_steps=config.gradient_accumulation_steps)
+        weight_decay=config.weight_decay, clipnorm=config.clipnorm)
 
 
 # === Data ===
 
 def distributed_dataset(strategy, config, file_pattern, is_training, skip_steps=0):
-    """Per-replica batches of `batch_size / replicas`, each worker reading its own
-    files; with `skip_steps`, the first that many (micro-)steps are skipped."""
+    """Per-replica batches of `batch_size / replicas` (times gradient_accumulation_steps
+    for training: one element per update), each worker reading its own files;
+    with `skip_steps`, the first that many steps are skipped."""
     if config.batch_size % strategy.num_replicas_in_sync:
         raise ValueError(f"batch_size {config.batch_size} is not divisible by the "
                          f"{strategy.num_replicas_in_sync} replicas")
 
     def dataset_fn(input_context):
         per_replica = input_context.get_per_replica_batch_size(config.batch_size)
+        if is_training:
+            per_replica *= config.gradient_accumulation_steps
         dataset = inputs.pretraining_dataset(
             file_pattern, config.seq_length, config.max_predictions_per_seq, per_replica,
             is_training=is_training, with_next_sentence=config.objective != "none",
@@ -215,7 +221,7 @@ def distributed_dataset(strategy, config, file_pattern, is_training, skip_steps=
 # === Checkpoints and export ===
 
 def optimizer_step(optimizer):
-    """Optimizer updates so far (batches / gradient_accumulation_steps)."""
+    """Optimizer updates so far."""
     return int(keras.ops.convert_to_numpy(optimizer.iterations))
 
 
@@ -347,11 +353,10 @@ class _FitCallback(keras.callbacks.Callback):
 # === Training loops ===
 
 def _fit(pretrainer, dataset, config, start_step, log, writer):
-    accumulation = config.gradient_accumulation_steps
     pretrainer.fit(
         dataset, initial_epoch=start_step // config.checkpoint_every,
         epochs=config.train_steps // config.checkpoint_every,
-        steps_per_epoch=config.checkpoint_every * accumulation,
+        steps_per_epoch=config.checkpoint_every,
         callbacks=[_FitCallback(log, writer, config.log_every)], verbose=config.verbose,
         shuffle=False)
 
@@ -359,31 +364,21 @@ def _fit(pretrainer, dataset, config, start_step, log, writer):
 def _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer):
     """strategy.run + GradientTape: the path for MultiWorkerMirroredStrategy."""
     optimizer = pretrainer.optimizer
-    variables = pretrainer.trainable_variables
-
-    def step_fn(batch):
-        with tf.GradientTape() as tape:
-            predictions = pretrainer(batch, training=True)
-            loss = pretrainer.compute_loss(x=batch, y_pred=predictions, training=True)
-            scaled = optimizer.scale_loss(loss)
-        gradients = tape.gradient(scaled, variables)
-        optimizer.apply_gradients(zip(gradients, variables))
 
     @tf.function(jit_compile=False)
     def run_steps(iterator, count):
         for _ in tf.range(count):
-            strategy.run(step_fn, args=(next(iterator),))
+            strategy.run(pretrainer.apply_training_step, args=(next(iterator),))
 
     iterator = iter(dataset)
-    micro_steps_per_checkpoint = config.checkpoint_every * config.gradient_accumulation_steps
-    chunk = min(config.steps_per_execution, micro_steps_per_checkpoint)
+    chunk = min(config.steps_per_execution, config.checkpoint_every)
     log.restart_clock()
     for _ in range(start_step // config.checkpoint_every,
                    config.train_steps // config.checkpoint_every):
         for metric in pretrainer.metrics:
             metric.reset_state()
         done = 0
-        while done < micro_steps_per_checkpoint:
+        while done < config.checkpoint_every:
             run_steps(iterator, tf.constant(chunk))
             done += chunk
             step = optimizer_step(optimizer)
@@ -423,15 +418,6 @@ def pretrain(config):
     if not isinstance(config, PretrainConfig):
         config = load_config(**config) if isinstance(config, dict) else load_config(config)
     strategy = distribute.build_strategy(config.strategy, tpu=config.tpu, devices=config.devices)
-    if config.gradient_accumulation_steps > 1 and strategy.num_replicas_in_sync > 1:
-        # Checked with MirroredStrategy on 2 CPUs: "merge_call called while
-        # defining a new graph" from inside Keras' tf.cond, at the first step.
-        raise ValueError(
-            f"gradient_accumulation_steps={config.gradient_accumulation_steps} works on one "
-            f"replica only; strategy {config.strategy!r} has {strategy.num_replicas_in_sync}: "
-            "Keras 3 applies accumulated gradients inside a tf.cond, where tf.distribute "
-            "cannot all-reduce them. Set gradient_accumulation_steps: 1 and raise batch_size "
-            "(each replica gets batch_size / replicas), or train on one device.")
     multi_worker = distribute.is_multi_worker(strategy)
     custom_loop = config.train_loop == "custom" or (config.train_loop == "auto" and multi_worker)
     chief = distribute.is_chief(strategy)
@@ -447,7 +433,8 @@ def pretrain(config):
         pretrainer = build_model(config)
         optimizer = build_optimizer(config)
         pretrainer.compile(optimizer=optimizer, jit_compile=resolve_jit_compile(config.jit_compile),
-                           steps_per_execution=config.steps_per_execution)
+                           steps_per_execution=config.steps_per_execution,
+                           gradient_accumulation_steps=config.gradient_accumulation_steps)
         # Built now so that restoring fills every slot variable at once.
         pretrainer.optimizer.build(pretrainer.trainable_variables)
     writer = CheckpointWriter(strategy, pretrainer, config)
@@ -462,8 +449,7 @@ def pretrain(config):
     log = TrainingLog(config, pretrainer.optimizer, enabled=chief)
     if start_step < config.train_steps:
         dataset = distributed_dataset(
-            strategy, config, config.train_files, is_training=True,
-            skip_steps=start_step * config.gradient_accumulation_steps)
+            strategy, config, config.train_files, is_training=True, skip_steps=start_step)
         if custom_loop:
             _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer)
         else:

@@ -86,3 +86,22 @@ def test_command_line_exits_at_once_with_everything_written(two_documents, real_
     instances = int(result.stdout.split("instances: ")[1].split()[0])
     import tensorflow as tf
     assert sum(1 for _ in tf.data.TFRecordDataset(out)) == instances > 0
+
+
+def test_training_commands_turn_on_the_fast_cpu_settings_unless_set():
+    # Set before TensorFlow loads (it reads them once), never over the user's
+    # own values; the data commands leave them alone.
+    code = ("import json, os, sys\n"
+            "from keras_bert import cli\n"
+            "os.environ['TF_CPU_ALLOCATOR_USE_BFC'] = 'false'\n"
+            "cli.main(['pretrain', '--config', 'missing.yaml'])\n"
+            "loaded = 'tensorflow' in sys.modules\n"
+            "print(json.dumps([os.environ.get(n) for n in "
+            "('TF_ENABLE_ONEDNN_OPTS', 'TF_CPU_ALLOCATOR_USE_BFC')] + [loaded]))")
+    assert _run_python(code) == ["1", "false", True]
+    import tensorflow  # noqa: F401
+    from keras_bert.startup import FAST_CPU_TRAINING, use_fast_cpu_training_settings
+    environ = {}
+    # With TensorFlow loaded it is too late to change anything.
+    assert use_fast_cpu_training_settings(environ) == [] and environ == {}
+    assert FAST_CPU_TRAINING == {"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPU_ALLOCATOR_USE_BFC": "true"}

@@ -145,39 +145,66 @@ def test_lamb_takes_indexed_slices_unclipped():
     assert not np.allclose(results[0], 1.0)
 
 
-@pytest.mark.slow
-def test_gradient_accumulation_equals_one_big_batch(tmp_path):
-    path = write_records(tmp_path / "full.tfrecord", 8, seq_length=16, full_predictions=True)
-    results = []
-    for batch_size, accumulation in ((8, 1), (4, 2)):
-        keras.utils.set_random_seed(3)
-        pretrainer = BertPretrainer(BertEncoder(TINY))
-        pretrainer.compile(optimizer=optimization.create_optimizer(
-            "adamw", 1e-2, total_steps=10, warmup_steps=2, gradient_accumulation_steps=accumulation), jit_compile=False)
-        dataset = inputs.pretraining_dataset(path, 16, 4, batch_size, is_training=False)
-        pretrainer.fit(dataset.repeat(), steps_per_epoch=accumulation, epochs=1, verbose=0,
-                       shuffle=False)
-        assert int(pretrainer.optimizer.iterations) == 1
-        # The schedule counts updates, not batches: still in warmup's first step.
-        assert float(pretrainer.optimizer.learning_rate) == pytest.approx(1e-2 * 1 / 2)
-        results.append([w.numpy() for w in pretrainer.trainable_weights])
-    for one, accumulated in zip(*results):
-        np.testing.assert_allclose(one, accumulated, rtol=1e-4, atol=1e-6)
+def _weights_after_updates(batches, accumulation, updates=3, objective="nsp"):
+    keras.utils.set_random_seed(3)
+    pretrainer = BertPretrainer(BertEncoder(TINY), objective=objective)
+    pretrainer.compile(optimizer=optimization.create_optimizer(
+        "adamw", 1e-2, total_steps=10, warmup_steps=2), jit_compile=False,
+        gradient_accumulation_steps=accumulation)
+    history = pretrainer.fit(batches, steps_per_epoch=updates, epochs=1, verbose=0, shuffle=False)
+    assert int(pretrainer.optimizer.iterations) == updates
+    # The schedule counts updates, not micro-batches: 3 of 10, past the 2 of warmup.
+    assert float(pretrainer.optimizer.learning_rate) == pytest.approx(1e-2 * (10 - 3) / (10 - 2))
+    return [w.numpy() for w in pretrainer.trainable_weights], history.history
 
 
-def test_gradient_accumulation_with_several_replicas_is_refused(data_dir, tmp_path, monkeypatch):
-    # Keras 3 applies accumulated gradients inside a tf.cond, where tf.distribute
-    # cannot all-reduce (MirroredStrategy on 2 CPUs: "merge_call called while
-    # defining a new graph"): refused up front, with what to do instead.
-    class TwoReplicas:
-        num_replicas_in_sync = 2
+@pytest.mark.parametrize("objective", ["nsp", "none"])
+def test_gradient_accumulation_equals_one_big_batch(tmp_path, objective):
+    # Random numbers of real predictions per sequence: the micro-batches carry
+    # different masked_lm_weights sums, and the loss is still that of the
+    # whole batch (each micro-batch normalised by the update's weight sum).
+    path = write_records(tmp_path / "train.tfrecord", 24, seq_length=16, seed=5)
+    dataset = inputs.pretraining_dataset(path, 16, 4, 8, is_training=False,
+                                         with_next_sentence=objective != "none")
+    weight_sums = [float(b["masked_lm_weights"][:4].numpy().sum()) for b in dataset]
+    assert len(set(weight_sums)) > 1
+    big, big_history = _weights_after_updates(dataset, 1, objective=objective)
+    for accumulation in (2, 4):
+        accumulated, history = _weights_after_updates(dataset, accumulation, objective=objective)
+        for one, other in zip(big, accumulated):
+            np.testing.assert_allclose(other, one, rtol=1e-5, atol=1e-6)
+        for name, values in big_history.items():
+            np.testing.assert_allclose(history[name], values, rtol=1e-5, err_msg=name)
 
-    monkeypatch.setattr(training.distribute, "build_strategy", lambda *a, **k: TwoReplicas())
-    config = tiny_config(data_dir, tmp_path / "run", strategy="mirrored",
-                         gradient_accumulation_steps=2)
-    with pytest.raises(ValueError, match="gradient_accumulation_steps=2 works on one replica only"):
+
+def test_gradient_accumulation_needs_equal_micro_batches(tmp_path):
+    path = write_records(tmp_path / "train.tfrecord", 6, seq_length=16)
+    dataset = inputs.pretraining_dataset(path, 16, 4, 6, is_training=False)
+    pretrainer = BertPretrainer(BertEncoder(TINY))
+    pretrainer.compile(optimizer="adam", gradient_accumulation_steps=4)
+    with pytest.raises(ValueError, match="6 sequences per replica does not split into "
+                                         "gradient_accumulation_steps=4 equal micro-batches"):
+        pretrainer.fit(dataset.repeat(), steps_per_epoch=1, verbose=0)
+    with pytest.raises(ValueError, match="gradient_accumulation_steps must be a positive integer"):
+        pretrainer.compile(optimizer="adam", gradient_accumulation_steps=0)
+
+
+def test_pretrain_with_accumulation_trains_the_same_updates(data_dir, tmp_path):
+    # batch_size 4 x 2 micro-batches = the run with batch_size 8: same steps,
+    # same data (one dataset element per update), same weights.
+    runs = {}
+    for name, batch_size, accumulation in (("big", 8, 1), ("accumulated", 4, 2)):
+        config = tiny_config(data_dir, tmp_path / name, batch_size=batch_size, eval_files=None,
+                             gradient_accumulation_steps=accumulation)
         training.pretrain(config)
-    assert not (tmp_path / "run").exists()
+        runs[name] = [json.loads(line) for line in open(tmp_path / name / "train_log.jsonl")]
+    assert [r["step"] for r in runs["accumulated"]] == [r["step"] for r in runs["big"]] == [5, 10]
+    for big, accumulated in zip(runs["big"], runs["accumulated"]):
+        for metric in ("masked_lm_loss", "next_sentence_loss", "learning_rate"):
+            assert accumulated[metric] == pytest.approx(big[metric], rel=1e-5), metric
+    expected, actual = _export(tmp_path / "big"), _export(tmp_path / "accumulated")
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 # === Config files ===

@@ -33,6 +33,12 @@ def _all_replicas_sum(value):
     return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
 
 
+def _global_weight_sum(masked_lm_weights):
+    """The masked-LM loss's normaliser: the weights of the whole (global) batch."""
+    local = ops.sum(ops.cast(masked_lm_weights, "float32"))
+    return ops.maximum(ops.stop_gradient(_all_replicas_sum(local)), 1e-5)
+
+
 @keras.saving.register_keras_serializable(package="keras_bert")
 class BertPretrainer(keras.Model):
     """Masked LM (+ next-sentence or sentence-order prediction) over a BertEncoder.
@@ -103,7 +109,13 @@ class BertPretrainer(keras.Model):
                              f"got {sorted(inputs)}")
         return super().call({name: inputs[name] for name in MODEL_INPUTS}, training=training)
 
-    def compile(self, optimizer="rmsprop", **kwargs):
+    def compile(self, optimizer="rmsprop", gradient_accumulation_steps=1, **kwargs):
+        """Keras' compile, plus `gradient_accumulation_steps` (see `apply_training_step`)."""
+        if (not isinstance(gradient_accumulation_steps, int)
+                or isinstance(gradient_accumulation_steps, bool) or gradient_accumulation_steps < 1):
+            raise ValueError("gradient_accumulation_steps must be a positive integer, "
+                             f"got {gradient_accumulation_steps!r}")
+        self.gradient_accumulation_steps = gradient_accumulation_steps
         # float16 gradients underflow without loss scaling; Keras wraps only when
         # the model's own policy says so, and a functional model's is float32.
         optimizer = keras.optimizers.get(optimizer)
@@ -111,6 +123,78 @@ class BertPretrainer(keras.Model):
                 and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer)):
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         super().compile(optimizer=optimizer, **kwargs)
+
+    # === Training step ===
+
+    def train_step(self, data):
+        self.apply_training_step(data)
+        return self.get_metrics_result()
+
+    def apply_training_step(self, data):
+        """One optimizer update from one (per-replica) batch: Keras' `fit` calls
+        it through `train_step`, the custom training loop inside `strategy.run`.
+
+        With `gradient_accumulation_steps` k > 1 (set in `compile`), the batch
+        holds k micro-batches of equal size (the dataset is batched k times
+        larger): they run forward and backward one after another, so only one
+        micro-batch's activations are alive at a time, their gradients are
+        summed, and the optimizer applies the sum once. Every micro-batch's
+        masked-LM loss is normalised by the masked_lm_weights of the whole
+        update (all micro-batches, all replicas), so the update equals that of
+        one batch k times larger, also when micro-batches hold different
+        numbers of real predictions. Works under every tf.distribute strategy:
+        the one all-reduce happens in `apply_gradients`, outside any cond.
+        """
+        x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
+        steps = getattr(self, "gradient_accumulation_steps", 1)
+        masked_lm_total = _global_weight_sum(x["masked_lm_weights"])
+        if steps == 1:
+            total, gradients = self._loss_and_gradients(x, masked_lm_total, 1)
+        else:
+            total, gradients = self._accumulated_loss_and_gradients(x, masked_lm_total, steps)
+        variables = self.trainable_variables
+        self.optimizer.apply_gradients(
+            [(g, v) for g, v in zip(gradients, variables) if g is not None])
+        num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        self._loss_tracker.update_state(total * num_replicas,
+                                        sample_weight=tf.shape(x["input_ids"])[0])
+
+    def _loss_and_gradients(self, batch, masked_lm_total, micro_batches):
+        with tf.GradientTape() as tape:
+            loss = self._pretraining_loss(batch, self(batch, training=True), masked_lm_total,
+                                          micro_batches)
+            scaled = self.optimizer.scale_loss(loss)  # float16 loss scaling, else identity
+        return loss, tape.gradient(scaled, self.trainable_variables)
+
+    def _accumulated_loss_and_gradients(self, x, masked_lm_total, steps):
+        rows = x["input_ids"].shape[0]
+        if rows is not None and rows % steps:
+            raise ValueError(f"a batch of {rows} sequences per replica does not split into "
+                             f"gradient_accumulation_steps={steps} equal micro-batches")
+        micro = {name: tf.reshape(t, tf.concat([[steps, -1], tf.shape(t)[1:]], axis=0))
+                 for name, t in x.items()}  # (k, B / k, ...)
+        # The first micro-batch outside the loop: its gradients give the sums'
+        # initial values and show which variables get none (e.g. the pooler
+        # without a next-sentence head); Keras skips those, so must we.
+        first_loss, first = self._loss_and_gradients(
+            {name: t[0] for name, t in micro.items()}, masked_lm_total, steps)
+        present = [i for i, g in enumerate(first) if g is not None]
+
+        def body(i, total, sums):
+            loss, gradients = self._loss_and_gradients(
+                {name: t[i] for name, t in micro.items()}, masked_lm_total, steps)
+            return i + 1, total + loss, [s + tf.convert_to_tensor(gradients[j])
+                                         for s, j in zip(sums, present)]
+
+        # parallel_iterations=1: one micro-batch at a time (activation memory of one).
+        _, total, sums = tf.while_loop(
+            lambda i, *_: i < steps, body,
+            (tf.constant(1), first_loss, [tf.convert_to_tensor(first[j]) for j in present]),
+            parallel_iterations=1)
+        gradients = [None] * len(first)
+        for j, summed in zip(present, sums):
+            gradients[j] = summed
+        return total, gradients
 
     # === Losses and metrics ===
 
@@ -122,15 +206,21 @@ class BertPretrainer(keras.Model):
         global-batch loss: the masked-LM sum over the global weight sum, and
         the next-sentence mean divided by the number of replicas.
         """
-        num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        masked_lm_total = _global_weight_sum(x["masked_lm_weights"])
+        return self._pretraining_loss(x, y_pred, masked_lm_total, 1)
+
+    def _pretraining_loss(self, x, y_pred, masked_lm_total, micro_batches):
+        """This batch's share of the update's loss: the masked-LM loss summed
+        here over `masked_lm_total` (the weights of the whole update), plus the
+        next-sentence mean over replicas x `micro_batches` equal batches."""
+        shares = tf.distribute.get_strategy().num_replicas_in_sync * micro_batches
         weights = ops.cast(x["masked_lm_weights"], "float32")  # (B, P)
         logits = y_pred["masked_lm_logits"]  # (B, P, V)
         ids = x["masked_lm_ids"]  # (B, P)
         per_prediction = keras.losses.sparse_categorical_crossentropy(
             ids, logits, from_logits=True)  # (B, P)
         local_weight = ops.sum(weights)
-        global_weight = ops.maximum(ops.stop_gradient(_all_replicas_sum(local_weight)), 1e-5)
-        masked_lm_loss = ops.sum(per_prediction * weights) / global_weight
+        masked_lm_loss = ops.sum(per_prediction * weights) / masked_lm_total
         # tf.argmax: Keras' ops.argmax first rewrites -0.0 over all (B, P, V)
         # logits (five more full-size ops), which cost more than the loss itself.
         predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B, P)
@@ -151,7 +241,7 @@ class BertPretrainer(keras.Model):
             self.next_sentence_accuracy_tracker.update_state(ops.cast(ops.equal(
                 ops.cast(ops.argmax(nsp_logits, axis=-1), "int32"),
                 ops.cast(labels, "int32")), "float32"))
-            total = total + next_sentence_loss / num_replicas
+            total = total + next_sentence_loss / shares
         return total
 
     def get_metrics_result(self):
