@@ -362,7 +362,7 @@ def _fit(pretrainer, dataset, config, start_step, log, writer):
 
 
 def _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer):
-    """strategy.run + GradientTape: the path for MultiWorkerMirroredStrategy."""
+    """strategy.run over `apply_training_step`: the path for MultiWorkerMirroredStrategy."""
     optimizer = pretrainer.optimizer
 
     @tf.function(jit_compile=False)

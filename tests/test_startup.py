@@ -100,8 +100,7 @@ def test_training_commands_turn_on_the_fast_cpu_settings_unless_set():
             "('TF_ENABLE_ONEDNN_OPTS', 'TF_CPU_ALLOCATOR_USE_BFC')] + [loaded]))")
     assert _run_python(code) == ["1", "false", True]
     import tensorflow  # noqa: F401
-    from keras_bert.startup import FAST_CPU_TRAINING, use_fast_cpu_training_settings
+    from keras_bert.startup import use_fast_cpu_training_settings
     environ = {}
     # With TensorFlow loaded it is too late to change anything.
     assert use_fast_cpu_training_settings(environ) == [] and environ == {}
-    assert FAST_CPU_TRAINING == {"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPU_ALLOCATOR_USE_BFC": "true"}

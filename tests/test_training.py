@@ -68,7 +68,6 @@ def test_lamb_matches_model_garden():
 def test_schedule_and_clipping():
     optimizer = optimization.create_optimizer("adamw", 1e-3, total_steps=100, warmup_steps=10,
                                               clipnorm=1.0)
-    schedule = optimizer.learning_rate if callable(optimizer.learning_rate) else None
     schedule = optimizer._learning_rate
     assert float(schedule(5)) == pytest.approx(5e-4)
     assert float(schedule(55)) == pytest.approx(1e-3 * 45 / 90)
@@ -78,6 +77,10 @@ def test_schedule_and_clipping():
     np.testing.assert_allclose([c.numpy() for c in clipped][0], [3 / 13, 4 / 13], rtol=1e-6)
     with pytest.raises(ValueError, match="optimizer must be one of"):
         optimization.create_optimizer("sgd")
+    # Keras' own accumulation (for models other than BertPretrainer) calls the
+    # schedule with batches: 4 per update, so batch 20 is update 5.
+    keras_accumulation = optimization.create_adamw(1e-3, 100, 10, gradient_accumulation_steps=4)
+    assert float(keras_accumulation._learning_rate(20)) == pytest.approx(5e-4)
 
 
 def test_adamw_equals_a_numpy_adamw_and_sums_repeated_rows():

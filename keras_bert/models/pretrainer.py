@@ -49,6 +49,8 @@ class BertPretrainer(keras.Model):
     global batch (padded predictions weigh nothing) + mean next-sentence loss.
     """
 
+    gradient_accumulation_steps = 1  # set by `compile`
+
     def __init__(self, encoder, objective="nsp", **kwargs):
         if isinstance(encoder, dict):
             encoder = keras.saving.deserialize_keras_object(encoder)
@@ -146,7 +148,7 @@ class BertPretrainer(keras.Model):
         the one all-reduce happens in `apply_gradients`, outside any cond.
         """
         x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
-        steps = getattr(self, "gradient_accumulation_steps", 1)
+        steps = self.gradient_accumulation_steps
         masked_lm_total = _global_weight_sum(x["masked_lm_weights"])
         if steps == 1:
             total, gradients = self._loss_and_gradients(x, masked_lm_total, 1)

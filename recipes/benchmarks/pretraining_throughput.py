@@ -13,9 +13,9 @@ only at [CLS] and the masked positions, the only rows its losses read (same
 outputs and gradients, tests/test_pretrainer.py); the peers run it over every
 position.
 
-All models share this process, hence TensorFlow's CPU settings: oneDNN
-kernels and the pooling host allocator, the fastest for every model here
-(set below unless the environment sets them; export
+All models share this process, hence TensorFlow's CPU settings: those of the
+`keras-bert` training commands, oneDNN kernels and the pooling host allocator,
+the fastest for every model here (unless the environment sets them: export
 TF_ENABLE_ONEDNN_OPTS=0 or TF_CPU_ALLOCATOR_USE_BFC=false to compare).
 
 Timing excludes tracing and XLA compilation (two warm-up steps per setting).
@@ -44,14 +44,11 @@ import os
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# The fastest CPU settings for every model (they share this process): oneDNN
-# kernels (TensorFlow turns them on by default only on CPUs with AVX512-VNNI,
-# BF16 or AMX; on this AVX2 machine a float32 matmul runs 1.4x faster with
-# them) and TensorFlow's pooling (BFC) host allocator, which saves the page
-# faults of fresh 30 MB activation buffers (glibc maps every block above
-# 32 MB anew). Export either variable as 0 / false to compare.
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+# The training commands' CPU settings (oneDNN, pooling host allocator; see
+# keras_bert.startup), for every model: they share this process.
+from keras_bert.startup import use_fast_cpu_training_settings  # noqa: E402
+
+use_fast_cpu_training_settings()
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
