@@ -10,6 +10,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_bert.layers.dense import Dense
 from keras_bert.layers.normalization import LayerNormalization
 
 
@@ -68,10 +69,10 @@ class SelfAttention(keras.layers.Layer):
         hidden = num_heads * head_size
         init = keras.initializers.TruncatedNormal(stddev=initializer_range)
         # Separate H x H projections, the layout of the original checkpoints.
-        self.query = keras.layers.Dense(hidden, kernel_initializer=init, dtype=self.dtype_policy, name="query")
-        self.key = keras.layers.Dense(hidden, kernel_initializer=init, dtype=self.dtype_policy, name="key")
-        self.value = keras.layers.Dense(hidden, kernel_initializer=init, dtype=self.dtype_policy, name="value")
-        self.attention_output = keras.layers.Dense(
+        self.query = Dense(hidden, kernel_initializer=init, dtype=self.dtype_policy, name="query")
+        self.key = Dense(hidden, kernel_initializer=init, dtype=self.dtype_policy, name="key")
+        self.value = Dense(hidden, kernel_initializer=init, dtype=self.dtype_policy, name="value")
+        self.attention_output = Dense(
             hidden, kernel_initializer=init, dtype=self.dtype_policy, name="output")
         self.probs_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
@@ -145,11 +146,11 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_layer_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_layer_norm")
         self.attention_layer_norm.build(input_shape)
-        self.intermediate = keras.layers.Dense(
+        self.intermediate = Dense(
             self.intermediate_size, activation=get_activation(self.activation),
             kernel_initializer=init, dtype=policy, name="intermediate")
         self.intermediate.build(input_shape)
-        self.ffn_output = keras.layers.Dense(hidden, kernel_initializer=init, dtype=policy, name="output")
+        self.ffn_output = Dense(hidden, kernel_initializer=init, dtype=policy, name="output")
         self.ffn_output.build(input_shape[:-1] + (self.intermediate_size,))
         self.output_layer_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="output_layer_norm")

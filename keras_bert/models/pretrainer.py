@@ -16,6 +16,7 @@ from keras import ops
 
 from keras_bert import features
 from keras_bert.layers.heads import MaskedLMHead, NextSentenceHead
+from keras_bert.losses import cross_entropy_and_prediction
 from keras_bert.models.encoder import BertEncoder
 
 # "nsp": next sentence (50 % random B); "sop": sentence order (ALBERT), same
@@ -219,13 +220,10 @@ class BertPretrainer(keras.Model):
         weights = ops.cast(x["masked_lm_weights"], "float32")  # (B, P)
         logits = y_pred["masked_lm_logits"]  # (B, P, V)
         ids = x["masked_lm_ids"]  # (B, P)
-        per_prediction = keras.losses.sparse_categorical_crossentropy(
-            ids, logits, from_logits=True)  # (B, P)
+        per_prediction, predicted = cross_entropy_and_prediction(
+            logits, ids, labels_name="masked_lm_ids")  # (B, P), (B, P)
         local_weight = ops.sum(weights)
         masked_lm_loss = ops.sum(per_prediction * weights) / masked_lm_total
-        # tf.argmax: Keras' ops.argmax first rewrites -0.0 over all (B, P, V)
-        # logits (five more full-size ops), which cost more than the loss itself.
-        predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B, P)
         correct = ops.cast(ops.equal(predicted, ops.cast(ids, "int32")), "float32")
         # Per-replica means weighted by their share: the global weighted mean.
         self.masked_lm_loss_tracker.update_state(

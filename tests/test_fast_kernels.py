@@ -1,0 +1,110 @@
+"""Hand-written gradients that exist for speed: the Dense layer's kernel
+gradient and the masked-LM cross-entropy. Each must give the values and
+gradients of the TensorFlow / Keras op it replaces (autodiff through
+`keras.layers.Dense`, `tf.nn.sparse_softmax_cross_entropy_with_logits`), in
+float32, mixed precision and under XLA."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert.layers.dense import Dense
+from keras_bert.losses import cross_entropy_and_prediction
+
+
+def _dense_values_and_gradients(layer, x, upstream, jit_compile):
+    @tf.function(jit_compile=jit_compile)
+    def run(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+            loss = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
+        return [y] + tape.gradient(loss, [x, layer.kernel, layer.bias])
+    return run(x)
+
+
+# Wider input (the feed-forward output), wider output (the intermediate),
+# square (attention), and a 2-D input.
+@pytest.mark.parametrize("x_shape,units", [((3, 7, 24), 8), ((3, 7, 8), 24), ((3, 7, 8), 8),
+                                           ((5, 12), 4)])
+@pytest.mark.parametrize("policy,jit_compile", [("float32", False), ("float32", True),
+                                                ("mixed_bfloat16", False)])
+def test_dense_equals_keras_dense(x_shape, units, policy, jit_compile):
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=x_shape), tf.float32)
+    upstream = tf.constant(rng.normal(size=x_shape[:-1] + (units,)), tf.float32)
+    kernel, bias = rng.normal(size=(x_shape[-1], units)), rng.normal(size=units)
+    results = []
+    for cls in (Dense, keras.layers.Dense):
+        layer = cls(units, activation="tanh", dtype=policy)
+        layer.build(x.shape)
+        layer.set_weights([kernel, bias])
+        results.append(_dense_values_and_gradients(
+            layer, tf.cast(x, layer.compute_dtype), upstream, jit_compile))
+    tolerance = 1e-5 if policy == "float32" else 3e-2
+    for ours, theirs, name in zip(*results, ("output", "d_x", "d_kernel", "d_bias")):
+        assert ours.dtype == theirs.dtype and ours.shape == theirs.shape, name
+        np.testing.assert_allclose(tf.cast(ours, tf.float32), tf.cast(theirs, tf.float32),
+                                   rtol=tolerance, atol=tolerance, err_msg=name)
+
+
+def test_dense_config_round_trip_and_keras_paths():
+    layer = Dense(6, activation="gelu", use_bias=False, name="projection")
+    clone = Dense.from_config(layer.get_config())
+    assert (clone.units, clone.use_bias, clone.name) == (6, False, "projection")
+    x = tf.constant(np.random.default_rng(1).normal(size=(2, 3, 4)), tf.float32)
+    clone.build(x.shape)
+    reference = keras.layers.Dense(6, activation="gelu", use_bias=False)
+    reference.build(x.shape)
+    reference.set_weights(clone.get_weights())
+    np.testing.assert_allclose(clone(x), reference(x), rtol=1e-5, atol=1e-6)
+    # LoRA goes through Keras' own call, with its extra weights.
+    clone.enable_lora(2)
+    np.testing.assert_allclose(clone(x), reference(x), rtol=1e-5, atol=1e-6)  # lora_b is zeros
+
+
+def _cross_entropy_values_and_gradients(fn, logits, labels, weights, jit_compile):
+    @tf.function(jit_compile=jit_compile)
+    def run(logits):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            loss, predicted = fn(logits, labels)
+            total = tf.reduce_sum(loss * weights)
+        return loss, predicted, tape.gradient(total, logits)
+    return run(logits)
+
+
+def _reference_cross_entropy(logits, labels):
+    return (tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits),
+            tf.argmax(logits, axis=-1, output_type=tf.int32))
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_cross_entropy_equals_tensorflow_op(jit_compile):
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0.0, 4.0, size=(3, 5, 97)).astype("float32")
+    labels = rng.integers(0, 97, size=(3, 5)).astype("int32")
+    # Labels far below the best logit: p(label) underflows float32 (loss > 87).
+    logits[0, 0, labels[0, 0]] = -300.0
+    logits[0, 1, :] = 0.0
+    logits[0, 1, 7] = 250.0
+    labels[0, 2] = int(np.argmax(logits[0, 2]))  # the label is the prediction
+    weights = rng.uniform(size=(3, 5)).astype("float32")
+    ours = _cross_entropy_values_and_gradients(
+        cross_entropy_and_prediction, tf.constant(logits), tf.constant(labels),
+        tf.constant(weights), jit_compile)
+    theirs = _cross_entropy_values_and_gradients(
+        _reference_cross_entropy, tf.constant(logits), tf.constant(labels),
+        tf.constant(weights), jit_compile)
+    assert float(theirs[0][0, 0]) > 200 and float(theirs[0][0, 1]) > 200
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-5, err_msg="loss")
+    np.testing.assert_array_equal(ours[1], theirs[1], err_msg="prediction")
+    np.testing.assert_allclose(ours[2], theirs[2], rtol=1e-5, atol=1e-6, err_msg="d_logits")
+
+
+def test_cross_entropy_rejects_a_label_outside_the_vocabulary():
+    logits = tf.zeros((2, 10))
+    for bad in (10, -1):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="masked_lm_ids holds"):
+            cross_entropy_and_prediction(logits, tf.constant([3, bad]), labels_name="masked_lm_ids")
