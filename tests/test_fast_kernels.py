@@ -24,10 +24,10 @@ def _dense_values_and_gradients(layer, x, upstream, jit_compile):
     return run(x)
 
 
-# Wider input (the feed-forward output), wider output (the intermediate),
-# square (attention), and a 2-D input.
-@pytest.mark.parametrize("x_shape,units", [((3, 7, 24), 8), ((3, 7, 8), 24), ((3, 7, 8), 8),
-                                           ((5, 12), 4)])
+# The two transposed-copy layouts (bert-mini's feed-forward output and
+# intermediate kernels), the plain product (other widths, square), 2-D input.
+@pytest.mark.parametrize("x_shape,units", [((2, 3, 1024), 256), ((2, 3, 256), 1024),
+                                           ((3, 7, 24), 8), ((3, 7, 8), 8), ((5, 12), 4)])
 @pytest.mark.parametrize("policy,jit_compile", [("float32", False), ("float32", True),
                                                 ("mixed_bfloat16", False)])
 def test_dense_equals_keras_dense(x_shape, units, policy, jit_compile):

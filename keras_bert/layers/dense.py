@@ -19,19 +19,29 @@ def _transposed_copy(matrix):
     return tf.reshape(tf.transpose(matrix[None], (2, 0, 1)), (columns, rows))
 
 
+# Widths where the copy pays (see `kernel_gradient`): one side at most
+# NARROW_WIDTH, the other at least WIDE_WIDTH, as in BERT's feed-forward
+# kernels at hidden size 128-256 (bert-mini's 256 x 1024).
+NARROW_WIDTH, WIDE_WIDTH = 256, 1024
+
+
 def kernel_gradient(inputs, upstream):
     """inputs (R, I) and upstream (R, O) -> inputs^T upstream (I, O).
 
-    Why not `tf.matmul(inputs, upstream, transpose_a=True)`: with oneDNN on
-    CPU, a product whose left operand is read transposed ran at about 60 % of
-    the speed of the same product with both operands row-major (R = 4096,
-    I = 1024, O = 256: 34-36 ms against 22-23 ms including the copy). Copying
-    the wider operand transposed and putting it on the left is the fast form
-    (the feed-forward block's two kernels); for square kernels nothing was
-    gained, so they keep the plain form.
+    Why not always `tf.matmul(inputs, upstream, transpose_a=True)`: with
+    oneDNN on a 2-core AVX2 CPU, that product reads its left operand
+    transposed and, for one side 256 wide and the other 1024 or 2048, ran at
+    about 60 % of the speed of the same product with the wider operand copied
+    transposed and put on the left (R = 4096: 256 x 1024 34-38 -> 22-23 ms,
+    256 x 2048 73-77 -> 50-51 ms, copy included; 128 x 1024 1.1-1.2x). For
+    other widths the copy cost more than it saved (512 x 2048: 65 -> 71-74 ms;
+    192 x 768, 128 x 512, square kernels: 0.8-1.0x), so they keep the plain
+    product.
     """
     inputs_width, upstream_width = inputs.shape[-1], upstream.shape[-1]
-    if inputs_width is None or upstream_width is None or inputs_width == upstream_width:
+    if (inputs_width is None or upstream_width is None
+            or min(inputs_width, upstream_width) > NARROW_WIDTH
+            or max(inputs_width, upstream_width) < WIDE_WIDTH):
         return tf.matmul(inputs, upstream, transpose_a=True)
     if inputs_width > upstream_width:
         return tf.matmul(_transposed_copy(inputs), upstream)  # (I, R) x (R, O)
