@@ -11,9 +11,9 @@ import tensorflow as tf
 def _transposed_copy(matrix):
     """matrix (R, C) -> its transpose (C, R), written out in memory.
 
-    Through a 3-D transpose: TensorFlow's graph optimiser folds a 2-D
-    Transpose that feeds a MatMul back into the MatMul's transpose flag,
-    which is the slow layout this module avoids.
+    Through a 3-D transpose: with a plain 2-D `tf.transpose` before the
+    product, the product ran as slowly as with `transpose_a` (36.7 vs 36.3
+    ms), as if TensorFlow's graph optimiser had folded it back into the flag.
     """
     rows, columns = tf.shape(matrix)[0], tf.shape(matrix)[1]
     return tf.reshape(tf.transpose(matrix[None], (2, 0, 1)), (columns, rows))
@@ -31,12 +31,13 @@ def kernel_gradient(inputs, upstream):
     Why not always `tf.matmul(inputs, upstream, transpose_a=True)`: with
     oneDNN on a 2-core AVX2 CPU, that product reads its left operand
     transposed and, for one side 256 wide and the other 1024 or 2048, ran at
-    about 60 % of the speed of the same product with the wider operand copied
-    transposed and put on the left (R = 4096: 256 x 1024 34-38 -> 22-23 ms,
-    256 x 2048 73-77 -> 50-51 ms, copy included; 128 x 1024 1.1-1.2x). For
-    other widths the copy cost more than it saved (512 x 2048: 65 -> 71-74 ms;
-    192 x 768, 128 x 512, square kernels: 0.8-1.0x), so they keep the plain
-    product.
+    60-70 % of the speed of the same product with the wider operand copied
+    transposed and put on the left (R = 4096, copy included: 256 x 1024
+    33-38 -> 19-23 ms, 256 x 2048 73-77 -> 50-51 ms; 128 x 1024 1.1-1.2x).
+    Elsewhere the copy cost more than it saved or as much (512 x 2048 65-71
+    -> 71-80 ms, 768 x 3072 140 -> 152-155 ms; 192 x 768, 256 x 768, square
+    kernels 0.8-1.05x; 128 x 512 0.76x or 1.32x by direction), so those keep
+    the plain product.
     """
     inputs_width, upstream_width = inputs.shape[-1], upstream.shape[-1]
     if (inputs_width is None or upstream_width is None
