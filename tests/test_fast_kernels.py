@@ -1,8 +1,9 @@
 """Hand-written gradients that exist for speed: the Dense layer's kernel
-gradient and the masked-LM cross-entropy. Each must give the values and
-gradients of the TensorFlow / Keras op it replaces (autodiff through
-`keras.layers.Dense`, `tf.nn.sparse_softmax_cross_entropy_with_logits`), in
-float32, mixed precision and under XLA."""
+gradient, the masked-LM cross-entropy and the masked-LM output layer fused
+with it. Each must give the values and gradients of the TensorFlow / Keras
+ops it replaces (autodiff through `keras.layers.Dense`, matmul + bias +
+`tf.nn.sparse_softmax_cross_entropy_with_logits`), in float32, mixed
+precision and under XLA."""
 
 import keras
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert.layers.dense import Dense
-from keras_bert.losses import cross_entropy_and_prediction
+from keras_bert.losses import cross_entropy_and_prediction, tied_output_cross_entropy
 
 
 def _dense_values_and_gradients(layer, x, upstream, jit_compile):
@@ -108,3 +109,59 @@ def test_cross_entropy_rejects_a_label_outside_the_vocabulary():
     for bad in (10, -1):
         with pytest.raises(tf.errors.InvalidArgumentError, match="masked_lm_ids holds"):
             cross_entropy_and_prediction(logits, tf.constant([3, bad]), labels_name="masked_lm_ids")
+
+
+def _tied_output_values_and_gradients(fused, hidden, table, bias, labels, weights, jit_compile):
+    """Loss, prediction and the gradients for hidden, table and bias; with
+    `fused` False, through the logits and TensorFlow's cross-entropy op."""
+    @tf.function(jit_compile=jit_compile)
+    def run(hidden, table, bias):
+        with tf.GradientTape() as tape:
+            tape.watch([hidden, table, bias])
+            compute_table = tf.cast(table, hidden.dtype)  # float32 weights, 16-bit compute
+            if fused:
+                loss, predicted = tied_output_cross_entropy(hidden, compute_table, bias, labels)
+            else:
+                logits = tf.cast(tf.matmul(hidden, compute_table, transpose_b=True), tf.float32)
+                loss, predicted = _reference_cross_entropy(logits + bias, labels)
+            total = tf.reduce_sum(loss * weights)
+        return [loss, predicted] + tape.gradient(total, [hidden, table, bias])
+    return run(hidden, table, bias)
+
+
+@pytest.mark.parametrize("dtype,jit_compile", [("float32", False), ("float32", True),
+                                               ("bfloat16", False), ("float16", False)])
+def test_tied_output_cross_entropy_equals_logits_then_tensorflow_op(dtype, jit_compile):
+    rng = np.random.default_rng(0)
+    rows, hidden_size, vocabulary = 12, 16, 97
+    hidden = rng.normal(size=(rows, hidden_size)).astype("float32")
+    table = rng.normal(0.0, 0.5, size=(vocabulary, hidden_size)).astype("float32")
+    bias = rng.normal(size=vocabulary).astype("float32")
+    labels = rng.integers(0, vocabulary, size=rows).astype("int32")
+    labels[3] = labels[4] = labels[5]  # one label row gets three scatters
+    labels[6] = int(np.argmax(hidden[6] @ table.T + bias))  # the label is the prediction
+    # Weights as the pretrainer's (a padded prediction weighs 0); float16
+    # scaled as by a loss-scale optimizer.
+    weights = rng.uniform(size=rows).astype("float32") * (1024.0 if dtype == "float16" else 1.0)
+    weights[7] = 0.0
+    args = (tf.cast(hidden, dtype), tf.constant(table), tf.constant(bias), tf.constant(labels),
+            tf.constant(weights), jit_compile)
+    ours = _tied_output_values_and_gradients(True, *args)
+    theirs = _tied_output_values_and_gradients(False, *args)
+    tolerance = {"float32": 1e-5, "bfloat16": 2e-2, "float16": 2e-3}[dtype]
+    names = ("loss", "prediction", "d_hidden", "d_table", "d_bias")
+    np.testing.assert_array_equal(ours[1], theirs[1], err_msg="prediction")
+    for mine, reference, name in zip(ours, theirs, names):
+        assert mine.dtype == reference.dtype and mine.shape == reference.shape, name
+        scale = float(tf.reduce_max(tf.abs(tf.cast(reference, tf.float32))))
+        np.testing.assert_allclose(tf.cast(mine, tf.float32), tf.cast(reference, tf.float32),
+                                   rtol=tolerance, atol=tolerance * max(scale, 1.0),
+                                   err_msg=name)
+
+
+def test_tied_output_cross_entropy_rejects_a_label_outside_the_vocabulary():
+    hidden, table, bias = tf.zeros((2, 4)), tf.zeros((10, 4)), tf.zeros((10,))
+    for bad in (10, -1):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="masked_lm_ids holds"):
+            tied_output_cross_entropy(hidden, table, bias, tf.constant([3, bad]),
+                                      labels_name="masked_lm_ids")

@@ -108,6 +108,31 @@ def test_last_block_at_cls_and_masked_positions_only_changes_nothing(records):
                                    rtol=1e-4, atol=1e-7, err_msg=variable.path)
 
 
+@pytest.mark.parametrize("objective", ["nsp", "none"])
+def test_training_step_loss_and_gradients_equal_those_through_the_logits(records, objective):
+    # `fit` skips the logits (the fused output layer and loss); its loss,
+    # metrics and gradients must equal compute_loss over the model's outputs.
+    pretrainer = BertPretrainer(BertEncoder(TINY), objective=objective)
+    pretrainer.compile(optimizer="sgd")
+    batch = batch_of(records)
+    total = tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32))
+    fused_loss, fused_grads = pretrainer._loss_and_gradients(batch, total, 1)
+    fused_metrics = {m.name: float(m.result()) for m in pretrainer.metrics}
+    for metric in pretrainer.metrics:
+        metric.reset_state()
+    with tf.GradientTape() as tape:
+        loss = pretrainer.compute_loss(x=batch, y_pred=pretrainer(batch, training=True))
+    grads = tape.gradient(loss, pretrainer.trainable_variables)
+    np.testing.assert_allclose(float(fused_loss), float(loss), rtol=1e-6)
+    assert fused_metrics == pytest.approx({m.name: float(m.result()) for m in pretrainer.metrics},
+                                          rel=1e-6)
+    assert sum(g is None for g in fused_grads) == sum(g is None for g in grads)
+    for variable, fused, reference in zip(pretrainer.trainable_variables, fused_grads, grads):
+        if reference is not None:
+            np.testing.assert_allclose(tf.convert_to_tensor(fused), tf.convert_to_tensor(reference),
+                                       rtol=1e-4, atol=1e-7, err_msg=variable.path)
+
+
 def _reference_loss(batch, outputs):
     """run_pretraining.py's formulas in NumPy."""
     def log_softmax(x):

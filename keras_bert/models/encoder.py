@@ -86,13 +86,14 @@ class BertEncoder(keras.Model):
         self.transformer_blocks = blocks
         self.pooler = pooler
 
-    def embed(self, input_ids, input_mask, segment_ids):
+    def embed(self, input_ids, input_mask, segment_ids, training=None):
         """The encoder's first stage, for models built from its layers (the
         pretrainer): ids (B, T) -> the first block's input (B, T, H) and the
         attention mask bias (B, 1, 1, T)."""
         return _embed(self.token_embedding, self.segment_embedding, self.position_embedding,
                       self.embeddings_layer_norm, self.embeddings_dropout,
-                      self.attention_mask_bias, input_ids, input_mask, segment_ids)
+                      self.attention_mask_bias, input_ids, input_mask, segment_ids,
+                      training=training)
 
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name,
@@ -104,7 +105,7 @@ class BertEncoder(keras.Model):
 
 
 def _embed(token_embedding, segment_embedding, position_embedding, layer_norm, dropout,
-           mask_bias_layer, input_ids, input_mask, segment_ids):
+           mask_bias_layer, input_ids, input_mask, segment_ids, training=None):
     tokens = token_embedding(input_ids)  # (B, T, H)
     embeddings = tokens + segment_embedding(segment_ids) + position_embedding(tokens)
-    return dropout(layer_norm(embeddings)), mask_bias_layer(input_mask)  # (B, T, H), (B, 1, 1, T)
+    return dropout(layer_norm(embeddings), training=training), mask_bias_layer(input_mask)  # (B, T, H), (B, 1, 1, T)

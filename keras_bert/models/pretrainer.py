@@ -40,6 +40,34 @@ def _global_weight_sum(masked_lm_weights):
     return ops.maximum(ops.stop_gradient(_all_replicas_sum(local)), 1e-5)
 
 
+def _model_inputs(features_dict):
+    """Dataset elements also hold the labels: keep only the model's inputs."""
+    missing = [name for name in MODEL_INPUTS if name not in features_dict]
+    if missing:
+        raise ValueError(f"BertPretrainer inputs lack feature(s) {missing}; "
+                         f"got {sorted(features_dict)}")
+    return {name: features_dict[name] for name in MODEL_INPUTS}
+
+
+def _encode_cls_and_masked(encoder, inputs, training=None):
+    """The encoder's own layers (shared weights) -> the last block's output at
+    [CLS] and the masked positions, (B, 1 + P, H).
+
+    The last block runs only where the losses read it: [CLS] (the pooler)
+    and the masked positions. The outputs equal those of the whole encoder,
+    and the last block costs about a third of a full one. Builds the
+    pretrainer's graph (symbolic inputs) and runs its training step.
+    """
+    hidden, mask_bias = encoder.embed(inputs["input_ids"], inputs["input_mask"],
+                                      inputs["segment_ids"], training=training)  # (B, T, H), (B, 1, 1, T)
+    *blocks, last_block = encoder.transformer_blocks
+    for block in blocks:
+        hidden = block(hidden, mask_bias, training=training)  # (B, T, H)
+    positions = inputs["masked_lm_positions"]  # (B, P)
+    cls_and_masked = ops.concatenate([ops.zeros_like(positions[:, :1]), positions], axis=1)
+    return last_block(hidden, mask_bias, query_positions=cls_and_masked, training=training)
+
+
 @keras.saving.register_keras_serializable(package="keras_bert")
 class BertPretrainer(keras.Model):
     """Masked LM (+ next-sentence or sentence-order prediction) over a BertEncoder.
@@ -71,20 +99,9 @@ class BertPretrainer(keras.Model):
                 name="next_sentence")
 
         # === Functional Model ===
-        # The encoder's own layers (shared weights), except that the last block
-        # runs only where the losses read it: [CLS] (the pooler) and the masked
-        # positions. The outputs equal those of the whole encoder, and the last
-        # block costs about a third of a full one.
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
                   for name in MODEL_INPUTS}
-        hidden, mask_bias = encoder.embed(inputs["input_ids"], inputs["input_mask"],
-                                          inputs["segment_ids"])  # (B, T, H), (B, 1, 1, T)
-        *blocks, last_block = encoder.transformer_blocks
-        for block in blocks:
-            hidden = block(hidden, mask_bias)  # (B, T, H)
-        positions = inputs["masked_lm_positions"]  # (B, P)
-        cls_and_masked = ops.concatenate([ops.zeros_like(positions[:, :1]), positions], axis=1)
-        last = last_block(hidden, mask_bias, query_positions=cls_and_masked)  # (B, 1 + P, H)
+        last = _encode_cls_and_masked(encoder, inputs)  # (B, 1 + P, H)
         outputs = {"masked_lm_logits": masked_lm_head(last[:, 1:, :])}  # (B, P, V)
         if next_sentence_head is not None:
             pooled = encoder.pooler(last[:, 0, :])  # (B, H)
@@ -105,12 +122,7 @@ class BertPretrainer(keras.Model):
             self.next_sentence_accuracy_tracker = keras.metrics.Mean(name="next_sentence_accuracy")
 
     def call(self, inputs, training=None, mask=None):
-        # Dataset elements also hold the labels: keep only the model's inputs.
-        missing = [name for name in MODEL_INPUTS if name not in inputs]
-        if missing:
-            raise ValueError(f"BertPretrainer inputs lack feature(s) {missing}; "
-                             f"got {sorted(inputs)}")
-        return super().call({name: inputs[name] for name in MODEL_INPUTS}, training=training)
+        return super().call(_model_inputs(inputs), training=training)
 
     def compile(self, optimizer="rmsprop", gradient_accumulation_steps=1, **kwargs):
         """Keras' compile, plus `gradient_accumulation_steps` (see `apply_training_step`)."""
@@ -163,9 +175,20 @@ class BertPretrainer(keras.Model):
                                         sample_weight=tf.shape(x["input_ids"])[0])
 
     def _loss_and_gradients(self, batch, masked_lm_total, micro_batches):
+        """The model's layers run one by one rather than through `self(...)`:
+        the loss reads the masked-LM head's hidden states, not its logits
+        (`MaskedLMHead.loss_and_prediction`); values equal `compute_loss`'s."""
+        inputs = _model_inputs(batch)
         with tf.GradientTape() as tape:
-            loss = self._pretraining_loss(batch, self(batch, training=True), masked_lm_total,
-                                          micro_batches)
+            last = _encode_cls_and_masked(self.encoder, inputs, training=True)  # (B, 1 + P, H)
+            per_prediction, predicted = self.masked_lm_head.loss_and_prediction(
+                last[:, 1:, :], batch["masked_lm_ids"])  # (B, P), (B, P)
+            next_sentence_logits = None
+            if self.next_sentence_head is not None:
+                next_sentence_logits = self.next_sentence_head(
+                    self.encoder.pooler(last[:, 0, :]))  # (B, 2)
+            loss = self._pretraining_loss(batch, per_prediction, predicted, next_sentence_logits,
+                                          masked_lm_total, micro_batches)
             scaled = self.optimizer.scale_loss(loss)  # float16 loss scaling, else identity
         return loss, tape.gradient(scaled, self.trainable_variables)
 
@@ -210,18 +233,22 @@ class BertPretrainer(keras.Model):
         the next-sentence mean divided by the number of replicas.
         """
         masked_lm_total = _global_weight_sum(x["masked_lm_weights"])
-        return self._pretraining_loss(x, y_pred, masked_lm_total, 1)
+        per_prediction, predicted = cross_entropy_and_prediction(
+            y_pred["masked_lm_logits"], x["masked_lm_ids"],
+            labels_name="masked_lm_ids")  # (B, P), (B, P)
+        return self._pretraining_loss(x, per_prediction, predicted,
+                                      y_pred.get("next_sentence_logits"), masked_lm_total, 1)
 
-    def _pretraining_loss(self, x, y_pred, masked_lm_total, micro_batches):
-        """This batch's share of the update's loss: the masked-LM loss summed
-        here over `masked_lm_total` (the weights of the whole update), plus the
+    def _pretraining_loss(self, x, per_prediction, predicted, next_sentence_logits,
+                          masked_lm_total, micro_batches):
+        """This batch's share of the update's loss, from the masked-LM
+        cross-entropy and prediction (B, P) and the next-sentence logits
+        (B, 2) (None without that head): the masked-LM loss summed here over
+        `masked_lm_total` (the weights of the whole update), plus the
         next-sentence mean over replicas x `micro_batches` equal batches."""
         shares = tf.distribute.get_strategy().num_replicas_in_sync * micro_batches
         weights = ops.cast(x["masked_lm_weights"], "float32")  # (B, P)
-        logits = y_pred["masked_lm_logits"]  # (B, P, V)
         ids = x["masked_lm_ids"]  # (B, P)
-        per_prediction, predicted = cross_entropy_and_prediction(
-            logits, ids, labels_name="masked_lm_ids")  # (B, P), (B, P)
         local_weight = ops.sum(weights)
         masked_lm_loss = ops.sum(per_prediction * weights) / masked_lm_total
         correct = ops.cast(ops.equal(predicted, ops.cast(ids, "int32")), "float32")
@@ -231,9 +258,9 @@ class BertPretrainer(keras.Model):
             sample_weight=local_weight)
         self.masked_lm_accuracy_tracker.update_state(correct, sample_weight=weights)
         total = masked_lm_loss
-        if self.next_sentence_head is not None:
+        if next_sentence_logits is not None:
             labels = ops.reshape(x[features.NEXT_SENTENCE_LABELS], (-1,))  # (B,)
-            nsp_logits = y_pred["next_sentence_logits"]  # (B, 2)
+            nsp_logits = next_sentence_logits  # (B, 2)
             per_example = keras.losses.sparse_categorical_crossentropy(
                 labels, nsp_logits, from_logits=True)  # (B,)
             next_sentence_loss = ops.mean(per_example)
