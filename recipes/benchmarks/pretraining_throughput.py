@@ -22,7 +22,10 @@ Timing excludes tracing and XLA compilation (two warm-up steps per setting).
 Other processes may share the CPUs, so the settings take turns: each timing
 window runs `--repeats` steps of every setting (and the peak-FLOP/s matmul)
 one after the other, in a rotated order, and each figure is the best of its
-`--windows` windows; `uptime`'s load is printed next to them. One step is
+`--windows` windows; `uptime`'s load is printed next to them. Step times
+here drift by 10-20 % from minute to minute, so the ratio against the faster
+peer is also given window by window (each window's own ratio of the two
+best settings: median and range), which that drift affects less. One step is
 about a second here, so a step per Python call costs nothing measurable
 (`steps_per_execution` matters for much smaller steps).
 
@@ -41,6 +44,7 @@ in TensorFlow, measured in the same rotation.
 
 import argparse
 import os
+import statistics
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -82,22 +86,22 @@ def matmul_step(size=2048):
 
 
 def time_in_turns(runs, windows, repeats, warmup=2):
-    """Seconds per call of each run: its best window of `repeats` calls, the
-    runs taking turns within every window (in a rotated order) so that load
-    from other processes falls on all of them alike."""
+    """Seconds per call of each run in every window: `repeats` calls per
+    window, the runs taking turns within every window (in a rotated order)
+    so that load from other processes falls on all of them alike."""
     names = list(runs)
     for name in names:
         for _ in range(warmup):  # tracing and (with XLA) compilation
             runs[name]()
-    best = {name: float("inf") for name in names}
+    per_window = {name: [] for name in names}
     for window in range(windows):
         shift = window % len(names)
         for name in names[shift:] + names[:shift]:
             start = time.perf_counter()
             for _ in range(repeats):
                 runs[name]()
-            best[name] = min(best[name], (time.perf_counter() - start) / repeats)
-    return best
+            per_window[name].append((time.perf_counter() - start) / repeats)
+    return per_window
 
 
 def training_flops(config, batch, length, predictions):
@@ -258,7 +262,8 @@ def main(argv=None):
                 for xla in xla_settings:
                     key = (name, precision, xla)
                     runs[key], params[name] = MODELS[name](config, batch, xla, precision)
-        seconds = time_in_turns(runs, args.windows, args.repeats)
+        per_window = time_in_turns(runs, args.windows, args.repeats)
+        seconds = {key: min(times) for key, times in per_window.items()}  # best window
         peak = matmul_flops / seconds.pop("peak")
         print(f"  peak float32 matmul: {peak / 1e9:.1f} GFLOP/s")
         best = {}
@@ -276,9 +281,17 @@ def main(argv=None):
             for name, (rate, *_) in best.items():
                 if name != "ours":
                     print(f"  ours / {name}: {best['ours'][0] / rate:.2f}x")
-            peers = [rate for name, (rate, *_) in best.items() if name != "ours"]
+            peers = {name: rate for name, (rate, *_) in best.items() if name != "ours"}
             if peers:
-                print(f"  ours / faster peer: {best['ours'][0] / max(peers):.2f}x")
+                print(f"  ours / faster peer: {best['ours'][0] / max(peers.values()):.2f}x")
+                # Windows ran every setting back to back: the same window's
+                # ratio cancels the load that moves between windows.
+                faster = max(peers, key=peers.get)
+                ours_times, peer_times = (per_window[(name, *best[name][1:3])]
+                                          for name in ("ours", faster))
+                ratios = sorted(p / o for o, p in zip(ours_times, peer_times))
+                print(f"  ours / {faster}, window by window: median "
+                      f"{statistics.median(ratios):.2f}x, range {ratios[0]:.2f}-{ratios[-1]:.2f}x")
         print(f"  (load {load_average()})", flush=True)
         del runs
 
