@@ -108,4 +108,5 @@ def _embed(token_embedding, segment_embedding, position_embedding, layer_norm, d
            mask_bias_layer, input_ids, input_mask, segment_ids, training=None):
     tokens = token_embedding(input_ids)  # (B, T, H)
     embeddings = tokens + segment_embedding(segment_ids) + position_embedding(tokens)
-    return dropout(layer_norm(embeddings), training=training), mask_bias_layer(input_mask)  # (B, T, H), (B, 1, 1, T)
+    hidden = dropout(layer_norm(embeddings), training=training)  # (B, T, H)
+    return hidden, mask_bias_layer(input_mask)  # (B, T, H), (B, 1, 1, T)

@@ -58,8 +58,8 @@ def _encode_cls_and_masked(encoder, inputs, training=None):
     and the last block costs about a third of a full one. Builds the
     pretrainer's graph (symbolic inputs) and runs its training step.
     """
-    hidden, mask_bias = encoder.embed(inputs["input_ids"], inputs["input_mask"],
-                                      inputs["segment_ids"], training=training)  # (B, T, H), (B, 1, 1, T)
+    hidden, mask_bias = encoder.embed(  # (B, T, H), (B, 1, 1, T)
+        inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"], training=training)
     *blocks, last_block = encoder.transformer_blocks
     for block in blocks:
         hidden = block(hidden, mask_bias, training=training)  # (B, T, H)
