@@ -96,17 +96,16 @@ class AdamW(GlobalBatchClipping, keras.optimizers.AdamW):
 
     def _apply_weight_decay(self, variables):
         """w <- w * (1 - lr * wd), Keras's w <- w - w * wd * lr in one pass over
-        w: Keras forms w * wd * lr as two full-size products, then subtracts
-        (over BERT's (V, H) table and the rest at `mini`, 10.8 -> 5.8 ms per
-        step on a 2-core CPU, a micro-benchmark)."""
+        w: Keras forms w * wd * lr as two full-size products, then subtracts,
+        and evaluates the schedule once per variable. The whole update over
+        `mini`'s variables: 26.2 -> 21.5 ms on a 2-core CPU (a micro-benchmark)."""
         if self.weight_decay is None:
             return
+        rate = tf.cast(self.learning_rate, tf.float32) * tf.cast(self.weight_decay, tf.float32)
 
         def decay(variable):
             if self._use_weight_decay(variable):
-                rate = (tf.cast(self.learning_rate, variable.dtype)
-                        * tf.cast(self.weight_decay, variable.dtype))
-                variable.assign(variable * (1.0 - rate))
+                variable.assign(variable * tf.cast(1.0 - rate, variable.dtype))
 
         def decay_each(distribution, variables):
             for variable in variables:

@@ -10,8 +10,8 @@ import tensorflow as tf
 from keras import ops
 
 from keras_bert.layers.normalization import LayerNormalization
-from keras_bert.losses import tied_output_cross_entropy
 from keras_bert.layers.transformer import gather_positions, get_activation
+from keras_bert.losses import tied_output_cross_entropy
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
