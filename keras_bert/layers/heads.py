@@ -9,8 +9,9 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_bert.layers.activations import get_activation
 from keras_bert.layers.normalization import LayerNormalization
-from keras_bert.layers.transformer import gather_positions, get_activation
+from keras_bert.layers.transformer import gather_positions
 from keras_bert.losses import tied_output_cross_entropy
 
 

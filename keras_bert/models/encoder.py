@@ -7,8 +7,8 @@ L = number of layers.
 import keras
 
 from keras_bert.config import BertConfig
-from keras_bert.layers import (AttentionMaskBias, LayerNormalization, PositionEmbedding,
-                               TransformerBlock)
+from keras_bert.layers import (AttentionMaskBias, Dropout, LayerNormalization,
+                               PositionEmbedding, TransformerBlock)
 
 LAYER_NORM_EPSILON = 1e-12
 
@@ -39,7 +39,7 @@ class BertEncoder(keras.Model):
             name="position_embedding")
         embeddings_layer_norm = LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="embeddings_layer_norm")
-        embeddings_dropout = keras.layers.Dropout(
+        embeddings_dropout = Dropout(
             config.hidden_dropout_prob, dtype=dtype, name="embeddings_dropout")
         mask_bias_layer = AttentionMaskBias(dtype=dtype, name="attention_mask_bias")
         blocks = [
