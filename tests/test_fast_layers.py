@@ -147,3 +147,18 @@ def test_training_block_equals_plain_tensorflow(hidden_size, heads, with_query_p
     for mine, reference, name in zip(ours, theirs, names):
         scale = max(float(tf.reduce_max(tf.abs(reference))), 1.0)  # sums cancel: relative to it
         np.testing.assert_allclose(mine, reference, rtol=1e-4, atol=1e-5 * scale, err_msg=name)
+
+
+def test_attention_with_lora_projections_takes_keras_path():
+    # LoRA (or quantized) projections cannot be concatenated into one kernel:
+    # they run one by one through Keras' Dense, with the same result.
+    hidden = tf.constant(np.random.default_rng(2).normal(size=(2, 6, 16)), tf.float32)
+    mask_bias = tf.zeros((2, 1, 1, 6))
+    block = TransformerBlock(2, 32, dropout=0.0, attention_dropout=0.0)
+    block.build(hidden.shape)
+    fused = block(hidden, mask_bias)
+    for projection in (block.attention.query, block.attention.key, block.attention.value):
+        projection.enable_lora(2)  # lora_b starts at zero: same function
+    np.testing.assert_allclose(block(hidden, mask_bias), fused, rtol=1e-5, atol=1e-6)
+    assert len(block.trainable_variables) > 0 and any(
+        "lora" in v.path for v in block.trainable_variables)
