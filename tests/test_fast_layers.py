@@ -102,7 +102,8 @@ def _reference_block(block, hidden, mask_bias, query_positions=None):
         mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
         return (x - mean) / tf.sqrt(variance + layer.epsilon) * layer.gamma + layer.beta
 
-    queries = hidden if query_positions is None else tf.gather(hidden, query_positions, batch_dims=1)
+    queries = (hidden if query_positions is None
+               else tf.gather(hidden, query_positions, batch_dims=1))
     scores = tf.matmul(split(dense(attention.query, queries)),
                        split(dense(attention.key, hidden)), transpose_b=True) / math.sqrt(size)
     probs = tf.nn.softmax(scores + mask_bias)
