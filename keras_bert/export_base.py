@@ -78,8 +78,24 @@ def check_same_batch(name_a, a, name_b, b, allow_empty_b=False):
 def signature(*specs):
     """`tf.function` with an input signature and without AutoGraph: the serving
     code has no Python control flow on tensors, and converting the tokenizer and
-    every Keras layer would triple the export time."""
-    return functools.partial(tf.function, input_signature=list(specs), autograph=False)
+    every Keras layer would triple the export time.
+
+    A loaded SavedModel does not check its inputs against the signature's
+    shapes, so a (B, 1) or scalar `text` would fail deep in the graph
+    ("Can't concatenate scalars"): every input first goes through EnsureShape,
+    whose error names the input and the shape it expects."""
+    def decorate(function):
+        @functools.wraps(function)
+        def checked(*args):
+            return function(*(tf.ensure_shape(arg, spec.shape, name=f"check_{name}")
+                              for arg, spec, name in zip(args, specs, _arg_names(function))))
+        return tf.function(checked, input_signature=list(specs), autograph=False)
+    return decorate
+
+
+def _arg_names(function):
+    import inspect
+    return [name for name in inspect.signature(function).parameters if name != "self"]
 
 
 _TRACED_TOKENIZERS = weakref.WeakKeyDictionary()
@@ -143,6 +159,33 @@ class TaskServing:
         bfloat16 outputs come back as float32."""
         return self._traced_model(features["input_ids"], features["input_mask"],
                                   features["segment_ids"])
+
+    def checked_ids(self, input_ids, input_mask, segment_ids):
+        """`serve_ids`' inputs as a features dict, after checks that name what is
+        wrong (equal shapes, at most max_position_embeddings long, ids inside
+        the vocabulary, segments and mask 0 or 1) instead of a shape or gather
+        error inside the model, or silently wrong logits for negative ids."""
+        config = model_config(self.model)
+        shape = tf.shape(input_ids)
+        checks = [
+            tf.debugging.Assert(tf.reduce_all(tf.equal(shape, tf.shape(input_mask)))
+                                & tf.reduce_all(tf.equal(shape, tf.shape(segment_ids))),
+                                ["input_ids, input_mask and segment_ids must have one shape; "
+                                 "got", shape, tf.shape(input_mask), tf.shape(segment_ids)]),
+            tf.debugging.Assert(shape[1] <= config.max_position_embeddings,
+                                [f"sequences may be at most {config.max_position_embeddings} "
+                                 "ids long (max_position_embeddings); got", shape[1]]),
+        ]
+        for name, value, size in (("input_ids", input_ids, config.vocab_size),
+                                  ("segment_ids", segment_ids, config.type_vocab_size),
+                                  ("input_mask", input_mask, 2)):
+            checks.append(tf.debugging.Assert(
+                tf.reduce_all((value >= 0) & (value < size)),
+                [f"{name} must lie in [0, {size}); got min", tf.reduce_min(value), "max",
+                 tf.reduce_max(value)]))
+        with tf.control_dependencies(checks):
+            return {"input_ids": tf.identity(input_ids), "input_mask": tf.identity(input_mask),
+                    "segment_ids": tf.identity(segment_ids)}
 
     def _run_model(self, input_ids, input_mask, segment_ids):
         outputs = self.model({"input_ids": input_ids, "input_mask": input_mask,

@@ -96,8 +96,7 @@ class ClassifierServing(TaskServing):
 
         @signature(*IDS_SPECS.values())
         def serve_ids(input_ids, input_mask, segment_ids):
-            return self.classify({"input_ids": input_ids, "input_mask": input_mask,
-                                  "segment_ids": segment_ids})
+            return self.classify(self.checked_ids(input_ids, input_mask, segment_ids))
 
         return {"serving_default": serve_text, "serve_examples": serve_examples,
                 "serve_ids": serve_ids}

@@ -8,7 +8,8 @@ inside the graph, with its defaults:
    apart, each packed as `[CLS] question [SEP] window [SEP]`;
 2. every window goes through the model in one batch;
 3. candidates are the `n_best_size` best start and end positions of each
-   window; a span (i, j) counts if both lie in the context, j >= i, it has at
+   window among its context pieces and `[CLS]` (run_squad ranks every
+   position: see `keras_bert.tasks.squad` for why not); a span (i, j) counts if both lie in the context, j >= i, it has at
    most `max_answer_length` pieces and window holds i with the most context
    around it (the max-context rule); its score is start + end logit;
 4. the best span over all windows is mapped back to the context: `answer` is
@@ -151,9 +152,13 @@ class SquadServing(TaskServing):
         in_context = (offset >= 0) & (offset < window["length"][:, tf.newaxis])
         can_start = in_context & self.max_context(window)
 
-        # n-best start and end positions of each window (ties: lower position first).
-        top_starts = tf.math.top_k(start_logits, self.n_best_size).indices  # (N, K)
-        top_ends = tf.math.top_k(end_logits, self.n_best_size).indices
+        # n-best start and end positions of each window (ties: lower position first),
+        # among the positions a prediction can take (see keras_bert.tasks.squad).
+        rankable = in_context | tf.equal(positions, 0)  # context pieces and [CLS]
+        top_starts = tf.math.top_k(tf.where(rankable, start_logits, -float("inf")),
+                                   self.n_best_size).indices  # (N, K)
+        top_ends = tf.math.top_k(tf.where(rankable, end_logits, -float("inf")),
+                                 self.n_best_size).indices
         i = tf.cast(top_starts, tf.int64)[:, :, tf.newaxis]  # (N, K, 1)
         j = tf.cast(top_ends, tf.int64)[:, tf.newaxis, :]  # (N, 1, K)
         valid = (tf.gather(can_start, top_starts, batch_dims=1)[:, :, tf.newaxis]
@@ -224,8 +229,7 @@ class SquadServing(TaskServing):
 
         @signature(*IDS_SPECS.values())
         def serve_ids(input_ids, input_mask, segment_ids):
-            return self.run_model({"input_ids": input_ids, "input_mask": input_mask,
-                                   "segment_ids": segment_ids})
+            return self.run_model(self.checked_ids(input_ids, input_mask, segment_ids))
 
         return {"serving_default": serve_text, "serve_examples": serve_examples,
                 "serve_ids": serve_ids}

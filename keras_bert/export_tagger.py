@@ -169,8 +169,8 @@ class TaggerServing(TaskServing):
 
         @signature(*IDS_SPECS.values())
         def serve_ids(input_ids, input_mask, segment_ids):
-            logits = self.run_model({"input_ids": input_ids, "input_mask": input_mask,
-                                     "segment_ids": segment_ids})  # (B, T, K)
+            logits = self.run_model(
+                self.checked_ids(input_ids, input_mask, segment_ids))  # (B, T, K)
             tag_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
             return {"logits": logits, "tag_ids": tag_ids,
                     "tags": tf.gather(tf.constant(self.label_names), tag_ids)}

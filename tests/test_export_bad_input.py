@@ -17,14 +17,15 @@ import pytest
 import tensorflow as tf
 
 from export_helpers import SEQ_LENGTH, call, decode, keras_features, keras_model, kinds
+from keras_bert.assets import AUSTEN_DIR
 
 EMPTY = ["", " ", "\t\n  \u3000"]
 INVALID = [b"caf\xc3 au \xff lait", b"\xe2\x82", b"ok \xf0\x9f\x98"]
 
 
 @pytest.fixture(scope="module")
-def long_text(datasets_dir):
-    with open(os.path.join(datasets_dir, "austen", "emma.txt"), encoding="utf-8") as f:
+def long_text():
+    with open(os.path.join(AUSTEN_DIR, "emma.txt"), encoding="utf-8") as f:
         text = f.read()[:100_000]
     assert len(text) == 100_000
     return text
@@ -172,3 +173,60 @@ def test_example_without_its_text_feature_is_a_clear_error():
     example = tf.train.Example().SerializeToString()
     with pytest.raises(tf.errors.InvalidArgumentError, match="text"):
         call("classifier", "serve_examples", inputs=[example])
+
+
+# === Inputs of the wrong shape or range (issue 21): one row per case ===
+
+PAIR = tf.constant([], tf.string)
+IDS = dict(input_ids=[[2, 5, 3]], input_mask=[[1, 1, 1]], segment_ids=[[0, 0, 0]])
+BAD_CALLS = [
+    # (case, signature, inputs, message)
+    ("rank-2 text", "serving_default", dict(text=[["a good film"]], text_pair=PAIR),
+     r"Shape of tensor text \[1,1\] is not compatible with expected shape \[\?\]"),
+    ("scalar text", "serving_default", dict(text="a good film", text_pair=PAIR),
+     r"Shape of tensor text \[\] is not compatible"),
+    ("rank-2 serialized examples", "serve_examples", dict(inputs=[[b""]]),
+     r"Shape of tensor inputs \[1,1\]"),
+    ("rank-1 ids", "serve_ids", dict(IDS, input_ids=[2, 5, 3]),
+     r"Shape of tensor input_ids \[3\] is not compatible with expected shape \[\?,\?\]"),
+    ("negative id", "serve_ids", dict(IDS, input_ids=[[2, -5, 3]]),
+     r"input_ids must lie in \[0, 30522\); got min\] \[-5\]"),
+    ("id past the vocabulary", "serve_ids", dict(IDS, input_ids=[[2, 99999, 3]]),
+     r"input_ids must lie in \[0, 30522\); got min\] \[2\] \[max\] \[99999\]"),
+    ("segment 2", "serve_ids", dict(IDS, segment_ids=[[0, 2, 0]]),
+     r"segment_ids must lie in \[0, 2\)"),
+    ("mask of another shape", "serve_ids", dict(IDS, input_mask=[[1, 1]]),
+     r"must have one shape; got\] \[1 3\] \[1 2\] \[1 3\]"),
+    ("1000 ids", "serve_ids", {name: np.ones([1, 1000], np.int32) for name in IDS},
+     r"at most 512 ids long \(max_position_embeddings\); got\] \[1000\]"),
+]
+
+
+@pytest.mark.parametrize("case, signature, inputs, message", BAD_CALLS,
+                         ids=[case[0] for case in BAD_CALLS])
+def test_bad_call_is_a_clear_error(case, signature, inputs, message):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        call("classifier", signature, **inputs)
+    # And the model keeps serving.
+    assert call("classifier", "serve_ids", **IDS)["logits"].shape == (1, 3)
+
+
+@pytest.mark.slow
+def test_short_contexts_are_answered():
+    # Issue 21: contexts of <= 30 words answered "" with score -inf: the n-best
+    # positions were ranked over padding too, which this barely trained model
+    # scores as high as the context. Now ranked over [CLS] and the context only.
+    words = "the quick brown fox jumps over the lazy dog near a river bank".split()
+    contexts = [" ".join((words * 3)[:n]) for n in (3, 5, 10, 20, 30)]
+    served = call("squad", question=["What jumps?"] * len(contexts), context=contexts)
+    # A best span exists for every context (this export is SQuAD 2.0: the null may still win).
+    assert np.isfinite(served["score"]).all(), served["score"]
+    assert np.isfinite(served["null_score_diff"]).all()
+    assert served["has_answer"].any()
+    for context, start, end, answer, has_answer in zip(
+            contexts, served["start"], served["end"], served["answer"], served["has_answer"]):
+        if has_answer:
+            assert 0 <= start < end <= len(context)
+            assert context[start:end] == answer.decode("utf-8")
+        else:
+            assert (start, end, answer) == (-1, -1, b"")

@@ -135,6 +135,13 @@ def test_postprocess_matches_squad_lib(datasets_dir, tokenizer, reference_tokeni
     rng = np.random.default_rng(seed)
     start = rng.normal(size=(len(features), SETTINGS["max_seq_length"])).astype(np.float32)
     end = rng.normal(size=start.shape).astype(np.float32)
+    # Question, [SEP] and padding logits below the rest, as a fine-tuned model's
+    # are: squad_lib ranks them into its n-best, we rank only [CLS] and the
+    # context (test_short_context_is_answered_where_run_squad_finds_nothing).
+    for i, feature in enumerate(features):
+        outside = np.setdiff1d(np.arange(start.shape[1]), [0, *feature.token_to_orig_map])
+        start[i, outside] -= 20.0
+        end[i, outside] -= 20.0
     if v2:
         # Even questions get a dominant null score, odd ones a hopeless one.
         even = np.array([f.example_index % 2 == 0 for f in features])
@@ -157,6 +164,32 @@ def test_postprocess_matches_squad_lib(datasets_dir, tokenizer, reference_tokeni
                                    [n["probability"] for n in ref_nbest[qid]], rtol=1e-5)
     if v2:
         assert "" in predictions.values() and any(predictions.values())
+
+
+def test_short_context_is_answered_where_run_squad_finds_nothing(tokenizer, reference_tokenizer,
+                                                                 tmp_path):
+    # Issue 21: a lightly trained model scores padding as high as the context;
+    # with 80 of 96 positions padding, squad_lib's n-best over all positions
+    # holds no context piece and it answers "empty". Ours ranks [CLS] and the context.
+    data = [{"title": "t", "paragraphs": [{"context": "Ann met Bob in Paris last spring.",
+                                           "qas": [{"id": "q", "question": "Where?",
+                                                    "answers": [{"text": "Paris",
+                                                                 "answer_start": 15}]}]}]}]
+    ref_examples, ref_features = _reference_features(data, tmp_path, reference_tokenizer,
+                                                     False, False, **SETTINGS)
+    examples = squad.read_squad_examples(data, False)
+    features = squad.convert_examples_to_features(examples, tokenizer, **SETTINGS)
+    start = np.where(features[0].input_mask, 0.0, 5.0)[None].astype(np.float32)
+    end = start.copy()
+    paris = next(i for i, (a, b) in features[0].token_char_spans.items() if a == 15)
+    start[0, paris] = end[0, paris] = 3.0
+    results = [RawResult(ref_features[0].unique_id, start[0].tolist(), end[0].tolist())]
+    ref_predictions, _, _ = squad_lib.postprocess_output(
+        ref_examples, ref_features, results, n_best_size=20, max_answer_length=30,
+        do_lower_case=True, version_2_with_negative=False)
+    predictions, _, _ = squad.postprocess(examples, features, start, end)
+    assert dict(ref_predictions) == {"q": "empty"}
+    assert predictions == {"q": "Paris"}
 
 
 def test_null_threshold_decides_no_answer(tokenizer):

@@ -12,7 +12,16 @@ take the n-best (start, end) pairs with end >= start and at most
 start_logits[0] + end_logits[0] at `[CLS]` and wins when null score minus the
 best span's exceeds `null_score_diff_threshold` (tuned on dev).
 
-One deliberate difference: the answer text is cut from the original context
+Two deliberate differences. The n-best start and end positions are ranked
+among `[CLS]` and the context pieces of a window, where run_squad.py ranks
+all `max_seq_length` positions, question, `[SEP]` and padding included: none
+of those can start or end an answer, yet with a lightly trained model
+(padding logits not yet pushed down) they took the n-best slots, and every
+context of about 30 words or fewer in a 64-position window came back with no
+answer at all (issue 21). Both agree whenever the best `n_best_size`
+positions are context pieces or `[CLS]`, as for a fine-tuned model.
+
+And the answer text is cut from the original context
 at the character offsets of its first and last word pieces (the tokenizer
 reports them; n-best entries carry them as `char_start` / `char_end`), where
 run_squad.py reconstructs it heuristically (`get_final_text`); both give the
@@ -309,9 +318,9 @@ def feature_arrays(features):
 # === Post-processing ===
 
 
-def _best_indexes(logits, n_best_size):
-    """Indices of the n largest logits, ties in index order (as the original)."""
-    return sorted(range(len(logits)), key=lambda i: logits[i], reverse=True)[:n_best_size]
+def _best_indexes(logits, n_best_size, positions):
+    """Of `positions`, the n with the largest logits, ties in index order (as the original)."""
+    return sorted(positions, key=lambda i: logits[i], reverse=True)[:n_best_size]
 
 
 def _softmax(scores):
@@ -346,8 +355,10 @@ def postprocess(examples, features, start_logits, end_logits, n_best_size=20,
                 if null_score < score_null:
                     score_null, null_feature = null_score, feature_index
                     null_start, null_end = starts[0], ends[0]
-            for s in _best_indexes(starts, n_best_size):
-                for e in _best_indexes(ends, n_best_size):
+            # The n-best among [CLS] and the context pieces only (see the module doc).
+            rankable = [0] + sorted(i for i in feature.token_to_orig_map if i < len(starts))
+            for s in _best_indexes(starts, n_best_size, rankable):
+                for e in _best_indexes(ends, n_best_size, rankable):
                     if s >= feature.num_tokens or e >= feature.num_tokens:
                         continue
                     if s not in feature.token_to_orig_map or e not in feature.token_to_orig_map:
