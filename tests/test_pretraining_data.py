@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert import corpus, pretraining_data
+from keras_bert.assets import AUSTEN_DIR
 from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
 from pretraining_reference import (MAX_PREDICTIONS, MAX_SEQ_LENGTH, mask_actions,
                                          read_records)
@@ -21,9 +22,9 @@ BOOKS = ("persuasion.txt", "northangerabbey.txt")
 
 
 @pytest.fixture(scope="module")
-def two_novels(datasets_dir, tmp_path_factory):
+def two_novels(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("corpus") / "two_novels.txt")
-    corpus.prepare_corpus("books", [os.path.join(datasets_dir, "austen", b) for b in BOOKS], path)
+    corpus.prepare_corpus("books", [os.path.join(AUSTEN_DIR, b) for b in BOOKS], path)
     return path
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from keras_bert import corpus, pretraining_data
+from keras_bert.assets import AUSTEN_DIR
 from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
 from pretraining_reference import original_instances, read_records
 
@@ -18,10 +19,10 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def austen(datasets_dir, minilm_path, tmp_path_factory):
+def austen(minilm_path, tmp_path_factory):
     folder = tmp_path_factory.mktemp("austen")
     text = str(folder / "austen.txt")
-    corpus.prepare_corpus("books", [os.path.join(datasets_dir, "austen")], text)
+    corpus.prepare_corpus("books", [AUSTEN_DIR], text)
     vocab_file = os.path.join(minilm_path, "vocab.txt")
     return text, vocab_file, folder
 

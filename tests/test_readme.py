@@ -18,8 +18,11 @@ def test_command_reference_in_sync():
         "README.md's command table is stale: paste keras_bert.cli.command_reference()")
 
 
-def test_readme_gives_the_two_commands():
+def test_readme_gives_the_two_commands_and_ci_runs_the_same():
     with open(README, encoding="utf-8") as f:
         text = f.read()
-    assert "keras-bert quickstart" in text
-    assert "python -m pytest" in text
+    commands = re.findall(r"```bash\n(.*?)\n```", text, flags=re.S)
+    assert "python3 run.py quickstart" in commands
+    assert "python3 run.py tests" in commands
+    with open(os.path.join(os.path.dirname(README), ".ci", "run"), encoding="utf-8") as f:
+        assert "python3 run.py tests -q\n" in f.read()

@@ -19,6 +19,7 @@ from official.nlp.tools import tokenization
 
 from keras_bert import tokenizer as tokenizer_module
 from keras_bert.tokenizer import BertTokenizer
+from keras_bert.assets import AUSTEN_DIR
 from tokenizer_hard_cases import HARD_CASES
 
 # === References and helpers ===
@@ -115,22 +116,22 @@ def build_vocab(path, texts, lowercase, num_words=4000):
     return str(path)
 
 
-# === Real text: every line of the shared datasets ===
+# === Real text: every line of the repository's real data ===
 
 
 def real_texts(datasets_dir):
-    """{source: [strings]} from the shared datasets."""
+    """{source: [strings]} from Austen (package assets) and the labelled sets in data/."""
     texts = {}
     austen = []
-    for path in sorted(glob.glob(os.path.join(datasets_dir, "austen", "*.txt"))):
+    for path in sorted(glob.glob(os.path.join(AUSTEN_DIR, "*.txt"))):
         with open(path, encoding="utf-8") as f:
             austen.extend(line.rstrip("\n") for line in f)
     texts["austen"] = austen
 
     def tsv_columns(folder, columns):
         rows = []
-        for split in ("train", "dev"):
-            with open(os.path.join(datasets_dir, folder, f"{split}.tsv"), encoding="utf-8") as f:
+        for path in sorted(glob.glob(os.path.join(datasets_dir, folder, "*.tsv"))):
+            with open(path, encoding="utf-8") as f:
                 next(f)  # header
                 for line in f:
                     fields = line.rstrip("\n").split("\t")

@@ -12,13 +12,14 @@ import tensorflow as tf
 from official.nlp.tools import tokenization
 
 from keras_bert import cli
+from keras_bert.assets import AUSTEN_DIR
 from keras_bert.tokenizer import BertTokenizer
 from keras_bert.vocab import count_words, learn_vocabulary, special_tokens
 
 
-def austen_lines(datasets_dir, name=None):
+def austen_lines(name=None):
     lines = []
-    for path in sorted(glob.glob(os.path.join(datasets_dir, "austen", f"{name or '*'}.txt"))):
+    for path in sorted(glob.glob(os.path.join(AUSTEN_DIR, f"{name or '*'}.txt"))):
         with open(path, encoding="utf-8") as f:
             lines.extend(line.rstrip("\n") for line in f)
     return lines
@@ -36,9 +37,9 @@ def unk_rate(vocab_file, lines):
 
 
 @pytest.fixture(scope="module")
-def emma(datasets_dir, tmp_path_factory):
+def emma(tmp_path_factory):
     """The first 1,500 lines of Emma as a training file; the next 2,000 held out."""
-    lines = austen_lines(datasets_dir, "emma")
+    lines = austen_lines("emma")
     folder = tmp_path_factory.mktemp("emma")
     return write_lines(folder / "train.txt", lines[:1500]), lines[1500:3500], folder
 
@@ -51,8 +52,8 @@ def learned(emma):
 
 
 @pytest.mark.parametrize("lowercase", [True, False])
-def test_words_are_the_original_basic_tokens(datasets_dir, tmp_path, lowercase):
-    lines = austen_lines(datasets_dir, "persuasion")[:400] + [
+def test_words_are_the_original_basic_tokens(tmp_path, lowercase):
+    lines = austen_lines("persuasion")[:400] + [
         "Naïve CAFÉ, ΟΔΟΣ. İstanbul a\x00b\u200bc 東京 x²!", "\ufeffBOM 🍕🍕"]
     path = write_lines(tmp_path / "text.txt", lines)
     basic = tokenization.BasicTokenizer(do_lower_case=lowercase)
@@ -94,8 +95,8 @@ def test_google_layout_with_unused_slots():
     assert special_tokens() == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
-def test_cli_vocab(datasets_dir, tmp_path, capsys):
-    train = write_lines(tmp_path / "train.txt", austen_lines(datasets_dir, "emma")[:300])
+def test_cli_vocab(tmp_path, capsys):
+    train = write_lines(tmp_path / "train.txt", austen_lines("emma")[:300])
     output = tmp_path / "cased" / "vocab.txt"
     assert cli.main(["vocab", "--input", train, "--vocab-size", "800", "--output", str(output),
                      "--cased", "--num-unused", "99"]) == 0
@@ -119,12 +120,12 @@ def test_errors(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_vocabulary_learned_on_one_novel_covers_all_of_austen(datasets_dir, tmp_path):
+def test_vocabulary_learned_on_one_novel_covers_all_of_austen(tmp_path):
     """Learned on Persuasion (8k lines), 2,000 tokens; applied to all six novels."""
-    train = os.path.join(datasets_dir, "austen", "persuasion.txt")
+    train = os.path.join(AUSTEN_DIR, "persuasion.txt")
     output = str(tmp_path / "vocab.txt")
     learn_vocabulary([train], 2000, output=output)
-    rate, pieces = unk_rate(output, austen_lines(datasets_dir))
+    rate, pieces = unk_rate(output, austen_lines())
     print(f"[UNK] rate on all of Austen: {rate:.4%} of {pieces} pieces")
     assert pieces > 900000
     assert rate < 0.005

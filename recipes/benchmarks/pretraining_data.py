@@ -31,8 +31,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-AUSTEN = os.path.join(ROOT, "..", "shared", "datasets", "austen")
-VOCAB = os.path.join(ROOT, "data", "vocab", "bert_uncased_vocab.txt")
+AUSTEN = os.path.join(ROOT, "keras_bert", "assets", "austen")
+VOCAB = os.path.join(ROOT, "keras_bert", "assets", "bert_uncased_vocab.txt")
 
 # Runs a command and prints the peak RSS (KiB) of its largest process and the CPU
 # seconds of all its processes.

@@ -36,8 +36,8 @@ from keras_bert import BertConfig, BertEncoder, BertTokenizer  # noqa: E402
 from keras_bert.export import export_saved_model  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_TEXT = os.path.join(HERE, "..", "..", "..", "shared", "datasets", "austen", "emma.txt")
-DEFAULT_VOCAB = os.path.join(HERE, "..", "..", "data", "vocab", "bert_uncased_vocab.txt")
+DEFAULT_TEXT = os.path.join(HERE, "..", "..", "keras_bert", "assets", "austen", "emma.txt")
+DEFAULT_VOCAB = os.path.join(HERE, "..", "..", "keras_bert", "assets", "bert_uncased_vocab.txt")
 
 
 def paragraphs(path, count, min_words=130):

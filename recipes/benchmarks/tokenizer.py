@@ -8,7 +8,7 @@ timing windows over the whole corpus, since other processes share the CPUs.
 
     python recipes/benchmarks/tokenizer.py [--batch-size 1024] [--windows 5]
     # long, partly non-ASCII documents (the Unicode and offset-mapping paths):
-    python recipes/benchmarks/tokenizer.py --corpus ../shared/datasets/bbc_news/train.tsv \
+    python recipes/benchmarks/tokenizer.py --corpus data/bbc_news/dev.tsv \
         --batch-size 64 --python-lines 300
 """
 
@@ -25,8 +25,8 @@ import tensorflow_text as tf_text  # noqa: E402
 from keras_bert.tokenizer import BertTokenizer  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_CORPUS = os.path.join(HERE, "..", "..", "..", "shared", "datasets", "austen")
-DEFAULT_VOCAB = os.path.join(HERE, "..", "..", "data", "vocab", "bert_uncased_vocab.txt")
+DEFAULT_CORPUS = os.path.join(HERE, "..", "..", "keras_bert", "assets", "austen")
+DEFAULT_VOCAB = os.path.join(HERE, "..", "..", "keras_bert", "assets", "bert_uncased_vocab.txt")
 
 
 def read_lines(corpus):
