@@ -26,7 +26,7 @@ setup(
     license="Apache-2.0",
     # What the commands read at run time: Unicode tables, the shipped vocabulary
     # and the quickstart's corpus (keras_bert/assets/README.md); py.typed: PEP 561.
-    package_data={"keras_bert": ["unicode_classes.json", "py.typed"],
+    package_data={"keras_bert": ["py.typed"], "keras_bert.text": ["unicode_classes.json"],
                   "keras_bert.assets": ["README.md", "*.txt", "austen/*.txt"]},
     python_requires=">=3.10",
     install_requires=[
@@ -42,7 +42,7 @@ setup(
         # tf-models-official is the independent reference (Keras 2): tests and benchmarks only.
         # tensorflow-serving-api: request protos for the export tests (pinned to
         # TensorFlow's minor version: a newer one pulls a newer TensorFlow).
-        "test": ["pytest", "tf-models-official==2.20.0", "seqeval",
+        "test": ["pytest", "import-linter", "tf-models-official==2.20.0", "seqeval",
                  "tensorflow-serving-api~=2.20.0"],
         # Peers of recipes/benchmarks (keras-hub's BertMaskedLM; Model Garden is in "test").
         # HuggingFace tokenizers: the Python-side peer of serving_latency.py / tokenizer.py.

@@ -32,7 +32,7 @@ _LAZY_CLASSES = {
     "BertSpanExtractor": "keras_bert.models",
     "BertTokenClassifier": "keras_bert.models",
     "BertPretrainer": "keras_bert.models.pretrainer",
-    "BertTokenizer": "keras_bert.tokenizer",
+    "BertTokenizer": "keras_bert.text.tokenizer",
 }
 # Every submodule and subpackage, found on disk (no import needed to list them).
 _SUBMODULES = tuple(sorted(info.name for info in pkgutil.iter_modules(__path__)

@@ -8,7 +8,6 @@ tf.Example stores only int64 and float32; readers cast ids to int32 after parsin
 import tensorflow as tf
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
-MASKED_LM_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 NEXT_SENTENCE_LABELS = "next_sentence_labels"
 
 

@@ -17,7 +17,7 @@ import tempfile
 import numpy as np
 
 from keras_bert import BertConfig, BertEncoder, BertTokenizer
-from keras_bert.embeddings import SHIPPED_VOCAB
+from keras_bert.assets import VOCAB_FILE
 
 KINDS = ("embeddings", "classifier", "regressor", "tagger", "squad")
 # The default (fast) suite exports the classifier only; tests of the other
@@ -36,7 +36,7 @@ atexit.register(shutil.rmtree, _ROOT, True)
 
 @functools.lru_cache(maxsize=None)
 def tokenizer():
-    return BertTokenizer(SHIPPED_VOCAB)
+    return BertTokenizer(VOCAB_FILE)
 
 
 def kinds(*names):

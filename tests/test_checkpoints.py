@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file
 
-from keras_bert import BertConfig, BertTokenizer
+from keras_bert import BertConfig, BertEncoder, BertTokenizer
 from keras_bert import checkpoints
 
 SENTENCES = [
@@ -135,7 +135,7 @@ def test_tf1_checkpoint_loads_and_matches(minilm, minilm_path, tmp_path, packed)
 
 def test_bad_checkpoints_name_tensor_and_shapes(minilm, minilm_path):
     _, tensors = checkpoints.read_huggingface(minilm_path)
-    encoder = checkpoints.BertEncoder(BertConfig.from_json_file(minilm_path))
+    encoder = BertEncoder(BertConfig.from_json_file(minilm_path))
     before = [w.numpy().copy() for w in encoder.weights]
 
     broken = dict(tensors)

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from keras_bert import corpus
+from keras_bert.text import corpus
 from keras_bert.assets import AUSTEN_DIR
 
 

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert import distribute, inputs, training
+from keras_bert.training import distribute
+from keras_bert.pretraining_data import inputs
+from keras_bert.training import pretraining
 from keras_bert.config import BertConfig
 from synthetic_pretraining import write_records
 
@@ -57,7 +59,7 @@ def test_every_iterator_of_a_seeded_training_stream_replays_it(tmp_path):
 
 def _tpu_recipe_dataset(tmp_path, monkeypatch):
     monkeypatch.chdir(os.path.join(TESTS_DIR, ".."))
-    recipe = training.load_config("recipes/pretraining/bert_base_tpu_phase1.yaml")
+    recipe = pretraining.load_config("recipes/pretraining/bert_base_tpu_phase1.yaml")
     path = write_records(tmp_path / "seq128.tfrecord", 8, vocab_size=30522, seq_length=128,
                          max_predictions_per_seq=20)
     # 8 TPU cores: each reads batch_size / 8 per step.
@@ -81,7 +83,7 @@ def test_tpu_recipe_train_step_lowers_to_xla_in_bfloat16(tmp_path, monkeypatch):
     # The bfloat16 train step of a (small) pretrainer traces and lowers under XLA.
     from keras_bert.models.encoder import BertEncoder
     from keras_bert.models.pretrainer import BertPretrainer
-    from keras_bert.optimization import create_optimizer
+    from keras_bert.training.optimization import create_optimizer
     small = BertConfig.preset("tiny", vocab_size=30522)
     pretrainer = BertPretrainer(BertEncoder(small, dtype=recipe.mixed_precision))
     optimizer = create_optimizer(recipe.optimizer, recipe.learning_rate, recipe.train_steps,
@@ -107,7 +109,7 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     sys.path.insert(0, sys.argv[2])
-    from keras_bert import training
+    from keras_bert.training import pretraining
     fields = json.loads(sys.argv[1])
     # The global batch of 8 as 2 micro-batches of 4 (2 x 2 per replica).
     accumulate = {"batch_size": 4, "gradient_accumulation_steps": 2}
@@ -116,7 +118,7 @@ MIRRORED_SCRIPT = textwrap.dedent("""
             "accumulate_custom": ("mirrored", "custom", accumulate)}
     for name in sys.argv[4].split(","):
         strategy, loop, extra = runs[name]
-        training.pretrain(training.load_config(
+        pretraining.pretrain(pretraining.load_config(
             **{**fields, **extra}, strategy=strategy, train_loop=loop,
             model_dir=sys.argv[3] + "/" + name,
             devices=["/cpu:0", "/cpu:1"] if strategy == "mirrored" else None))
@@ -180,8 +182,8 @@ def test_mirrored_two_cpus_follows_the_one_device_trajectory(tmp_path):
 WORKER_SCRIPT = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, sys.argv[2])
-    from keras_bert import training
-    results = training.pretrain(training.load_config(**json.loads(sys.argv[1])))
+    from keras_bert.training import pretraining
+    results = pretraining.pretrain(pretraining.load_config(**json.loads(sys.argv[1])))
     print("RESULTS " + json.dumps(results))
 """)
 

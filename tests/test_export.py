@@ -18,7 +18,7 @@ import tensorflow as tf
 from export_helpers import (CLASS_NAMES, SEQ_LENGTH, SIGNATURES, SQUAD_OPTIONS, TAG_NAMES, call,
                             decode, export_metadata, export_path, keras_features, keras_model,
                             kinds, signature_defs, tokenizer)
-from keras_bert.embeddings import mean_pool
+from keras_bert.layers.pooling import mean_pool
 
 SENTENCES = ["It is a truth universally acknowledged.",
              "Emma Woodhouse, handsome, clever, and rich, with a comfortable home!",

@@ -16,7 +16,7 @@ import pytest
 from export_helpers import KINDS, SIGNATURES, call, export_path, keras_features
 
 try:
-    from keras_bert.serving_ops import SERVING_TEXT_OPS
+    from keras_bert.export.serving_ops import SERVING_TEXT_OPS
 except ImportError:  # until keras_bert/serving_ops.py lands: the ops of tensorflow-text 2.12
     SERVING_TEXT_OPS = frozenset({
         "CaseFoldUTF8", "FastWordpieceDetokenize", "FastWordpieceTokenizeWithOffsets",

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert.layers.dense import Dense
-from keras_bert.losses import cross_entropy_and_prediction, tied_output_cross_entropy
+from keras_bert.kernels.dense import Dense
+from keras_bert.kernels.masked_lm_loss import cross_entropy_and_prediction, tied_output_cross_entropy
 
 
 def _dense_values_and_gradients(layer, x, upstream, jit_compile):

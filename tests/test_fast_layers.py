@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from keras_bert.layers import Dropout, TransformerBlock
 from keras_bert.layers.activations import gelu_exact, gelu_exact_compiled
-from keras_bert.layers.dropout import dropout_16_bit
+from keras_bert.kernels.dropout import dropout_16_bit
 
 
 def _values_and_gradients(fn, x, upstream, jit_compile=False):

@@ -11,8 +11,9 @@ import pytest
 
 import keras
 from keras_bert import BertConfig, BertEncoder, BertTokenizer
-from keras_bert import cli, finetuning
-from keras_bert.finetuning import FinetuneConfig
+from keras_bert import cli
+from keras_bert.training import finetuning
+from keras_bert.training.finetuning import FinetuneConfig
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
@@ -116,7 +117,7 @@ def test_load_encoder_from_keras_files(tmp_path, minilm_path):
     # keras-bert pretrain's export (original TF1 names + bert_config.json), given as
     # the export folder or as the pretraining model_dir.
     from keras_bert.models.pretrainer import BertPretrainer
-    from keras_bert.training import export_tf1
+    from keras_bert.training.pretraining import export_tf1
     export_tf1(BertPretrainer(encoder), str(tmp_path / "pretrain" / "export"))
     for path in (tmp_path / "pretrain" / "export", tmp_path / "pretrain"):
         loaded = finetuning.load_encoder(str(path))

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from keras_bert import native_logs
+from keras_bert.cli import native_logs
 
 # Lines TensorFlow 2.20 printed on this project's machines (the quickstart's output).
 TF_LINE = (b"2026-12-01 10:10:02.531733: E external/local_xla/xla/stream_executor/cuda/"
@@ -73,7 +73,7 @@ def test_progress_bar_frames_pass_as_they_come():
 
 SCRIPT = """
 import sys
-from keras_bert import native_logs
+from keras_bert.cli import native_logs
 log_filter = native_logs.route_stderr_through_filter()
 import tensorflow as tf
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import keras_bert
-from keras_bert import native_logs
+from keras_bert.cli import native_logs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -47,8 +47,9 @@ def test_public_api_is_reachable_from_the_top_level():
     assert keras_bert.checkpoints.load_huggingface
     assert keras_bert.export.export_saved_model
     assert keras_bert.BertPretrainer.__name__ == "BertPretrainer"
-    assert {"checkpoints", "export", "finetuning", "training", "tokenizer"} <= set(
-        keras_bert.__all__)
+    assert {"checkpoints", "cli", "export", "kernels", "layers", "models", "pretraining_data",
+            "tasks", "text", "training"} <= set(keras_bert.__all__)
+    assert keras_bert.training.finetuning.finetune and keras_bert.text.tokenizer.BertTokenizer
     assert os.path.exists(os.path.join(os.path.dirname(keras_bert.__file__), "py.typed"))
 
 

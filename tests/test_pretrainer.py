@@ -8,7 +8,8 @@ import pytest
 import tensorflow as tf
 import keras
 
-from keras_bert import checkpoints, inputs
+from keras_bert import checkpoints
+from keras_bert.pretraining_data import inputs
 from keras_bert.config import BertConfig
 from keras_bert.layers.heads import MaskedLMHead, NextSentenceHead
 from keras_bert.models.encoder import BertEncoder
@@ -200,7 +201,7 @@ def test_head_weights_from_tf1_layout(records):
         "cls/seq_relationship/output_weights": rng.normal(size=(2, 16)),
         "cls/seq_relationship/output_bias": rng.normal(size=(2,)),
     }
-    loaded = pretrainer.load_head_weights(tensors)
+    loaded = checkpoints.assign_head_weights(pretrainer, tensors)
     assert sorted(loaded) == sorted(tensors)
     np.testing.assert_allclose(pretrainer.next_sentence_head.dense.kernel.numpy(),
                                tensors["cls/seq_relationship/output_weights"].T, rtol=1e-6)
@@ -208,11 +209,11 @@ def test_head_weights_from_tf1_layout(records):
                                tensors["cls/predictions/output_bias"], rtol=1e-6)
     bad = dict(tensors, **{"cls/predictions/output_bias": np.zeros(31)})
     with pytest.raises(ValueError, match="cls/predictions/output_bias has shape"):
-        pretrainer.load_head_weights(bad, source="ckpt")
+        checkpoints.assign_head_weights(pretrainer, bad, source="ckpt")
 
 
 def test_from_real_checkpoint_keeps_encoder_and_adds_fresh_heads(minilm_path):
-    pretrainer = BertPretrainer.from_checkpoint(minilm_path, objective="none")
+    pretrainer = checkpoints.load_pretrainer(minilm_path, objective="none")
     reference = checkpoints.load_pretrained(minilm_path)
     np.testing.assert_array_equal(pretrainer.encoder.token_embedding.embeddings.numpy(),
                                   reference.token_embedding.embeddings.numpy())

@@ -10,7 +10,8 @@ import os
 import numpy as np
 import pytest
 
-from keras_bert import corpus, pretraining_data
+from keras_bert.pretraining_data import create
+from keras_bert.text import corpus
 from keras_bert.assets import AUSTEN_DIR
 from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
 from pretraining_reference import original_instances, read_records
@@ -29,11 +30,11 @@ def austen(minilm_path, tmp_path_factory):
 
 def _tokenized_documents(text, vocab_file):
     """The corpus as the original holds it: documents of sentences of word-piece strings."""
-    tokenizer, tokenize = pretraining_data._cached_tokenizer(
-        vocab_file, True, pretraining_data._file_key(vocab_file))
+    tokenizer, tokenize = create._cached_tokenizer(
+        vocab_file, True, create._file_key(vocab_file))
     documents = []
-    for block in pretraining_data.iter_blocks(pretraining_data.read_documents([text])):
-        block = pretraining_data.tokenize_block(0, block, tokenize)
+    for block in create.iter_blocks(create.read_documents([text])):
+        block = create.tokenize_block(0, block, tokenize)
         splits, docs = block.sentence_splits, block.document_splits
         for d in range(block.num_documents):
             documents.append([[tokenizer.vocab[i] for i in block.token_ids[splits[s]:splits[s + 1]]]

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from keras_bert import training
+from keras_bert.training import pretraining
 from keras_bert.config import BertConfig
 from synthetic_pretraining import write_records
 
@@ -21,17 +21,17 @@ def test_recipes_are_the_papers(monkeypatch):
             "bert_large_tpu_phase2.yaml", "bert_base_multi_gpu.yaml",
             "bert_base_multi_worker.yaml", "austen_cpu.yaml"} <= set(NAMES)
     for size in ("base", "large"):
-        one = training.load_config(f"recipes/pretraining/bert_{size}_tpu_phase1.yaml")
-        two = training.load_config(f"recipes/pretraining/bert_{size}_tpu_phase2.yaml")
+        one = pretraining.load_config(f"recipes/pretraining/bert_{size}_tpu_phase1.yaml")
+        two = pretraining.load_config(f"recipes/pretraining/bert_{size}_tpu_phase2.yaml")
         # Paper: batch 256, lr 1e-4, 10k warmup, 1M steps: 90 % at 128, 10 % at 512.
         assert (one.batch_size, one.learning_rate, one.warmup_steps) == (256, 1e-4, 10000)
         assert (one.seq_length, two.seq_length) == (128, 512)
         assert (one.train_steps, two.train_steps) == (900000, 100000)
         assert two.init_checkpoint == one.model_dir + "/export"
         assert one.strategy == "tpu" and one.mixed_precision == "mixed_bfloat16"
-    gpu = training.load_config("recipes/pretraining/bert_base_multi_gpu.yaml")
+    gpu = pretraining.load_config("recipes/pretraining/bert_base_multi_gpu.yaml")
     assert (gpu.strategy, gpu.mixed_precision) == ("mirrored", "mixed_float16")
-    assert training.load_config("recipes/pretraining/bert_base_multi_worker.yaml").strategy == \
+    assert pretraining.load_config("recipes/pretraining/bert_base_multi_worker.yaml").strategy == \
         "multi_worker"
 
 
@@ -46,7 +46,7 @@ def smoke_data(tmp_path_factory):
 
 
 def smoke_config(path, data, model_dir, **extra):
-    recipe = training.load_config(path)
+    recipe = pretraining.load_config(path)
     overrides = dict(
         model=str(data / "bert_config.json"), train_files=str(data / "data.tfrecord"),
         eval_files=str(data / "data.tfrecord"), eval_steps=1, seq_length=16,
@@ -57,7 +57,7 @@ def smoke_config(path, data, model_dir, **extra):
         strategy="one_device" if recipe.strategy in ("tpu", "multi_worker") else recipe.strategy,
         jit_compile=False, verbose=0, **extra)
     fields = {**{k: v for k, v in vars(recipe).items()}, **overrides}
-    return training.load_config(**fields)
+    return pretraining.load_config(**fields)
 
 
 @pytest.mark.slow
@@ -65,7 +65,7 @@ def smoke_config(path, data, model_dir, **extra):
 def test_one_step(name, smoke_data, tmp_path):
     config = smoke_config(os.path.join("recipes", "pretraining", name), smoke_data, tmp_path / "m",
                           init_checkpoint=None)
-    results = training.pretrain(config)
+    results = pretraining.pretrain(config)
     assert results["masked_lm_loss"] > 0
     assert os.path.exists(tmp_path / "m" / "export" / "bert_model.ckpt.index")
 
@@ -75,7 +75,7 @@ def test_one_step(name, smoke_data, tmp_path):
 def test_one_step_phase2_from_phase1(size, smoke_data, tmp_path):
     phase1 = smoke_config(f"recipes/pretraining/bert_{size}_tpu_phase1.yaml", smoke_data,
                           tmp_path / "phase1")
-    training.pretrain(phase1)
+    pretraining.pretrain(phase1)
     phase2 = smoke_config(f"recipes/pretraining/bert_{size}_tpu_phase2.yaml", smoke_data,
                           tmp_path / "phase2", init_checkpoint=str(tmp_path / "phase1" / "export"))
-    assert training.pretrain(phase2)["masked_lm_loss"] > 0
+    assert pretraining.pretrain(phase2)["masked_lm_loss"] > 0

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import keras_bert
-from keras_bert.startup import OPTIONAL_PACKAGES
+from keras_bert.cli.startup import OPTIONAL_PACKAGES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,7 +41,7 @@ def test_import_keras_bert_loads_neither_keras_nor_tensorflow():
 def test_public_names_are_the_classes():
     from keras_bert.models.classifier import BertClassifier
     from keras_bert.models.encoder import BertEncoder
-    from keras_bert.tokenizer import BertTokenizer
+    from keras_bert.text.tokenizer import BertTokenizer
     assert keras_bert.BertEncoder is BertEncoder
     assert keras_bert.BertClassifier is BertClassifier
     assert keras_bert.BertTokenizer is BertTokenizer
@@ -100,7 +100,7 @@ def test_training_commands_turn_on_the_fast_cpu_settings_unless_set():
             "('TF_ENABLE_ONEDNN_OPTS', 'TF_CPU_ALLOCATOR_USE_BFC')] + [loaded]))")
     assert _run_python(code) == ["1", "false", True]
     import tensorflow  # noqa: F401
-    from keras_bert.startup import use_fast_cpu_training_settings
+    from keras_bert.cli.startup import use_fast_cpu_training_settings
     environ = {}
     # With TensorFlow loaded it is too late to change anything.
     assert use_fast_cpu_training_settings(environ) == [] and environ == {}

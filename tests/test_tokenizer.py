@@ -17,9 +17,9 @@ import tensorflow_text as tf_text
 from official.nlp.tools import tokenization
 
 from keras_bert import cli
-from keras_bert.serving_ops import (SERVING_TEXT_OPS, custom_ops_in_saved_model,
+from keras_bert.export.serving_ops import (SERVING_TEXT_OPS, custom_ops_in_saved_model,
                                     ops_serving_lacks)
-from keras_bert.tokenizer import BertTokenizer, truncated_pair_lengths
+from keras_bert.text.tokenizer import BertTokenizer, truncated_pair_lengths
 
 TEXTS = ["Emma Woodhouse, handsome, clever, and rich.", "naïve café — Zoë's résumé!",
          "", "İSTANBUL ΟΔΟΣ 東京タワー a\x00b\u200bc", "unaffable 🍕 x²"]
@@ -376,12 +376,12 @@ def test_shipped_unicode_table_is_this_pythons_database():
     import json
     import unicodedata
 
-    from keras_bert import tokenizer as tokenizer_module
+    from keras_bert.text import tokenizer as tokenizer_module
 
     with open(tokenizer_module.UNICODE_CLASSES_FILE, encoding="utf-8") as f:
         shipped = json.load(f)
     assert shipped["unidata_version"] == unicodedata.unidata_version, (
-        "Python's Unicode version changed: run keras_bert.tokenizer.write_unicode_classes()")
+        "Python's Unicode version changed: run keras_bert.text.tokenizer.write_unicode_classes()")
     computed = tokenizer_module.compute_unicode_classes()
     assert {name: [list(r) for r in ranges] for name, ranges in computed.items()} == \
         shipped["classes"]
@@ -390,7 +390,7 @@ def test_shipped_unicode_table_is_this_pythons_database():
 def test_a_table_for_another_unicode_version_is_ignored(tmp_path, monkeypatch):
     import json
 
-    from keras_bert import tokenizer as tokenizer_module
+    from keras_bert.text import tokenizer as tokenizer_module
 
     stale = tmp_path / "unicode_classes.json"
     stale.write_text(json.dumps({"unidata_version": "1.0.0", "classes": {"deleted": [[65, 65]]}}))
@@ -404,7 +404,7 @@ def test_a_table_for_another_unicode_version_is_ignored(tmp_path, monkeypatch):
 
 
 def test_removing_code_points_from_ranges():
-    from keras_bert.tokenizer import _ranges_without
+    from keras_bert.text.tokenizer import _ranges_without
 
     ranges = ((1, 5), (8, 8), (10, 12))
     assert _ranges_without(ranges, {1, 3, 8, 12, 20}) == ((2, 2), (4, 5), (10, 11))

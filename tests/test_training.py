@@ -14,7 +14,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert import checkpoints, cli, inputs, optimization, training
+from keras_bert import checkpoints, cli
+from keras_bert.pretraining_data import inputs
+from keras_bert.training import optimization
+from keras_bert.training import pretraining
 from keras_bert.config import BertConfig
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
@@ -42,7 +45,7 @@ def tiny_config(data_dir, model_dir, **fields):
                   train_steps=10, warmup_steps=2, checkpoint_every=5, log_every=5,
                   model_dir=str(model_dir), jit_compile=False, verbose=0)
     values.update(fields)
-    return training.load_config(**values)
+    return pretraining.load_config(**values)
 
 
 # === Optimisers ===
@@ -219,7 +222,7 @@ def test_pretrain_with_accumulation_trains_the_same_updates(data_dir, tmp_path):
     for name, batch_size, accumulation in (("big", 8, 1), ("accumulated", 4, 2)):
         config = tiny_config(data_dir, tmp_path / name, batch_size=batch_size, eval_files=None,
                              gradient_accumulation_steps=accumulation)
-        training.pretrain(config)
+        pretraining.pretrain(config)
         runs[name] = [json.loads(line) for line in open(tmp_path / name / "train_log.jsonl")]
     assert [r["step"] for r in runs["accumulated"]] == [r["step"] for r in runs["big"]] == [5, 10]
     for big, accumulated in zip(runs["big"], runs["accumulated"]):
@@ -236,23 +239,23 @@ def test_load_config_from_yaml_with_overrides(tmp_path):
     path = tmp_path / "recipe.yaml"
     path.write_text("model: tiny\ntrain_files: a.tfrecord\nmodel_dir: out\n"
                     "train_steps: 100\ncheckpoint_every: 10\nwarmup_steps: 10\nlearning_rate: 1e-4\n")
-    config = training.load_config(str(path), ["train_steps=20", "optimizer=lamb", "eval_files=null"])
+    config = pretraining.load_config(str(path), ["train_steps=20", "optimizer=lamb", "eval_files=null"])
     assert (config.train_steps, config.optimizer, config.learning_rate) == (20, "lamb", 1e-4)
     path.write_text("model: tiny\ntrain_file: a\n")
     with pytest.raises(ValueError, match=r"recipe.yaml: unknown config field\(s\) \['train_file'\]"):
-        training.load_config(str(path))
+        pretraining.load_config(str(path))
     with pytest.raises(ValueError, match="multiple of checkpoint_every"):
-        training.load_config(None, ["train_steps=15", "checkpoint_every=10", "warmup_steps=1"],
+        pretraining.load_config(None, ["train_steps=15", "checkpoint_every=10", "warmup_steps=1"],
                              train_files="a", model_dir="b")
     with pytest.raises(ValueError, match="--set expects key=value"):
-        training.load_config(None, ["train_steps"])
+        pretraining.load_config(None, ["train_steps"])
     with pytest.raises(ValueError, match="jit_compile must be true, false or auto, got 'sometimes'"):
-        training.load_config(None, ["jit_compile=sometimes"], train_files="a", model_dir="b")
+        pretraining.load_config(None, ["jit_compile=sometimes"], train_files="a", model_dir="b")
     # The default, auto: XLA only where there is a GPU or TPU.
     assert config.jit_compile == "auto"
     accelerators = [d for d in tf.config.list_physical_devices() if d.device_type != "CPU"]
-    assert training.resolve_jit_compile("auto") is bool(accelerators)
-    assert (training.resolve_jit_compile(True), training.resolve_jit_compile(False)) == (True, False)
+    assert pretraining.resolve_jit_compile("auto") is bool(accelerators)
+    assert (pretraining.resolve_jit_compile(True), pretraining.resolve_jit_compile(False)) == (True, False)
 
 
 # === The driver ===
@@ -283,7 +286,7 @@ def test_cli_pretrain_checkpoints_logs_exports_and_is_idempotent(data_dir, tmp_p
     results = json.load(open(tmp_path / "run" / "eval_results.json"))
     assert results["step"] == 10
     # Running the finished recipe again restores step 10 and trains no further.
-    again = training.pretrain(training.load_config(
+    again = pretraining.pretrain(pretraining.load_config(
         str(recipe), ["train_steps=10", "checkpoint_every=5", "verbose=0"]))
     assert again["masked_lm_loss"] == pytest.approx(results["masked_lm_loss"], rel=1e-6)
     assert cli.main(["pretrain", "--config", str(tmp_path / "missing.yaml")]) == 2
@@ -291,12 +294,12 @@ def test_cli_pretrain_checkpoints_logs_exports_and_is_idempotent(data_dir, tmp_p
 
 @pytest.mark.slow
 def test_two_phases_start_from_the_first_phase(data_dir, tmp_path):
-    training.pretrain(tiny_config(data_dir, tmp_path / "phase1"))
+    pretraining.pretrain(tiny_config(data_dir, tmp_path / "phase1"))
     # Phase 2: length 32, from phase 1's export; learning rate 0 keeps its weights.
     phase2 = tiny_config(data_dir, tmp_path / "phase2", init_checkpoint=str(tmp_path / "phase1" / "export"),
                          model=None, seq_length=32, train_files=str(data_dir / "long.tfrecord"),
                          eval_files=None, learning_rate=0.0, train_steps=5)
-    training.pretrain(phase2)
+    pretraining.pretrain(phase2)
     first = tf.train.load_checkpoint(str(tmp_path / "phase1" / "export" / "bert_model.ckpt"))
     second = tf.train.load_checkpoint(str(tmp_path / "phase2" / "export" / "bert_model.ckpt"))
     names = first.get_variable_to_shape_map()

@@ -13,8 +13,8 @@ from official.nlp.tools import tokenization
 
 from keras_bert import cli
 from keras_bert.assets import AUSTEN_DIR
-from keras_bert.tokenizer import BertTokenizer
-from keras_bert.vocab import count_words, learn_vocabulary, special_tokens
+from keras_bert.text.tokenizer import BertTokenizer
+from keras_bert.text.vocab import count_words, learn_vocabulary, special_tokens
 
 
 def austen_lines(name=None):

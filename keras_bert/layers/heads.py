@@ -10,9 +10,9 @@ import tensorflow as tf
 from keras import ops
 
 from keras_bert.layers.activations import get_activation
-from keras_bert.layers.normalization import LayerNormalization
+from keras_bert.kernels.layer_norm import LayerNormalization
 from keras_bert.layers.transformer import gather_positions
-from keras_bert.losses import tied_output_cross_entropy
+from keras_bert.kernels.masked_lm_loss import tied_output_cross_entropy
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")

@@ -11,9 +11,9 @@ import tensorflow as tf
 from keras import ops
 
 from keras_bert.layers.activations import gelu_exact_compiled, get_activation
-from keras_bert.layers.dense import Dense, project
-from keras_bert.layers.dropout import Dropout
-from keras_bert.layers.normalization import LayerNormalization
+from keras_bert.kernels.dense import Dense, project
+from keras_bert.kernels.dropout import Dropout
+from keras_bert.kernels.layer_norm import LayerNormalization
 
 
 def gather_positions(sequence, positions, flat=False):

@@ -3,3 +3,7 @@ from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.features_extractor import BertFeatureExtractor
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
+
+from keras_bert._lazy import submodule_getattr  # noqa: E402
+
+__getattr__ = submodule_getattr(__name__, __path__)

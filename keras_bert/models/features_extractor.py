@@ -6,19 +6,8 @@ K = number of top layers concatenated.
 
 import keras
 
-from keras_bert.embeddings import mean_pool
+from keras_bert.layers.pooling import MeanPool
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
-
-
-@keras.saving.register_keras_serializable(package="keras_bert")
-class MeanPool(keras.layers.Layer):
-    """(B, T, H), (B, T) -> (B, H) L2-normalised mean over the real tokens."""
-
-    def call(self, sequence_output, input_mask):
-        return mean_pool(sequence_output, input_mask)
-
-    def compute_output_shape(self, sequence_output_shape, input_mask_shape):
-        return (sequence_output_shape[0], sequence_output_shape[-1])
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")

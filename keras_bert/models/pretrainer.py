@@ -9,7 +9,6 @@ Legend for shape comments: B = batch, T = sequence length, P = masked
 positions per sequence, H = hidden size, V = vocabulary size.
 """
 
-import numpy as np
 import keras
 import tensorflow as tf
 from keras import ops
@@ -295,56 +294,6 @@ class BertPretrainer(keras.Model):
             results.update(result if isinstance(result, dict) else {metric.name: result})
         return results
 
-    # === Pretrained weights ===
-
-    def head_variables(self):
-        """Original TF1 name (`cls/...`) -> the head's Keras variable and whether
-        the checkpoint stores it transposed."""
-        head = self.masked_lm_head
-        names = {
-            "cls/predictions/transform/dense/kernel": (head.dense.kernel, False),
-            "cls/predictions/transform/dense/bias": (head.dense.bias, False),
-            "cls/predictions/transform/LayerNorm/gamma": (head.layer_norm.gamma, False),
-            "cls/predictions/transform/LayerNorm/beta": (head.layer_norm.beta, False),
-            "cls/predictions/output_bias": (head.output_bias, False),
-        }
-        if self.next_sentence_head is not None:
-            dense = self.next_sentence_head.dense
-            # The original stores output_weights as (2, H); a Dense kernel is (H, 2).
-            names["cls/seq_relationship/output_weights"] = (dense.kernel, True)
-            names["cls/seq_relationship/output_bias"] = (dense.bias, False)
-        return names
-
-    def load_head_weights(self, tensors, source="checkpoint"):
-        """Assigns the `cls/...` tensors present in `tensors` (as returned by
-        `checkpoints.load_pretrained(..., return_head_weights=True)`); heads
-        absent there keep their fresh initialisation. Returns the names loaded."""
-        targets = self.head_variables()
-        loaded = []
-        for name, (variable, transposed) in targets.items():
-            if name not in tensors:
-                continue
-            value = np.asarray(tensors[name])
-            value = value.T if transposed else value
-            if tuple(value.shape) != tuple(variable.shape):
-                raise ValueError(f"{source}: tensor {name} has shape {tuple(np.shape(tensors[name]))} "
-                                 f"but the pretrainer expects {tuple(variable.shape)}"
-                                 + (" (transposed)" if transposed else ""))
-            loaded.append((name, variable, value))
-        for _, variable, value in loaded:
-            variable.assign(value.astype(variable.dtype))
-        return [name for name, _, _ in loaded]
-
-    @classmethod
-    def from_checkpoint(cls, path, objective="nsp", dtype=None):
-        """A pretrainer initialised from any checkpoint `checkpoints.load_pretrained`
-        reads: the encoder always, the heads where the checkpoint has them."""
-        from keras_bert.checkpoints import load_pretrained  # checkpoints imports models
-        encoder, heads = load_pretrained(path, dtype=dtype, return_head_weights=True)
-        pretrainer = cls(encoder, objective=objective)
-        pretrainer.loaded_head_weights = pretrainer.load_head_weights(heads, source=path)
-        return pretrainer
-
     # === Config ===
 
     def get_config(self):
@@ -354,11 +303,3 @@ class BertPretrainer(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
-
-
-def build_pretrainer(config, objective="nsp", dtype=None):
-    """A fresh pretrainer for a BertConfig (or preset name)."""
-    from keras_bert.config import BertConfig
-    if isinstance(config, str):
-        config = BertConfig.preset(config)
-    return BertPretrainer(BertEncoder(config, dtype=dtype), objective=objective)

@@ -97,7 +97,7 @@ def main():
     parser.add_argument("--skip-original", action="store_true")
     args = parser.parse_args()
     sys.path.insert(0, ROOT)
-    from keras_bert.corpus import prepare_corpus
+    from keras_bert.text.corpus import prepare_corpus
 
     with tempfile.TemporaryDirectory() as tmp:
         corpus_1x = os.path.join(tmp, "austen.txt")

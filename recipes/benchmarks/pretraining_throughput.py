@@ -49,8 +49,8 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The training commands' CPU settings (oneDNN, pooling host allocator; see
-# keras_bert.startup), for every model: they share this process.
-from keras_bert.startup import use_fast_cpu_training_settings  # noqa: E402
+# keras_bert.cli.startup), for every model: they share this process.
+from keras_bert.cli.startup import use_fast_cpu_training_settings  # noqa: E402
 
 use_fast_cpu_training_settings()
 
@@ -142,7 +142,7 @@ def ours_step(config, batch, jit_compile, precision="float32"):
     import keras
     from keras_bert.models.encoder import BertEncoder
     from keras_bert.models.pretrainer import BertPretrainer
-    from keras_bert.optimization import create_adamw
+    from keras_bert.training.optimization import create_adamw
     keras.utils.set_random_seed(0)
     model = BertPretrainer(BertEncoder(config, dtype=None if precision == "float32" else precision))
     model.compile(optimizer=create_adamw(1e-4, 10000, 100))

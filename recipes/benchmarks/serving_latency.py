@@ -111,8 +111,8 @@ def main(argv=None):
                 "segment_ids": np.array([e.type_ids for e in encodings], np.int32)}
 
     # The SavedModel's preprocessing alone: the same traced tokenizer and packing
-    # functions its signatures call (keras_bert.export_base).
-    from keras_bert.export_base import traced_pack, traced_tokenizer
+    # functions its signatures call (keras_bert.export.base).
+    from keras_bert.export.base import traced_pack, traced_tokenizer
     preprocess = tf.function(lambda text: traced_pack(tokenizer, args.seq_length)(
         traced_tokenizer(tokenizer)(text)[0]))
 

@@ -17,7 +17,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_bert import distribute, inputs, training
+from keras_bert.training import distribute
+from keras_bert.pretraining_data import inputs
+from keras_bert.training import pretraining
 
 
 def label_counts(config, file_pattern):
@@ -57,13 +59,13 @@ def checkpoint_curve(config):
     for path in state.all_model_checkpoint_paths:
         with strategy.scope():
             # The training run's optimizer, so the checkpoint maps one to one.
-            pretrainer = training.build_model(config)
-            pretrainer.compile(optimizer=training.build_optimizer(config), jit_compile=False)
+            pretrainer = pretraining.build_model(config)
+            pretrainer.compile(optimizer=pretraining.build_optimizer(config), jit_compile=False)
             pretrainer.optimizer.build(pretrainer.trainable_variables)
         tf.train.Checkpoint(model=pretrainer, optimizer=pretrainer.optimizer).restore(
             path).expect_partial()
         step = int(path.rsplit("-", 1)[1])
-        metrics = training.evaluate(strategy, pretrainer, config, custom_loop=False)
+        metrics = pretraining.evaluate(strategy, pretrainer, config, custom_loop=False)
         curve.append((step, {k: float(v) for k, v in metrics.items()}))
         print(f"step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in curve[-1][1].items()),
               flush=True)
@@ -87,7 +89,7 @@ def main():
     parser.add_argument("--config", required=True)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
-    config = training.load_config(args.config, args.set)
+    config = pretraining.load_config(args.config, args.set)
     if not config.eval_files:
         raise SystemExit(f"{args.config}: the held-out curve needs eval_files")
     base = baselines(config)

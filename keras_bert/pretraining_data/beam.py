@@ -36,10 +36,10 @@ import uuid
 try:
     import apache_beam as beam
 except ImportError as e:  # the optional `beam` extra
-    raise ImportError("keras_bert.pretraining_beam (--runner) needs Apache Beam: "
+    raise ImportError("keras_bert.pretraining_data.beam (--runner) needs Apache Beam: "
                       "pip install 'keras_bert[beam]'") from e
 
-from keras_bert.pretraining_data import (
+from keras_bert.pretraining_data.create import (
     ExampleEncoder, ReadStats, Summary, VocabInfo, _cached_tokenizer, _file_key,
     expand_input_files, iter_blocks, output_file_names, process_block, read_documents,
     tokenize_block)
@@ -180,7 +180,7 @@ def create_pretraining_data_beam(input_file, output_file, vocab_file, options=No
     """
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
-    from keras_bert.pretraining_data import PretrainingOptions
+    from keras_bert.pretraining_data.create import PretrainingOptions
 
     options = options or PretrainingOptions()
     started = time.monotonic()

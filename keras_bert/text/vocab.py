@@ -20,7 +20,7 @@ import os
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-from keras_bert.tokenizer import BasicTokenizer
+from keras_bert.text.tokenizer import BasicTokenizer
 
 
 def special_tokens(num_unused=0):

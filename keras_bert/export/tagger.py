@@ -27,7 +27,7 @@ import sys
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_bert.export_base import (IDS_SPECS, TaskServing, char_offsets, clean_utf8,
+from keras_bert.export.base import (IDS_SPECS, TaskServing, char_offsets, clean_utf8,
                                     signature, surface_text, traced_pack)
 
 OUTSIDE = "O"

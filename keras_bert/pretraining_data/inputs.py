@@ -95,18 +95,18 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq, batch
     `create-pretraining-data`. `dynamic_masking=True` reads unmasked records
     (`create-pretraining-data --no-mask`) and draws new masks inside tf.data
     every time a record is read, with the original's rules
-    (`keras_bert.masking`): give `vocab_file` (needed for `whole_word_mask`),
+    (`keras_bert.pretraining_data.dynamic_masking`): give `vocab_file` (needed for `whole_word_mask`),
     or `vocab_size` and the special ids.
     """
     files = list_files(file_pattern)
     spec = features.pretraining_feature_spec(seq_length, max_predictions_per_seq, with_next_sentence,
                                              with_masked_lm=not dynamic_masking)
     if dynamic_masking:
-        from keras_bert import masking
+        from keras_bert.pretraining_data.dynamic_masking import MaskingVocab, mask_batch
         if vocab_file is not None:
-            vocab = masking.MaskingVocab.from_vocab_file(vocab_file)
+            vocab = MaskingVocab.from_vocab_file(vocab_file)
         elif vocab_size is not None and not whole_word_mask:
-            vocab = masking.MaskingVocab(vocab_size, cls_id, sep_id, mask_id)
+            vocab = MaskingVocab(vocab_size, cls_id, sep_id, mask_id)
         else:
             raise ValueError("dynamic masking needs vocab_file (or vocab_size without "
                              "whole_word_mask)")
@@ -144,7 +144,7 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq, batch
         # conversion of the tensorflow-text code saves seconds of tracing.
         dataset = tf.data.Dataset.zip((dataset, seeds)).map(
             tf.autograph.experimental.do_not_convert(
-                lambda batch, batch_seed: masking.mask_batch(
+                lambda batch, batch_seed: mask_batch(
                     batch, batch_seed, vocab, max_predictions_per_seq, masked_lm_prob,
                     whole_word_mask)),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None or None)

@@ -1,26 +1,22 @@
-"""Sentence embeddings: mean-pooled, L2-normalised encoder outputs."""
+"""`keras-bert encode`: sentence embeddings (mean-pooled, L2-normalised encoder
+outputs) of a checkpoint, or of a random encoder of a preset size."""
 
 import os
 
 import numpy as np
 import tensorflow as tf
 
-from keras_bert.assets import VOCAB_FILE as SHIPPED_VOCAB
-
-
-def mean_pool(sequence_output, input_mask):
-    """(B, T, H), (B, T) -> (B, H) L2-normalised mean of the real positions."""
-    mask = tf.cast(input_mask, sequence_output.dtype)[..., tf.newaxis]
-    pooled = tf.reduce_sum(sequence_output * mask, axis=1) / tf.maximum(
-        tf.reduce_sum(mask, axis=1), 1.0)
-    return tf.math.l2_normalize(pooled, axis=-1)
+from keras_bert.assets import VOCAB_FILE
+from keras_bert.checkpoints import load_pretrained
+from keras_bert.config import BertConfig
+from keras_bert.layers.pooling import mean_pool
+from keras_bert.models.encoder import BertEncoder
+from keras_bert.text.tokenizer import BertTokenizer
 
 
 def encode_sentences(sentences, init_checkpoint=None, vocab_file=None, preset="tiny",
                      seq_length=128):
     """Yields (sentence, word pieces, embedding) for each sentence."""
-    from keras_bert import BertConfig, BertEncoder, BertTokenizer
-    from keras_bert.checkpoints import load_pretrained
     if init_checkpoint:
         encoder = load_pretrained(init_checkpoint)
         candidate = os.path.join(init_checkpoint, "vocab.txt")
@@ -31,7 +27,7 @@ def encode_sentences(sentences, init_checkpoint=None, vocab_file=None, preset="t
     if seq_length > encoder.config.max_position_embeddings:
         raise ValueError(f"seq_length {seq_length} exceeds the encoder's "
                          f"{encoder.config.max_position_embeddings} positions; use at most that")
-    tokenizer = BertTokenizer(vocab_file or SHIPPED_VOCAB)
+    tokenizer = BertTokenizer(vocab_file or VOCAB_FILE)
     features = tokenizer.pack(tf.constant(sentences), seq_length=seq_length)
     embeddings = mean_pool(encoder(features)["sequence_output"], features["input_mask"]).numpy()
     for sentence, ids, embedding in zip(sentences, tokenizer.tokenize(sentences).to_list(), embeddings):

@@ -44,7 +44,7 @@ def import_tensorflow_lean():
     for name in hidden:
         sys.modules[name] = None  # `import name` now raises ImportError
     sys.modules[TEXT_KERAS] = types.ModuleType(TEXT_KERAS, "tensorflow-text's Keras layers, "
-                                               "not loaded (keras_bert.startup)")
+                                               "not loaded (keras_bert.cli.startup)")
     # The import creates about a million objects that live as long as the
     # process; the garbage collector would scan them again and again (~0.8 s of
     # the import, ~0.3 s of tracing the tokenizer). Freezing moves them out of

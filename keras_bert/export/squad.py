@@ -36,7 +36,7 @@ sequence length, K = n_best_size, P = word pieces.
 
 import tensorflow as tf
 
-from keras_bert.export_base import (IDS_SPECS, TaskServing, char_offsets, check_same_batch,
+from keras_bert.export.base import (IDS_SPECS, TaskServing, char_offsets, check_same_batch,
                                     clean_utf8, signature, surface_text, traced_pack)
 
 

@@ -32,20 +32,20 @@ def task_serving(model, tokenizer, seq_length=None, label_names=None, **task_opt
     """The `TaskServing` (signatures) for this model's task."""
     from keras_bert.models.encoder import BertEncoder
     if isinstance(model, BertEncoder):
-        from keras_bert.export_embeddings import EmbeddingsServing
+        from keras_bert.export.embeddings import EmbeddingsServing
         _no_options("an encoder (embeddings)", task_options)
         return EmbeddingsServing(model, tokenizer, seq_length or 128)
     kind = type(model).__name__
     if kind == "BertClassifier":
-        from keras_bert.export_classifier import ClassifierServing
+        from keras_bert.export.classifier import ClassifierServing
         _no_options(kind, task_options)
         return ClassifierServing(model, tokenizer, seq_length or 128, label_names)
     if kind == "BertTokenClassifier":
-        from keras_bert.export_tagger import TaggerServing
+        from keras_bert.export.tagger import TaggerServing
         _no_options(kind, task_options)
         return TaggerServing(model, tokenizer, seq_length or 128, label_names)
     if kind == "BertSpanExtractor":
-        from keras_bert.export_squad import SquadServing
+        from keras_bert.export.squad import SquadServing
         if label_names is not None:
             raise ValueError("label_names: a BertSpanExtractor has no labels")
         return SquadServing(model, tokenizer, seq_length or 384, **task_options)
@@ -130,7 +130,7 @@ def export_model_dir(model_dir, output, vocab_file=None, lowercase=True, seq_len
     if not re.fullmatch(r"\d+", version):
         raise ValueError(f"--output {output}: the last folder must be an integer version "
                          "(TensorFlow Serving's layout EXPORT_DIR/NAME/VERSION, e.g. models/sst2/1)")
-    from keras_bert.tokenizer import BertTokenizer
+    from keras_bert.text.tokenizer import BertTokenizer
     config_path = os.path.join(model_dir, "finetune_config.json")
     if os.path.exists(config_path):
         import keras
@@ -151,13 +151,13 @@ def export_model_dir(model_dir, output, vocab_file=None, lowercase=True, seq_len
             model, tokenizer, output, seq_length=seq_length or saved.get("seq_length"),
             label_names=saved.get("label_names"), overwrite=overwrite, **options)
     from keras_bert.checkpoints import load_pretrained
-    from keras_bert.embeddings import SHIPPED_VOCAB
+    from keras_bert.assets import VOCAB_FILE
     if not os.path.exists(model_dir):
         raise FileNotFoundError(f"model folder not found: {model_dir}")
     encoder = load_pretrained(model_dir)
     if vocab_file is None:
         candidate = os.path.join(model_dir, "vocab.txt")
-        vocab_file = candidate if os.path.isdir(model_dir) and os.path.exists(candidate) else SHIPPED_VOCAB
+        vocab_file = candidate if os.path.isdir(model_dir) and os.path.exists(candidate) else VOCAB_FILE
     tokenizer = BertTokenizer(vocab_file, lowercase=lowercase)
     return export_saved_model(encoder, tokenizer, output, seq_length=seq_length,
                               overwrite=overwrite, **task_options)

@@ -5,13 +5,13 @@ Legend for shape comments: B = batch, T = sequence length, H = hidden size.
 
 import tensorflow as tf
 
-from keras_bert.embeddings import mean_pool
-from keras_bert.export_base import IDS_SPECS, TaskServing, signature, traced_pack
+from keras_bert.layers.pooling import mean_pool
+from keras_bert.export.base import IDS_SPECS, TaskServing, signature, traced_pack
 
 
 class EmbeddingsServing(TaskServing):
     """`serving_default(text)` -> `embedding`: the L2-normalised mean of
-    `sequence_output` over the real tokens (as `keras_bert.embeddings`)."""
+    `sequence_output` over the real tokens (as `keras_bert.layers.pooling.mean_pool`)."""
 
     task = "embeddings"
 

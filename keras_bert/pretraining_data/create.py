@@ -904,7 +904,7 @@ def _file_key(path):
 @functools.lru_cache(maxsize=4)
 def _cached_tokenizer(vocab_file, do_lower_case, file_key):
     """One tokenizer and one traced tokenize function per vocabulary (tracing takes seconds)."""
-    from keras_bert.tokenizer import BertTokenizer
+    from keras_bert.text.tokenizer import BertTokenizer
     tokenizer = BertTokenizer(vocab_file, lowercase=do_lower_case)
     return tokenizer, make_tokenize_fn(tokenizer)
 

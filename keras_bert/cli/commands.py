@@ -8,7 +8,8 @@ import argparse
 import os
 import sys
 
-from keras_bert import native_logs, progress
+from keras_bert import progress
+from keras_bert.cli import native_logs
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # also set by the package, for `python cli.py`
 
@@ -25,7 +26,7 @@ def add_tokenize(subparsers):
 
 
 def run_tokenize(args):
-    from keras_bert.tokenizer import BertTokenizer
+    from keras_bert.text.tokenizer import BertTokenizer
     tokenizer = BertTokenizer(args.vocab_file, lowercase=not args.cased)
     for line in sys.stdin:
         ids = tokenizer.tokenize([line.rstrip("\n")])[0].numpy().tolist()
@@ -50,7 +51,7 @@ def add_vocab(subparsers):
 
 
 def run_vocab(args):
-    from keras_bert.vocab import learn_vocabulary
+    from keras_bert.text.vocab import learn_vocabulary
     vocab = learn_vocabulary(args.input, args.vocab_size, lowercase=not args.cased,
                              output=args.output, num_unused=args.num_unused)
     print(f"wrote {len(vocab)} tokens to {args.output}")
@@ -72,7 +73,7 @@ def add_encode(subparsers):
 
 
 def run_encode(args):
-    from keras_bert.embeddings import encode_sentences
+    from keras_bert.cli.encode import encode_sentences
     for sentence, pieces, embedding in encode_sentences(
             args.text, init_checkpoint=args.init_checkpoint, vocab_file=args.vocab_file,
             preset=args.preset, seq_length=args.seq_length):
@@ -117,7 +118,7 @@ def add_prepare_corpus(subparsers):
 
 
 def run_prepare_corpus(args):
-    from keras_bert.corpus import prepare_corpus
+    from keras_bert.text.corpus import prepare_corpus
     documents, sentences = prepare_corpus(args.source, args.inputs, args.output_file,
                                           args.tfds_split, args.tfds_data_dir)
     print(f"wrote {documents} documents, {sentences} sentences to {args.output_file}")
@@ -162,14 +163,14 @@ def add_create_pretraining_data(subparsers):
 
 def run_create_pretraining_data(args):
     import os
-    from keras_bert import pretraining_data
-    from keras_bert.startup import import_tensorflow_lean
+    from keras_bert.pretraining_data import create
+    from keras_bert.cli.startup import import_tensorflow_lean
     num_workers = os.cpu_count() if args.num_workers is None else args.num_workers
     # Workers first: small forks that start while TensorFlow is imported.
-    pool = (pretraining_data.start_workers(num_workers)
+    pool = (create.start_workers(num_workers)
             if num_workers > 1 and not args.runner else None)
     import_tensorflow_lean()  # no Keras model here: skip Keras and its extras (seconds)
-    options = pretraining_data.PretrainingOptions(
+    options = create.PretrainingOptions(
         max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
         masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
         dupe_factor=args.dupe_factor, random_seed=args.random_seed,
@@ -177,14 +178,14 @@ def run_create_pretraining_data(args):
         mask=not args.no_mask)
     if args.runner:
         import shlex
-        from keras_bert.pretraining_beam import create_pretraining_data_beam
+        from keras_bert.pretraining_data.beam import create_pretraining_data_beam
         summary = create_pretraining_data_beam(
             args.input_file, args.output_file, args.vocab_file, options,
             do_lower_case=args.do_lower_case, num_shards=args.num_shards, gzip=args.gzip,
             runner=args.runner, pipeline_args=shlex.split(args.pipeline_options))
     else:
         try:
-            summary = pretraining_data.create_pretraining_data(
+            summary = create.create_pretraining_data(
                 args.input_file, args.output_file, args.vocab_file, options,
                 do_lower_case=args.do_lower_case, num_shards=args.num_shards,
                 num_workers=num_workers, gzip=args.gzip, progress=not args.quiet, pool=pool)
@@ -206,7 +207,7 @@ def add_pretrain(subparsers):
 
 
 def run_pretrain(args):
-    from keras_bert.training import load_config, pretrain
+    from keras_bert.training.pretraining import load_config, pretrain
     results = pretrain(load_config(args.config, args.overrides))
     print(" - ".join(f"{name}: {value:.4f}" for name, value in results.items()))
 
@@ -272,7 +273,7 @@ def add_finetune(subparsers):
 
 def run_finetune(args):
     import json
-    from keras_bert.finetuning import FinetuneConfig, finetune
+    from keras_bert.training.finetuning import FinetuneConfig, finetune
     config = FinetuneConfig(
         task=args.task, train=args.train, dev=args.dev, init_checkpoint=args.init_checkpoint,
         output_dir=args.output_dir, vocab_file=args.vocab_file, lowercase=not args.cased,
@@ -304,7 +305,7 @@ def add_evaluate(subparsers):
 
 def run_evaluate(args):
     import json
-    from keras_bert.finetuning import evaluate
+    from keras_bert.training.finetuning import evaluate
     result = evaluate(args.model_dir, args.data, max_dev_examples=args.max_examples,
                       glue_task=args.glue_task,
                       text_columns=args.text_columns.split(",") if args.text_columns else None,
@@ -356,7 +357,7 @@ def add_quickstart(subparsers):
 
 
 def run_quickstart(args):
-    from keras_bert.quickstart import quickstart
+    from keras_bert.cli.quickstart import quickstart
     quickstart(args.output, corpus=args.corpus, fast=args.fast)
 
 
@@ -392,7 +393,7 @@ def main(argv=None):
         native_logs.keep_native_logs()
     args = build_parser().parse_args(argv)
     if getattr(args, "fast_cpu_training", False):
-        from keras_bert.startup import use_fast_cpu_training_settings
+        from keras_bert.cli.startup import use_fast_cpu_training_settings
         use_fast_cpu_training_settings()
     log_filter = None
     if command_line:

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from keras_bert.config import BertConfig
 from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.pretrainer import BertPretrainer
 
 # Pretraining-head tensors (`cls/...`) that the pretrainer can load.
 HEAD_TENSORS = (
@@ -232,3 +233,55 @@ def convert(checkpoint, output_path):
     encoder.save(partial)
     os.replace(partial, output_path)
     return output_path
+
+
+# === Pretrainer heads (`cls/...`) ===
+
+def head_variables(pretrainer):
+    """Original TF1 name (`cls/...`) -> the head's Keras variable and whether
+    the checkpoint stores it transposed."""
+    head = pretrainer.masked_lm_head
+    names = {
+        "cls/predictions/transform/dense/kernel": (head.dense.kernel, False),
+        "cls/predictions/transform/dense/bias": (head.dense.bias, False),
+        "cls/predictions/transform/LayerNorm/gamma": (head.layer_norm.gamma, False),
+        "cls/predictions/transform/LayerNorm/beta": (head.layer_norm.beta, False),
+        "cls/predictions/output_bias": (head.output_bias, False),
+    }
+    if pretrainer.next_sentence_head is not None:
+        dense = pretrainer.next_sentence_head.dense
+        # The original stores output_weights as (2, H); a Dense kernel is (H, 2).
+        names["cls/seq_relationship/output_weights"] = (dense.kernel, True)
+        names["cls/seq_relationship/output_bias"] = (dense.bias, False)
+    return names
+
+
+def assign_head_weights(pretrainer, tensors, source="checkpoint"):
+    """Assigns the `cls/...` tensors present in `tensors` (as returned by
+    `checkpoints.load_pretrained(..., return_head_weights=True)`); heads
+    absent there keep their fresh initialisation. Returns the names loaded."""
+    targets = head_variables(pretrainer)
+    loaded = []
+    for name, (variable, transposed) in targets.items():
+        if name not in tensors:
+            continue
+        value = np.asarray(tensors[name])
+        value = value.T if transposed else value
+        if tuple(value.shape) != tuple(variable.shape):
+            raise ValueError(f"{source}: tensor {name} has shape {tuple(np.shape(tensors[name]))} "
+                             f"but the pretrainer expects {tuple(variable.shape)}"
+                             + (" (transposed)" if transposed else ""))
+        loaded.append((name, variable, value))
+    for _, variable, value in loaded:
+        variable.assign(value.astype(variable.dtype))
+    return [name for name, _, _ in loaded]
+
+
+def load_pretrainer(path, objective="nsp", dtype=None):
+    """A `BertPretrainer` initialised from any checkpoint `load_pretrained` reads:
+    the encoder always, the heads where the checkpoint has them (their names in
+    `pretrainer.loaded_head_weights`)."""
+    encoder, heads = load_pretrained(path, dtype=dtype, return_head_weights=True)
+    pretrainer = BertPretrainer(encoder, objective=objective)
+    pretrainer.loaded_head_weights = assign_head_weights(pretrainer, heads, source=path)
+    return pretrainer

@@ -30,13 +30,13 @@ import tensorflow as tf
 
 from keras_bert.checkpoints import load_pretrained
 from keras_bert.config import BertConfig
-from keras_bert.embeddings import SHIPPED_VOCAB
+from keras_bert.assets import VOCAB_FILE
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
-from keras_bert.optimization import create_adamw
-from keras_bert.tokenizer import BertTokenizer
+from keras_bert.training.optimization import create_adamw
+from keras_bert.text.tokenizer import BertTokenizer
 
 TASKS = ("classify", "regress", "tag", "squad")
 # The paper's fine-tuning grid (Appendix A.3).
@@ -114,7 +114,7 @@ def load_encoder(init_checkpoint, preset="tiny"):
             raise ValueError(f"{init_checkpoint}: holds a {type(model).__name__}, "
                              "neither a BertEncoder nor a model with an `encoder`")
         return encoder
-    # A pretraining `model_dir` (keras_bert.training) exports the TF1 layout to export/.
+    # A pretraining `model_dir` (keras_bert.training.pretraining) exports the TF1 layout to export/.
     exported = os.path.join(init_checkpoint, "export")
     if os.path.isdir(init_checkpoint) and os.path.exists(os.path.join(exported, "bert_config.json")):
         init_checkpoint = exported
@@ -130,7 +130,7 @@ def resolve_vocab(vocab_file, init_checkpoint):
         candidate = os.path.join(directory, "vocab.txt")
         if os.path.exists(candidate):
             return candidate
-    return SHIPPED_VOCAB
+    return VOCAB_FILE
 
 
 def _tfds_spec(source):

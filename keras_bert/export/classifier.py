@@ -17,7 +17,7 @@ Legend for shape comments: B = batch, C = classes, T = sequence length.
 
 import tensorflow as tf
 
-from keras_bert.export_base import (IDS_SPECS, TaskServing, check_same_batch, signature,
+from keras_bert.export.base import (IDS_SPECS, TaskServing, check_same_batch, signature,
                                     traced_pack)
 
 

@@ -29,11 +29,13 @@ import time
 import keras
 import tensorflow as tf
 
-from keras_bert import distribute, inputs
+from keras_bert.checkpoints import encoder_variables, head_variables, load_pretrainer
 from keras_bert.config import BertConfig
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
-from keras_bert.optimization import create_optimizer
+from keras_bert.pretraining_data import inputs
+from keras_bert.training import distribute
+from keras_bert.training.optimization import create_optimizer
 
 TRAIN_LOOPS = ("auto", "fit", "custom")
 PRECISIONS = (None, "float32", "mixed_bfloat16", "mixed_float16")
@@ -173,7 +175,7 @@ def build_model(config):
     """The pretrainer of a run, inside the current strategy scope."""
     dtype = config.mixed_precision if config.mixed_precision != "float32" else None
     if config.init_checkpoint:
-        pretrainer = BertPretrainer.from_checkpoint(
+        pretrainer = load_pretrainer(
             config.init_checkpoint, objective=config.objective, dtype=dtype)
         if pretrainer.encoder.config.max_position_embeddings < config.seq_length:
             raise ValueError(f"{config.init_checkpoint}: max_position_embeddings "
@@ -259,11 +261,10 @@ def export_tf1(pretrainer, directory):
     """Writes the weights with the original google-research/bert names and
     `bert_config.json`, so `checkpoints.load_pretrained(directory)` (and
     Google's code) reads them: the next phase and fine-tuning start from here."""
-    from keras_bert.checkpoints import encoder_variables
     tf.io.gfile.makedirs(directory)
     named = dict(encoder_variables(pretrainer.encoder))
     named.update({name: variable for name, (variable, transposed)
-                  in pretrainer.head_variables().items() if not transposed})
+                  in head_variables(pretrainer).items() if not transposed})
     tensors = {name: tf.convert_to_tensor(keras.ops.convert_to_numpy(v)) for name, v in named.items()}
     if pretrainer.next_sentence_head is not None:
         kernel = pretrainer.next_sentence_head.dense.kernel

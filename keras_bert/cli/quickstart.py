@@ -80,7 +80,7 @@ def _passages(sentences, words=PASSAGE_WORDS):
 def build_novel_task(book_files, output_dir, size):
     """Writes corpus.txt (pretraining input, held-out chapters excluded) and
     train.tsv / dev.tsv (`label<TAB>sentence`, label = the book's file name)."""
-    from keras_bert.corpus import book_documents, write_documents
+    from keras_bert.text.corpus import book_documents, write_documents
     train_chapters, rows = [], {"train": [], "dev": []}
     for path in book_files:
         label = os.path.splitext(os.path.basename(path))[0]
@@ -148,10 +148,12 @@ def reload_and_classify(export_path, passages):
 
 def quickstart(output_dir="quickstart_output", corpus=None, fast=False):
     """Runs every step; returns a dict of the results and where things were written."""
-    from keras_bert import vocab as vocab_learning
+    from keras_bert.text import vocab as vocab_learning
     from keras_bert.config import BertConfig
     from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
-    from keras_bert import training, finetuning, export
+    from keras_bert import export
+    from keras_bert.training import pretraining
+    from keras_bert.training import finetuning
 
     size = FAST if fast else FULL
     started_all = time.monotonic()
@@ -187,7 +189,7 @@ def quickstart(output_dir="quickstart_output", corpus=None, fast=False):
     bert_config = os.path.join(paths["pretrain"], "bert_config.json")
     BertConfig(vocab_size=vocab_size, max_position_embeddings=size.seq_length, **size.model
                ).to_json_file(bert_config)
-    pretrain_metrics = training.pretrain(training.load_config(
+    pretrain_metrics = pretraining.pretrain(pretraining.load_config(
         model=bert_config, train_files=os.path.join(paths["pretraining"], "*.tfrecord"),
         model_dir=paths["pretrain"], seq_length=size.seq_length,
         max_predictions_per_seq=options.max_predictions_per_seq, batch_size=32,

@@ -43,7 +43,7 @@ class MaskingVocab:
 
     @classmethod
     def from_vocab_file(cls, vocab_file):
-        from keras_bert.tokenizer import load_vocabulary
+        from keras_bert.text.tokenizer import load_vocabulary
         vocab = load_vocabulary(vocab_file)
         ids = {token: i for i, token in enumerate(vocab)}
         missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in ids]

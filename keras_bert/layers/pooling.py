@@ -1,0 +1,26 @@
+"""Mean pooling of token outputs: sentence embeddings (as sentence-transformers pools).
+
+Legend for shape comments: B = batch, T = sequence length, H = hidden size.
+"""
+
+import keras
+import tensorflow as tf
+
+
+def mean_pool(sequence_output, input_mask):
+    """(B, T, H), (B, T) -> (B, H) L2-normalised mean of the real positions."""
+    mask = tf.cast(input_mask, sequence_output.dtype)[..., tf.newaxis]
+    pooled = tf.reduce_sum(sequence_output * mask, axis=1) / tf.maximum(
+        tf.reduce_sum(mask, axis=1), 1.0)
+    return tf.math.l2_normalize(pooled, axis=-1)
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class MeanPool(keras.layers.Layer):
+    """(B, T, H), (B, T) -> (B, H) L2-normalised mean over the real tokens."""
+
+    def call(self, sequence_output, input_mask):
+        return mean_pool(sequence_output, input_mask)
+
+    def compute_output_shape(self, sequence_output_shape, input_mask_shape):
+        return (sequence_output_shape[0], sequence_output_shape[-1])
