@@ -183,7 +183,11 @@ def read_huggingface(model_dir):
         if not os.path.exists(path):
             raise FileNotFoundError(f"HuggingFace BERT folder {model_dir} lacks {os.path.basename(path)}")
     with open(config_path, encoding="utf-8") as f:
-        hf_config = json.load(f)
+        try:
+            hf_config = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{config_path}: not valid JSON ({e}); a truncated download? "
+                             "fetch the file again") from None
     model_type = hf_config.get("model_type", "bert")
     if model_type != "bert":
         raise ValueError(f"{config_path}: model_type is {model_type!r}, not 'bert'")
@@ -215,6 +219,12 @@ def load_pretrained(path, dtype=None, return_head_weights=False):
     prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
     if prefix is None:
         raise FileNotFoundError(f"no checkpoint found in {path}")
+    if not tf.io.gfile.exists(prefix + ".index"):
+        what = "not found" if not tf.io.gfile.exists(path) else "not a checkpoint"
+        raise (FileNotFoundError if what == "not found" else ValueError)(
+            f"{path}: {what}; give a HuggingFace folder (config.json, model.safetensors), "
+            "a folder with bert_config.json and a TF1 checkpoint, or a TF1 checkpoint "
+            "prefix (.../bert_model.ckpt)")
     config_json = os.path.join(directory, "bert_config.json")
     return load_tf1(prefix, config_json, return_head_weights, dtype)
 

@@ -191,23 +191,32 @@ def write_documents(documents, output_file):
     Returns (documents, sentences) written. Writes to a temporary name and
     renames it when complete.
     """
+    if os.path.isdir(output_file):
+        raise IsADirectoryError(f"{output_file} is a directory; give the output a file name")
     directory = os.path.dirname(output_file)
     if directory and not os.path.isdir(directory):
         raise FileNotFoundError(f"output directory does not exist: {directory} "
                                 f"(for {output_file})")
     num_documents = num_sentences = 0
     temporary = output_file + ".incomplete"
-    with open(temporary, "w", encoding="utf-8") as f:
-        for document in documents:
-            sentences = [" ".join(s.split()) for s in document if s.strip()]
-            if not sentences:
-                continue
-            if num_documents:
-                f.write("\n")
-            f.write("\n".join(sentences) + "\n")
-            num_documents += 1
-            num_sentences += len(sentences)
-    os.replace(temporary, output_file)
+    try:
+        with open(temporary, "w", encoding="utf-8") as f:
+            for document in documents:
+                sentences = [" ".join(s.split()) for s in document if s.strip()]
+                if not sentences:
+                    continue
+                if num_documents:
+                    f.write("\n")
+                f.write("\n".join(sentences) + "\n")
+                num_documents += 1
+                num_sentences += len(sentences)
+        if not num_documents:
+            raise ValueError("the input holds no text (empty files?); nothing written to "
+                             f"{output_file}")
+        os.replace(temporary, output_file)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
     return num_documents, num_sentences
 
 
@@ -240,6 +249,27 @@ def _input_files(inputs):
 SOURCES = ("books", "text", "tfds", "wikiextractor")
 
 
+LONG_SENTENCE = 5_000  # characters; longer lines mean the sentence splitter found no ends
+
+
+def warn(message):
+    import sys
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def _warn_long(path, documents):
+    """Passes `documents` through, warning once per file about huge sentences."""
+    warned = False
+    for document in documents:
+        longest = max((len(s) for s in document), default=0)
+        if longest > LONG_SENTENCE and not warned:
+            warn(f"{path}: a {longest:,}-character sentence (no sentence-ending "
+                 "punctuation found?); create-pretraining-data cuts every sentence to "
+                 "max_seq_length pieces, so most of that text will not be seen")
+            warned = True
+        yield document
+
+
 def prepare_corpus(source, inputs, output_file, tfds_split="train", tfds_data_dir=None):
     """Writes the documents of `inputs` in the pretraining input format.
 
@@ -260,11 +290,15 @@ def prepare_corpus(source, inputs, output_file, tfds_split="train", tfds_data_di
             return
         for path in _input_files(inputs):
             if source == "books":
-                yield from book_documents(_read_text(path))
+                text = _read_text(path)
+                if text.strip() and not any(_CHAPTER.match(line) for line in text.splitlines()):
+                    warn(f"{path}: no CHAPTER headings, so the whole book is one document "
+                         "(--source text reads a file as one document without this warning)")
+                yield from _warn_long(path, book_documents(text))
             elif source == "text":
                 document = text_document(_read_text(path))
                 if document:
-                    yield document
+                    yield from _warn_long(path, [document])
             else:
                 yield from wikiextractor_documents(path)
 

@@ -39,6 +39,12 @@ from keras_bert.optimization import create_adamw
 from keras_bert.tokenizer import BertTokenizer
 
 TASKS = ("classify", "regress", "tag", "squad")
+DATA_FORMATS = {
+    "classify": "a TSV/CSV/JSONL table of text column(s) and a label column, or GLUE",
+    "regress": "a TSV/CSV/JSONL table of text column(s) and a numeric label, or GLUE STS-B",
+    "tag": "a CoNLL file (word<TAB>tag lines) or tfds:conll2003",
+    "squad": "a SQuAD JSON file or tfds:squad/*",
+}
 # The paper's fine-tuning grid (Appendix A.3).
 PAPER_GRID = {"batch_size": (16, 32), "learning_rate": (5e-5, 3e-5, 2e-5), "epochs": (2, 3, 4)}
 
@@ -85,10 +91,28 @@ class FinetuneConfig:
     verbose: int = 1
     search: str = None                 # "paper": the batch x lr x epochs grid
     restarts: int = 1                  # random restarts per grid point
+    overwrite: bool = False            # replace a finished model already in output_dir
 
     def __post_init__(self):
         if self.task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
+        for name in ("seq_length", "batch_size", "doc_stride", "max_query_length",
+                     "max_answer_length", "n_best_size", "eval_batch_size", "restarts",
+                     "max_train_examples", "max_dev_examples", "early_stopping_patience",
+                     "steps_per_epoch"):
+            value = getattr(self, name)
+            if value is None and name not in ("seq_length", "batch_size"):
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.seq_length < 3:
+            raise ValueError(f"seq_length must be at least 3 ([CLS] a word [SEP]), "
+                             f"got {self.seq_length}")
+        if not self.epochs > 0:
+            raise ValueError(f"epochs must be > 0 (a run with no training writes an "
+                             f"untrained model), got {self.epochs!r}")
+        if not 0 <= self.warmup_proportion <= 1 or not 0 <= self.dropout < 1:
+            raise ValueError("warmup_proportion must lie in [0, 1] and dropout in [0, 1)")
 
 
 # === Encoder and tokenizer ===
@@ -492,6 +516,9 @@ def _single_run(config, task, train_data, dev_data, log_dir=None):
     # Taggers and span extractors leave the pooler unused: no gradient is expected.
     warnings.filterwarnings("ignore", message=r"Gradients do not exist for variables \['pooler")
     encoder = load_encoder(config.init_checkpoint, config.preset)
+    if config.seq_length > encoder.config.max_position_embeddings:
+        raise ValueError(f"seq_length {config.seq_length} exceeds the encoder's "
+                         f"{encoder.config.max_position_embeddings} positions; use at most that")
     model = task.build_model(encoder)
     steps_per_epoch = config.steps_per_epoch or batches_per_epoch(
         train_data, config.batch_size, config.seq_length, config.bucket_by_length)
@@ -557,11 +584,20 @@ def finetune(config):
     """
     if not config.train:
         raise ValueError("finetune needs --train")
+    finished = os.path.join(config.output_dir or "", "model.keras")
+    if config.output_dir and os.path.exists(finished) and not config.overwrite:
+        raise FileExistsError(f"{config.output_dir} already holds a fine-tuned model "
+                              f"({finished}); pass --overwrite to replace it, or choose "
+                              "another --output-dir")
     vocab_file = resolve_vocab(config.vocab_file, config.init_checkpoint)
     tokenizer = BertTokenizer(vocab_file, lowercase=config.lowercase)
     task = make_task(config, tokenizer)
-    train_data = task.prepare(config.train, config.max_train_examples, training=True)
-    dev_data = (task.prepare(config.dev, config.max_dev_examples) if config.dev else None)
+    try:
+        train_data = task.prepare(config.train, config.max_train_examples, training=True)
+        dev_data = (task.prepare(config.dev, config.max_dev_examples) if config.dev else None)
+    except ValueError as e:
+        raise ValueError(f"{e} (--task {config.task} reads {DATA_FORMATS[config.task]})") \
+            from None
     if config.search is None:
         start = time.time()
         log_dir = os.path.join(config.output_dir, "logs") if config.output_dir else None
@@ -641,5 +677,9 @@ def evaluate(model_dir, data, **overrides):
     task = make_task(config, tokenizer)
     task.label_names = saved["label_names"]
     model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)
-    data = task.prepare(data, config.max_dev_examples)
+    try:
+        data = task.prepare(data, config.max_dev_examples)
+    except ValueError as e:
+        raise ValueError(f"{e} (the model in {model_dir} was fine-tuned with --task "
+                         f"{config.task}, which reads {DATA_FORMATS[config.task]})") from None
     return task.evaluate(model, data)

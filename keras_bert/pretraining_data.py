@@ -65,6 +65,14 @@ class PretrainingOptions:
                              f"{self.objective!r}, got {self.max_seq_length}")
         if self.max_predictions_per_seq < 1:
             raise ValueError("max_predictions_per_seq must be at least 1")
+        # Every record holds max_predictions_per_seq slots, padded: more than
+        # the maskable tokens (all but [CLS] and the [SEP]s) only adds padding.
+        maskable = self.max_seq_length - (3 if self.with_next_sentence else 2)
+        if self.max_predictions_per_seq > maskable:
+            raise ValueError(f"max_predictions_per_seq {self.max_predictions_per_seq} exceeds "
+                             f"the {maskable} maskable tokens of max_seq_length "
+                             f"{self.max_seq_length}; use at most {maskable} (about "
+                             f"max_seq_length * masked_lm_prob: the paper's 20 for 128)")
         if not 0.0 <= self.masked_lm_prob <= 1.0 or not 0.0 <= self.short_seq_prob <= 1.0:
             raise ValueError("masked_lm_prob and short_seq_prob must lie in [0, 1]")
         if self.dupe_factor < 1:

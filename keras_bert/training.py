@@ -231,7 +231,13 @@ class CheckpointWriter:
     chief's files land in model_dir."""
 
     def __init__(self, strategy, pretrainer, config):
-        self.checkpoint = tf.train.Checkpoint(model=pretrainer, optimizer=pretrainer.optimizer)
+        # Dropout's seed generators are Keras variables that tf.train.Checkpoint
+        # does not reach through the model: saved beside it, a resumed run
+        # draws the dropout masks the uninterrupted run would have drawn.
+        # (Checkpoints written without them still restore; their masks restart.)
+        self.checkpoint = tf.train.Checkpoint(
+            model=pretrainer, optimizer=pretrainer.optimizer,
+            dropout_seeds=dropout_seed_states(pretrainer))
         directory = os.path.join(config.model_dir, "checkpoints")
         self.chief = distribute.is_chief(strategy)
         if not self.chief:
@@ -253,6 +259,33 @@ class CheckpointWriter:
         if not self.chief:
             tf.io.gfile.rmtree(self.manager.directory)
         return path
+
+
+def dropout_seed_states(model):
+    """The model's Keras seed-generator states (the dropout RNG), in a stable order."""
+    states = {}
+    for layer in model._flatten_layers(include_self=True, recursive=True):
+        for generator in getattr(layer, "_seed_generators", []):
+            states[generator.state.path] = generator.state.value  # the tf.Variable
+    return [states[path] for path in sorted(states)]
+
+
+def finished_results(config):
+    """The saved eval_results.json of a run whose latest checkpoint is at
+    train_steps (and whose export and results were written), else None."""
+    state = tf.train.get_checkpoint_state(os.path.join(config.model_dir, "checkpoints"))
+    results_path = os.path.join(config.model_dir, "eval_results.json")
+    if state is None or not tf.io.gfile.exists(results_path):
+        return None
+    step = int(state.model_checkpoint_path.rsplit("-", 1)[1])
+    with tf.io.gfile.GFile(results_path) as f:
+        try:
+            record = json.load(f)
+        except ValueError:
+            return None  # torn by a kill while written: evaluate again
+    if step < config.train_steps or record.get("step") != step:
+        return None
+    return record
 
 
 def export_tf1(pretrainer, directory):
@@ -298,9 +331,22 @@ class TrainingLog:
         if enabled and tf.io.gfile.exists(self.path):
             # Records past the restored step were lost with the killed process
             # and will be written again: drop them so each step appears once.
+            # A kill while a record was written leaves a torn line: dropped too
+            # (it is past the restored step), never a reason not to resume.
+            kept = []
             with tf.io.gfile.GFile(self.path) as f:
-                kept = [line for line in f if line.strip()
-                        and json.loads(line)["step"] <= self.last_step]
+                for number, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        record = json.loads(line)
+                        step = int(record["step"])
+                    except (ValueError, KeyError, TypeError):
+                        print(f"{self.path}, line {number}: not a complete record "
+                              "(a run killed while writing it): dropped", flush=True)
+                        continue
+                    if step <= self.last_step:
+                        kept.append(json.dumps(record) + "\n")
             with tf.io.gfile.GFile(self.path, "w") as f:
                 f.write("".join(kept))
 
@@ -417,6 +463,36 @@ def pretrain(config):
     (or the last training metrics when there are no eval_files)."""
     if not isinstance(config, PretrainConfig):
         config = load_config(**config) if isinstance(config, dict) else load_config(config)
+    done = finished_results(config)
+    if done is not None:
+        print(f"{config.model_dir}: already finished at step {done['step']} (train_steps "
+              f"{config.train_steps}); nothing to do, eval_results.json kept. Raise "
+              "train_steps to train on.", flush=True)
+        return {name: value for name, value in done.items() if name != "step"}
+    # Checked before model_dir is made: a run refused here leaves nothing behind.
+    if not config.init_checkpoint:
+        positions = bert_config_of(config).max_position_embeddings
+        if positions < config.seq_length:
+            raise ValueError(f"{config.model}: max_position_embeddings {positions} < the "
+                             f"config's seq_length {config.seq_length}")
+    for field in ("train_files", "eval_files"):
+        if getattr(config, field):
+            inputs.check_pretraining_records(
+                getattr(config, field), config.seq_length, config.max_predictions_per_seq,
+                with_next_sentence=config.objective != "none", field=field)
+    created = not tf.io.gfile.exists(config.model_dir)
+    try:
+        return _pretrain(config)
+    except Exception:
+        # A run that fails before its first checkpoint leaves no model_dir of
+        # a config file and empty logs that look like a run to resume.
+        if created and tf.train.get_checkpoint_state(
+                os.path.join(config.model_dir, "checkpoints")) is None:
+            tf.io.gfile.rmtree(config.model_dir)
+        raise
+
+
+def _pretrain(config):
     strategy = distribute.build_strategy(config.strategy, tpu=config.tpu, devices=config.devices)
     multi_worker = distribute.is_multi_worker(strategy)
     custom_loop = config.train_loop == "custom" or (config.train_loop == "auto" and multi_worker)
@@ -462,6 +538,8 @@ def pretrain(config):
         export_tf1(pretrainer, os.path.join(config.model_dir, "export"))
         record = {"step": optimizer_step(pretrainer.optimizer),
                   **{k: float(v) for k, v in results.items()}}
-        with tf.io.gfile.GFile(os.path.join(config.model_dir, "eval_results.json"), "w") as f:
+        path = os.path.join(config.model_dir, "eval_results.json")
+        with tf.io.gfile.GFile(path + ".partial", "w") as f:
             f.write(json.dumps(record, indent=2) + "\n")
+        tf.io.gfile.rename(path + ".partial", path, overwrite=True)
     return results
