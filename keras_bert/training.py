@@ -18,7 +18,13 @@ Resuming: a checkpoint (model, optimizer and its step) is written every
 files first and updates the `checkpoint` index last, so a kill at any moment
 leaves the previous checkpoint intact. The data order is a deterministic
 function of `seed`, so a resumed run skips exactly the batches the restored
-step has consumed: no batch is seen twice or lost.
+step has consumed: no batch is seen twice or lost. The checkpoint also holds
+the dropout seed generators' states (Keras variables that the model's own
+checkpoint dependencies do not reach), so a resumed run draws the dropout
+masks the uninterrupted run draws and ends with the same weights; a
+checkpoint written before they were saved restores with the masks of step 0.
+Rerunning a finished run (latest checkpoint at train_steps, eval_results.json
+written) does nothing and says so.
 """
 
 import dataclasses
