@@ -66,9 +66,10 @@ def add_tokenize(subparsers):
 def run_tokenize(args):
     from keras_bert.tokenizer import BertTokenizer
     tokenizer = BertTokenizer(args.vocab_file, lowercase=not args.cased)
-    for number, raw in enumerate(sys.stdin.buffer, 1):
+    # Bytes, to name an invalid UTF-8 line (a text stdin, e.g. a StringIO, is read as is).
+    for number, raw in enumerate(getattr(sys.stdin, "buffer", sys.stdin), 1):
         try:
-            line = raw.decode("utf-8")
+            line = raw if isinstance(raw, str) else raw.decode("utf-8")
         except UnicodeDecodeError:
             # Named and skipped (an empty output line keeps the lines aligned).
             print(f"keras-bert tokenize: stdin line {number}: not valid UTF-8, skipped",
