@@ -6,15 +6,21 @@ to NumPy arrays in the original layouts, then assigned to a `BertEncoder` by
 one function that checks every name and shape before it changes anything.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import re
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 import tensorflow as tf
 
 from keras_bert.config import BertConfig
 from keras_bert.models.encoder import BertEncoder
+
+if TYPE_CHECKING:
+    import keras
 
 # Pretraining-head tensors (`cls/...`) that the pretrainer can load.
 HEAD_TENSORS = (
@@ -28,7 +34,7 @@ HEAD_TENSORS = (
 )
 
 
-def encoder_variables(encoder):
+def encoder_variables(encoder: BertEncoder) -> dict[str, keras.Variable]:
     """Canonical (original TF1) name -> the encoder's Keras variable."""
     names = {
         "bert/embeddings/word_embeddings": encoder.token_embedding.embeddings,
@@ -60,7 +66,8 @@ def encoder_variables(encoder):
     return names
 
 
-def assign_encoder_weights(encoder, tensors, source):
+def assign_encoder_weights(encoder: BertEncoder, tensors: Mapping[str, np.ndarray],
+                           source: str) -> dict[str, np.ndarray]:
     """Assigns canonical tensors to the encoder; all-or-nothing.
 
     Every encoder variable must be present with its exact shape, and no tensor
@@ -90,7 +97,7 @@ def assign_encoder_weights(encoder, tensors, source):
 _TF1_IGNORED = re.compile(r"(adam_[mv]|global_step|Momentum|_slot_|good_steps|loss_scale)")
 
 
-def read_tf1_checkpoint(checkpoint_prefix):
+def read_tf1_checkpoint(checkpoint_prefix: str) -> dict[str, np.ndarray]:
     """Canonical tensors from a google-research/bert checkpoint prefix."""
     try:
         reader = tf.train.load_checkpoint(checkpoint_prefix)
@@ -104,7 +111,9 @@ def read_tf1_checkpoint(checkpoint_prefix):
     return tensors
 
 
-def load_tf1(checkpoint_prefix, bert_config_json, return_head_weights=False, dtype=None):
+def load_tf1(checkpoint_prefix: str, bert_config_json: str, return_head_weights: bool = False,
+             dtype: str | keras.DTypePolicy | None = None
+             ) -> BertEncoder | tuple[BertEncoder, dict[str, np.ndarray]]:
     """BertEncoder with the weights of an original TF1 BERT checkpoint.
 
     With `return_head_weights`, also returns the `cls/...` pretraining-head
@@ -175,7 +184,7 @@ def _hf_to_canonical(name, value):
     return canonical, value
 
 
-def read_huggingface(model_dir):
+def read_huggingface(model_dir: str) -> tuple[BertConfig, dict[str, np.ndarray]]:
     """(BertConfig, canonical tensors) from a HuggingFace BERT folder."""
     config_path = os.path.join(model_dir, "config.json")
     weights_path = os.path.join(model_dir, "model.safetensors")
@@ -201,7 +210,9 @@ def read_huggingface(model_dir):
     return config, tensors
 
 
-def load_huggingface(model_dir, return_head_weights=False, dtype=None):
+def load_huggingface(model_dir: str, return_head_weights: bool = False,
+                     dtype: str | keras.DTypePolicy | None = None
+                     ) -> BertEncoder | tuple[BertEncoder, dict[str, np.ndarray]]:
     """BertEncoder with the weights of a HuggingFace folder (`config.json`,
     `model.safetensors`); see `load_tf1` for `return_head_weights`."""
     config, tensors = read_huggingface(model_dir)
@@ -210,7 +221,9 @@ def load_huggingface(model_dir, return_head_weights=False, dtype=None):
     return (encoder, heads) if return_head_weights else encoder
 
 
-def load_pretrained(path, dtype=None, return_head_weights=False):
+def load_pretrained(path: str, dtype: str | keras.DTypePolicy | None = None,
+                    return_head_weights: bool = False
+                    ) -> BertEncoder | tuple[BertEncoder, dict[str, np.ndarray]]:
     """Any supported checkpoint: a HuggingFace folder, a folder holding an original
     checkpoint with `bert_config.json`, or an original checkpoint prefix."""
     if os.path.isdir(path) and os.path.exists(os.path.join(path, "model.safetensors")):
@@ -229,7 +242,7 @@ def load_pretrained(path, dtype=None, return_head_weights=False):
     return load_tf1(prefix, config_json, return_head_weights, dtype)
 
 
-def convert(checkpoint, output_path):
+def convert(checkpoint: str, output_path: str) -> str:
     """Writes any supported checkpoint as a Keras `.keras` file; returns its path."""
     if not output_path.endswith(".keras"):
         raise ValueError(f"--output must end in .keras, got {output_path}")

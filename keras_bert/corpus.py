@@ -17,6 +17,7 @@ Sources:
 import json
 import os
 import re
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 # === Sentence splitting ===
 #
@@ -55,7 +56,7 @@ def _is_abbreviation(text_before):
     return bool(re.fullmatch(r"(?:[A-Za-z]\.)+[A-Za-z]", word))
 
 
-def split_sentences(text):
+def split_sentences(text: str) -> list[str]:
     """One paragraph of text -> its sentences, whitespace normalised."""
     text = " ".join(text.split())
     sentences, start = [], 0
@@ -73,7 +74,7 @@ def split_sentences(text):
     return sentences
 
 
-def paragraphs(lines):
+def paragraphs(lines: Iterable[str]) -> Iterator[str]:
     """Hard-wrapped lines -> paragraphs (a blank line separates paragraphs)."""
     current = []
     for line in lines:
@@ -93,7 +94,7 @@ _VOLUME = re.compile(r"^\s*(VOLUME|Volume|BOOK|Book|PART|Part)\s+([IVXLCDM]+|\d+
 _THE_END = re.compile(r"^\s*(THE END|FINIS|Finis|The End)\.?\s*$")
 
 
-def book_documents(text):
+def book_documents(text: str) -> list[list[str]]:
     """A book with `CHAPTER` headings -> documents (chapters) of sentences.
 
     Front matter before the first chapter, volume headings and everything after
@@ -121,7 +122,7 @@ def book_documents(text):
     return [d for d in (_sentences_of(chapter) for chapter in documents) if d]
 
 
-def text_document(text):
+def text_document(text: str) -> list[str]:
     """Plain text (paragraphs separated by blank lines) -> one document of sentences."""
     return _sentences_of(text.splitlines())
 
@@ -130,7 +131,7 @@ def _sentences_of(lines):
     return [s for paragraph in paragraphs(lines) for s in split_sentences(paragraph)]
 
 
-def wikipedia_documents(articles):
+def wikipedia_documents(articles: Iterable[Mapping[str, Any]]) -> Iterator[list[str]]:
     """Wikipedia articles (dicts with "text", as TFDS `wikipedia/*` gives) -> documents.
 
     Each line of an article is a paragraph; section headings (a line without
@@ -151,7 +152,8 @@ def wikipedia_documents(articles):
             yield document
 
 
-def tfds_wikipedia_documents(name="wikipedia/20230601.en", split="train", data_dir=None):
+def tfds_wikipedia_documents(name: str = "wikipedia/20230601.en", split: str = "train",
+                             data_dir: str | None = None) -> Iterator[list[str]]:
     """Articles of a TFDS Wikipedia dataset -> documents (streamed)."""
     import tensorflow_datasets as tfds
     dataset = tfds.load(name, split=split, data_dir=data_dir, shuffle_files=False)
@@ -161,7 +163,7 @@ def tfds_wikipedia_documents(name="wikipedia/20230601.en", split="train", data_d
 _DOC_START = re.compile(r"^<doc\b[^>]*>\s*$")
 
 
-def wikiextractor_documents(path):
+def wikiextractor_documents(path: str) -> Iterator[list[str]]:
     """WikiExtractor output on a Wikipedia dump (`<doc>` blocks or --json lines) -> documents.
 
     The first line of a `<doc>` block is the article title and is dropped.
@@ -185,7 +187,7 @@ def wikiextractor_documents(path):
 
 # === Writing ===
 
-def write_documents(documents, output_file):
+def write_documents(documents: Iterable[Sequence[str]], output_file: str) -> tuple[int, int]:
     """Documents of sentences -> one sentence per line, a blank line between documents.
 
     Returns (documents, sentences) written. Writes to a temporary name and
@@ -252,7 +254,7 @@ SOURCES = ("books", "text", "tfds", "wikiextractor")
 LONG_SENTENCE = 5_000  # characters; longer lines mean the sentence splitter found no ends
 
 
-def warn(message):
+def warn(message: str) -> None:
     import sys
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
@@ -270,7 +272,9 @@ def _warn_long(path, documents):
         yield document
 
 
-def prepare_corpus(source, inputs, output_file, tfds_split="train", tfds_data_dir=None):
+def prepare_corpus(source: str, inputs: Sequence[str], output_file: str,
+                   tfds_split: str = "train", tfds_data_dir: str | None = None
+                   ) -> tuple[int, int]:
     """Writes the documents of `inputs` in the pretraining input format.
 
     Args:

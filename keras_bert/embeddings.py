@@ -1,6 +1,9 @@
 """Sentence embeddings: mean-pooled, L2-normalised encoder outputs."""
 
+from __future__ import annotations
+
 import os
+from typing import Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -8,7 +11,7 @@ import tensorflow as tf
 from keras_bert.assets import VOCAB_FILE as SHIPPED_VOCAB
 
 
-def mean_pool(sequence_output, input_mask):
+def mean_pool(sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
     """(B, T, H), (B, T) -> (B, H) L2-normalised mean of the real positions."""
     mask = tf.cast(input_mask, sequence_output.dtype)[..., tf.newaxis]
     pooled = tf.reduce_sum(sequence_output * mask, axis=1) / tf.maximum(
@@ -16,8 +19,9 @@ def mean_pool(sequence_output, input_mask):
     return tf.math.l2_normalize(pooled, axis=-1)
 
 
-def encode_sentences(sentences, init_checkpoint=None, vocab_file=None, preset="tiny",
-                     seq_length=128):
+def encode_sentences(sentences: Sequence[str], init_checkpoint: str | None = None,
+                     vocab_file: str | None = None, preset: str = "tiny",
+                     seq_length: int = 128) -> Iterator[tuple[str, list[str], np.ndarray]]:
     """Yields (sentence, word pieces, embedding) for each sentence."""
     from keras_bert import BertConfig, BertEncoder, BertTokenizer
     from keras_bert.checkpoints import load_pretrained

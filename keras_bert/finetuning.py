@@ -15,6 +15,8 @@ SQuAD JSON) or from TFDS, written `tfds:<name>:<split>` (`tfds:glue/cola:train`,
 runs the paper's grid and writes `search_results.md`.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import itertools
 import json
@@ -23,6 +25,7 @@ import os
 import shutil
 import time
 import warnings
+from typing import Any, Mapping, Sequence
 
 import keras
 import numpy as np
@@ -118,7 +121,7 @@ class FinetuneConfig:
 # === Encoder and tokenizer ===
 
 
-def load_encoder(init_checkpoint, preset="tiny"):
+def load_encoder(init_checkpoint: str | None, preset: str = "tiny") -> BertEncoder:
     """BertEncoder from any checkpoint we know, or random weights of `preset`.
 
     `.keras` files may hold a BertEncoder or any model with an `encoder`
@@ -145,7 +148,7 @@ def load_encoder(init_checkpoint, preset="tiny"):
     return load_pretrained(init_checkpoint)
 
 
-def resolve_vocab(vocab_file, init_checkpoint):
+def resolve_vocab(vocab_file: str | None, init_checkpoint: str | None) -> str:
     if vocab_file:
         return vocab_file
     if init_checkpoint:
@@ -385,7 +388,8 @@ def _restrict_squad(dataset, qids):
     return articles
 
 
-def make_task(config, tokenizer):
+def make_task(config: FinetuneConfig, tokenizer: BertTokenizer
+              ) -> _ClassificationTask | _TaggingTask | _SquadTask:
     if config.task in ("classify", "regress"):
         return _ClassificationTask(config, tokenizer)
     if config.task == "tag":
@@ -401,13 +405,14 @@ class DevEvaluation(keras.callbacks.Callback):
     `dev_<metric>` (TensorBoard shows it), keeps the best weights and stops
     after `patience` epochs without improvement (None: never stops early)."""
 
-    def __init__(self, task, dev_data, patience=None):
+    def __init__(self, task: _ClassificationTask | _TaggingTask | _SquadTask, dev_data: dict,
+                 patience: int | None = None) -> None:
         super().__init__()
         self.task, self.dev_data, self.patience = task, dev_data, patience
         self.best, self.best_metrics, self.best_epoch, self.best_weights = -math.inf, None, None, None
         self.history = []
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         result = self.task.evaluate(self.model, self.dev_data)
         self.history.append(result)
         for name, value in result.items():
@@ -422,7 +427,7 @@ class DevEvaluation(keras.callbacks.Callback):
         elif self.patience is not None and epoch + 1 - self.best_epoch >= self.patience:
             self.model.stop_training = True
 
-    def on_train_end(self, logs=None):
+    def on_train_end(self, logs: dict | None = None) -> None:
         if self.best_weights is not None:
             self.model.set_weights(self.best_weights)
 
@@ -447,7 +452,8 @@ def _bucket_boundaries(seq_length):
     return list(range(16, seq_length, 16))
 
 
-def batches_per_epoch(data, batch_size, seq_length, bucket_by_length=False):
+def batches_per_epoch(data: Mapping[str, Any], batch_size: int, seq_length: int,
+                      bucket_by_length: bool = False) -> int:
     """Batches `_train_dataset` yields in one pass. With length buckets each
     bucket ends on its own partial batch, so there are more than n / batch_size;
     tf.data puts a length in bucket i when boundaries[i-1] <= length < boundaries[i]."""
@@ -477,7 +483,8 @@ def _train_dataset(data, batch_size, seed, seq_length, bucket_by_length=False):
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def predict(model, features, batch_size=64):
+def predict(model: keras.Model, features: Mapping[str, np.ndarray], batch_size: int = 64
+            ) -> np.ndarray | dict[str, np.ndarray]:
     """Model outputs for NumPy features, batch by batch on similar lengths with
     padding cut (see `_trim_to_longest`); outputs come back in the input order,
     zero-padded to the full sequence length."""
@@ -556,7 +563,10 @@ def _single_run(config, task, train_data, dev_data, log_dir=None):
     return model, evaluation.best_metrics, evaluation.best_epoch
 
 
-def save_finetuned(model, config, task, tokenizer_vocab, output_dir, dev_results=None):
+def save_finetuned(model: keras.Model, config: FinetuneConfig,
+                   task: _ClassificationTask | _TaggingTask | _SquadTask,
+                   tokenizer_vocab: str, output_dir: str,
+                   dev_results: dict[str, Any] | None = None) -> None:
     """Writes model.keras, vocab.txt, finetune_config.json (and dev_results.json)."""
     os.makedirs(output_dir, exist_ok=True)
     # A plain, uncompiled copy: loading it needs neither the optimizer nor its schedule.
@@ -575,7 +585,7 @@ def save_finetuned(model, config, task, tokenizer_vocab, output_dir, dev_results
             json.dump(dev_results, f, indent=2)
 
 
-def finetune(config):
+def finetune(config: FinetuneConfig) -> dict[str, Any]:
     """Fine-tunes and scores on dev; returns a dict of results.
 
     With `config.search == "paper"`, every (batch size, learning rate,
@@ -643,7 +653,7 @@ def _paper_search(config, task, train_data, dev_data, vocab_file):
             "primary_metric": task.primary_metric}
 
 
-def results_table(rows, metric):
+def results_table(rows: Sequence[Mapping[str, Any]], metric: str) -> str:
     """Markdown table of the search, best run marked."""
     best = max(range(len(rows)), key=lambda i: rows[i][metric])
     lines = [f"| batch | learning rate | epochs | seed | best epoch | dev {metric} | seconds |",
@@ -659,7 +669,7 @@ def results_table(rows, metric):
 # === Evaluation of a saved model ===
 
 
-def evaluate(model_dir, data, **overrides):
+def evaluate(model_dir: str, data: str, **overrides: Any) -> dict[str, Any]:
     """Scores a fine-tuned model (a `finetune` output folder) on `data`.
 
     The task, vocabulary, sequence length and labels come from the folder's

@@ -3,6 +3,8 @@
 Elements are dicts keyed by the original BERT feature names (see features.py).
 """
 
+from __future__ import annotations
+
 import tensorflow as tf
 
 from keras_bert import features
@@ -15,7 +17,7 @@ def _decode(serialized, spec, source):
             for name, value in parsed.items()}
 
 
-def list_files(file_pattern):
+def list_files(file_pattern: str) -> list[str]:
     """Comma-separated file patterns (local or gs://) -> sorted list of files."""
     files = []
     for pattern in str(file_pattern).split(","):
@@ -26,7 +28,7 @@ def list_files(file_pattern):
     return sorted(set(files))
 
 
-def check_tfrecord_framing(path):
+def check_tfrecord_framing(path: str) -> None:
     """Walks the record headers of an uncompressed local TFRecord file (a seek
     per record, no payload read) and raises ValueError naming the file if it
     is truncated or not a TFRecord file. Remote (gs://) files are left to
@@ -53,8 +55,9 @@ def check_tfrecord_framing(path):
             f.seek(position)
 
 
-def check_pretraining_records(file_pattern, seq_length, max_predictions_per_seq,
-                              with_next_sentence=True, field="train_files"):
+def check_pretraining_records(file_pattern: str, seq_length: int, max_predictions_per_seq: int,
+                              with_next_sentence: bool = True,
+                              field: str = "train_files") -> list[str]:
     """Reads the first record of every file of `file_pattern` and compares its
     features with the run's settings, so that a mismatch is one message naming
     the file and the setting instead of a parse error from inside training."""
@@ -149,11 +152,16 @@ def _shuffled_epochs(files, sizes, seed):
     return tf.data.Dataset.counter().flat_map(epoch)
 
 
-def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq, batch_size,
-                        is_training=True, with_next_sentence=True, input_context=None,
-                        shuffle_buffer=10000, cycle_length=8, compression_type=None, seed=None,
-                        dynamic_masking=False, masked_lm_prob=0.15, whole_word_mask=False,
-                        vocab_file=None, vocab_size=None, cls_id=101, sep_id=102, mask_id=103):
+def pretraining_dataset(file_pattern: str, seq_length: int, max_predictions_per_seq: int,
+                        batch_size: int, is_training: bool = True,
+                        with_next_sentence: bool = True,
+                        input_context: tf.distribute.InputContext | None = None,
+                        shuffle_buffer: int = 10000, cycle_length: int = 8,
+                        compression_type: str | None = None, seed: int | None = None,
+                        dynamic_masking: bool = False, masked_lm_prob: float = 0.15,
+                        whole_word_mask: bool = False, vocab_file: str | None = None,
+                        vocab_size: int | None = None, cls_id: int = 101, sep_id: int = 102,
+                        mask_id: int = 103) -> tf.data.Dataset:
     """Batches of pretraining examples from TFRecord shards.
 
     Each worker of a `tf.distribute` strategy reads its own files

@@ -27,10 +27,13 @@ Rerunning a finished run (latest checkpoint at train_steps, eval_results.json
 written) does nothing and says so.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import os
 import time
+from typing import Any, Mapping, Sequence
 
 import keras
 import tensorflow as tf
@@ -116,7 +119,8 @@ class PretrainConfig:
             raise ValueError("config field model_dir is required")
 
 
-def load_config(path=None, overrides=(), **fields):
+def load_config(path: str | None = None, overrides: Sequence[str] = (),
+                **fields: Any) -> PretrainConfig:
     """A PretrainConfig from a YAML/JSON file, then `key=value` overrides (values
     parsed as YAML: `--set train_steps=10`, `--set eval_files=null`), then `fields`."""
     values = {}
@@ -159,7 +163,7 @@ def load_config(path=None, overrides=(), **fields):
 
 # === Model ===
 
-def resolve_jit_compile(jit_compile):
+def resolve_jit_compile(jit_compile: bool | str) -> bool:
     """`auto` -> XLA where there is an accelerator (GPU, TPU), not on a CPU-only
     host, where the pretraining step measured slower with XLA than with
     TensorFlow's own kernels. (Keras' own "auto" also turns XLA off under any
@@ -169,13 +173,13 @@ def resolve_jit_compile(jit_compile):
     return any(device.device_type != "CPU" for device in tf.config.list_physical_devices())
 
 
-def bert_config_of(config):
+def bert_config_of(config: PretrainConfig) -> BertConfig:
     if config.model.endswith(".json"):
         return BertConfig.from_json_file(config.model)
     return BertConfig.preset(config.model)
 
 
-def build_model(config):
+def build_model(config: PretrainConfig) -> BertPretrainer:
     """The pretrainer of a run, inside the current strategy scope."""
     dtype = config.mixed_precision if config.mixed_precision != "float32" else None
     if config.init_checkpoint:
@@ -190,7 +194,7 @@ def build_model(config):
                           objective=config.objective)
 
 
-def build_optimizer(config):
+def build_optimizer(config: PretrainConfig) -> keras.optimizers.Optimizer:
     """The run's optimizer (a checkpoint of the run restores into it)."""
     return create_optimizer(
         config.optimizer, config.learning_rate, config.train_steps, config.warmup_steps,
@@ -199,7 +203,9 @@ def build_optimizer(config):
 
 # === Data ===
 
-def distributed_dataset(strategy, config, file_pattern, is_training, skip_steps=0):
+def distributed_dataset(strategy: tf.distribute.Strategy, config: PretrainConfig, file_pattern: str,
+                        is_training: bool, skip_steps: int = 0
+                        ) -> tf.distribute.DistributedDataset:
     """Per-replica batches of `batch_size / replicas` (times gradient_accumulation_steps
     for training: one element per update), each worker reading its own files;
     with `skip_steps`, the first that many steps are skipped."""
@@ -226,7 +232,7 @@ def distributed_dataset(strategy, config, file_pattern, is_training, skip_steps=
 
 # === Checkpoints and export ===
 
-def optimizer_step(optimizer):
+def optimizer_step(optimizer: keras.optimizers.Optimizer) -> int:
     """Optimizer updates so far."""
     return int(keras.ops.convert_to_numpy(optimizer.iterations))
 
@@ -236,7 +242,8 @@ class CheckpointWriter:
     worker saves (the variables are synchronised by collectives) but only the
     chief's files land in model_dir."""
 
-    def __init__(self, strategy, pretrainer, config):
+    def __init__(self, strategy: tf.distribute.Strategy, pretrainer: BertPretrainer,
+                 config: PretrainConfig) -> None:
         # Dropout's seed generators are Keras variables that tf.train.Checkpoint
         # does not reach through the model: saved beside it, a resumed run
         # draws the dropout masks the uninterrupted run would have drawn.
@@ -254,20 +261,20 @@ class CheckpointWriter:
         self.chief_manager = self.manager if self.chief else tf.train.CheckpointManager(
             self.checkpoint, os.path.join(config.model_dir, "checkpoints"), max_to_keep=None)
 
-    def restore_latest(self):
+    def restore_latest(self) -> str | None:
         latest = self.chief_manager.latest_checkpoint
         if latest:
             self.checkpoint.restore(latest).assert_existing_objects_matched()
         return latest
 
-    def save(self, step):
+    def save(self, step: int) -> str:
         path = self.manager.save(checkpoint_number=step)
         if not self.chief:
             tf.io.gfile.rmtree(self.manager.directory)
         return path
 
 
-def dropout_seed_states(model):
+def dropout_seed_states(model: keras.Model) -> list[tf.Variable]:
     """The model's Keras seed-generator states (the dropout RNG), in a stable order."""
     states = {}
     for layer in model._flatten_layers(include_self=True, recursive=True):
@@ -276,7 +283,7 @@ def dropout_seed_states(model):
     return [states[path] for path in sorted(states)]
 
 
-def finished_results(config):
+def finished_results(config: PretrainConfig) -> dict[str, Any] | None:
     """The saved eval_results.json of a run whose latest checkpoint is at
     train_steps (and whose export and results were written), else None."""
     state = tf.train.get_checkpoint_state(os.path.join(config.model_dir, "checkpoints"))
@@ -294,7 +301,7 @@ def finished_results(config):
     return record
 
 
-def export_tf1(pretrainer, directory):
+def export_tf1(pretrainer: BertPretrainer, directory: str) -> str:
     """Writes the weights with the original google-research/bert names and
     `bert_config.json`, so `checkpoints.load_pretrained(directory)` (and
     Google's code) reads them: the next phase and fine-tuning start from here."""
@@ -325,7 +332,8 @@ class TrainingLog:
     accuracies, learning rate and sequences/second, keyed by the optimizer step
     (so a resumed run continues the same curves)."""
 
-    def __init__(self, config, optimizer, enabled=True):
+    def __init__(self, config: PretrainConfig, optimizer: keras.optimizers.Optimizer,
+                 enabled: bool = True) -> None:
         self.config = config
         self.optimizer = optimizer
         self.enabled = enabled
@@ -356,11 +364,11 @@ class TrainingLog:
             with tf.io.gfile.GFile(self.path, "w") as f:
                 f.write("".join(kept))
 
-    def restart_clock(self):
+    def restart_clock(self) -> None:
         self.last_time = time.perf_counter()
         self.last_step = optimizer_step(self.optimizer)
 
-    def write(self, metrics, step=None):
+    def write(self, metrics: Mapping[str, float], step: int | None = None) -> dict[str, float]:
         step = optimizer_step(self.optimizer) if step is None else step
         now = time.perf_counter()
         sequences = (step - self.last_step) * self.config.batch_size * \
@@ -444,7 +452,8 @@ def _metric_values(pretrainer):
             for metric in pretrainer.metrics if metric.name != "loss"}
 
 
-def evaluate(strategy, pretrainer, config, custom_loop):
+def evaluate(strategy: tf.distribute.Strategy, pretrainer: BertPretrainer, config: PretrainConfig,
+             custom_loop: bool) -> dict[str, float]:
     """Metrics over `eval_steps` batches of `eval_files` (read once, in order)."""
     dataset = distributed_dataset(strategy, config, config.eval_files, is_training=False)
     if not custom_loop:
@@ -464,7 +473,7 @@ def evaluate(strategy, pretrainer, config, custom_loop):
     return _metric_values(pretrainer)
 
 
-def pretrain(config):
+def pretrain(config: PretrainConfig | dict | str) -> dict[str, float]:
     """Runs (or resumes) one pretraining phase; returns the evaluation metrics
     (or the last training metrics when there are no eval_files)."""
     if not isinstance(config, PretrainConfig):

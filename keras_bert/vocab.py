@@ -16,6 +16,7 @@ frequency). With `num_unused=0` (default) the special ids are 0-4; with
 
 import collections
 import os
+from typing import Sequence
 
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
@@ -23,13 +24,14 @@ from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_li
 from keras_bert.tokenizer import BasicTokenizer
 
 
-def special_tokens(num_unused=0):
+def special_tokens(num_unused: int = 0) -> list[str]:
     """The reserved tokens, in vocabulary order."""
     unused = [f"[unused{i}]" for i in range(num_unused)]
     return ["[PAD]"] + unused[:99] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"] + unused[99:]
 
 
-def count_words(files, lowercase=True, batch_size=1024):
+def count_words(files: str | Sequence[str], lowercase: bool = True,
+                batch_size: int = 1024) -> collections.Counter[str]:
     """Word counts of the original's basic tokenization over text files (one
     document or line per line; local paths, gs:// or glob patterns)."""
     paths = []
@@ -69,8 +71,10 @@ def _check_text(path, probe=1 << 16):
                              "text to UTF-8)") from None
 
 
-def learn_vocabulary(files, vocab_size, lowercase=True, output=None, num_unused=0,
-                     max_unique_chars=1000, max_token_length=50, min_count=2):
+def learn_vocabulary(files: str | Sequence[str], vocab_size: int, lowercase: bool = True,
+                     output: str | None = None, num_unused: int = 0,
+                     max_unique_chars: int = 1000, max_token_length: int = 50,
+                     min_count: int = 2) -> list[str]:
     """Learns a WordPiece vocabulary of at most `vocab_size` tokens.
 
     Args:
@@ -124,7 +128,7 @@ def learn_vocabulary(files, vocab_size, lowercase=True, output=None, num_unused=
     return vocab
 
 
-def write_vocabulary(vocab, path):
+def write_vocabulary(vocab: Sequence[str], path: str) -> str:
     """One token per line, written to a temporary name then renamed, so a reader
     never sees half a vocabulary."""
     directory = os.path.dirname(path)

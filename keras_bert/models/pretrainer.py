@@ -9,6 +9,10 @@ Legend for shape comments: B = batch, T = sequence length, P = masked
 positions per sequence, H = hidden size, V = vocabulary size.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
 import numpy as np
 import keras
 import tensorflow as tf
@@ -18,6 +22,9 @@ from keras_bert import features
 from keras_bert.layers.heads import MaskedLMHead, NextSentenceHead
 from keras_bert.losses import cross_entropy_and_prediction
 from keras_bert.models.encoder import BertEncoder
+
+if TYPE_CHECKING:
+    from keras_bert.config import BertConfig
 
 # "nsp": next sentence (50 % random B); "sop": sentence order (ALBERT), same
 # head and labels; "none": masked LM alone (RoBERTa).
@@ -80,7 +87,8 @@ class BertPretrainer(keras.Model):
 
     gradient_accumulation_steps = 1  # set by `compile`
 
-    def __init__(self, encoder, objective="nsp", **kwargs):
+    def __init__(self, encoder: BertEncoder | dict, objective: str = "nsp",
+                 **kwargs: Any) -> None:
         if isinstance(encoder, dict):
             encoder = keras.saving.deserialize_keras_object(encoder)
         if objective not in OBJECTIVES:
@@ -121,10 +129,12 @@ class BertPretrainer(keras.Model):
             self.next_sentence_loss_tracker = keras.metrics.Mean(name="next_sentence_loss")
             self.next_sentence_accuracy_tracker = keras.metrics.Mean(name="next_sentence_accuracy")
 
-    def call(self, inputs, training=None, mask=None):
+    def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None,
+             mask=None) -> dict[str, tf.Tensor]:
         return super().call(_model_inputs(inputs), training=training)
 
-    def compile(self, optimizer="rmsprop", gradient_accumulation_steps=1, **kwargs):
+    def compile(self, optimizer: str | keras.optimizers.Optimizer = "rmsprop",
+                gradient_accumulation_steps: int = 1, **kwargs: Any) -> None:
         """Keras' compile, plus `gradient_accumulation_steps` (see `apply_training_step`)."""
         if (not isinstance(gradient_accumulation_steps, int)
                 or isinstance(gradient_accumulation_steps, bool) or gradient_accumulation_steps < 1):
@@ -141,11 +151,11 @@ class BertPretrainer(keras.Model):
 
     # === Training step ===
 
-    def train_step(self, data):
+    def train_step(self, data: Mapping[str, tf.Tensor] | tuple) -> dict[str, tf.Tensor]:
         self.apply_training_step(data)
         return self.get_metrics_result()
 
-    def apply_training_step(self, data):
+    def apply_training_step(self, data: Mapping[str, tf.Tensor] | tuple) -> None:
         """One optimizer update from one (per-replica) batch: Keras' `fit` calls
         it through `train_step`, the custom training loop inside `strategy.run`.
 
@@ -224,7 +234,9 @@ class BertPretrainer(keras.Model):
 
     # === Losses and metrics ===
 
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+    def compute_loss(self, x: Mapping[str, tf.Tensor] | None = None, y: Any = None,
+                     y_pred: Mapping[str, tf.Tensor] | None = None, sample_weight: Any = None,
+                     training: bool = True) -> tf.Tensor:
         """Loss of one (per-replica) batch, scaled for tf.distribute.
 
         The labels come from `x` (the feature dict). Under a strategy, Keras
@@ -271,7 +283,7 @@ class BertPretrainer(keras.Model):
             total = total + next_sentence_loss / shares
         return total
 
-    def get_metrics_result(self):
+    def get_metrics_result(self) -> dict[str, Any]:
         """Metric results of the global batch, also inside a replica.
 
         Keras calls this in each replica (`train_step`, `test_step`), where a
@@ -297,7 +309,7 @@ class BertPretrainer(keras.Model):
 
     # === Pretrained weights ===
 
-    def head_variables(self):
+    def head_variables(self) -> dict[str, tuple[keras.Variable, bool]]:
         """Original TF1 name (`cls/...`) -> the head's Keras variable and whether
         the checkpoint stores it transposed."""
         head = self.masked_lm_head
@@ -315,7 +327,8 @@ class BertPretrainer(keras.Model):
             names["cls/seq_relationship/output_bias"] = (dense.bias, False)
         return names
 
-    def load_head_weights(self, tensors, source="checkpoint"):
+    def load_head_weights(self, tensors: Mapping[str, np.ndarray],
+                          source: str = "checkpoint") -> list[str]:
         """Assigns the `cls/...` tensors present in `tensors` (as returned by
         `checkpoints.load_pretrained(..., return_head_weights=True)`); heads
         absent there keep their fresh initialisation. Returns the names loaded."""
@@ -336,7 +349,8 @@ class BertPretrainer(keras.Model):
         return [name for name, _, _ in loaded]
 
     @classmethod
-    def from_checkpoint(cls, path, objective="nsp", dtype=None):
+    def from_checkpoint(cls, path: str, objective: str = "nsp",
+                        dtype: str | keras.DTypePolicy | None = None) -> BertPretrainer:
         """A pretrainer initialised from any checkpoint `checkpoints.load_pretrained`
         reads: the encoder always, the heads where the checkpoint has them."""
         from keras_bert.checkpoints import load_pretrained  # checkpoints imports models
@@ -347,16 +361,17 @@ class BertPretrainer(keras.Model):
 
     # === Config ===
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {"encoder": keras.saving.serialize_keras_object(self.encoder),
                 "objective": self.objective, "name": self.name}
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict) -> BertPretrainer:
         return cls(**config)
 
 
-def build_pretrainer(config, objective="nsp", dtype=None):
+def build_pretrainer(config: BertConfig | dict | str, objective: str = "nsp",
+                     dtype: str | keras.DTypePolicy | None = None) -> BertPretrainer:
     """A fresh pretrainer for a BertConfig (or preset name)."""
     from keras_bert.config import BertConfig
     if isinstance(config, str):
