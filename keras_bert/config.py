@@ -5,9 +5,12 @@ load unchanged. HuggingFace `config.json` files are read too (same field names,
 plus a few extra keys that are ignored).
 """
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import os
+from typing import Any, Mapping
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu", "silu", "tanh")
 
@@ -59,13 +62,13 @@ class BertConfig:
                 f"BertConfig.initializer_range must be positive, got {self.initializer_range!r}")
 
     @property
-    def head_size(self):
+    def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
     # === Presets ===
 
     @classmethod
-    def preset(cls, name, **overrides):
+    def preset(cls, name: str, **overrides: Any) -> BertConfig:
         """A named size: `tiny`, `mini`, `small`, `medium`, `base`, `large` or
         one of Google's 24 small BERTs by release name (`L-4_H-256_A-4`)."""
         if name not in PRESETS:
@@ -74,11 +77,12 @@ class BertConfig:
 
     # === JSON ===
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, values, source="config"):
+    def from_dict(cls, values: Mapping[str, Any],
+                  source: str | os.PathLike = "config") -> BertConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         missing = [name for name in ("vocab_size", "hidden_size", "num_hidden_layers",
                                      "num_attention_heads", "intermediate_size")
@@ -88,7 +92,7 @@ class BertConfig:
         return cls(**{k: v for k, v in values.items() if k in known})
 
     @classmethod
-    def from_json_file(cls, path):
+    def from_json_file(cls, path: str | os.PathLike) -> BertConfig:
         """Reads an original `bert_config.json` or a HuggingFace `config.json`."""
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
@@ -101,7 +105,7 @@ class BertConfig:
             raise ValueError(f"{path}: not valid JSON ({e})") from None
         return cls.from_dict(values, source=path)
 
-    def to_json_file(self, path):
+    def to_json_file(self, path: str | os.PathLike) -> None:
         with open(path, "w", encoding="utf-8") as f:
             json.dump(self.to_dict(), f, indent=2, sort_keys=True)
             f.write("\n")

@@ -358,3 +358,31 @@ def test_resume_after_sigkill_loses_and_repeats_no_step(data_dir, tmp_path):
         np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
     steps = [json.loads(line)["step"] for line in open(tmp_path / "interrupted" / "train_log.jsonl")]
     assert steps == list(range(20, 301, 20))
+
+
+def test_resume_draws_the_dropout_masks_of_an_uninterrupted_run(data_dir, tmp_path):
+    # Issue 21: with dropout, a resumed run's losses drifted from an uninterrupted
+    # run's (the SIGKILL test above runs without dropout): the dropout seed
+    # generators were not in the checkpoint, so a resumed run replayed step 0's masks.
+    dropout = BertConfig(**{**TINY.to_dict(), "hidden_dropout_prob": 0.1,
+                            "attention_probs_dropout_prob": 0.1})
+    dropout.to_json_file(str(tmp_path / "bert_config.json"))
+    fields = dict(model=str(tmp_path / "bert_config.json"), eval_files=None)
+    pretraining.pretrain(tiny_config(data_dir, tmp_path / "whole", **fields))
+    # The same run "killed" after its first checkpoint: the index points at ckpt-5.
+    import shutil
+    shutil.copytree(tmp_path / "whole", tmp_path / "resumed")
+    (tmp_path / "resumed" / "eval_results.json").unlink()
+    (tmp_path / "resumed" / "checkpoints" / "checkpoint").write_text(
+        'model_checkpoint_path: "ckpt-5"\nall_model_checkpoint_paths: "ckpt-5"\n')
+    pretraining.pretrain(tiny_config(data_dir, tmp_path / "resumed", **fields))
+    expected, actual = _export(tmp_path / "whole"), _export(tmp_path / "resumed")
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
+    steps = [json.loads(line)["step"] for line in open(tmp_path / "resumed" / "train_log.jsonl")]
+    assert steps == [5, 10]
+    losses = [json.loads(line)["masked_lm_loss"] for line in open(tmp_path / "whole" /
+                                                                  "train_log.jsonl")]
+    assert losses == [json.loads(line)["masked_lm_loss"]
+                      for line in open(tmp_path / "resumed" / "train_log.jsonl")]

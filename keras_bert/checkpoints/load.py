@@ -6,9 +6,12 @@ to NumPy arrays in the original layouts, then assigned to a `BertEncoder` by
 one function that checks every name and shape before it changes anything.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import re
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -16,6 +19,9 @@ import tensorflow as tf
 from keras_bert.config import BertConfig
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
+
+if TYPE_CHECKING:
+    import keras
 
 # Pretraining-head tensors (`cls/...`) that the pretrainer can load.
 HEAD_TENSORS = (
@@ -29,7 +35,7 @@ HEAD_TENSORS = (
 )
 
 
-def encoder_variables(encoder):
+def encoder_variables(encoder: BertEncoder) -> dict[str, keras.Variable]:
     """Canonical (original TF1) name -> the encoder's Keras variable."""
     names = {
         "bert/embeddings/word_embeddings": encoder.token_embedding.embeddings,
@@ -61,7 +67,8 @@ def encoder_variables(encoder):
     return names
 
 
-def assign_encoder_weights(encoder, tensors, source):
+def assign_encoder_weights(encoder: BertEncoder, tensors: Mapping[str, np.ndarray],
+                           source: str) -> dict[str, np.ndarray]:
     """Assigns canonical tensors to the encoder; all-or-nothing.
 
     Every encoder variable must be present with its exact shape, and no tensor
@@ -91,7 +98,7 @@ def assign_encoder_weights(encoder, tensors, source):
 _TF1_IGNORED = re.compile(r"(adam_[mv]|global_step|Momentum|_slot_|good_steps|loss_scale)")
 
 
-def read_tf1_checkpoint(checkpoint_prefix):
+def read_tf1_checkpoint(checkpoint_prefix: str) -> dict[str, np.ndarray]:
     """Canonical tensors from a google-research/bert checkpoint prefix."""
     try:
         reader = tf.train.load_checkpoint(checkpoint_prefix)
@@ -105,7 +112,9 @@ def read_tf1_checkpoint(checkpoint_prefix):
     return tensors
 
 
-def load_tf1(checkpoint_prefix, bert_config_json, return_head_weights=False, dtype=None):
+def load_tf1(checkpoint_prefix: str, bert_config_json: str, return_head_weights: bool = False,
+             dtype: str | keras.DTypePolicy | None = None
+             ) -> BertEncoder | tuple[BertEncoder, dict[str, np.ndarray]]:
     """BertEncoder with the weights of an original TF1 BERT checkpoint.
 
     With `return_head_weights`, also returns the `cls/...` pretraining-head
@@ -176,7 +185,7 @@ def _hf_to_canonical(name, value):
     return canonical, value
 
 
-def read_huggingface(model_dir):
+def read_huggingface(model_dir: str) -> tuple[BertConfig, dict[str, np.ndarray]]:
     """(BertConfig, canonical tensors) from a HuggingFace BERT folder."""
     config_path = os.path.join(model_dir, "config.json")
     weights_path = os.path.join(model_dir, "model.safetensors")
@@ -184,7 +193,11 @@ def read_huggingface(model_dir):
         if not os.path.exists(path):
             raise FileNotFoundError(f"HuggingFace BERT folder {model_dir} lacks {os.path.basename(path)}")
     with open(config_path, encoding="utf-8") as f:
-        hf_config = json.load(f)
+        try:
+            hf_config = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{config_path}: not valid JSON ({e}); a truncated download? "
+                             "fetch the file again") from None
     model_type = hf_config.get("model_type", "bert")
     if model_type != "bert":
         raise ValueError(f"{config_path}: model_type is {model_type!r}, not 'bert'")
@@ -198,7 +211,9 @@ def read_huggingface(model_dir):
     return config, tensors
 
 
-def load_huggingface(model_dir, return_head_weights=False, dtype=None):
+def load_huggingface(model_dir: str, return_head_weights: bool = False,
+                     dtype: str | keras.DTypePolicy | None = None
+                     ) -> BertEncoder | tuple[BertEncoder, dict[str, np.ndarray]]:
     """BertEncoder with the weights of a HuggingFace folder (`config.json`,
     `model.safetensors`); see `load_tf1` for `return_head_weights`."""
     config, tensors = read_huggingface(model_dir)
@@ -207,7 +222,9 @@ def load_huggingface(model_dir, return_head_weights=False, dtype=None):
     return (encoder, heads) if return_head_weights else encoder
 
 
-def load_pretrained(path, dtype=None, return_head_weights=False):
+def load_pretrained(path: str, dtype: str | keras.DTypePolicy | None = None,
+                    return_head_weights: bool = False
+                    ) -> BertEncoder | tuple[BertEncoder, dict[str, np.ndarray]]:
     """Any supported checkpoint: a HuggingFace folder, a folder holding an original
     checkpoint with `bert_config.json`, or an original checkpoint prefix."""
     if os.path.isdir(path) and os.path.exists(os.path.join(path, "model.safetensors")):
@@ -216,11 +233,17 @@ def load_pretrained(path, dtype=None, return_head_weights=False):
     prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
     if prefix is None:
         raise FileNotFoundError(f"no checkpoint found in {path}")
+    if not tf.io.gfile.exists(prefix + ".index"):
+        what = "not found" if not tf.io.gfile.exists(path) else "not a checkpoint"
+        raise (FileNotFoundError if what == "not found" else ValueError)(
+            f"{path}: {what}; give a HuggingFace folder (config.json, model.safetensors), "
+            "a folder with bert_config.json and a TF1 checkpoint, or a TF1 checkpoint "
+            "prefix (.../bert_model.ckpt)")
     config_json = os.path.join(directory, "bert_config.json")
     return load_tf1(prefix, config_json, return_head_weights, dtype)
 
 
-def convert(checkpoint, output_path):
+def convert(checkpoint: str, output_path: str) -> str:
     """Writes any supported checkpoint as a Keras `.keras` file; returns its path."""
     if not output_path.endswith(".keras"):
         raise ValueError(f"--output must end in .keras, got {output_path}")
@@ -237,7 +260,7 @@ def convert(checkpoint, output_path):
 
 # === Pretrainer heads (`cls/...`) ===
 
-def head_variables(pretrainer):
+def head_variables(pretrainer: BertPretrainer) -> dict[str, tuple[keras.Variable, bool]]:
     """Original TF1 name (`cls/...`) -> the head's Keras variable and whether
     the checkpoint stores it transposed."""
     head = pretrainer.masked_lm_head
@@ -256,7 +279,8 @@ def head_variables(pretrainer):
     return names
 
 
-def assign_head_weights(pretrainer, tensors, source="checkpoint"):
+def assign_head_weights(pretrainer: BertPretrainer, tensors: Mapping[str, np.ndarray],
+                        source: str = "checkpoint") -> list[str]:
     """Assigns the `cls/...` tensors present in `tensors` (as returned by
     `checkpoints.load_pretrained(..., return_head_weights=True)`); heads
     absent there keep their fresh initialisation. Returns the names loaded."""
@@ -277,7 +301,8 @@ def assign_head_weights(pretrainer, tensors, source="checkpoint"):
     return [name for name, _, _ in loaded]
 
 
-def load_pretrainer(path, objective="nsp", dtype=None):
+def load_pretrainer(path: str, objective: str = "nsp",
+                    dtype: str | keras.DTypePolicy | None = None) -> BertPretrainer:
     """A `BertPretrainer` initialised from any checkpoint `load_pretrained` reads:
     the encoder always, the heads where the checkpoint has them (their names in
     `pretrainer.loaded_head_weights`)."""

@@ -14,12 +14,51 @@ from keras_bert.cli import native_logs
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # also set by the package, for `python cli.py`
 
 
+# === Argument types: bad values are refused here, before any work starts ===
+
+def _number(kind, low, high=None, low_open=False):
+    """An argparse type: a `kind` number in [low, high] (low excluded with `low_open`)."""
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if (value <= low if low_open else value < low) or (high is not None and value > high):
+            bound = f"> {low}" if low_open else f">= {low}"
+            bound += f" and <= {high}" if high is not None else ""
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+positive_int = _number(int, 1)
+non_negative_int = _number(int, 0)
+positive_float = _number(float, 0, low_open=True)
+# 512: the position embeddings of every BERT checkpoint (a model's own limit is checked later).
+sequence_length = _number(int, 3, 512)
+
+
+def input_file(text):
+    """An argparse type: a path that must be a file (not a directory); gs:// and globs pass."""
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a directory; give a file")
+    return text
+
+
+def output_file(text):
+    """An argparse type: a file to write, which must not name a directory."""
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a directory; give a file name")
+    return text
+
+
 # === tokenize ===
 
 def add_tokenize(subparsers):
     parser = subparsers.add_parser(
         "tokenize", help="word-piece lines from stdin (for quick inspection)")
-    parser.add_argument("--vocab-file", required=True)
+    parser.add_argument("--vocab-file", required=True, type=input_file)
     parser.add_argument("--cased", action="store_true", help="the vocabulary is cased")
     parser.add_argument("--ids", action="store_true", help="print ids instead of word pieces")
     parser.set_defaults(run=run_tokenize)
@@ -28,8 +67,17 @@ def add_tokenize(subparsers):
 def run_tokenize(args):
     from keras_bert.text.tokenizer import BertTokenizer
     tokenizer = BertTokenizer(args.vocab_file, lowercase=not args.cased)
-    for line in sys.stdin:
-        ids = tokenizer.tokenize([line.rstrip("\n")])[0].numpy().tolist()
+    # Bytes, to name an invalid UTF-8 line (a text stdin, e.g. a StringIO, is read as is).
+    for number, raw in enumerate(getattr(sys.stdin, "buffer", sys.stdin), 1):
+        try:
+            line = raw if isinstance(raw, str) else raw.decode("utf-8")
+        except UnicodeDecodeError:
+            # Named and skipped (an empty output line keeps the lines aligned).
+            print(f"keras-bert tokenize: stdin line {number}: not valid UTF-8, skipped",
+                  file=sys.stderr, flush=True)
+            print(flush=True)
+            continue
+        ids = tokenizer.tokenize([line.rstrip("\r\n")])[0].numpy().tolist()
         pieces = [str(i) for i in ids] if args.ids else [tokenizer.vocab[i] for i in ids]
         print(" ".join(pieces), flush=True)
 
@@ -39,13 +87,13 @@ def run_tokenize(args):
 def add_vocab(subparsers):
     parser = subparsers.add_parser(
         "vocab", help="learn a WordPiece vocabulary from text files")
-    parser.add_argument("--input", required=True, nargs="+",
+    parser.add_argument("--input", required=True, nargs="+", type=input_file,
                         help="text files or glob patterns (local or gs://)")
-    parser.add_argument("--vocab-size", type=int, required=True,
+    parser.add_argument("--vocab-size", type=positive_int, required=True,
                         help="the most tokens, special ones included")
-    parser.add_argument("--output", required=True, help="vocab.txt to write")
+    parser.add_argument("--output", required=True, type=output_file, help="vocab.txt to write")
     parser.add_argument("--cased", action="store_true", help="keep case and accents")
-    parser.add_argument("--num-unused", type=int, default=0,
+    parser.add_argument("--num-unused", type=non_negative_int, default=0,
                         help="[unusedN] slots; 99 gives Google's ids ([UNK] 100 ... [MASK] 103)")
     parser.set_defaults(run=run_vocab)
 
@@ -68,7 +116,7 @@ def add_encode(subparsers):
     parser.add_argument("--init-checkpoint", default=None,
                         help="HuggingFace folder, TF1 checkpoint or folder; random weights if absent")
     parser.add_argument("--preset", default="tiny", help="size when no checkpoint is given")
-    parser.add_argument("--seq-length", type=int, default=128)
+    parser.add_argument("--seq-length", type=sequence_length, default=128)
     parser.set_defaults(run=run_encode)
 
 
@@ -111,7 +159,7 @@ def add_prepare_corpus(subparsers):
                         default="books", help="books: a chapter is a document; text: a file "
                         "is a document; tfds: e.g. wikipedia/20230601.en; wikiextractor: "
                         "WikiExtractor output of a Wikipedia dump")
-    parser.add_argument("--output-file", required=True)
+    parser.add_argument("--output-file", required=True, type=output_file)
     parser.add_argument("--tfds-split", default="train")
     parser.add_argument("--tfds-data-dir", default=None)
     parser.set_defaults(run=run_prepare_corpus)
@@ -133,22 +181,23 @@ def add_create_pretraining_data(subparsers):
                              "a blank line between documents")
     parser.add_argument("--output-file", required=True,
                         help="a file, comma-separated files, or the prefix of --num-shards shards")
-    parser.add_argument("--vocab-file", required=True)
+    parser.add_argument("--vocab-file", required=True, type=input_file)
     parser.add_argument("--do-lower-case", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--do-whole-word-mask", action="store_true")
-    parser.add_argument("--max-seq-length", type=int, default=128)
-    parser.add_argument("--max-predictions-per-seq", type=int, default=20)
+    parser.add_argument("--max-seq-length", type=positive_int, default=128)
+    parser.add_argument("--max-predictions-per-seq", type=positive_int, default=20)
     parser.add_argument("--masked-lm-prob", type=float, default=0.15)
     parser.add_argument("--short-seq-prob", type=float, default=0.1)
-    parser.add_argument("--dupe-factor", type=int, default=10)
+    parser.add_argument("--dupe-factor", type=positive_int, default=10)
     parser.add_argument("--random-seed", type=int, default=12345)
     parser.add_argument("--objective", choices=["nsp", "sop", "none"], default="nsp",
                         help="nsp: BERT next sentence; sop: ALBERT sentence order; none: "
                              "RoBERTa packing of full sentences, no next_sentence_labels")
     parser.add_argument("--no-mask", action="store_true",
                         help="write unmasked records, for dynamic masking at read time")
-    parser.add_argument("--num-shards", type=int, default=1)
-    parser.add_argument("--num-workers", type=int, default=None, help="default: all cores")
+    parser.add_argument("--num-shards", type=positive_int, default=1)
+    parser.add_argument("--num-workers", type=positive_int, default=None,
+                        help="default: all cores")
     parser.add_argument("--gzip", action="store_true", help="GZIP-compressed TFRecords")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--runner", default=None,
@@ -242,28 +291,30 @@ def add_finetune(subparsers):
                         help="our .keras file, HuggingFace folder, TF1 checkpoint or folder; "
                              "random --preset weights if absent")
     parser.add_argument("--output-dir", required=True)
-    parser.add_argument("--vocab-file", default=None,
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a finished model already in --output-dir")
+    parser.add_argument("--vocab-file", default=None, type=input_file,
                         help="defaults to the checkpoint's vocab.txt, else the shipped uncased one")
     parser.add_argument("--cased", action="store_true", help="the vocabulary is cased")
     parser.add_argument("--preset", default="tiny", help="size when no checkpoint is given")
-    parser.add_argument("--seq-length", type=int, default=128,
+    parser.add_argument("--seq-length", type=sequence_length, default=128,
                         help="max sequence length (384 for SQuAD)")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--learning-rate", type=float, default=5e-5)
-    parser.add_argument("--epochs", type=float, default=3)
-    parser.add_argument("--warmup-proportion", type=float, default=0.1)
-    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--learning-rate", type=positive_float, default=5e-5)
+    parser.add_argument("--epochs", type=positive_float, default=3)
+    parser.add_argument("--warmup-proportion", type=_number(float, 0, 1), default=0.1)
+    parser.add_argument("--dropout", type=_number(float, 0, 0.99), default=0.1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--doc-stride", type=int, default=128)
-    parser.add_argument("--max-query-length", type=int, default=64)
-    parser.add_argument("--max-train-examples", type=int, default=None)
-    parser.add_argument("--max-dev-examples", type=int, default=None)
-    parser.add_argument("--early-stopping-patience", type=int, default=None,
+    parser.add_argument("--doc-stride", type=positive_int, default=128)
+    parser.add_argument("--max-query-length", type=positive_int, default=64)
+    parser.add_argument("--max-train-examples", type=positive_int, default=None)
+    parser.add_argument("--max-dev-examples", type=positive_int, default=None)
+    parser.add_argument("--early-stopping-patience", type=positive_int, default=None,
                         help="stop after this many epochs without a better dev metric")
     parser.add_argument("--search", choices=["paper"], default=None,
                         help="the paper's grid: batch {16,32} x lr {5e-5,3e-5,2e-5} x "
                              "epochs {2,3,4}, best on dev, results table at the end")
-    parser.add_argument("--restarts", type=int, default=1, help="random restarts per grid point")
+    parser.add_argument("--restarts", type=positive_int, default=1, help="random restarts per grid point")
     parser.add_argument("--bucket-by-length", action="store_true",
                         help="batch examples of similar lengths (much faster on CPU)")
     parser.add_argument("--no-tensorboard", action="store_true")
@@ -288,7 +339,7 @@ def run_finetune(args):
         max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
         early_stopping_patience=args.early_stopping_patience, search=args.search,
         restarts=args.restarts, bucket_by_length=args.bucket_by_length,
-        tensorboard=not args.no_tensorboard)
+        tensorboard=not args.no_tensorboard, overwrite=args.overwrite)
     result = finetune(config)
     print(json.dumps({k: v for k, v in result.items() if k != "table"}, indent=2))
 
@@ -298,7 +349,7 @@ def add_evaluate(subparsers):
         "evaluate", help="score a fine-tuned model (a finetune --output-dir) on a data set")
     parser.add_argument("--model-dir", required=True, help="a finetune --output-dir")
     parser.add_argument("--data", required=True, help="file or tfds:<name>:<split>")
-    parser.add_argument("--max-examples", type=int, default=None)
+    parser.add_argument("--max-examples", type=positive_int, default=None)
     _add_data_arguments(parser)
     parser.set_defaults(run=run_evaluate)
 
@@ -324,11 +375,12 @@ def add_export(subparsers):
                              "(HuggingFace folder, TF1 checkpoint, .keras) for embeddings")
     parser.add_argument("--output", required=True,
                         help="EXPORT_DIR/NAME/VERSION (VERSION an integer), as TF Serving reads")
-    parser.add_argument("--vocab-file", default=None, help="default: the model folder's vocab.txt")
+    parser.add_argument("--vocab-file", default=None, type=input_file,
+                        help="default: the model folder's vocab.txt")
     parser.add_argument("--cased", action="store_true", help="encoder export: the vocabulary is cased")
-    parser.add_argument("--seq-length", type=int, default=None,
+    parser.add_argument("--seq-length", type=sequence_length, default=None,
                         help="default: the fine-tuning length (128 for embeddings)")
-    parser.add_argument("--max-windows", type=int, default=None,
+    parser.add_argument("--max-windows", type=positive_int, default=None,
                         help="question answering: most context windows searched (default 64)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
     parser.set_defaults(run=run_export)

@@ -1,7 +1,10 @@
 """`keras-bert encode`: sentence embeddings (mean-pooled, L2-normalised encoder
 outputs) of a checkpoint, or of a random encoder of a preset size."""
 
+from __future__ import annotations
+
 import os
+from typing import Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -14,8 +17,9 @@ from keras_bert.models.encoder import BertEncoder
 from keras_bert.text.tokenizer import BertTokenizer
 
 
-def encode_sentences(sentences, init_checkpoint=None, vocab_file=None, preset="tiny",
-                     seq_length=128):
+def encode_sentences(sentences: Sequence[str], init_checkpoint: str | None = None,
+                     vocab_file: str | None = None, preset: str = "tiny",
+                     seq_length: int = 128) -> Iterator[tuple[str, list[str], np.ndarray]]:
     """Yields (sentence, word pieces, embedding) for each sentence."""
     if init_checkpoint:
         encoder = load_pretrained(init_checkpoint)

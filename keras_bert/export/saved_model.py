@@ -18,17 +18,27 @@ themselves). The vocabulary, the label names and the export settings travel
 as assets: `assets/vocab.txt`, `assets/labels.txt`, `assets/keras_bert_export.json`.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import re
 import tempfile
+from typing import TYPE_CHECKING, Any, Sequence
 
 import tensorflow as tf
+
+if TYPE_CHECKING:
+    import keras
+
+    from keras_bert.export.base import TaskServing
+    from keras_bert.text.tokenizer import BertTokenizer
 
 EXPORT_METADATA = "keras_bert_export.json"
 
 
-def task_serving(model, tokenizer, seq_length=None, label_names=None, **task_options):
+def task_serving(model: keras.Model, tokenizer: BertTokenizer, seq_length: int | None = None,
+                 label_names: Sequence[str] | None = None, **task_options: Any) -> TaskServing:
     """The `TaskServing` (signatures) for this model's task."""
     from keras_bert.models.encoder import BertEncoder
     if isinstance(model, BertEncoder):
@@ -59,8 +69,9 @@ def _no_options(what, task_options):
                          f"not for {what}")
 
 
-def export_saved_model(model, tokenizer, path, seq_length=None, label_names=None,
-                       overwrite=False, **task_options):
+def export_saved_model(model: keras.Model, tokenizer: BertTokenizer, path: str | os.PathLike,
+                       seq_length: int | None = None, label_names: Sequence[str] | None = None,
+                       overwrite: bool = False, **task_options: Any) -> str:
     """Writes `model` + `tokenizer` as a SavedModel at `path` and returns `path`.
 
     Args:
@@ -118,8 +129,9 @@ def _write_assets(serving, folder):
 # === From a fine-tuning output folder (the `keras-bert export` command) ===
 
 
-def export_model_dir(model_dir, output, vocab_file=None, lowercase=True, seq_length=None,
-                     overwrite=False, **task_options):
+def export_model_dir(model_dir: str, output: str, vocab_file: str | None = None,
+                     lowercase: bool = True, seq_length: int | None = None,
+                     overwrite: bool = False, **task_options: Any) -> str:
     """Exports a `keras-bert finetune` output folder (`model.keras`, `vocab.txt`,
     `finetune_config.json`) or, for embeddings, a pretrained checkpoint
     (HuggingFace folder, TF1 checkpoint, `.keras` encoder).

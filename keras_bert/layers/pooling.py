@@ -7,7 +7,7 @@ import keras
 import tensorflow as tf
 
 
-def mean_pool(sequence_output, input_mask):
+def mean_pool(sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
     """(B, T, H), (B, T) -> (B, H) L2-normalised mean of the real positions."""
     mask = tf.cast(input_mask, sequence_output.dtype)[..., tf.newaxis]
     pooled = tf.reduce_sum(sequence_output * mask, axis=1) / tf.maximum(
@@ -19,8 +19,9 @@ def mean_pool(sequence_output, input_mask):
 class MeanPool(keras.layers.Layer):
     """(B, T, H), (B, T) -> (B, H) L2-normalised mean over the real tokens."""
 
-    def call(self, sequence_output, input_mask):
+    def call(self, sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
         return mean_pool(sequence_output, input_mask)
 
-    def compute_output_shape(self, sequence_output_shape, input_mask_shape):
+    def compute_output_shape(self, sequence_output_shape: tuple,
+                             input_mask_shape: tuple) -> tuple:
         return (sequence_output_shape[0], sequence_output_shape[-1])

@@ -4,23 +4,27 @@ Legend for shape comments: B = batch, T = sequence length, H = hidden size,
 C = number of classes.
 """
 
+from __future__ import annotations
+
+from typing import Any, Sequence
+
 import keras
 
 from keras_bert.models.encoder import BertEncoder
 
 
-def serialize_encoder(encoder):
+def serialize_encoder(encoder: BertEncoder) -> dict:
     return keras.saving.serialize_keras_object(encoder)
 
 
-def deserialize_encoder(encoder):
+def deserialize_encoder(encoder: BertEncoder | dict) -> BertEncoder:
     if isinstance(encoder, dict):
         return keras.saving.deserialize_keras_object(
             encoder, custom_objects={"BertEncoder": BertEncoder})
     return encoder
 
 
-def encoder_inputs():
+def encoder_inputs() -> dict[str, keras.KerasTensor]:
     """The three int32 (B, T) inputs under their original BERT names."""
     return {name: keras.Input(shape=(None,), dtype="int32", name=name)
             for name in ("input_ids", "input_mask", "segment_ids")}
@@ -42,7 +46,8 @@ class BertClassifier(keras.Model):
     Output: logits (B, C) (for `num_classes=1`, the score (B, 1)).
     """
 
-    def __init__(self, encoder, num_classes, dropout=0.1, label_names=None, **kwargs):
+    def __init__(self, encoder: BertEncoder | dict, num_classes: int, dropout: float = 0.1,
+                 label_names: Sequence[str] | None = None, **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
         if label_names is not None and len(label_names) != num_classes:
             raise ValueError(f"{len(label_names)} label_names for num_classes={num_classes}")
@@ -65,11 +70,11 @@ class BertClassifier(keras.Model):
         self.dropout = dropout
         self.label_names = list(label_names) if label_names is not None else None
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder), "num_classes": self.num_classes,
                 "dropout": self.dropout, "label_names": self.label_names,
                 "name": self.name, "trainable": self.trainable}
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict) -> BertClassifier:
         return cls(**config)

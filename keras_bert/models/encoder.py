@@ -4,11 +4,18 @@ Legend for shape comments: B = batch, T = sequence length, H = hidden size,
 L = number of layers.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import keras
 
 from keras_bert.config import BertConfig
 from keras_bert.layers import (AttentionMaskBias, Dropout, LayerNormalization,
                                PositionEmbedding, TransformerBlock)
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 LAYER_NORM_EPSILON = 1e-12
 
@@ -22,7 +29,8 @@ class BertEncoder(keras.Model):
     and `encoder_outputs`, a list of every layer's (B, T, H) output.
     """
 
-    def __init__(self, config, dtype=None, **kwargs):
+    def __init__(self, config: BertConfig | dict, dtype: str | keras.DTypePolicy | None = None,
+                 **kwargs: Any) -> None:
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
         init = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
@@ -86,7 +94,8 @@ class BertEncoder(keras.Model):
         self.transformer_blocks = blocks
         self.pooler = pooler
 
-    def embed(self, input_ids, input_mask, segment_ids, training=None):
+    def embed(self, input_ids: tf.Tensor, input_mask: tf.Tensor, segment_ids: tf.Tensor,
+              training: bool | None = None) -> tuple[tf.Tensor, tf.Tensor]:
         """The encoder's first stage, for models built from its layers (the
         pretrainer): ids (B, T) -> the first block's input (B, T, H) and the
         attention mask bias (B, 1, 1, T)."""
@@ -95,12 +104,12 @@ class BertEncoder(keras.Model):
                       self.attention_mask_bias, input_ids, input_mask, segment_ids,
                       training=training)
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {"config": self.config.to_dict(), "name": self.name,
                 "trainable": self.trainable}
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict) -> BertEncoder:
         return cls(**config)
 
 

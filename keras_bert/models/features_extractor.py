@@ -4,10 +4,19 @@ Legend for shape comments: B = batch, T = sequence length, H = hidden size,
 K = number of top layers concatenated.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import keras
 
 from keras_bert.layers.pooling import MeanPool
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+    from keras_bert.models.encoder import BertEncoder
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -28,7 +37,8 @@ class BertFeatureExtractor(keras.Model):
     Outputs: `token_features` (B, T, K*H), `sentence_embedding` (B, H).
     """
 
-    def __init__(self, encoder, num_top_layers=4, **kwargs):
+    def __init__(self, encoder: BertEncoder | dict, num_top_layers: int = 4,
+                 **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
         num_layers = encoder.config.num_hidden_layers
         if not 1 <= num_top_layers <= num_layers:
@@ -52,10 +62,10 @@ class BertFeatureExtractor(keras.Model):
         self.encoder = encoder
         self.num_top_layers = num_top_layers
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder),
                 "num_top_layers": self.num_top_layers, "name": self.name}
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict) -> BertFeatureExtractor:
         return cls(**config)

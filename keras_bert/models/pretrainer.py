@@ -1,7 +1,7 @@
 """BertPretrainer: the encoder with its masked-LM and next-sentence heads, and their losses.
 
 `pretrainer.compile(optimizer=...)` then `pretrainer.fit(dataset)` trains on
-the dataset dicts of `keras_bert.inputs` as they are (no `y`, no loss
+the dataset dicts of `keras_bert.pretraining_data.inputs` as they are (no `y`, no loss
 argument): the labels (`masked_lm_ids`, `masked_lm_weights`,
 `next_sentence_labels`) are read from the same dict as the inputs.
 
@@ -9,13 +9,17 @@ Legend for shape comments: B = batch, T = sequence length, P = masked
 positions per sequence, H = hidden size, V = vocabulary size.
 """
 
+from __future__ import annotations
+
+from typing import Any, Mapping
+
 import keras
 import tensorflow as tf
 from keras import ops
 
 from keras_bert import features
 from keras_bert.layers.heads import MaskedLMHead, NextSentenceHead
-from keras_bert.losses import cross_entropy_and_prediction
+from keras_bert.kernels.masked_lm_loss import cross_entropy_and_prediction
 from keras_bert.models.encoder import BertEncoder
 
 # "nsp": next sentence (50 % random B); "sop": sentence order (ALBERT), same
@@ -79,7 +83,8 @@ class BertPretrainer(keras.Model):
 
     gradient_accumulation_steps = 1  # set by `compile`
 
-    def __init__(self, encoder, objective="nsp", **kwargs):
+    def __init__(self, encoder: BertEncoder | dict, objective: str = "nsp",
+                 **kwargs: Any) -> None:
         if isinstance(encoder, dict):
             encoder = keras.saving.deserialize_keras_object(encoder)
         if objective not in OBJECTIVES:
@@ -120,10 +125,12 @@ class BertPretrainer(keras.Model):
             self.next_sentence_loss_tracker = keras.metrics.Mean(name="next_sentence_loss")
             self.next_sentence_accuracy_tracker = keras.metrics.Mean(name="next_sentence_accuracy")
 
-    def call(self, inputs, training=None, mask=None):
+    def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None,
+             mask=None) -> dict[str, tf.Tensor]:
         return super().call(_model_inputs(inputs), training=training)
 
-    def compile(self, optimizer="rmsprop", gradient_accumulation_steps=1, **kwargs):
+    def compile(self, optimizer: str | keras.optimizers.Optimizer = "rmsprop",
+                gradient_accumulation_steps: int = 1, **kwargs: Any) -> None:
         """Keras' compile, plus `gradient_accumulation_steps` (see `apply_training_step`)."""
         if (not isinstance(gradient_accumulation_steps, int)
                 or isinstance(gradient_accumulation_steps, bool) or gradient_accumulation_steps < 1):
@@ -140,11 +147,11 @@ class BertPretrainer(keras.Model):
 
     # === Training step ===
 
-    def train_step(self, data):
+    def train_step(self, data: Mapping[str, tf.Tensor] | tuple) -> dict[str, tf.Tensor]:
         self.apply_training_step(data)
         return self.get_metrics_result()
 
-    def apply_training_step(self, data):
+    def apply_training_step(self, data: Mapping[str, tf.Tensor] | tuple) -> None:
         """One optimizer update from one (per-replica) batch: Keras' `fit` calls
         it through `train_step`, the custom training loop inside `strategy.run`.
 
@@ -223,7 +230,9 @@ class BertPretrainer(keras.Model):
 
     # === Losses and metrics ===
 
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+    def compute_loss(self, x: Mapping[str, tf.Tensor] | None = None, y: Any = None,
+                     y_pred: Mapping[str, tf.Tensor] | None = None, sample_weight: Any = None,
+                     training: bool = True) -> tf.Tensor:
         """Loss of one (per-replica) batch, scaled for tf.distribute.
 
         The labels come from `x` (the feature dict). Under a strategy, Keras
@@ -270,7 +279,7 @@ class BertPretrainer(keras.Model):
             total = total + next_sentence_loss / shares
         return total
 
-    def get_metrics_result(self):
+    def get_metrics_result(self) -> dict[str, Any]:
         """Metric results of the global batch, also inside a replica.
 
         Keras calls this in each replica (`train_step`, `test_step`), where a
@@ -296,10 +305,10 @@ class BertPretrainer(keras.Model):
 
     # === Config ===
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {"encoder": keras.saving.serialize_keras_object(self.encoder),
                 "objective": self.objective, "name": self.name}
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict) -> BertPretrainer:
         return cls(**config)

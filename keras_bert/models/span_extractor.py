@@ -3,10 +3,17 @@
 Legend for shape comments: B = batch, T = sequence length, H = hidden size.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import keras
 
 from keras_bert.layers.task_heads import SpanHead
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
+
+if TYPE_CHECKING:
+    from keras_bert.models.encoder import BertEncoder
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -28,7 +35,8 @@ class BertSpanExtractor(keras.Model):
     Outputs: `start_logits` and `end_logits`, each (B, T).
     """
 
-    def __init__(self, encoder, max_answer_length=30, **kwargs):
+    def __init__(self, encoder: BertEncoder | dict, max_answer_length: int = 30,
+                 **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
 
         # === Layers ===
@@ -45,11 +53,11 @@ class BertSpanExtractor(keras.Model):
         self.encoder = encoder
         self.max_answer_length = max_answer_length
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder),
                 "max_answer_length": self.max_answer_length,
                 "name": self.name, "trainable": self.trainable}
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict) -> BertSpanExtractor:
         return cls(**config)

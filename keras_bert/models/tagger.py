@@ -4,9 +4,16 @@ Legend for shape comments: B = batch, T = sequence length, H = hidden size,
 K = number of labels.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
 import keras
 
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
+
+if TYPE_CHECKING:
+    from keras_bert.models.encoder import BertEncoder
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -26,7 +33,8 @@ class BertTokenClassifier(keras.Model):
     Output: logits (B, T, K).
     """
 
-    def __init__(self, encoder, num_labels, dropout=0.1, label_names=None, **kwargs):
+    def __init__(self, encoder: BertEncoder | dict, num_labels: int, dropout: float = 0.1,
+                 label_names: Sequence[str] | None = None, **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
         if label_names is not None and len(label_names) != num_labels:
             raise ValueError(f"{len(label_names)} label_names for num_labels={num_labels}")
@@ -49,11 +57,11 @@ class BertTokenClassifier(keras.Model):
         self.dropout = dropout
         self.label_names = list(label_names) if label_names is not None else None
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder), "num_labels": self.num_labels,
                 "dropout": self.dropout, "label_names": self.label_names,
                 "name": self.name, "trainable": self.trainable}
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict) -> BertTokenClassifier:
         return cls(**config)

@@ -26,13 +26,21 @@ Legend for shape comments: N = instances in a block, T = max_seq_length,
 P = max_predictions_per_seq.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import functools
 import hashlib
 import random
 import struct
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import multiprocessing.pool
+
+    from keras_bert.text.tokenizer import BertTokenizer
 
 OBJECTIVES = ("nsp", "sop", "none")
 # A block ends after this many documents, or once it holds this many characters
@@ -65,13 +73,21 @@ class PretrainingOptions:
                              f"{self.objective!r}, got {self.max_seq_length}")
         if self.max_predictions_per_seq < 1:
             raise ValueError("max_predictions_per_seq must be at least 1")
+        # Every record holds max_predictions_per_seq slots, padded: more than
+        # the maskable tokens (all but [CLS] and the [SEP]s) only adds padding.
+        maskable = self.max_seq_length - (3 if self.with_next_sentence else 2)
+        if self.max_predictions_per_seq > maskable:
+            raise ValueError(f"max_predictions_per_seq {self.max_predictions_per_seq} exceeds "
+                             f"the {maskable} maskable tokens of max_seq_length "
+                             f"{self.max_seq_length}; use at most {maskable} (about "
+                             f"max_seq_length * masked_lm_prob: the paper's 20 for 128)")
         if not 0.0 <= self.masked_lm_prob <= 1.0 or not 0.0 <= self.short_seq_prob <= 1.0:
             raise ValueError("masked_lm_prob and short_seq_prob must lie in [0, 1]")
         if self.dupe_factor < 1:
             raise ValueError("dupe_factor must be at least 1")
 
     @property
-    def with_next_sentence(self):
+    def with_next_sentence(self) -> bool:
         return self.objective != "none"
 
 
@@ -85,7 +101,7 @@ class VocabInfo:
     is_continuation: np.ndarray  # (V,) bool: the piece starts with "##"
 
     @classmethod
-    def from_tokens(cls, vocab):
+    def from_tokens(cls, vocab: Sequence[str]) -> VocabInfo:
         ids = {token: i for i, token in enumerate(vocab)}
         for token in ("[CLS]", "[SEP]", "[MASK]"):
             if token not in ids:
@@ -109,7 +125,7 @@ class Block:
     document_splits: np.ndarray  # (documents + 1,) int64
 
     @property
-    def num_documents(self):
+    def num_documents(self) -> int:
         return len(self.document_splits) - 1
 
 
@@ -135,7 +151,7 @@ class MaskedLm:
     replaced_by_random: int = 0
 
 
-def block_seed(random_seed, block_index):
+def block_seed(random_seed: int, block_index: int) -> int:
     """A 64-bit seed that depends only on the run's seed and the block's index."""
     digest = hashlib.sha256(f"keras_bert:{random_seed}:{block_index}".encode()).digest()
     return int.from_bytes(digest[:8], "little")
@@ -303,7 +319,8 @@ def _packed_instances(block, options, rng, vocab):
     return Instances(ids, lengths, np.zeros_like(ids), np.zeros(len(sequences), np.int32))
 
 
-def create_instances(block, options, vocab, rng):
+def create_instances(block: Block, options: PretrainingOptions, vocab: VocabInfo,
+                     rng: random.Random) -> Instances:
     """All dupe passes of one block, shuffled together (the original shuffles globally)."""
     parts = []
     for _ in range(options.dupe_factor):
@@ -325,7 +342,8 @@ def create_instances(block, options, vocab, rng):
 
 # === Masking (create_masked_lm_predictions) ===
 
-def mask_instances(input_ids, lengths, options, vocab, rng):
+def mask_instances(input_ids: np.ndarray, lengths: np.ndarray, options: PretrainingOptions,
+                   vocab: VocabInfo, rng: np.random.Generator) -> MaskedLm:
     """The original's masked-LM choice for every instance at once.
 
     Per instance, `min(P, max(1, round(length * masked_lm_prob)))` tokens are
@@ -463,7 +481,8 @@ def _varint_groups(values, groups_needed):
     return groups, size
 
 
-def varint_rows(values, table=None):
+def varint_rows(values: np.ndarray, table: tuple[np.ndarray, np.ndarray] | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
     """(N, K) non-negative ints -> (uint8 array of all rows' packed varints, (N + 1,) row offsets).
 
     `table`: optional precomputed (bytes (M, 3), sizes (M,)) for values below M.
@@ -495,7 +514,7 @@ class ExampleEncoder:
     a join of a few slices.
     """
 
-    def __init__(self, table_size=1 << 16):
+    def __init__(self, table_size: int = 1 << 16) -> None:
         self._headers = {}
         self._table = _varint_groups(np.arange(min(table_size, _TABLE_LIMIT)), 3)
 
@@ -513,7 +532,7 @@ class ExampleEncoder:
             self._headers[key] = header
         return header
 
-    def encode_rows(self, features):
+    def encode_rows(self, features: Sequence[tuple[str, np.ndarray]]) -> list[bytes]:
         """features: (name, (N, K) array) pairs; float32 arrays become float lists -> N records."""
         num = len(features[0][1]) if features else 0
         columns = []  # per run of features: N byte strings
@@ -559,7 +578,8 @@ def _rows_as_bytes(rows):
     return [data[i:i + width] for i in range(0, len(data), width)]
 
 
-def encode_instances(instances, masked, options, encoder):
+def encode_instances(instances: Instances, masked: MaskedLm | None, options: PretrainingOptions,
+                     encoder: ExampleEncoder) -> list[bytes]:
     """Instances (and their masks, unless unmasked output) -> serialized tf.Examples.
 
     Features in the original writer's order; `masked=None` writes unmasked
@@ -596,7 +616,8 @@ class BlockResult:
     truncated: int = 0
 
 
-def process_block(block, options, vocab, encoder):
+def process_block(block: Block, options: PretrainingOptions, vocab: VocabInfo,
+                  encoder: ExampleEncoder) -> BlockResult:
     """Block -> shuffled, masked, serialized records, with their statistics."""
     seed = block_seed(options.random_seed, block.index)
     rng = random.Random(seed)
@@ -631,7 +652,7 @@ def _ignore_interrupts():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def start_workers(num_workers):
+def start_workers(num_workers: int) -> multiprocessing.pool.Pool:
     """A pool of `num_workers` processes for `create_pretraining_data(pool=...)`.
 
     The workers run only NumPy and Python (`process_block`). Started before
@@ -673,7 +694,8 @@ def _open_binary(path):
     return open(path, "rb")
 
 
-def read_documents(files, stats=None):
+def read_documents(files: Iterable[str], stats: ReadStats | None = None
+                   ) -> Iterator[list[str]]:
     """Yields documents, each a list of sentences (stripped, non-empty lines).
 
     A blank line or the end of a file ends a document. Bytes that are not UTF-8
@@ -709,7 +731,9 @@ def read_documents(files, stats=None):
             stats.empty_files.append(path)
 
 
-def iter_blocks(documents, block_documents=None, block_chars=None, block_min_documents=None):
+def iter_blocks(documents: Iterable[list[str]], block_documents: int | None = None,
+                block_chars: int | None = None, block_min_documents: int | None = None
+                ) -> Iterator[list[list[str]]]:
     """Groups documents into blocks; the boundaries depend on the text only."""
     block_documents = block_documents or BLOCK_DOCUMENTS
     block_chars = block_chars or BLOCK_CHARS
@@ -726,7 +750,8 @@ def iter_blocks(documents, block_documents=None, block_chars=None, block_min_doc
         yield block
 
 
-def make_tokenize_fn(tokenizer, batch_size=4096):
+def make_tokenize_fn(tokenizer: BertTokenizer, batch_size: int = 4096
+                     ) -> Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]]:
     """strings -> (flat int32 ids, per-string lengths), batched through the in-graph tokenizer."""
     import tensorflow as tf
 
@@ -759,7 +784,8 @@ def make_tokenize_fn(tokenizer, batch_size=4096):
     return run
 
 
-def tokenize_block(index, documents, tokenize_fn):
+def tokenize_block(index: int, documents: Sequence[Sequence[str]],
+                   tokenize_fn: Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]]) -> Block:
     """Documents of strings -> Block; sentences without tokens and then empty documents drop out."""
     sentences = [s for document in documents for s in document]
     token_ids, lengths = tokenize_fn(sentences)
@@ -795,14 +821,14 @@ class Summary:
     output_files: list = dataclasses.field(default_factory=list)
     seconds: float = 0.0
 
-    def add(self, result):
+    def add(self, result: BlockResult) -> None:
         for name in ("documents", "instances", "candidates", "masked", "replaced_by_mask",
                      "kept", "replaced_by_random", "next_sentence_positive"):
             setattr(self, name, getattr(self, name) + getattr(result, name))
         self.tokens += result.instance_tokens
         self.truncated_instances += result.truncated
 
-    def to_text(self, options):
+    def to_text(self, options: PretrainingOptions) -> str:
         def share(part, whole):
             return f"{100.0 * part / whole:.2f} %" if whole else "n/a"
         lines = [
@@ -835,7 +861,7 @@ class Summary:
         return "\n".join(lines)
 
 
-def expand_input_files(input_file):
+def expand_input_files(input_file: str) -> list[str]:
     """Comma-separated files or globs (local or gs://) -> files, in the given order."""
     import tensorflow as tf
     files = []
@@ -856,7 +882,7 @@ def expand_input_files(input_file):
     return files
 
 
-def output_file_names(output_file, num_shards):
+def output_file_names(output_file: str, num_shards: int) -> list[str]:
     """`a,b,c` -> those files; else one file, or `<name>-00000-of-0000N` shards."""
     if "," in output_file:
         return [name.strip() for name in output_file.split(",") if name.strip()]
@@ -909,9 +935,11 @@ def _cached_tokenizer(vocab_file, do_lower_case, file_key):
     return tokenizer, make_tokenize_fn(tokenizer)
 
 
-def create_pretraining_data(input_file, output_file, vocab_file, options=None,
-                            do_lower_case=True, num_shards=1, num_workers=None, gzip=False,
-                            progress=False, pool=None):
+def create_pretraining_data(input_file: str, output_file: str, vocab_file: str,
+                            options: PretrainingOptions | None = None, do_lower_case: bool = True,
+                            num_shards: int = 1, num_workers: int | None = None,
+                            gzip: bool = False, progress: bool = False,
+                            pool: multiprocessing.pool.Pool | None = None) -> Summary:
     """Text files -> TFRecord shards of pretraining instances; returns a `Summary`.
 
     Args:

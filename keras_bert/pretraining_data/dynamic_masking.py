@@ -24,7 +24,10 @@ Legend for shape comments: B = batch, T = sequence, W = units (words), P =
 pieces of a unit, K = max_predictions_per_seq.
 """
 
+from __future__ import annotations
+
 import dataclasses
+from typing import Mapping
 
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -42,7 +45,7 @@ class MaskingVocab:
     is_continuation: tuple = None  # per id: the piece starts with "##"
 
     @classmethod
-    def from_vocab_file(cls, vocab_file):
+    def from_vocab_file(cls, vocab_file: str) -> MaskingVocab:
         from keras_bert.text.tokenizer import load_vocabulary
         vocab = load_vocabulary(vocab_file)
         ids = {token: i for i, token in enumerate(vocab)}
@@ -57,13 +60,13 @@ class MaskingVocab:
 class BudgetItemSelector(item_selector_ops.ItemSelector):
     """Chooses units the original's way: random order, greedy under a token budget."""
 
-    def __init__(self, budget, selectable, seed):
+    def __init__(self, budget: tf.Tensor, selectable: tf.RaggedTensor, seed: tf.Tensor) -> None:
         super().__init__()
         self._budget = budget  # (B,) tokens to predict
         self._selectable = selectable  # ragged (B, W) bool
         self._seed = seed
 
-    def get_selection_mask(self, input_ids, axis):
+    def get_selection_mask(self, input_ids: tf.RaggedTensor, axis: int) -> tf.RaggedTensor:
         del axis  # units are always at axis 1
         sizes = tf.cast(input_ids.row_lengths(axis=2), tf.int32)  # ragged (B, W)
         num_units = input_ids.row_lengths()  # (B,)
@@ -98,7 +101,9 @@ class StatelessMaskValuesChooser(tf_text.MaskValuesChooser):
     the unit of each token comes from the selector's choice (`selector.chosen`).
     """
 
-    def __init__(self, vocab_size, mask_token, seed, selector, token_units, num_units):
+    def __init__(self, vocab_size: int, mask_token: int, seed: tf.Tensor,
+                 selector: BudgetItemSelector, token_units: tf.Tensor,
+                 num_units: tf.Tensor) -> None:
         super().__init__(vocab_size, mask_token, mask_token_rate=0.8, random_token_rate=0.1)
         self._vocab = vocab_size
         self._mask = mask_token
@@ -107,7 +112,7 @@ class StatelessMaskValuesChooser(tf_text.MaskValuesChooser):
         self._token_units = token_units  # (tokens,) the unit of each token of the batch
         self._num_units = num_units
 
-    def get_mask_values(self, masked_lm_ids):
+    def get_mask_values(self, masked_lm_ids: tf.RaggedTensor) -> tf.RaggedTensor:
         flat = masked_lm_ids.flat_values  # chosen tokens, row-major, ascending positions
         seeds = tf.random.experimental.stateless_split(self._seed, 2)
         per_unit = tf.random.stateless_uniform([self._num_units], seeds[0])
@@ -120,8 +125,9 @@ class StatelessMaskValuesChooser(tf_text.MaskValuesChooser):
         return masked_lm_ids.with_flat_values(values)
 
 
-def mask_batch(features, seed, vocab, max_predictions_per_seq, masked_lm_prob=0.15,
-               whole_word_mask=False):
+def mask_batch(features: Mapping[str, tf.Tensor], seed: tf.Tensor, vocab: MaskingVocab,
+               max_predictions_per_seq: int, masked_lm_prob: float = 0.15,
+               whole_word_mask: bool = False) -> dict[str, tf.Tensor]:
     """Adds fresh masks to a batch of unmasked records.
 
     Args:

@@ -3,6 +3,8 @@
 Elements are dicts keyed by the original BERT feature names (see features.py).
 """
 
+from __future__ import annotations
+
 import tensorflow as tf
 
 from keras_bert import features
@@ -15,7 +17,7 @@ def _decode(serialized, spec, source):
             for name, value in parsed.items()}
 
 
-def list_files(file_pattern):
+def list_files(file_pattern: str) -> list[str]:
     """Comma-separated file patterns (local or gs://) -> sorted list of files."""
     files = []
     for pattern in str(file_pattern).split(","):
@@ -24,6 +26,77 @@ def list_files(file_pattern):
             raise FileNotFoundError(f"no files match {pattern.strip()!r}")
         files.extend(matched)
     return sorted(set(files))
+
+
+def check_tfrecord_framing(path: str) -> None:
+    """Walks the record headers of an uncompressed local TFRecord file (a seek
+    per record, no payload read) and raises ValueError naming the file if it
+    is truncated or not a TFRecord file. Remote (gs://) files are left to
+    `_read_tfrecords`' check at read time."""
+    import os
+    import struct
+    if "://" in path:
+        return
+    size = os.path.getsize(path)
+    position = 0
+    with open(path, "rb") as f:
+        while position < size:
+            header = f.read(8)
+            if len(header) < 8:
+                length = None
+            else:
+                (length,) = struct.unpack("<Q", header)
+            # 8 bytes length + 4 CRC of it, the payload, 4 CRC of the payload.
+            if length is None or position + 16 + length > size:
+                raise ValueError(f"{path}: corrupted or truncated TFRecord file (the record at "
+                                 f"byte {position} runs past the file's {size} bytes); "
+                                 "write it again with create-pretraining-data")
+            position += 16 + length
+            f.seek(position)
+
+
+def check_pretraining_records(file_pattern: str, seq_length: int, max_predictions_per_seq: int,
+                              with_next_sentence: bool = True,
+                              field: str = "train_files") -> list[str]:
+    """Reads the first record of every file of `file_pattern` and compares its
+    features with the run's settings, so that a mismatch is one message naming
+    the file and the setting instead of a parse error from inside training."""
+    files = list_files(file_pattern)
+    for path in files:
+        check_tfrecord_framing(path)
+    for path in files:
+        try:
+            first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+        except tf.errors.OpError:
+            raise ValueError(f"{field}: {path} is not a TFRecord file") from None
+        if first is None:
+            raise ValueError(f"{field}: {path} holds no records")
+        try:
+            example = tf.train.Example.FromString(first.numpy()).features.feature
+        except Exception:  # protobuf's DecodeError
+            raise ValueError(f"{field}: {path} does not hold tf.train.Example records") from None
+        lengths = {name: len(getattr(feature, feature.WhichOneof("kind")).value)
+                   for name, feature in example.items() if feature.WhichOneof("kind")}
+        hint = "set the config field to the records' value, or write records to match"
+        for name in features.ENCODER_INPUTS:
+            if name not in lengths:
+                raise ValueError(f"{field}: {path} has no feature {name!r}: not pretraining "
+                                 "records")
+            if lengths[name] != seq_length:
+                raise ValueError(f"{field}: {path} holds records of length {lengths[name]}, "
+                                 f"the config's seq_length is {seq_length}; {hint}")
+        if "masked_lm_positions" not in lengths:
+            raise ValueError(f"{field}: {path} holds unmasked records (create-pretraining-data "
+                             "--no-mask), which need dynamic masking")
+        if lengths["masked_lm_positions"] != max_predictions_per_seq:
+            raise ValueError(f"{field}: {path} holds records of "
+                             f"{lengths['masked_lm_positions']} predictions, the config's "
+                             f"max_predictions_per_seq is {max_predictions_per_seq}; {hint}")
+        has_labels = features.NEXT_SENTENCE_LABELS in lengths
+        if with_next_sentence and not has_labels:
+            raise ValueError(f"{field}: {path} has no next_sentence_labels (written with "
+                             "--objective none); set the config's objective to none")
+    return files
 
 
 def _read_tfrecords(path, size, compression_type):
@@ -79,11 +152,16 @@ def _shuffled_epochs(files, sizes, seed):
     return tf.data.Dataset.counter().flat_map(epoch)
 
 
-def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq, batch_size,
-                        is_training=True, with_next_sentence=True, input_context=None,
-                        shuffle_buffer=10000, cycle_length=8, compression_type=None, seed=None,
-                        dynamic_masking=False, masked_lm_prob=0.15, whole_word_mask=False,
-                        vocab_file=None, vocab_size=None, cls_id=101, sep_id=102, mask_id=103):
+def pretraining_dataset(file_pattern: str, seq_length: int, max_predictions_per_seq: int,
+                        batch_size: int, is_training: bool = True,
+                        with_next_sentence: bool = True,
+                        input_context: tf.distribute.InputContext | None = None,
+                        shuffle_buffer: int = 10000, cycle_length: int = 8,
+                        compression_type: str | None = None, seed: int | None = None,
+                        dynamic_masking: bool = False, masked_lm_prob: float = 0.15,
+                        whole_word_mask: bool = False, vocab_file: str | None = None,
+                        vocab_size: int | None = None, cls_id: int = 101, sep_id: int = 102,
+                        mask_id: int = 103) -> tf.data.Dataset:
     """Batches of pretraining examples from TFRecord shards.
 
     Each worker of a `tf.distribute` strategy reads its own files

@@ -69,7 +69,8 @@ def read_glue_tsv(task_name, path):
     """
     _, task = get_task(task_name)
     examples = read_text_examples(path, task.tsv_texts, task.tsv_label,
-                                  regression=task.regression, header=task.tsv_header)
+                                  regression=task.regression, header=task.tsv_header,
+                                  allow_empty_text=True)
     if not task.regression:
         mapping = dict(zip(task.tsv_labels, task.label_names))
         unknown = sorted(set(examples.labels) - set(mapping))

@@ -70,7 +70,7 @@ def read_rows(path, header=True):
 
 
 def read_text_examples(path, text_columns=None, label_column="label", regression=False,
-                       header=True):
+                       header=True, allow_empty_text=False):
     """Reads a TSV / CSV / JSONL file into `TextExamples`.
 
     Args:
@@ -80,6 +80,9 @@ def read_text_examples(path, text_columns=None, label_column="label", regression
       label_column: the label's column name (or index); None for unlabelled data.
       regression: labels are floats.
       header: whether a TSV / CSV file starts with column names.
+      allow_empty_text: read an empty text cell as "" (the original GLUE files,
+        read as run_classifier.py reads them); otherwise it is an error naming
+        the line, since a table with empty cells is usually a broken export.
     """
     texts_a, texts_b, labels, ids = [], [], [], []
     columns = list(text_columns) if text_columns else None
@@ -95,6 +98,13 @@ def read_text_examples(path, text_columns=None, label_column="label", regression
         except (KeyError, IndexError) as e:
             raise ValueError(f"{path}, line {number}: no column {e} "
                              f"(text columns {columns}, label column {label_column!r})") from None
+        for column, text in zip(columns, texts):
+            if not allow_empty_text and (text is None or not str(text).strip()):
+                raise ValueError(f"{path}, line {number}: empty text in column {column!r}; "
+                                 "fill it in or remove the row")
+        if label is not None and not str(label).strip():
+            raise ValueError(f"{path}, line {number}: empty label in column {label_column!r}; "
+                             "fill it in or remove the row")
         if label is not None:
             if regression:
                 try:

@@ -17,6 +17,7 @@ Sources:
 import json
 import os
 import re
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 # === Sentence splitting ===
 #
@@ -55,7 +56,7 @@ def _is_abbreviation(text_before):
     return bool(re.fullmatch(r"(?:[A-Za-z]\.)+[A-Za-z]", word))
 
 
-def split_sentences(text):
+def split_sentences(text: str) -> list[str]:
     """One paragraph of text -> its sentences, whitespace normalised."""
     text = " ".join(text.split())
     sentences, start = [], 0
@@ -73,7 +74,7 @@ def split_sentences(text):
     return sentences
 
 
-def paragraphs(lines):
+def paragraphs(lines: Iterable[str]) -> Iterator[str]:
     """Hard-wrapped lines -> paragraphs (a blank line separates paragraphs)."""
     current = []
     for line in lines:
@@ -93,7 +94,7 @@ _VOLUME = re.compile(r"^\s*(VOLUME|Volume|BOOK|Book|PART|Part)\s+([IVXLCDM]+|\d+
 _THE_END = re.compile(r"^\s*(THE END|FINIS|Finis|The End)\.?\s*$")
 
 
-def book_documents(text):
+def book_documents(text: str) -> list[list[str]]:
     """A book with `CHAPTER` headings -> documents (chapters) of sentences.
 
     Front matter before the first chapter, volume headings and everything after
@@ -121,7 +122,7 @@ def book_documents(text):
     return [d for d in (_sentences_of(chapter) for chapter in documents) if d]
 
 
-def text_document(text):
+def text_document(text: str) -> list[str]:
     """Plain text (paragraphs separated by blank lines) -> one document of sentences."""
     return _sentences_of(text.splitlines())
 
@@ -130,7 +131,7 @@ def _sentences_of(lines):
     return [s for paragraph in paragraphs(lines) for s in split_sentences(paragraph)]
 
 
-def wikipedia_documents(articles):
+def wikipedia_documents(articles: Iterable[Mapping[str, Any]]) -> Iterator[list[str]]:
     """Wikipedia articles (dicts with "text", as TFDS `wikipedia/*` gives) -> documents.
 
     Each line of an article is a paragraph; section headings (a line without
@@ -151,7 +152,8 @@ def wikipedia_documents(articles):
             yield document
 
 
-def tfds_wikipedia_documents(name="wikipedia/20230601.en", split="train", data_dir=None):
+def tfds_wikipedia_documents(name: str = "wikipedia/20230601.en", split: str = "train",
+                             data_dir: str | None = None) -> Iterator[list[str]]:
     """Articles of a TFDS Wikipedia dataset -> documents (streamed)."""
     import tensorflow_datasets as tfds
     dataset = tfds.load(name, split=split, data_dir=data_dir, shuffle_files=False)
@@ -161,7 +163,7 @@ def tfds_wikipedia_documents(name="wikipedia/20230601.en", split="train", data_d
 _DOC_START = re.compile(r"^<doc\b[^>]*>\s*$")
 
 
-def wikiextractor_documents(path):
+def wikiextractor_documents(path: str) -> Iterator[list[str]]:
     """WikiExtractor output on a Wikipedia dump (`<doc>` blocks or --json lines) -> documents.
 
     The first line of a `<doc>` block is the article title and is dropped.
@@ -185,29 +187,38 @@ def wikiextractor_documents(path):
 
 # === Writing ===
 
-def write_documents(documents, output_file):
+def write_documents(documents: Iterable[Sequence[str]], output_file: str) -> tuple[int, int]:
     """Documents of sentences -> one sentence per line, a blank line between documents.
 
     Returns (documents, sentences) written. Writes to a temporary name and
     renames it when complete.
     """
+    if os.path.isdir(output_file):
+        raise IsADirectoryError(f"{output_file} is a directory; give the output a file name")
     directory = os.path.dirname(output_file)
     if directory and not os.path.isdir(directory):
         raise FileNotFoundError(f"output directory does not exist: {directory} "
                                 f"(for {output_file})")
     num_documents = num_sentences = 0
     temporary = output_file + ".incomplete"
-    with open(temporary, "w", encoding="utf-8") as f:
-        for document in documents:
-            sentences = [" ".join(s.split()) for s in document if s.strip()]
-            if not sentences:
-                continue
-            if num_documents:
-                f.write("\n")
-            f.write("\n".join(sentences) + "\n")
-            num_documents += 1
-            num_sentences += len(sentences)
-    os.replace(temporary, output_file)
+    try:
+        with open(temporary, "w", encoding="utf-8") as f:
+            for document in documents:
+                sentences = [" ".join(s.split()) for s in document if s.strip()]
+                if not sentences:
+                    continue
+                if num_documents:
+                    f.write("\n")
+                f.write("\n".join(sentences) + "\n")
+                num_documents += 1
+                num_sentences += len(sentences)
+        if not num_documents:
+            raise ValueError("the input holds no text (empty files?); nothing written to "
+                             f"{output_file}")
+        os.replace(temporary, output_file)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
     return num_documents, num_sentences
 
 
@@ -240,7 +251,30 @@ def _input_files(inputs):
 SOURCES = ("books", "text", "tfds", "wikiextractor")
 
 
-def prepare_corpus(source, inputs, output_file, tfds_split="train", tfds_data_dir=None):
+LONG_SENTENCE = 5_000  # characters; longer lines mean the sentence splitter found no ends
+
+
+def warn(message: str) -> None:
+    import sys
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def _warn_long(path, documents):
+    """Passes `documents` through, warning once per file about huge sentences."""
+    warned = False
+    for document in documents:
+        longest = max((len(s) for s in document), default=0)
+        if longest > LONG_SENTENCE and not warned:
+            warn(f"{path}: a {longest:,}-character sentence (no sentence-ending "
+                 "punctuation found?); create-pretraining-data cuts every sentence to "
+                 "max_seq_length pieces, so most of that text will not be seen")
+            warned = True
+        yield document
+
+
+def prepare_corpus(source: str, inputs: Sequence[str], output_file: str,
+                   tfds_split: str = "train", tfds_data_dir: str | None = None
+                   ) -> tuple[int, int]:
     """Writes the documents of `inputs` in the pretraining input format.
 
     Args:
@@ -260,11 +294,15 @@ def prepare_corpus(source, inputs, output_file, tfds_split="train", tfds_data_di
             return
         for path in _input_files(inputs):
             if source == "books":
-                yield from book_documents(_read_text(path))
+                text = _read_text(path)
+                if text.strip() and not any(_CHAPTER.match(line) for line in text.splitlines()):
+                    warn(f"{path}: no CHAPTER headings, so the whole book is one document "
+                         "(--source text reads a file as one document without this warning)")
+                yield from _warn_long(path, book_documents(text))
             elif source == "text":
                 document = text_document(_read_text(path))
                 if document:
-                    yield document
+                    yield from _warn_long(path, [document])
             else:
                 yield from wikiextractor_documents(path)
 

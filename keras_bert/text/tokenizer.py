@@ -32,11 +32,14 @@ Legend for shape comments: B = batch, W = words, P = word pieces, C = characters
 T = sequence.
 """
 
+from __future__ import annotations
+
 import bisect
 import functools
 import json
 import os
 import unicodedata
+from typing import Sequence
 
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -99,7 +102,7 @@ def _ranges_without(ranges, excluded):
     return tuple(kept)
 
 
-def compute_unicode_classes():
+def compute_unicode_classes() -> dict[str, tuple[tuple[int, int], ...]]:
     """The original's character predicates, as code point ranges, from Python's Unicode database (~1 s)."""
     chars = [chr(cp) for cp in range(0x110000)]
     categories = list(map(unicodedata.category, chars))
@@ -127,7 +130,7 @@ def compute_unicode_classes():
     }
 
 
-def write_unicode_classes(path=UNICODE_CLASSES_FILE):
+def write_unicode_classes(path: str = UNICODE_CLASSES_FILE) -> None:
     """Writes `compute_unicode_classes()` for this Python's Unicode version (rerun after upgrading Python)."""
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"unidata_version": unicodedata.unidata_version,
@@ -214,7 +217,7 @@ def _call_on_rows(traced, strings):
 
 # === Vocabulary ===
 
-def load_vocabulary(vocab_file):
+def load_vocabulary(vocab_file: str) -> list[str]:
     """Reads a one-token-per-line vocabulary (local path or gs://)."""
     if not tf.io.gfile.exists(vocab_file):
         raise FileNotFoundError(f"vocabulary file not found: {vocab_file}")
@@ -259,7 +262,8 @@ class BasicTokenizer(tf.Module):
       vocab_chars: the characters the vocabulary's tokens contain.
     """
 
-    def __init__(self, lowercase=True, vocab_chars="", name=None):
+    def __init__(self, lowercase: bool = True, vocab_chars: str = "",
+                 name: str | None = None) -> None:
         super().__init__(name=name)
         self.lowercase = lowercase
         patterns = _patterns()
@@ -280,12 +284,13 @@ class BasicTokenizer(tf.Module):
         self._traced = _Traced(tokenize=self._words, tokenize_with_offsets=self._words_with_offsets)
 
     @_no_autograph
-    def tokenize(self, strings):
+    def tokenize(self, strings: tf.Tensor | Sequence[str] | str) -> tf.RaggedTensor | tf.Tensor:
         """strings (B,) -> the original's words (B, W), normalised, ragged string."""
         return self._traced.tokenize(strings)
 
     @_no_autograph
-    def tokenize_with_offsets(self, strings):
+    def tokenize_with_offsets(self, strings: tf.Tensor | Sequence[str] | str
+                              ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
         """strings (B,) -> words (B, W) and each word's byte span in the input."""
         return self._traced.tokenize_with_offsets(strings)
 
@@ -303,7 +308,7 @@ class BasicTokenizer(tf.Module):
     # === Normalisation ===
 
     @_no_autograph
-    def normalize(self, strings):
+    def normalize(self, strings: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """strings (B,) -> what the original's BasicTokenizer splits (B,), and
         whether each string was plain ASCII, whose offsets carry over, bool (B,)."""
         # Most text is plain printable ASCII, which only needs ASCII lowercasing;
@@ -362,7 +367,8 @@ class BasicTokenizer(tf.Module):
         return tf.strings.unicode_encode(codepoints.with_flat_values(lowered), "UTF-8")
 
     @_no_autograph
-    def map_offsets(self, strings, plain, starts, ends):
+    def map_offsets(self, strings: tf.Tensor, plain: tf.Tensor, starts: tf.RaggedTensor,
+                    ends: tf.RaggedTensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
         """Byte spans (B, P) in the normalised strings -> byte spans in `strings`;
         `plain` (B,) marks the strings whose spans carry over unchanged."""
         def mapped():
@@ -429,7 +435,8 @@ class BertTokenizer(tf.Module):
         (Model Garden's copy of the tokenizer uses 400).
     """
 
-    def __init__(self, vocab_file, lowercase=True, max_chars_per_word=200, name=None):
+    def __init__(self, vocab_file: str, lowercase: bool = True, max_chars_per_word: int = 200,
+                 name: str | None = None) -> None:
         super().__init__(name=name)
         self.vocab_file = vocab_file
         # Out of tf.Module's attribute walks, which would visit every token each
@@ -457,12 +464,12 @@ class BertTokenizer(tf.Module):
                                tokenize_with_offsets=self._pieces_and_offsets)
 
     @property
-    def vocab(self):
+    def vocab(self) -> list[str]:
         """The tokens, a list: `vocab[id]`."""
         return self._untracked.vocab
 
     @property
-    def vocab_size(self):
+    def vocab_size(self) -> int:
         return len(self.vocab)
 
     # === Tokenization ===
@@ -519,7 +526,8 @@ class BertTokenizer(tf.Module):
                      for values in (new_ids, starts.flat_values, new_ends))
 
     @_no_autograph
-    def tokenize_with_offsets(self, strings):
+    def tokenize_with_offsets(self, strings: tf.Tensor | Sequence[str] | str
+                              ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
         """strings (B,) -> ids, starts, ends, each ragged (B, P); byte offsets in the
         input. A scalar string gives (P,) each."""
         return self._traced.tokenize_with_offsets(strings)
@@ -535,7 +543,8 @@ class BertTokenizer(tf.Module):
         return ids, starts, ends
 
     @_no_autograph
-    def tokenize_words_with_offsets(self, strings):
+    def tokenize_words_with_offsets(self, strings: tf.Tensor | Sequence[str] | str
+                                    ) -> tuple[tf.RaggedTensor, ...]:
         """strings (B,) -> ids (B, W, P) and each piece's byte start / end in the input."""
         strings = tf.convert_to_tensor(strings, dtype=tf.string)
         if strings.shape.rank == 0:
@@ -555,7 +564,8 @@ class BertTokenizer(tf.Module):
         return group(ids), group(starts), group(ends)
 
     @_no_autograph
-    def split_words_with_offsets(self, strings):
+    def split_words_with_offsets(self, strings: tf.Tensor | Sequence[str] | str
+                                 ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
         """strings (B,) -> the original's BasicTokenizer words (B, W), with byte spans.
 
         Returns (words, starts, ends): normalised words, ragged string (B, W), and
@@ -564,11 +574,12 @@ class BertTokenizer(tf.Module):
         return self.basic_tokenizer.tokenize_with_offsets(strings)
 
     @_no_autograph
-    def tokenize(self, strings):
+    def tokenize(self, strings: tf.Tensor | Sequence[str] | str) -> tf.RaggedTensor | tf.Tensor:
         """strings (B,) -> ragged int32 word-piece ids (B, P). A scalar gives (P,)."""
         return self._traced.tokenize(strings)
 
-    def tokenize_unless_long_words(self, strings):
+    def tokenize_unless_long_words(self, strings: tf.Tensor | Sequence[str] | str
+                                   ) -> tuple[tf.RaggedTensor | tf.Tensor, tf.Tensor]:
         """strings (B,) -> (ids, may_have_long_words): for offline batches.
 
         `ids` are `tokenize(strings)` as long as `may_have_long_words` is False
@@ -590,18 +601,20 @@ class BertTokenizer(tf.Module):
             lambda: tf.cast(self._wordpiece.tokenize(normalized), tf.int32))
 
     @_no_autograph
-    def detokenize(self, ids):
+    def detokenize(self, ids: tf.RaggedTensor | tf.Tensor) -> tf.Tensor:
         """ids (B, P) -> strings (B,): pieces joined, `##` continuations glued."""
         return self._wordpiece.detokenize(ids)
 
     @_no_autograph
-    def id_to_token(self, ids):
+    def id_to_token(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
         return tf.gather(tf.constant(self.vocab), ids)
 
     # === Packing ===
 
     @_no_autograph
-    def pack(self, segment_a, segment_b=None, seq_length=128):
+    def pack(self, segment_a: tf.RaggedTensor | tf.Tensor | Sequence[str] | str,
+             segment_b: tf.RaggedTensor | tf.Tensor | Sequence[str] | str | None = None,
+             seq_length: int = 128) -> dict[str, tf.Tensor]:
         """Packs `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` into fixed-length features.
 
         Segments are ragged ids (B, P) (or strings, which are tokenized first).
@@ -644,7 +657,8 @@ class BertTokenizer(tf.Module):
         }
 
 
-def truncated_pair_lengths(length_a, length_b, budget):
+def truncated_pair_lengths(length_a: tf.Tensor, length_b: tf.Tensor, budget: int | tf.Tensor
+                           ) -> tuple[tf.Tensor, tf.Tensor]:
     """Closed form of the original's pop-from-the-longer loop (B loses ties)."""
     length_a = tf.cast(length_a, tf.int64)
     length_b = tf.cast(length_b, tf.int64)

@@ -16,6 +16,7 @@ frequency). With `num_unused=0` (default) the special ids are 0-4; with
 
 import collections
 import os
+from typing import Sequence
 
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
@@ -23,13 +24,14 @@ from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_li
 from keras_bert.text.tokenizer import BasicTokenizer
 
 
-def special_tokens(num_unused=0):
+def special_tokens(num_unused: int = 0) -> list[str]:
     """The reserved tokens, in vocabulary order."""
     unused = [f"[unused{i}]" for i in range(num_unused)]
     return ["[PAD]"] + unused[:99] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"] + unused[99:]
 
 
-def count_words(files, lowercase=True, batch_size=1024):
+def count_words(files: str | Sequence[str], lowercase: bool = True,
+                batch_size: int = 1024) -> collections.Counter[str]:
     """Word counts of the original's basic tokenization over text files (one
     document or line per line; local paths, gs:// or glob patterns)."""
     paths = []
@@ -38,6 +40,8 @@ def count_words(files, lowercase=True, batch_size=1024):
         if not matched:
             raise FileNotFoundError(f"no input file matches {pattern}")
         paths.extend(sorted(matched))
+    for path in paths:
+        _check_text(path)
     basic = BasicTokenizer(lowercase)
     lines = tf.data.TextLineDataset(paths).batch(batch_size)
     words = lines.map(lambda batch: basic.tokenize(batch).flat_values,
@@ -48,8 +52,29 @@ def count_words(files, lowercase=True, batch_size=1024):
     return collections.Counter({w.decode("utf-8"): c for w, c in counts.items()})
 
 
-def learn_vocabulary(files, vocab_size, lowercase=True, output=None, num_unused=0,
-                     max_unique_chars=1000, max_token_length=50, min_count=2):
+def _check_text(path, probe=1 << 16):
+    """Refuses a directory or a file whose first 64 KiB are not UTF-8 text."""
+    if tf.io.gfile.isdir(path):
+        raise IsADirectoryError(f"{path} is a directory; give text files (or a glob)")
+    with tf.io.gfile.GFile(path, "rb") as f:
+        head = f.read(probe)
+    # A stray NUL is text the original's tokenizer drops; many are binary data.
+    if head.count(0) > len(head) // 100:
+        raise ValueError(f"{path}: binary data ({head.count(0)} NUL bytes in the first "
+                         f"{len(head)}), not text")
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:  # not just a character cut by the probe's end
+            line = head[:e.start].count(b"\n") + 1
+            raise ValueError(f"{path}, line {line}: not valid UTF-8 (binary data? convert "
+                             "text to UTF-8)") from None
+
+
+def learn_vocabulary(files: str | Sequence[str], vocab_size: int, lowercase: bool = True,
+                     output: str | None = None, num_unused: int = 0,
+                     max_unique_chars: int = 1000, max_token_length: int = 50,
+                     min_count: int = 2) -> list[str]:
     """Learns a WordPiece vocabulary of at most `vocab_size` tokens.
 
     Args:
@@ -74,10 +99,19 @@ def learn_vocabulary(files, vocab_size, lowercase=True, output=None, num_unused=
     counts = count_words(files, lowercase)
     if not counts:
         raise ValueError(f"no words in {files}")
-    learned = learner.learn(
-        list(counts.items()), vocab_size - len(reserved), reserved_tokens=[],
-        lower_thresh=min_count, max_unique_chars=max_unique_chars,
-        max_token_length=max_token_length)
+    room = vocab_size - len(reserved)
+    while True:
+        learned = learner.learn(
+            list(counts.items()), room, reserved_tokens=[],
+            lower_thresh=min_count, max_unique_chars=max_unique_chars,
+            max_token_length=max_token_length)
+        chars = sum(len(t[2:] if t.startswith("##") else t) == 1
+                    for t in learned if t not in set(reserved))
+        if chars <= room or max_unique_chars <= 1:
+            break
+        # Characters are always kept (alone and as "##c"), so more than fit
+        # would overshoot vocab_size: a smaller alphabet, the rarest left to [UNK].
+        max_unique_chars = max(1, min(max_unique_chars, chars) * room // chars)
     # The learner may overshoot the size when no frequency threshold lands within
     # it; then the rarest pieces go, but never a character (alone or as "##c"),
     # without which whole words would become [UNK].
@@ -87,12 +121,14 @@ def learn_vocabulary(files, vocab_size, lowercase=True, output=None, num_unused=
     pieces = [t for t, char in zip(learned, is_char) if not char]
     dropped = set(pieces[max(room, 0):])
     vocab = reserved + [t for t in learned if t not in dropped]
+    if len(vocab) > vocab_size:
+        raise ValueError(f"vocab_size {vocab_size} is too small for the characters of {files}")
     if output:
         write_vocabulary(vocab, output)
     return vocab
 
 
-def write_vocabulary(vocab, path):
+def write_vocabulary(vocab: Sequence[str], path: str) -> str:
     """One token per line, written to a temporary name then renamed, so a reader
     never sees half a vocabulary."""
     directory = os.path.dirname(path)

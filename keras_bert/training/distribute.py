@@ -8,15 +8,18 @@ from `TF_CONFIG`. `one_device`: no distribution (the default strategy).
 with several GPUs, else `one_device`.
 """
 
+from __future__ import annotations
+
 import json
 import os
+from typing import Sequence
 
 import tensorflow as tf
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker", "tpu")
 
 
-def tf_config_task_count():
+def tf_config_task_count() -> int:
     """Number of tasks in the TF_CONFIG cluster (0 when unset)."""
     raw = os.environ.get("TF_CONFIG")
     if not raw:
@@ -28,7 +31,8 @@ def tf_config_task_count():
     return sum(len(tasks) for tasks in cluster.values())
 
 
-def build_strategy(kind="auto", tpu=None, devices=None):
+def build_strategy(kind: str = "auto", tpu: str | None = None,
+                   devices: Sequence[str] | None = None) -> tf.distribute.Strategy:
     """A `tf.distribute.Strategy` of the given kind (see the module docstring)."""
     if kind not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {kind!r}")
@@ -54,12 +58,12 @@ def build_strategy(kind="auto", tpu=None, devices=None):
     return tf.distribute.TPUStrategy(resolver)
 
 
-def is_multi_worker(strategy):
+def is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
     """True for a strategy spanning several worker processes."""
     return bool(getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)())
 
 
-def is_chief(strategy):
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """The task that writes checkpoints and summaries (every process when not multi-worker)."""
     if not is_multi_worker(strategy):
         return True

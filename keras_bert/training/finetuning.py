@@ -15,6 +15,8 @@ SQuAD JSON) or from TFDS, written `tfds:<name>:<split>` (`tfds:glue/cola:train`,
 runs the paper's grid and writes `search_results.md`.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import itertools
 import json
@@ -23,6 +25,7 @@ import os
 import shutil
 import time
 import warnings
+from typing import Any, Mapping, Sequence
 
 import keras
 import numpy as np
@@ -39,6 +42,12 @@ from keras_bert.training.optimization import create_adamw
 from keras_bert.text.tokenizer import BertTokenizer
 
 TASKS = ("classify", "regress", "tag", "squad")
+DATA_FORMATS = {
+    "classify": "a TSV/CSV/JSONL table of text column(s) and a label column, or GLUE",
+    "regress": "a TSV/CSV/JSONL table of text column(s) and a numeric label, or GLUE STS-B",
+    "tag": "a CoNLL file (word<TAB>tag lines) or tfds:conll2003",
+    "squad": "a SQuAD JSON file or tfds:squad/*",
+}
 # The paper's fine-tuning grid (Appendix A.3).
 PAPER_GRID = {"batch_size": (16, 32), "learning_rate": (5e-5, 3e-5, 2e-5), "epochs": (2, 3, 4)}
 
@@ -85,16 +94,34 @@ class FinetuneConfig:
     verbose: int = 1
     search: str = None                 # "paper": the batch x lr x epochs grid
     restarts: int = 1                  # random restarts per grid point
+    overwrite: bool = False            # replace a finished model already in output_dir
 
     def __post_init__(self):
         if self.task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
+        for name in ("seq_length", "batch_size", "doc_stride", "max_query_length",
+                     "max_answer_length", "n_best_size", "eval_batch_size", "restarts",
+                     "max_train_examples", "max_dev_examples", "early_stopping_patience",
+                     "steps_per_epoch"):
+            value = getattr(self, name)
+            if value is None and name not in ("seq_length", "batch_size"):
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.seq_length < 3:
+            raise ValueError(f"seq_length must be at least 3 ([CLS] a word [SEP]), "
+                             f"got {self.seq_length}")
+        if not self.epochs > 0:
+            raise ValueError(f"epochs must be > 0 (a run with no training writes an "
+                             f"untrained model), got {self.epochs!r}")
+        if not 0 <= self.warmup_proportion <= 1 or not 0 <= self.dropout < 1:
+            raise ValueError("warmup_proportion must lie in [0, 1] and dropout in [0, 1)")
 
 
 # === Encoder and tokenizer ===
 
 
-def load_encoder(init_checkpoint, preset="tiny"):
+def load_encoder(init_checkpoint: str | None, preset: str = "tiny") -> BertEncoder:
     """BertEncoder from any checkpoint we know, or random weights of `preset`.
 
     `.keras` files may hold a BertEncoder or any model with an `encoder`
@@ -121,7 +148,7 @@ def load_encoder(init_checkpoint, preset="tiny"):
     return load_pretrained(init_checkpoint)
 
 
-def resolve_vocab(vocab_file, init_checkpoint):
+def resolve_vocab(vocab_file: str | None, init_checkpoint: str | None) -> str:
     if vocab_file:
         return vocab_file
     if init_checkpoint:
@@ -361,7 +388,8 @@ def _restrict_squad(dataset, qids):
     return articles
 
 
-def make_task(config, tokenizer):
+def make_task(config: FinetuneConfig, tokenizer: BertTokenizer
+              ) -> _ClassificationTask | _TaggingTask | _SquadTask:
     if config.task in ("classify", "regress"):
         return _ClassificationTask(config, tokenizer)
     if config.task == "tag":
@@ -377,13 +405,14 @@ class DevEvaluation(keras.callbacks.Callback):
     `dev_<metric>` (TensorBoard shows it), keeps the best weights and stops
     after `patience` epochs without improvement (None: never stops early)."""
 
-    def __init__(self, task, dev_data, patience=None):
+    def __init__(self, task: _ClassificationTask | _TaggingTask | _SquadTask, dev_data: dict,
+                 patience: int | None = None) -> None:
         super().__init__()
         self.task, self.dev_data, self.patience = task, dev_data, patience
         self.best, self.best_metrics, self.best_epoch, self.best_weights = -math.inf, None, None, None
         self.history = []
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         result = self.task.evaluate(self.model, self.dev_data)
         self.history.append(result)
         for name, value in result.items():
@@ -398,7 +427,7 @@ class DevEvaluation(keras.callbacks.Callback):
         elif self.patience is not None and epoch + 1 - self.best_epoch >= self.patience:
             self.model.stop_training = True
 
-    def on_train_end(self, logs=None):
+    def on_train_end(self, logs: dict | None = None) -> None:
         if self.best_weights is not None:
             self.model.set_weights(self.best_weights)
 
@@ -423,7 +452,8 @@ def _bucket_boundaries(seq_length):
     return list(range(16, seq_length, 16))
 
 
-def batches_per_epoch(data, batch_size, seq_length, bucket_by_length=False):
+def batches_per_epoch(data: Mapping[str, Any], batch_size: int, seq_length: int,
+                      bucket_by_length: bool = False) -> int:
     """Batches `_train_dataset` yields in one pass. With length buckets each
     bucket ends on its own partial batch, so there are more than n / batch_size;
     tf.data puts a length in bucket i when boundaries[i-1] <= length < boundaries[i]."""
@@ -453,7 +483,8 @@ def _train_dataset(data, batch_size, seed, seq_length, bucket_by_length=False):
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def predict(model, features, batch_size=64):
+def predict(model: keras.Model, features: Mapping[str, np.ndarray], batch_size: int = 64
+            ) -> np.ndarray | dict[str, np.ndarray]:
     """Model outputs for NumPy features, batch by batch on similar lengths with
     padding cut (see `_trim_to_longest`); outputs come back in the input order,
     zero-padded to the full sequence length."""
@@ -492,6 +523,9 @@ def _single_run(config, task, train_data, dev_data, log_dir=None):
     # Taggers and span extractors leave the pooler unused: no gradient is expected.
     warnings.filterwarnings("ignore", message=r"Gradients do not exist for variables \['pooler")
     encoder = load_encoder(config.init_checkpoint, config.preset)
+    if config.seq_length > encoder.config.max_position_embeddings:
+        raise ValueError(f"seq_length {config.seq_length} exceeds the encoder's "
+                         f"{encoder.config.max_position_embeddings} positions; use at most that")
     model = task.build_model(encoder)
     steps_per_epoch = config.steps_per_epoch or batches_per_epoch(
         train_data, config.batch_size, config.seq_length, config.bucket_by_length)
@@ -529,7 +563,10 @@ def _single_run(config, task, train_data, dev_data, log_dir=None):
     return model, evaluation.best_metrics, evaluation.best_epoch
 
 
-def save_finetuned(model, config, task, tokenizer_vocab, output_dir, dev_results=None):
+def save_finetuned(model: keras.Model, config: FinetuneConfig,
+                   task: _ClassificationTask | _TaggingTask | _SquadTask,
+                   tokenizer_vocab: str, output_dir: str,
+                   dev_results: dict[str, Any] | None = None) -> None:
     """Writes model.keras, vocab.txt, finetune_config.json (and dev_results.json)."""
     os.makedirs(output_dir, exist_ok=True)
     # A plain, uncompiled copy: loading it needs neither the optimizer nor its schedule.
@@ -548,7 +585,7 @@ def save_finetuned(model, config, task, tokenizer_vocab, output_dir, dev_results
             json.dump(dev_results, f, indent=2)
 
 
-def finetune(config):
+def finetune(config: FinetuneConfig) -> dict[str, Any]:
     """Fine-tunes and scores on dev; returns a dict of results.
 
     With `config.search == "paper"`, every (batch size, learning rate,
@@ -557,11 +594,20 @@ def finetune(config):
     """
     if not config.train:
         raise ValueError("finetune needs --train")
+    finished = os.path.join(config.output_dir or "", "model.keras")
+    if config.output_dir and os.path.exists(finished) and not config.overwrite:
+        raise FileExistsError(f"{config.output_dir} already holds a fine-tuned model "
+                              f"({finished}); pass --overwrite to replace it, or choose "
+                              "another --output-dir")
     vocab_file = resolve_vocab(config.vocab_file, config.init_checkpoint)
     tokenizer = BertTokenizer(vocab_file, lowercase=config.lowercase)
     task = make_task(config, tokenizer)
-    train_data = task.prepare(config.train, config.max_train_examples, training=True)
-    dev_data = (task.prepare(config.dev, config.max_dev_examples) if config.dev else None)
+    try:
+        train_data = task.prepare(config.train, config.max_train_examples, training=True)
+        dev_data = (task.prepare(config.dev, config.max_dev_examples) if config.dev else None)
+    except ValueError as e:
+        raise ValueError(f"{e} (--task {config.task} reads {DATA_FORMATS[config.task]})") \
+            from None
     if config.search is None:
         start = time.time()
         log_dir = os.path.join(config.output_dir, "logs") if config.output_dir else None
@@ -607,7 +653,7 @@ def _paper_search(config, task, train_data, dev_data, vocab_file):
             "primary_metric": task.primary_metric}
 
 
-def results_table(rows, metric):
+def results_table(rows: Sequence[Mapping[str, Any]], metric: str) -> str:
     """Markdown table of the search, best run marked."""
     best = max(range(len(rows)), key=lambda i: rows[i][metric])
     lines = [f"| batch | learning rate | epochs | seed | best epoch | dev {metric} | seconds |",
@@ -623,7 +669,7 @@ def results_table(rows, metric):
 # === Evaluation of a saved model ===
 
 
-def evaluate(model_dir, data, **overrides):
+def evaluate(model_dir: str, data: str, **overrides: Any) -> dict[str, Any]:
     """Scores a fine-tuned model (a `finetune` output folder) on `data`.
 
     The task, vocabulary, sequence length and labels come from the folder's
@@ -641,5 +687,9 @@ def evaluate(model_dir, data, **overrides):
     task = make_task(config, tokenizer)
     task.label_names = saved["label_names"]
     model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)
-    data = task.prepare(data, config.max_dev_examples)
+    try:
+        data = task.prepare(data, config.max_dev_examples)
+    except ValueError as e:
+        raise ValueError(f"{e} (the model in {model_dir} was fine-tuned with --task "
+                         f"{config.task}, which reads {DATA_FORMATS[config.task]})") from None
     return task.evaluate(model, data)

@@ -2,6 +2,10 @@
 linear warmup then linear decay to zero; LAMB for large batches; global-norm
 clipping for both (gradient accumulation: `BertPretrainer.compile`)."""
 
+from __future__ import annotations
+
+from typing import Any
+
 import keras
 import tensorflow as tf
 from keras import ops
@@ -16,7 +20,8 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     batches, not of updates; steps here are updates.
     """
 
-    def __init__(self, peak_learning_rate, total_steps, warmup_steps, batches_per_step=1):
+    def __init__(self, peak_learning_rate: float, total_steps: int, warmup_steps: int,
+                 batches_per_step: int = 1) -> None:
         self.peak_learning_rate = peak_learning_rate
         self.total_steps = total_steps
         self.warmup_steps = warmup_steps
@@ -30,7 +35,7 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         fraction = keras.ops.where(step < self.warmup_steps, warmup, decay)
         return self.peak_learning_rate * keras.ops.clip(fraction, 0.0, 1.0)
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {"peak_learning_rate": self.peak_learning_rate,
                 "total_steps": self.total_steps, "warmup_steps": self.warmup_steps,
                 "batches_per_step": self.batches_per_step}
@@ -118,7 +123,8 @@ class AdamW(GlobalBatchClipping, keras.optimizers.AdamW):
         tf.__internal__.distribute.interim.maybe_merge_call(
             decay_each, self._distribution_strategy, variables)
 
-    def update_step(self, gradient, variable, learning_rate):
+    def update_step(self, gradient: tf.Tensor, variable: keras.Variable,
+                    learning_rate: tf.Tensor | float) -> None:
         if self.amsgrad:
             return super().update_step(gradient, variable, learning_rate)
         dtype = variable.dtype
@@ -145,8 +151,9 @@ def _handle(variable):
 NO_DECAY = ("layer_norm", "LayerNorm", "bias", "gamma", "beta")
 
 
-def create_adamw(learning_rate, total_steps, warmup_steps, weight_decay=0.01,
-                 clipnorm=None, **kwargs):
+def create_adamw(learning_rate: float, total_steps: int, warmup_steps: int,
+                 weight_decay: float = 0.01, clipnorm: float | None = None,
+                 **kwargs: Any) -> AdamW:
     """AdamW of the paper: beta1 0.9, beta2 0.999, epsilon 1e-6, weight decay 0.01."""
     batches_per_step = kwargs.get("gradient_accumulation_steps") or 1
     optimizer = AdamW(
@@ -166,8 +173,10 @@ class Lamb(GlobalBatchClipping, keras.optimizers.Optimizer):
     LayerNorm / bias variables get neither weight decay nor layer adaptation.
     """
 
-    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                 weight_decay_rate=0.01, name="lamb", **kwargs):
+    def __init__(self,
+                 learning_rate: float | keras.optimizers.schedules.LearningRateSchedule = 0.001,
+                 beta_1: float = 0.9, beta_2: float = 0.999, epsilon: float = 1e-6,
+                 weight_decay_rate: float = 0.01, name: str = "lamb", **kwargs: Any) -> None:
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
         self.beta_1 = beta_1
         self.beta_2 = beta_2
@@ -175,14 +184,15 @@ class Lamb(GlobalBatchClipping, keras.optimizers.Optimizer):
         self.weight_decay_rate = weight_decay_rate
         self.exclude_from_weight_decay(var_names=list(NO_DECAY))
 
-    def build(self, var_list):
+    def build(self, var_list: list[keras.Variable]) -> None:
         if self.built:
             return
         super().build(var_list)
         self._momentums, self._velocities = self.add_optimizer_variables(
             var_list, ["momentum", "velocity"])
 
-    def update_step(self, gradient, variable, learning_rate):
+    def update_step(self, gradient: tf.Tensor, variable: keras.Variable,
+                    learning_rate: tf.Tensor | float) -> None:
         lr = ops.cast(learning_rate, variable.dtype)
         # An embedding's gradient arrives as IndexedSlices when not clipped;
         # the moments below are dense anyway.
@@ -207,7 +217,7 @@ class Lamb(GlobalBatchClipping, keras.optimizers.Optimizer):
     def _apply_weight_decay(self, variables):
         pass  # Weight decay is part of update_step (it enters the trust ratio).
 
-    def get_config(self):
+    def get_config(self) -> dict:
         config = super().get_config()
         config.update({"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
                        "weight_decay_rate": self.weight_decay_rate})
@@ -217,8 +227,10 @@ class Lamb(GlobalBatchClipping, keras.optimizers.Optimizer):
 OPTIMIZERS = ("adamw", "lamb")
 
 
-def create_optimizer(name="adamw", learning_rate=1e-4, total_steps=1_000_000, warmup_steps=10_000,
-                     weight_decay=0.01, clipnorm=1.0):
+def create_optimizer(name: str = "adamw", learning_rate: float = 1e-4,
+                     total_steps: int = 1_000_000, warmup_steps: int = 10_000,
+                     weight_decay: float = 0.01, clipnorm: float | None = 1.0
+                     ) -> AdamW | Lamb:
     """The pretraining optimizer: AdamW (the paper) or LAMB (large batches), with
     linear warmup then linear decay to zero, and global-norm clipping.
 

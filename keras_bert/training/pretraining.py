@@ -18,13 +18,22 @@ Resuming: a checkpoint (model, optimizer and its step) is written every
 files first and updates the `checkpoint` index last, so a kill at any moment
 leaves the previous checkpoint intact. The data order is a deterministic
 function of `seed`, so a resumed run skips exactly the batches the restored
-step has consumed: no batch is seen twice or lost.
+step has consumed: no batch is seen twice or lost. The checkpoint also holds
+the dropout seed generators' states (Keras variables that the model's own
+checkpoint dependencies do not reach), so a resumed run draws the dropout
+masks the uninterrupted run draws and ends with the same weights; a
+checkpoint written before they were saved restores with the masks of step 0.
+Rerunning a finished run (latest checkpoint at train_steps, eval_results.json
+written) does nothing and says so.
 """
+
+from __future__ import annotations
 
 import dataclasses
 import json
 import os
 import time
+from typing import Any, Mapping, Sequence
 
 import keras
 import tensorflow as tf
@@ -112,7 +121,8 @@ class PretrainConfig:
             raise ValueError("config field model_dir is required")
 
 
-def load_config(path=None, overrides=(), **fields):
+def load_config(path: str | None = None, overrides: Sequence[str] = (),
+                **fields: Any) -> PretrainConfig:
     """A PretrainConfig from a YAML/JSON file, then `key=value` overrides (values
     parsed as YAML: `--set train_steps=10`, `--set eval_files=null`), then `fields`."""
     values = {}
@@ -155,7 +165,7 @@ def load_config(path=None, overrides=(), **fields):
 
 # === Model ===
 
-def resolve_jit_compile(jit_compile):
+def resolve_jit_compile(jit_compile: bool | str) -> bool:
     """`auto` -> XLA where there is an accelerator (GPU, TPU), not on a CPU-only
     host, where the pretraining step measured slower with XLA than with
     TensorFlow's own kernels. (Keras' own "auto" also turns XLA off under any
@@ -165,13 +175,13 @@ def resolve_jit_compile(jit_compile):
     return any(device.device_type != "CPU" for device in tf.config.list_physical_devices())
 
 
-def bert_config_of(config):
+def bert_config_of(config: PretrainConfig) -> BertConfig:
     if config.model.endswith(".json"):
         return BertConfig.from_json_file(config.model)
     return BertConfig.preset(config.model)
 
 
-def build_model(config):
+def build_model(config: PretrainConfig) -> BertPretrainer:
     """The pretrainer of a run, inside the current strategy scope."""
     dtype = config.mixed_precision if config.mixed_precision != "float32" else None
     if config.init_checkpoint:
@@ -186,7 +196,7 @@ def build_model(config):
                           objective=config.objective)
 
 
-def build_optimizer(config):
+def build_optimizer(config: PretrainConfig) -> keras.optimizers.Optimizer:
     """The run's optimizer (a checkpoint of the run restores into it)."""
     return create_optimizer(
         config.optimizer, config.learning_rate, config.train_steps, config.warmup_steps,
@@ -195,7 +205,9 @@ def build_optimizer(config):
 
 # === Data ===
 
-def distributed_dataset(strategy, config, file_pattern, is_training, skip_steps=0):
+def distributed_dataset(strategy: tf.distribute.Strategy, config: PretrainConfig, file_pattern: str,
+                        is_training: bool, skip_steps: int = 0
+                        ) -> tf.distribute.DistributedDataset:
     """Per-replica batches of `batch_size / replicas` (times gradient_accumulation_steps
     for training: one element per update), each worker reading its own files;
     with `skip_steps`, the first that many steps are skipped."""
@@ -222,7 +234,7 @@ def distributed_dataset(strategy, config, file_pattern, is_training, skip_steps=
 
 # === Checkpoints and export ===
 
-def optimizer_step(optimizer):
+def optimizer_step(optimizer: keras.optimizers.Optimizer) -> int:
     """Optimizer updates so far."""
     return int(keras.ops.convert_to_numpy(optimizer.iterations))
 
@@ -232,8 +244,15 @@ class CheckpointWriter:
     worker saves (the variables are synchronised by collectives) but only the
     chief's files land in model_dir."""
 
-    def __init__(self, strategy, pretrainer, config):
-        self.checkpoint = tf.train.Checkpoint(model=pretrainer, optimizer=pretrainer.optimizer)
+    def __init__(self, strategy: tf.distribute.Strategy, pretrainer: BertPretrainer,
+                 config: PretrainConfig) -> None:
+        # Dropout's seed generators are Keras variables that tf.train.Checkpoint
+        # does not reach through the model: saved beside it, a resumed run
+        # draws the dropout masks the uninterrupted run would have drawn.
+        # (Checkpoints written without them still restore; their masks restart.)
+        self.checkpoint = tf.train.Checkpoint(
+            model=pretrainer, optimizer=pretrainer.optimizer,
+            dropout_seeds=dropout_seed_states(pretrainer))
         directory = os.path.join(config.model_dir, "checkpoints")
         self.chief = distribute.is_chief(strategy)
         if not self.chief:
@@ -244,20 +263,47 @@ class CheckpointWriter:
         self.chief_manager = self.manager if self.chief else tf.train.CheckpointManager(
             self.checkpoint, os.path.join(config.model_dir, "checkpoints"), max_to_keep=None)
 
-    def restore_latest(self):
+    def restore_latest(self) -> str | None:
         latest = self.chief_manager.latest_checkpoint
         if latest:
             self.checkpoint.restore(latest).assert_existing_objects_matched()
         return latest
 
-    def save(self, step):
+    def save(self, step: int) -> str:
         path = self.manager.save(checkpoint_number=step)
         if not self.chief:
             tf.io.gfile.rmtree(self.manager.directory)
         return path
 
 
-def export_tf1(pretrainer, directory):
+def dropout_seed_states(model: keras.Model) -> list[tf.Variable]:
+    """The model's Keras seed-generator states (the dropout RNG), in a stable order."""
+    states = {}
+    for layer in model._flatten_layers(include_self=True, recursive=True):
+        for generator in getattr(layer, "_seed_generators", []):
+            states[generator.state.path] = generator.state.value  # the tf.Variable
+    return [states[path] for path in sorted(states)]
+
+
+def finished_results(config: PretrainConfig) -> dict[str, Any] | None:
+    """The saved eval_results.json of a run whose latest checkpoint is at
+    train_steps (and whose export and results were written), else None."""
+    state = tf.train.get_checkpoint_state(os.path.join(config.model_dir, "checkpoints"))
+    results_path = os.path.join(config.model_dir, "eval_results.json")
+    if state is None or not tf.io.gfile.exists(results_path):
+        return None
+    step = int(state.model_checkpoint_path.rsplit("-", 1)[1])
+    with tf.io.gfile.GFile(results_path) as f:
+        try:
+            record = json.load(f)
+        except ValueError:
+            return None  # torn by a kill while written: evaluate again
+    if step < config.train_steps or record.get("step") != step:
+        return None
+    return record
+
+
+def export_tf1(pretrainer: BertPretrainer, directory: str) -> str:
     """Writes the weights with the original google-research/bert names and
     `bert_config.json`, so `checkpoints.load_pretrained(directory)` (and
     Google's code) reads them: the next phase and fine-tuning start from here."""
@@ -287,7 +333,8 @@ class TrainingLog:
     accuracies, learning rate and sequences/second, keyed by the optimizer step
     (so a resumed run continues the same curves)."""
 
-    def __init__(self, config, optimizer, enabled=True):
+    def __init__(self, config: PretrainConfig, optimizer: keras.optimizers.Optimizer,
+                 enabled: bool = True) -> None:
         self.config = config
         self.optimizer = optimizer
         self.enabled = enabled
@@ -299,17 +346,30 @@ class TrainingLog:
         if enabled and tf.io.gfile.exists(self.path):
             # Records past the restored step were lost with the killed process
             # and will be written again: drop them so each step appears once.
+            # A kill while a record was written leaves a torn line: dropped too
+            # (it is past the restored step), never a reason not to resume.
+            kept = []
             with tf.io.gfile.GFile(self.path) as f:
-                kept = [line for line in f if line.strip()
-                        and json.loads(line)["step"] <= self.last_step]
+                for number, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        record = json.loads(line)
+                        step = int(record["step"])
+                    except (ValueError, KeyError, TypeError):
+                        print(f"{self.path}, line {number}: not a complete record "
+                              "(a run killed while writing it): dropped", flush=True)
+                        continue
+                    if step <= self.last_step:
+                        kept.append(json.dumps(record) + "\n")
             with tf.io.gfile.GFile(self.path, "w") as f:
                 f.write("".join(kept))
 
-    def restart_clock(self):
+    def restart_clock(self) -> None:
         self.last_time = time.perf_counter()
         self.last_step = optimizer_step(self.optimizer)
 
-    def write(self, metrics, step=None):
+    def write(self, metrics: Mapping[str, float], step: int | None = None) -> dict[str, float]:
         step = optimizer_step(self.optimizer) if step is None else step
         now = time.perf_counter()
         sequences = (step - self.last_step) * self.config.batch_size * \
@@ -393,7 +453,8 @@ def _metric_values(pretrainer):
             for metric in pretrainer.metrics if metric.name != "loss"}
 
 
-def evaluate(strategy, pretrainer, config, custom_loop):
+def evaluate(strategy: tf.distribute.Strategy, pretrainer: BertPretrainer, config: PretrainConfig,
+             custom_loop: bool) -> dict[str, float]:
     """Metrics over `eval_steps` batches of `eval_files` (read once, in order)."""
     dataset = distributed_dataset(strategy, config, config.eval_files, is_training=False)
     if not custom_loop:
@@ -413,11 +474,41 @@ def evaluate(strategy, pretrainer, config, custom_loop):
     return _metric_values(pretrainer)
 
 
-def pretrain(config):
+def pretrain(config: PretrainConfig | dict | str) -> dict[str, float]:
     """Runs (or resumes) one pretraining phase; returns the evaluation metrics
     (or the last training metrics when there are no eval_files)."""
     if not isinstance(config, PretrainConfig):
         config = load_config(**config) if isinstance(config, dict) else load_config(config)
+    done = finished_results(config)
+    if done is not None:
+        print(f"{config.model_dir}: already finished at step {done['step']} (train_steps "
+              f"{config.train_steps}); nothing to do, eval_results.json kept. Raise "
+              "train_steps to train on.", flush=True)
+        return {name: value for name, value in done.items() if name != "step"}
+    # Checked before model_dir is made: a run refused here leaves nothing behind.
+    if not config.init_checkpoint:
+        positions = bert_config_of(config).max_position_embeddings
+        if positions < config.seq_length:
+            raise ValueError(f"{config.model}: max_position_embeddings {positions} < the "
+                             f"config's seq_length {config.seq_length}")
+    for field in ("train_files", "eval_files"):
+        if getattr(config, field):
+            inputs.check_pretraining_records(
+                getattr(config, field), config.seq_length, config.max_predictions_per_seq,
+                with_next_sentence=config.objective != "none", field=field)
+    created = not tf.io.gfile.exists(config.model_dir)
+    try:
+        return _pretrain(config)
+    except Exception:
+        # A run that fails before its first checkpoint leaves no model_dir of
+        # a config file and empty logs that look like a run to resume.
+        if created and tf.train.get_checkpoint_state(
+                os.path.join(config.model_dir, "checkpoints")) is None:
+            tf.io.gfile.rmtree(config.model_dir)
+        raise
+
+
+def _pretrain(config):
     strategy = distribute.build_strategy(config.strategy, tpu=config.tpu, devices=config.devices)
     multi_worker = distribute.is_multi_worker(strategy)
     custom_loop = config.train_loop == "custom" or (config.train_loop == "auto" and multi_worker)
@@ -463,6 +554,8 @@ def pretrain(config):
         export_tf1(pretrainer, os.path.join(config.model_dir, "export"))
         record = {"step": optimizer_step(pretrainer.optimizer),
                   **{k: float(v) for k, v in results.items()}}
-        with tf.io.gfile.GFile(os.path.join(config.model_dir, "eval_results.json"), "w") as f:
+        path = os.path.join(config.model_dir, "eval_results.json")
+        with tf.io.gfile.GFile(path + ".partial", "w") as f:
             f.write(json.dumps(record, indent=2) + "\n")
+        tf.io.gfile.rename(path + ".partial", path, overwrite=True)
     return results
