@@ -16,8 +16,8 @@ import pkgutil
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # TensorFlow's C++ start-up chatter (no CUDA here, CPU features) hides real output;
 # KERAS_BERT_VERBOSE=1 (or a command's --verbose) keeps it.
-_QUIETED_TENSORFLOW = ("TF_CPP_MIN_LOG_LEVEL" not in os.environ
-                      and os.environ.get("KERAS_BERT_VERBOSE", "").lower() not in ("1", "true", "yes"))
+_VERBOSE = os.environ.get("KERAS_BERT_VERBOSE", "").lower() in ("1", "true", "yes")
+_QUIETED_TENSORFLOW = "TF_CPP_MIN_LOG_LEVEL" not in os.environ and not _VERBOSE
 if _QUIETED_TENSORFLOW:
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 

@@ -1,14 +1,22 @@
-"""The ONE place where TFRecord feature names, dtypes and shapes are defined.
+"""The one place where feature names, their dtypes and shapes, and the
+pretraining objectives are defined.
 
 Names are those of google-research/bert's `create_pretraining_data.py` and
-`run_pretraining.py`, so original TFRecords and ours are interchangeable.
+`run_pretraining.py`, so original TFRecords and ours are interchangeable; the
+same names key `keras.Input`s, dataset elements and SavedModel signatures.
 tf.Example stores only int64 and float32; readers cast ids to int32 after parsing.
+
+TensorFlow is imported inside the functions that need it: the data commands
+read these names without paying for it.
 """
 
-import tensorflow as tf
-
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
+MASKED_LM_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 NEXT_SENTENCE_LABELS = "next_sentence_labels"
+
+# "nsp": next sentence (50 % random B); "sop": sentence order (ALBERT), same
+# head and labels; "none": masked LM alone (RoBERTa).
+OBJECTIVES = ("nsp", "sop", "none")
 
 
 def pretraining_feature_spec(seq_length, max_predictions_per_seq, with_next_sentence=True,
@@ -18,6 +26,7 @@ def pretraining_feature_spec(seq_length, max_predictions_per_seq, with_next_sent
     `with_masked_lm=False`: the unmasked records that `create-pretraining-data
     --no-mask` writes for dynamic masking (no masked_lm_* features).
     """
+    import tensorflow as tf
     spec = {name: tf.io.FixedLenFeature([seq_length], tf.int64) for name in ENCODER_INPUTS}
     if with_masked_lm:
         spec["masked_lm_positions"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
@@ -29,8 +38,10 @@ def pretraining_feature_spec(seq_length, max_predictions_per_seq, with_next_sent
 
 
 def int64_feature(values):
+    import tensorflow as tf
     return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
 
 def float_feature(values):
+    import tensorflow as tf
     return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from keras_bert.text import corpus
 from keras_bert.assets import AUSTEN_DIR
+from keras_bert.text import corpus
 
 
 def test_abbreviations_and_quotes_do_not_end_sentences():

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert.training import distribute
-from keras_bert.pretraining_data import inputs
-from keras_bert.training import pretraining
 from keras_bert.config import BertConfig
+from keras_bert.pretraining_data import inputs
+from keras_bert.training import distribute
+from keras_bert.training import pretraining
 from synthetic_pretraining import write_records
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))

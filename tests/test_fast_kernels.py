@@ -1,4 +1,4 @@
-"""Hand-written gradients that exist for speed: the Dense layer's kernel
+"""Hand-written gradients that exist for speed: the FastDense layer's kernel
 gradient, the masked-LM cross-entropy and the masked-LM output layer fused
 with it. Each must give the values and gradients of the TensorFlow / Keras
 ops it replaces (autodiff through `keras.layers.Dense`, matmul + bias +
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert.kernels.dense import Dense
+from keras_bert.kernels.dense import FastDense
 from keras_bert.kernels.masked_lm_loss import cross_entropy_and_prediction, tied_output_cross_entropy
 
 
@@ -37,7 +37,7 @@ def test_dense_equals_keras_dense(x_shape, units, policy, jit_compile):
     upstream = tf.constant(rng.normal(size=x_shape[:-1] + (units,)), tf.float32)
     kernel, bias = rng.normal(size=(x_shape[-1], units)), rng.normal(size=units)
     results = []
-    for cls in (Dense, keras.layers.Dense):
+    for cls in (FastDense, keras.layers.Dense):
         layer = cls(units, activation="tanh", dtype=policy)
         layer.build(x.shape)
         layer.set_weights([kernel, bias])
@@ -76,8 +76,8 @@ def _dense_tanh_float64(x, kernel, bias, upstream):
 
 
 def test_dense_config_round_trip_and_keras_paths():
-    layer = Dense(6, activation="gelu", use_bias=False, name="projection")
-    clone = Dense.from_config(layer.get_config())
+    layer = FastDense(6, activation="gelu", use_bias=False, name="projection")
+    clone = FastDense.from_config(layer.get_config())
     assert (clone.units, clone.use_bias, clone.name) == (6, False, "projection")
     x = tf.constant(np.random.default_rng(1).normal(size=(2, 3, 4)), tf.float32)
     clone.build(x.shape)

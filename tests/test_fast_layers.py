@@ -2,6 +2,7 @@
 dropout and the Transformer block's fused query / key / value projection.
 Each is checked against plain TensorFlow / Keras ops with autodiff."""
 
+import contextlib
 import math
 
 import keras
@@ -9,9 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert.layers import Dropout, TransformerBlock
-from keras_bert.layers.activations import gelu_exact, gelu_exact_compiled
-from keras_bert.kernels.dropout import dropout_16_bit
+from keras_bert.kernels import plain_kernels
+from keras_bert.kernels.dropout import FastDropout, dropout_16_bit
+from keras_bert.kernels.gelu import gelu_exact, gelu_exact_compiled
+from keras_bert.layers import TransformerBlock
 
 
 def _values_and_gradients(fn, x, upstream, jit_compile=False):
@@ -62,7 +64,7 @@ def test_dropout_16_bit_drops_at_the_rate_and_scales_the_rest():
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 def test_dropout_layer(policy):
-    layer = Dropout(0.25, dtype=policy, seed=3)
+    layer = FastDropout(0.25, dtype=policy, seed=3)
     x = tf.ones((64, 256))
     np.testing.assert_array_equal(layer(x, training=False), x)
     first, second = layer(x, training=True), layer(x, training=True)
@@ -70,20 +72,20 @@ def test_dropout_layer(policy):
     assert not np.array_equal(first, second)  # a new seed per call
     assert abs(float(tf.reduce_mean(tf.cast(first == 0, tf.float32))) - 0.25) < 0.02
     # Same seed, same masks; also compiled.
-    again = Dropout(0.25, dtype=policy, seed=3)
+    again = FastDropout(0.25, dtype=policy, seed=3)
     np.testing.assert_array_equal(again(x, training=True), first)
-    compiled_layer = Dropout(0.25, dtype=policy, seed=3)
+    compiled_layer = FastDropout(0.25, dtype=policy, seed=3)
     compiled = tf.function(lambda v: compiled_layer(v, training=True), jit_compile=True)
     np.testing.assert_array_equal(compiled(x), first)
-    clone = Dropout.from_config(layer.get_config())
+    clone = FastDropout.from_config(layer.get_config())
     assert (clone.rate, clone.seed) == (0.25, 3)
 
 
 def test_dropout_layer_keeps_keras_paths():
     x = tf.ones((8, 32))
-    np.testing.assert_array_equal(Dropout(0.0)(x, training=True), x)
-    np.testing.assert_array_equal(Dropout(1.0)(x, training=True), tf.zeros_like(x))
-    rows = Dropout(0.5, noise_shape=(8, 1), seed=1)(x, training=True).numpy()
+    np.testing.assert_array_equal(FastDropout(0.0)(x, training=True), x)
+    np.testing.assert_array_equal(FastDropout(1.0)(x, training=True), tf.zeros_like(x))
+    rows = FastDropout(0.5, noise_shape=(8, 1), seed=1)(x, training=True).numpy()
     assert all(len(set(row)) == 1 for row in rows)  # Keras' noise shape: whole rows
 
 
@@ -119,7 +121,10 @@ def _reference_block(block, hidden, mask_bias, query_positions=None):
 # Head size 16 (a scale of 1/4, exact) and 12 (1/sqrt(12), rounded).
 @pytest.mark.parametrize("hidden_size,heads", [(32, 2), (36, 3)])
 @pytest.mark.parametrize("with_query_positions", [False, True])
-def test_training_block_equals_plain_tensorflow(hidden_size, heads, with_query_positions):
+@pytest.mark.parametrize("fast", [True, False], ids=["fast_kernels", "plain_kernels"])
+def test_training_block_equals_plain_tensorflow(hidden_size, heads, with_query_positions, fast):
+    """Both of the block's paths (the fast kernels and the plain Keras ops that
+    `plain_kernels()` selects) against BERT's block written from TensorFlow ops."""
     rng = np.random.default_rng(0)
     hidden = tf.constant(rng.normal(size=(3, 10, hidden_size)), tf.float32)
     mask_bias = tf.constant(np.where(np.arange(10) < [[10], [7], [4]], 0.0, -10000.0)
@@ -140,8 +145,9 @@ def test_training_block_equals_plain_tensorflow(hidden_size, heads, with_query_p
             loss = tf.reduce_sum(output * upstream)
         return [output] + tape.gradient(loss, [hidden] + block.trainable_variables)
 
-    ours = values_and_gradients(
-        lambda: block(hidden, mask_bias, query_positions=query_positions, training=True))
+    with contextlib.nullcontext() if fast else plain_kernels():
+        ours = values_and_gradients(
+            lambda: block(hidden, mask_bias, query_positions=query_positions, training=True))
     theirs = values_and_gradients(
         lambda: _reference_block(block, hidden, mask_bias, query_positions))
     names = ["output", "d_hidden"] + [v.path for v in block.trainable_variables]

@@ -12,11 +12,11 @@ import pytest
 import keras
 from keras_bert import BertConfig, BertEncoder, BertTokenizer
 from keras_bert import cli
-from keras_bert.training import finetuning
-from keras_bert.training.finetuning import FinetuneConfig
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
+from keras_bert.training import finetuning
+from keras_bert.training.finetuning import FinetuneConfig
 
 CONFIG = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                     intermediate_size=32, max_position_embeddings=64)

@@ -1,4 +1,4 @@
-"""LayerNormalization with a hand-written gradient: the same values and
+"""FastLayerNorm with a hand-written gradient: the same values and
 gradients as Keras's own layer (autodiff), in float32 and mixed precision."""
 
 import keras
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert.layers import LayerNormalization
+from keras_bert.kernels.layer_norm import FastLayerNorm
 
 
 def _values_and_gradients(layer, x, upstream):
@@ -24,7 +24,7 @@ def test_values_and_gradients_equal_keras_layer_norm(policy):
     upstream = tf.constant(rng.normal(size=(3, 5, 16)), tf.float32)
     gamma, beta = rng.normal(size=16), rng.normal(size=16)
     results = []
-    for cls in (LayerNormalization, keras.layers.LayerNormalization):
+    for cls in (FastLayerNorm, keras.layers.LayerNormalization):
         layer = cls(epsilon=1e-12, dtype=policy)
         layer.build(x.shape)
         layer.set_weights([gamma, beta])
@@ -37,10 +37,10 @@ def test_values_and_gradients_equal_keras_layer_norm(policy):
 
 
 def test_config_round_trip_and_other_axes_fall_back():
-    layer = LayerNormalization(epsilon=1e-12)
-    clone = LayerNormalization.from_config(layer.get_config())
+    layer = FastLayerNorm(epsilon=1e-12)
+    clone = FastLayerNorm.from_config(layer.get_config())
     assert clone.epsilon == 1e-12
     x = tf.constant(np.random.default_rng(1).normal(size=(2, 4, 6)), tf.float32)
     for axis in (1, [1, 2]):
-        ours, theirs = LayerNormalization(axis=axis), keras.layers.LayerNormalization(axis=axis)
+        ours, theirs = FastLayerNorm(axis=axis), keras.layers.LayerNormalization(axis=axis)
         np.testing.assert_allclose(ours(x), theirs(x), rtol=1e-5, atol=1e-6)

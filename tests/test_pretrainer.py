@@ -1,6 +1,7 @@
 """BertPretrainer: head sizes, logits and losses against independent references,
 fit on dataset dicts without a loss argument, head-weight loading."""
 
+import contextlib
 import dataclasses
 
 import numpy as np
@@ -9,11 +10,12 @@ import tensorflow as tf
 import keras
 
 from keras_bert import checkpoints
-from keras_bert.pretraining_data import inputs
 from keras_bert.config import BertConfig
+from keras_bert.kernels import plain_kernels
 from keras_bert.layers.heads import MaskedLMHead, NextSentenceHead
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
+from keras_bert.pretraining_data import inputs
 from synthetic_pretraining import write_records
 
 TINY = BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
@@ -132,6 +134,34 @@ def test_training_step_loss_and_gradients_equal_those_through_the_logits(records
         if reference is not None:
             np.testing.assert_allclose(tf.convert_to_tensor(fused), tf.convert_to_tensor(reference),
                                        rtol=1e-4, atol=1e-7, err_msg=variable.path)
+
+
+@pytest.mark.parametrize("objective", ["nsp", "none"])
+def test_fast_kernels_train_as_the_plain_ops(records, objective):
+    """One training step's loss, metrics and gradients with the fast kernels
+    (fused masked-LM output and loss, 16-bit dropout, compiled GELU, fused QKV,
+    hand-written gradients) and with the plain Keras / TensorFlow ops."""
+    config = dataclasses.replace(TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    batch = batch_of(records)
+    total = tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32))
+    results = []
+    for fast in (True, False):
+        keras.utils.set_random_seed(5)
+        with contextlib.nullcontext() if fast else plain_kernels():
+            pretrainer = BertPretrainer(BertEncoder(config), objective=objective)
+            pretrainer.compile(optimizer="sgd")
+            loss, grads = pretrainer._loss_and_gradients(batch, total, 1)
+        metrics = {m.name: float(m.result()) for m in pretrainer.metrics}
+        results.append((float(loss), metrics, grads, pretrainer.trainable_variables))
+    (fast_loss, fast_metrics, fast_grads, variables), (loss, metrics, grads, _) = results
+    np.testing.assert_allclose(fast_loss, loss, rtol=1e-5)
+    assert fast_metrics == pytest.approx(metrics, rel=1e-5)
+    assert [g is None for g in fast_grads] == [g is None for g in grads]  # pooler without NSP
+    for variable, fast, plain in zip(variables, fast_grads, grads):
+        if plain is None:
+            continue
+        np.testing.assert_allclose(tf.convert_to_tensor(fast), tf.convert_to_tensor(plain),
+                                   rtol=1e-4, atol=1e-6, err_msg=variable.path)
 
 
 def _reference_loss(batch, outputs):

@@ -10,10 +10,10 @@ import os
 import numpy as np
 import pytest
 
-from keras_bert.pretraining_data import create
-from keras_bert.text import corpus
 from keras_bert.assets import AUSTEN_DIR
+from keras_bert.pretraining_data import create
 from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
+from keras_bert.text import corpus
 from pretraining_reference import original_instances, read_records
 
 pytestmark = pytest.mark.slow

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from keras_bert.training import pretraining
 from keras_bert.config import BertConfig
+from keras_bert.training import pretraining
 from synthetic_pretraining import write_records
 
 RECIPES = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "recipes",

@@ -17,9 +17,9 @@ import pytest
 import tensorflow as tf
 from official.nlp.tools import tokenization
 
+from keras_bert.assets import AUSTEN_DIR
 from keras_bert.text import tokenizer as tokenizer_module
 from keras_bert.text.tokenizer import BertTokenizer
-from keras_bert.assets import AUSTEN_DIR
 from tokenizer_hard_cases import HARD_CASES
 
 # === References and helpers ===

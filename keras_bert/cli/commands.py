@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-from keras_bert import progress
+from keras_bert import features, progress
 from keras_bert.cli import native_logs
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # also set by the package, for `python cli.py`
@@ -190,7 +190,7 @@ def add_create_pretraining_data(subparsers):
     parser.add_argument("--short-seq-prob", type=float, default=0.1)
     parser.add_argument("--dupe-factor", type=positive_int, default=10)
     parser.add_argument("--random-seed", type=int, default=12345)
-    parser.add_argument("--objective", choices=["nsp", "sop", "none"], default="nsp",
+    parser.add_argument("--objective", choices=features.OBJECTIVES, default="nsp",
                         help="nsp: BERT next sentence; sop: ALBERT sentence order; none: "
                              "RoBERTa packing of full sentences, no next_sentence_labels")
     parser.add_argument("--no-mask", action="store_true",

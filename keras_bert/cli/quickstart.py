@@ -206,7 +206,7 @@ def quickstart(output_dir="quickstart_output", corpus=None, fast=False):
         init_checkpoint=os.path.join(paths["pretrain"], "export"), vocab_file=paths["vocab.txt"],
         output_dir=paths["classifier"], seq_length=size.seq_length, batch_size=32,
         learning_rate=size.finetune_learning_rate, epochs=size.finetune_epochs,
-        bucket_by_length=True, verbose=2))
+        bucket_by_length=True, verbose=2, overwrite=True))
     _done(started, f"dev {finetune_results['dev']}")
 
     started = _step(6, "Evaluate on held-out chapters against the majority class")

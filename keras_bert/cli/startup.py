@@ -69,13 +69,10 @@ def import_tensorflow_lean():
 
 # TensorFlow's fastest CPU settings for training, read once when TensorFlow
 # loads. oneDNN kernels: TensorFlow turns them on by default only on CPUs with
-# AVX512-VNNI, AVX512-BF16 or AMX; on a 2-core AVX2 CPU the 2048^3 float32
-# matmul of recipes/benchmarks/pretraining_throughput.py ran at 128-139
-# GFLOP/s with them, 89 without. The pooling (BFC) host allocator: without it
-# every activation buffer above 32 MB is a fresh mmap whose pages fault in one
-# by one (glibc's largest mmap threshold); a multiply of two (4096, 2048)
-# float32 tensors took 20.7 ms without it and 7.6 ms with it (measured once).
-# The benchmark's README figures are with both.
+# AVX512-VNNI, AVX512-BF16 or AMX, yet they are faster on AVX2 CPUs too. The
+# pooling (BFC) host allocator: without it every activation buffer above 32 MB
+# is a fresh mmap whose pages fault in one by one (glibc's largest mmap
+# threshold). Figures in recipes/benchmarks/README.md; the benchmarks run with both.
 FAST_CPU_TRAINING = {"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPU_ALLOCATOR_USE_BFC": "true"}
 
 

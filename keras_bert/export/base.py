@@ -14,9 +14,11 @@ import weakref
 
 import tensorflow as tf
 
+from keras_bert import features
+
 TEXT_SPEC = tf.TensorSpec([None], tf.string)
 IDS_SPECS = {name: tf.TensorSpec([None, None], tf.int32, name=name)
-             for name in ("input_ids", "input_mask", "segment_ids")}
+             for name in features.ENCODER_INPUTS}
 
 
 def clean_utf8(text):

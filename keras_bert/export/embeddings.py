@@ -5,8 +5,8 @@ Legend for shape comments: B = batch, T = sequence length, H = hidden size.
 
 import tensorflow as tf
 
-from keras_bert.layers.pooling import mean_pool
 from keras_bert.export.base import IDS_SPECS, TaskServing, signature, traced_pack
+from keras_bert.layers.pooling import mean_pool
 
 
 class EmbeddingsServing(TaskServing):

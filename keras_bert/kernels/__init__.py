@@ -1,7 +1,18 @@
 """The fast paths: hand-written gradients and fused ops that give the values of
-the plain TensorFlow / Keras ops they replace, faster (tests/test_fast_*.py
-prove it; figures in recipes/benchmarks/README.md)."""
+the plain TensorFlow / Keras ops they replace, faster. One switch (`switch`)
+chooses them, on by default; tests/test_fast_*.py prove fast == plain, values and
+gradients; measured figures are in recipes/benchmarks/README.md.
 
-from keras_bert._lazy import submodule_getattr
+- `dense`: `FastDense`, whose kernel gradient uses the layout CPUs are fast at
+- `layer_norm`: `FastLayerNorm`, LayerNorm with its closed-form gradient
+- `dropout`: `FastDropout`, 16 random bits per element instead of 32
+- `gelu`: the exact GELU with its derivative written out, and XLA-compiled
+- `masked_lm_loss`: the masked-LM output layer fused with its cross-entropy
+"""
+
+from keras_bert.kernels.switch import (  # noqa: F401
+    fast_kernels_enabled, plain_kernels, use_fast_kernels)
+
+from keras_bert._lazy import submodule_getattr  # noqa: E402
 
 __getattr__ = submodule_getattr(__name__, __path__)

@@ -7,6 +7,8 @@ width, O = output width (units).
 import keras
 import tensorflow as tf
 
+from keras_bert.kernels.switch import fast_kernels_enabled
+
 
 def _transposed_copy(matrix):
     """matrix (R, C) -> its transpose (C, R), written out in memory.
@@ -29,15 +31,12 @@ def kernel_gradient(inputs, upstream):
     """inputs (R, I) and upstream (R, O) -> inputs^T upstream (I, O).
 
     Why not always `tf.matmul(inputs, upstream, transpose_a=True)`: with
-    oneDNN on a 2-core AVX2 CPU, that product reads its left operand
-    transposed and, for one side 256 wide and the other 1024 or 2048, ran at
-    60-70 % of the speed of the same product with the wider operand copied
-    transposed and put on the left (R = 4096, copy included: 256 x 1024
-    33-38 -> 19-23 ms, 256 x 2048 73-77 -> 50-51 ms; 128 x 1024 1.1-1.2x).
-    Elsewhere the copy cost more than it saved or as much (512 x 2048 65-71
-    -> 71-80 ms, 768 x 3072 140 -> 152-155 ms; 192 x 768, 256 x 768, square
-    kernels 0.8-1.05x; 128 x 512 0.76x or 1.32x by direction), so those keep
-    the plain product.
+    oneDNN on CPUs, that product reads its left operand transposed and, for
+    one side narrow (<= NARROW_WIDTH) and the other wide (>= WIDE_WIDTH), is
+    markedly slower than the same product with the wider operand copied
+    transposed and put on the left. Elsewhere the copy costs more than it
+    saves or as much, so those keep the plain product (the measured widths
+    are in recipes/benchmarks/README.md).
     """
     inputs_width, upstream_width = inputs.shape[-1], upstream.shape[-1]
     if (inputs_width is None or upstream_width is None
@@ -61,14 +60,15 @@ def project(inputs, kernel):
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class Dense(keras.layers.Dense):
+class FastDense(keras.layers.Dense):
     """keras.layers.Dense (same weights, config and values) whose kernel
     gradient is `kernel_gradient`'s, and whose bias is a BiasAdd that
     TensorFlow's CPU kernels fuse into the product. Quantized or LoRA layers
     take Keras' own path."""
 
     def call(self, inputs, training=None):
-        if self.quantization_mode is not None or self.lora_enabled or len(inputs.shape) < 2:
+        if (not fast_kernels_enabled() or self.quantization_mode is not None or self.lora_enabled
+                or len(inputs.shape) < 2):
             return super().call(inputs, training=training)
         kernel = tf.cast(self.kernel, self.compute_dtype)
         inputs = tf.cast(inputs, self.compute_dtype)

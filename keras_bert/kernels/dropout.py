@@ -5,8 +5,7 @@ element, the largest random tensor of a pretraining step. TensorFlow's
 dropout draws a float32 uniform there, compares, scales and selects, and its
 gradient selects and scales again. Here one 32-bit Philox draw serves two
 elements (a bitcast, no copy), and the gradient is one multiply by the kept
-mask. Forward and backward of one small-size attention dropout (32 x 8 x 128
-x 128) took 18.7 instead of 26.9 ms on CPU.
+mask (figures in recipes/benchmarks/README.md).
 
 The price: the rate is rounded to a multiple of 2^-16 (0.1 -> 0.100006); the
 scale is 1 / (1 - rounded rate), so the expected output is still the input.
@@ -14,6 +13,8 @@ scale is 1 / (1 - rounded rate), so the expected output is still the input.
 
 import keras
 import tensorflow as tf
+
+from keras_bert.kernels.switch import fast_kernels_enabled
 
 _LEVELS = 1 << 16  # values of a 16-bit draw
 
@@ -49,14 +50,14 @@ def dropout_16_bit(inputs, dropped_levels, seed):
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class Dropout(keras.layers.Dropout):
+class FastDropout(keras.layers.Dropout):
     """keras.layers.Dropout (same config, same seed generator) with 16-bit
     draws; a noise shape, another backend, or a rate that rounds to 0 or 1
     take Keras' own path."""
 
     def call(self, inputs, training=False):
         dropped_levels = round(self.rate * _LEVELS)
-        if (not training or self.noise_shape is not None or keras.backend.backend() != "tensorflow"
-                or not 0 < dropped_levels < _LEVELS):
+        if (not fast_kernels_enabled() or not training or self.noise_shape is not None
+                or keras.backend.backend() != "tensorflow" or not 0 < dropped_levels < _LEVELS):
             return super().call(inputs, training=training)
         return dropout_16_bit(inputs, dropped_levels, _int32_seed(self.seed_generator.next()))

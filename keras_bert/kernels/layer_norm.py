@@ -6,6 +6,8 @@ Legend for shape comments: R = rows (every axis but the last), H = hidden size.
 import keras
 import tensorflow as tf
 
+from keras_bert.kernels.switch import fast_kernels_enabled
+
 
 def layer_norm(x, gamma, beta, epsilon):
     """(x - mean) / sqrt(variance + epsilon) * gamma + beta over the last axis,
@@ -13,8 +15,7 @@ def layer_norm(x, gamma, beta, epsilon):
 
     Why a hand-written gradient: autodiff through the mean, the variance and
     their broadcasts builds about twice the element-wise ops of the closed
-    form below; the backward pass of BERT's 2L + 2 LayerNorms took 4 % of a
-    CPU pretraining step at `mini`, the forward pass 2 %.
+    form below (figures in recipes/benchmarks/README.md).
     """
     dtype = x.dtype
     x = tf.cast(x, tf.float32)
@@ -45,12 +46,12 @@ def layer_norm(x, gamma, beta, epsilon):
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class LayerNormalization(keras.layers.LayerNormalization):
+class FastLayerNorm(keras.layers.LayerNormalization):
     """keras.layers.LayerNormalization (same weights, config and values) whose
     last-axis case uses `layer_norm`'s closed-form gradient."""
 
     def call(self, inputs):
-        if not (self.center and self.scale and not self.rms_scaling
+        if not (fast_kernels_enabled() and self.center and self.scale and not self.rms_scaling
                 and self.axis in (-1, [-1], len(inputs.shape) - 1, [len(inputs.shape) - 1])):
             return super().call(inputs)
         outputs = layer_norm(inputs, self.gamma, self.beta, self.epsilon)

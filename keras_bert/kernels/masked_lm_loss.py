@@ -6,6 +6,8 @@ V = vocabulary size.
 
 import tensorflow as tf
 
+from keras_bert.kernels.switch import fast_kernels_enabled
+
 
 def _checked_rows(labels, vocabulary, labels_name):
     """labels (...) -> (N,) int32; an id outside [0, V) raises an error naming
@@ -39,10 +41,9 @@ def cross_entropy_and_prediction(logits, labels, labels_name="labels"):
 
     Equal to `tf.nn.sparse_softmax_cross_entropy_with_logits` (and its
     gradient) to float rounding. Why not that op: over the masked-LM head's
-    (640, 30522) logits it took 73-77 ms on a 2-core CPU, forward and
-    backward, while oneDNN's softmax takes 14 ms; this costs 46 ms with the
-    arg-max included, 91 ms before (the accuracy metric needs the arg-max
-    anyway). Training uses `tied_output_cross_entropy`, which also skips
+    logits it is several times slower than oneDNN's softmax, which this
+    builds on, arg-max included (the accuracy metric needs it anyway; figures
+    in recipes/benchmarks/README.md). Training uses `tied_output_cross_entropy`, which also skips
     the (N, V) gradient of the logits.
     """
     logits = tf.cast(logits, tf.float32)
@@ -78,11 +79,8 @@ def tied_output_cross_entropy(hidden, table, bias, labels, labels_name="labels")
     rows), d bias = column sums of P - (1 at the labels), each row weighed
     by its upstream gradient, on the (N, H) side in float32. So the
     gradient skips two passes over (N, V): the row weighting and the
-    one-hot subtraction. At `mini` ((640, 256) x (30522, 256), float32,
-    2-core CPU) forward and backward took 291 ms against 323 ms for the
-    matmul, the bias and `cross_entropy_and_prediction`. d table is the
-    transposed (H, V) product (hidden^T P)^T: 291 vs 307 ms for P^T hidden
-    in that run, about even in later ones (92-100 vs 95-103 ms alone).
+    one-hot subtraction. d table is the transposed (H, V) product
+    (hidden^T P)^T (figures in recipes/benchmarks/README.md).
     """
     vocabulary = tf.shape(table)[0]
     row_labels = _checked_rows(labels, vocabulary, labels_name)  # (N,)
@@ -127,3 +125,21 @@ def tied_output_cross_entropy(hidden, table, bias, labels, labels_name="labels")
 
     loss = output_and_loss(hidden, table, bias)
     return loss, predicted_holder[0]
+
+
+def plain_cross_entropy_and_prediction(logits, labels, labels_name="labels"):
+    """`cross_entropy_and_prediction` from TensorFlow's own ops: the plain path."""
+    logits = tf.cast(logits, tf.float32)
+    vocabulary = tf.shape(logits)[-1]
+    row_logits = tf.reshape(logits, (-1, vocabulary))  # (N, V)
+    row_labels = _checked_rows(labels, vocabulary, labels_name)  # (N,)
+    loss = tf.nn.sparse_softmax_cross_entropy_with_logits(row_labels, row_logits)  # (N,)
+    predicted = tf.argmax(row_logits, axis=-1, output_type=tf.int32)  # (N,)
+    return tf.reshape(loss, tf.shape(labels)), tf.reshape(predicted, tf.shape(labels))
+
+
+def loss_and_prediction(logits, labels, labels_name="labels"):
+    """Cross-entropy and arg-max of logits (..., V): the fast kernel or the plain ops."""
+    if fast_kernels_enabled():
+        return cross_entropy_and_prediction(logits, labels, labels_name)
+    return plain_cross_entropy_and_prediction(logits, labels, labels_name)

@@ -1,66 +1,23 @@
-"""The exact (erf) GELU of BERT, with hand-written gradients."""
-
-import math
+"""BERT's activations by `BertConfig.hidden_act` name."""
 
 import keras
-import tensorflow as tf
 
-_MINUS_SQRT_HALF = -1.0 / math.sqrt(2.0)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-
-
-def _gelu_cdf(x):  # Phi(x), as TensorFlow's exact gelu writes it
-    return 0.5 * tf.math.erfc(x * tf.cast(_MINUS_SQRT_HALF, x.dtype))
+from keras_bert.kernels.gelu import gelu_exact
+from keras_bert.kernels.switch import fast_kernels_enabled
 
 
-def _gelu_derivative(x, cdf, upstream):  # upstream * (Phi(x) + x * phi(x))
-    pdf = tf.exp(-0.5 * tf.square(x)) * tf.cast(_INV_SQRT_2PI, x.dtype)
-    return upstream * (cdf + x * pdf)
-
-
-@tf.custom_gradient
-def gelu_exact(x):
-    """The exact GELU x * Phi(x), values bit-identical to Keras' exact gelu,
-    with its derivative Phi(x) + x * phi(x) written out.
-
-    Why: autodiff through erfc builds about twice as many full-size (B, T, F)
-    elementwise ops for the backward pass; without XLA to fuse them, GELU
-    forward + backward took about 9 % of a CPU pretraining step, and this
-    takes about 40 % less time.
-    """
-    cdf = _gelu_cdf(x)
-    return x * cdf, lambda upstream: _gelu_derivative(x, cdf, upstream)
-
-
-@tf.function(jit_compile=True)
-def _compiled_gelu(x):
-    return x * _gelu_cdf(x)
-
-
-@tf.function(jit_compile=True)
-def _compiled_gelu_gradient(x, upstream):
-    return _gelu_derivative(x, _gelu_cdf(x), upstream)
-
-
-@tf.custom_gradient
-def gelu_exact_compiled(x):
-    """`gelu_exact` with forward and gradient each one XLA-compiled kernel.
-
-    Why: TensorFlow runs GELU as 4 element-wise ops forward and 7 backward,
-    each a pass over the (B * T, F) intermediate activations; compiled, each
-    direction is one pass, and the gradient recomputes Phi(x) from x instead
-    of keeping it. At (4096, 2048), forward + backward took 14.0 instead of
-    38.2 ms on CPU. Values differ from `gelu_exact` by XLA's erfc (2.4e-7 at
-    most there). For training only: served graphs keep `gelu_exact`, which
-    needs no XLA at load time.
-    """
-    return _compiled_gelu(x), lambda upstream: _compiled_gelu_gradient(x, upstream)
+def gelu(x):
+    """The exact (erf) GELU, x * Phi(x): with its derivative written out under
+    the fast kernels, Keras' own otherwise (the same values)."""
+    if fast_kernels_enabled():
+        return gelu_exact(x)
+    return keras.activations.gelu(x, approximate=False)
 
 
 def get_activation(name):
     """Maps BertConfig.hidden_act to a function; "gelu" is the exact (erf) GELU."""
     if name == "gelu":
-        return gelu_exact
+        return gelu
     if name == "gelu_approximate":
         return lambda x: keras.activations.gelu(x, approximate=True)
     return keras.activations.get(name)

@@ -10,10 +10,12 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_bert.layers.activations import gelu_exact_compiled, get_activation
-from keras_bert.kernels.dense import Dense, project
-from keras_bert.kernels.dropout import Dropout
-from keras_bert.kernels.layer_norm import LayerNormalization
+from keras_bert.kernels.dense import FastDense, project
+from keras_bert.kernels.dropout import FastDropout
+from keras_bert.kernels.gelu import gelu_exact_compiled
+from keras_bert.kernels.layer_norm import FastLayerNorm
+from keras_bert.kernels.switch import fast_kernels_enabled
+from keras_bert.layers.activations import get_activation
 
 
 def gather_positions(sequence, positions, flat=False):
@@ -43,12 +45,13 @@ class SelfAttention(keras.layers.Layer):
         hidden = num_heads * head_size
         init = keras.initializers.TruncatedNormal(stddev=initializer_range)
         # Separate H x H projections, the layout of the original checkpoints.
-        self.query = Dense(hidden, kernel_initializer=init, dtype=self.dtype_policy, name="query")
-        self.key = Dense(hidden, kernel_initializer=init, dtype=self.dtype_policy, name="key")
-        self.value = Dense(hidden, kernel_initializer=init, dtype=self.dtype_policy, name="value")
-        self.attention_output = Dense(
-            hidden, kernel_initializer=init, dtype=self.dtype_policy, name="output")
-        self.probs_dropout = Dropout(dropout, dtype=self.dtype_policy)
+        policy = self.dtype_policy
+        self.query = FastDense(hidden, kernel_initializer=init, dtype=policy, name="query")
+        self.key = FastDense(hidden, kernel_initializer=init, dtype=policy, name="key")
+        self.value = FastDense(hidden, kernel_initializer=init, dtype=policy, name="value")
+        self.attention_output = FastDense(hidden, kernel_initializer=init, dtype=policy,
+                                          name="output")
+        self.probs_dropout = FastDropout(dropout, dtype=policy)
 
     def build(self, hidden_shape, mask_bias_shape=None):
         input_shape = hidden_shape
@@ -61,17 +64,18 @@ class SelfAttention(keras.layers.Layer):
 
         The projections run as one product with their kernels side by side,
         (B * T, H) x (H, k * H), and their heads are split by one transpose:
-        at hidden size 512 (4096 rows), forward and backward of the query, key
-        and value projections took 105 instead of 135 ms on CPU (the backward
-        pass has one product for the input instead of three and their sum).
+        the backward pass has one product for the input instead of three and
+        their sum. Under `plain_kernels()` (and with LoRA or quantized
+        projections) they run one by one.
         A scale is folded into its kernel and bias (H x H) rather than applied
         to the (B, N, T, D) output.
         """
         def scaled(tensor, scale):
             return tensor if scale == 1.0 else tensor * ops.cast(scale, tensor.dtype)
 
-        if any(p.quantization_mode is not None or p.lora_enabled for p in projections):
-            outputs = [scaled(p(hidden), s) for p, s in zip(projections, scales)]  # Keras' path
+        if not fast_kernels_enabled() or any(p.quantization_mode is not None or p.lora_enabled
+                                             for p in projections):
+            outputs = [scaled(p(hidden), s) for p, s in zip(projections, scales)]  # one by one
             hidden_outputs = ops.concatenate(outputs, axis=-1)  # (B, T, k * H)
         else:
             kernel = tf.concat([scaled(tf.cast(p.kernel, self.compute_dtype), s)
@@ -146,19 +150,19 @@ class TransformerBlock(keras.layers.Layer):
             self.num_heads, hidden // self.num_heads, dropout=self.attention_dropout,
             initializer_range=self.initializer_range, dtype=policy, name="attention")
         self.attention.build(input_shape)
-        self.attention_layer_norm = LayerNormalization(
+        self.attention_layer_norm = FastLayerNorm(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_layer_norm")
         self.attention_layer_norm.build(input_shape)
-        self.intermediate = Dense(
+        self.intermediate = FastDense(
             self.intermediate_size, kernel_initializer=init, dtype=policy, name="intermediate")
         self.intermediate_activation = get_activation(self.activation)
         self.intermediate.build(input_shape)
-        self.ffn_output = Dense(hidden, kernel_initializer=init, dtype=policy, name="output")
+        self.ffn_output = FastDense(hidden, kernel_initializer=init, dtype=policy, name="output")
         self.ffn_output.build(input_shape[:-1] + (self.intermediate_size,))
-        self.output_layer_norm = LayerNormalization(
+        self.output_layer_norm = FastLayerNorm(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="output_layer_norm")
         self.output_layer_norm.build(input_shape)
-        self.hidden_dropout = Dropout(self.dropout, dtype=policy)
+        self.hidden_dropout = FastDropout(self.dropout, dtype=policy)
 
     def call(self, hidden, mask_bias, query_positions=None, training=None):
         """hidden (B, T, H) -> (B, T, H).
@@ -175,7 +179,7 @@ class TransformerBlock(keras.layers.Layer):
         attended = self.hidden_dropout(attended, training=training)
         hidden = self.attention_layer_norm(queries + attended)
         intermediate = self.intermediate(hidden)  # (B, T, F)
-        if training and self.activation == "gelu":  # XLA-compiled: in training only
+        if training and self.activation == "gelu" and fast_kernels_enabled():  # XLA: training only
             intermediate = gelu_exact_compiled(intermediate)
         else:
             intermediate = self.intermediate_activation(intermediate)

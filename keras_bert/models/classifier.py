@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 import keras
 
+from keras_bert import features
 from keras_bert.models.encoder import BertEncoder
 
 
@@ -27,7 +28,7 @@ def deserialize_encoder(encoder: BertEncoder | dict) -> BertEncoder:
 def encoder_inputs() -> dict[str, keras.KerasTensor]:
     """The three int32 (B, T) inputs under their original BERT names."""
     return {name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("input_ids", "input_mask", "segment_ids")}
+            for name in features.ENCODER_INPUTS}
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 import keras
 
 from keras_bert.config import BertConfig
-from keras_bert.layers import (AttentionMaskBias, Dropout, LayerNormalization,
-                               PositionEmbedding, TransformerBlock)
+from keras_bert.kernels.dropout import FastDropout
+from keras_bert.kernels.layer_norm import FastLayerNorm
+from keras_bert.layers import AttentionMaskBias, PositionEmbedding, TransformerBlock
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -45,9 +46,9 @@ class BertEncoder(keras.Model):
         position_embedding = PositionEmbedding(
             config.max_position_embeddings, initializer=init, dtype=dtype,
             name="position_embedding")
-        embeddings_layer_norm = LayerNormalization(
+        embeddings_layer_norm = FastLayerNorm(
             epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="embeddings_layer_norm")
-        embeddings_dropout = Dropout(
+        embeddings_dropout = FastDropout(
             config.hidden_dropout_prob, dtype=dtype, name="embeddings_dropout")
         mask_bias_layer = AttentionMaskBias(dtype=dtype, name="attention_mask_bias")
         blocks = [

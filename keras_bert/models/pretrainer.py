@@ -18,13 +18,10 @@ import tensorflow as tf
 from keras import ops
 
 from keras_bert import features
+from keras_bert.kernels.masked_lm_loss import loss_and_prediction
 from keras_bert.layers.heads import MaskedLMHead, NextSentenceHead
-from keras_bert.kernels.masked_lm_loss import cross_entropy_and_prediction
 from keras_bert.models.encoder import BertEncoder
 
-# "nsp": next sentence (50 % random B); "sop": sentence order (ALBERT), same
-# head and labels; "none": masked LM alone (RoBERTa).
-OBJECTIVES = ("nsp", "sop", "none")
 MODEL_INPUTS = features.ENCODER_INPUTS + ("masked_lm_positions",)
 
 
@@ -87,8 +84,9 @@ class BertPretrainer(keras.Model):
                  **kwargs: Any) -> None:
         if isinstance(encoder, dict):
             encoder = keras.saving.deserialize_keras_object(encoder)
-        if objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+        if objective not in features.OBJECTIVES:
+            raise ValueError(f"objective must be one of {features.OBJECTIVES}, "
+                             f"got {objective!r}")
         config = encoder.config
 
         # === Layers ===
@@ -241,7 +239,7 @@ class BertPretrainer(keras.Model):
         the next-sentence mean divided by the number of replicas.
         """
         masked_lm_total = _global_weight_sum(x["masked_lm_weights"])
-        per_prediction, predicted = cross_entropy_and_prediction(
+        per_prediction, predicted = loss_and_prediction(
             y_pred["masked_lm_logits"], x["masked_lm_ids"],
             labels_name="masked_lm_ids")  # (B, P), (B, P)
         return self._pretraining_loss(x, per_prediction, predicted,

@@ -37,12 +37,13 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from keras_bert import features
+
 if TYPE_CHECKING:
     import multiprocessing.pool
 
     from keras_bert.text.tokenizer import BertTokenizer
 
-OBJECTIVES = ("nsp", "sop", "none")
 # A block ends after this many documents, or once it holds this many characters
 # and at least `BLOCK_MIN_DOCUMENTS` documents (so random next segments always
 # have other documents to come from, even when documents are whole books).
@@ -65,8 +66,9 @@ class PretrainingOptions:
     mask: bool = True  # False: unmasked records for dynamic masking at read time
 
     def __post_init__(self):
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        if self.objective not in features.OBJECTIVES:
+            raise ValueError(f"objective must be one of {features.OBJECTIVES}, "
+                             f"got {self.objective!r}")
         smallest = 3 if self.objective == "none" else 5  # specials + at least 2 tokens
         if self.max_seq_length < smallest:
             raise ValueError(f"max_seq_length must be at least {smallest} for objective "
@@ -587,15 +589,15 @@ def encode_instances(instances: Instances, masked: MaskedLm | None, options: Pre
     """
     seq_length = options.max_seq_length
     input_mask = np.arange(seq_length)[np.newaxis] < instances.lengths[:, np.newaxis]
-    features = [("input_ids", masked.input_ids if masked is not None else instances.input_ids),
-                ("input_mask", input_mask), ("segment_ids", instances.segment_ids)]
+    columns = [masked.input_ids if masked is not None else instances.input_ids, input_mask,
+               instances.segment_ids]
     if masked is not None:
-        features += [("masked_lm_positions", masked.masked_lm_positions),
-                     ("masked_lm_ids", masked.masked_lm_ids),
-                     ("masked_lm_weights", masked.masked_lm_weights)]
+        columns += [masked.masked_lm_positions, masked.masked_lm_ids, masked.masked_lm_weights]
+    names = features.ENCODER_INPUTS + (features.MASKED_LM_FEATURES if masked is not None else ())
+    rows = list(zip(names, columns))
     if options.with_next_sentence:
-        features.append(("next_sentence_labels", instances.next_sentence_labels[:, np.newaxis]))
-    return encoder.encode_rows(features)
+        rows.append((features.NEXT_SENTENCE_LABELS, instances.next_sentence_labels[:, np.newaxis]))
+    return encoder.encode_rows(rows)
 
 
 # === One block, end to end (what a worker runs) ===

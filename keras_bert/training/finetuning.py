@@ -31,15 +31,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.assets import VOCAB_FILE
 from keras_bert.checkpoints import load_pretrained
 from keras_bert.config import BertConfig
-from keras_bert.assets import VOCAB_FILE
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
-from keras_bert.training.optimization import create_adamw
 from keras_bert.text.tokenizer import BertTokenizer
+from keras_bert.training.optimization import create_adamw
 
 TASKS = ("classify", "regress", "tag", "squad")
 DATA_FORMATS = {

@@ -92,8 +92,9 @@ class AdamW(GlobalBatchClipping, keras.optimizers.AdamW):
     """keras.optimizers.AdamW with `GlobalBatchClipping` and a fused update.
 
     Keras's Adam update is about a dozen separate element-wise ops per
-    variable, each a pass over the variable or its moments; with BERT's (V, H)
-    embedding table they took 8 % of a CPU pretraining step at `mini`. TensorFlow's
+    variable, each a pass over the variable or its moments, which the (V, H)
+    embedding table makes a visible share of a CPU step (figures in
+    recipes/benchmarks/README.md). TensorFlow's
     `ResourceApplyAdam` kernel does the same arithmetic (Keras's bias-corrected
     step size, epsilon outside the square root) in one pass. The decoupled
     weight decay is Keras's, applied before the update, as one multiply.
@@ -102,8 +103,7 @@ class AdamW(GlobalBatchClipping, keras.optimizers.AdamW):
     def _apply_weight_decay(self, variables):
         """w <- w * (1 - lr * wd), Keras's w <- w - w * wd * lr in one pass over
         w: Keras forms w * wd * lr as two full-size products, then subtracts,
-        and evaluates the schedule once per variable. The whole update over
-        `mini`'s variables: 26.2 -> 21.5 ms on a 2-core CPU (a micro-benchmark)."""
+        and evaluates the schedule once per variable."""
         if self.weight_decay is None:
             return
         rate = tf.cast(self.learning_rate, tf.float32) * tf.cast(self.weight_decay, tf.float32)

@@ -17,8 +17,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_bert.training import distribute
 from keras_bert.pretraining_data import inputs
+from keras_bert.training import distribute
 from keras_bert.training import pretraining
 
 
