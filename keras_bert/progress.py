@@ -45,17 +45,19 @@ class Progress:
     `total` may be None (unknown): the line then counts without a bar.
     """
 
-    def __init__(self, total, unit, enabled=True, stream=None):
+    def __init__(self, total, unit, detail="", enabled=True, stream=None):
         self.stream = sys.stderr if stream is None else stream
         self.terminal = _is_terminal(self.stream)
         self.enabled = enabled and (_shown if _shown is not None else self.terminal)
         self.total, self.unit = total, unit
         self.start = self._last = time.monotonic()
-        self.done, self.detail = 0, ""
+        self.done, self.detail = 0, detail
         self._drawn = False
 
-    def update(self, done, detail="", final=False):
-        self.done, self.detail = done, detail
+    def update(self, done, detail=None, final=False):
+        """`done` so far (of `total`); `detail` replaces the text after the count."""
+        self.done = done
+        self.detail = self.detail if detail is None else detail
         if not self.enabled:
             return
         now = time.monotonic()
@@ -71,7 +73,7 @@ class Progress:
         self.stream.flush()
         self._drawn = True
 
-    def advance(self, count=1, detail=""):
+    def advance(self, count=1, detail=None):
         self.update(self.done + count, detail)
 
     def close(self):

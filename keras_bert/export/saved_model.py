@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import tensorflow as tf
 
+from keras_bert.progress import Progress
+
 if TYPE_CHECKING:
     import keras
 
@@ -93,21 +95,25 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer, path: str |
     if tf.io.gfile.exists(path):
         if not overwrite:
             raise FileExistsError(f"{path} exists (pass overwrite=True / --overwrite to replace it)")
-    serving = task_serving(model, tokenizer, seq_length, label_names, **task_options)
-    parent = os.path.dirname(os.path.abspath(path)) if "://" not in path else path.rsplit("/", 1)[0]
-    tf.io.gfile.makedirs(parent)
-    staging = f"{path.rstrip('/')}.partial"
-    if tf.io.gfile.exists(staging):
-        tf.io.gfile.rmtree(staging)
-    root = tf.Module()
-    # Only what the graphs read: the weights and the assets (see TaskServing).
-    root.model_variables = list(serving.model.variables)
-    with tempfile.TemporaryDirectory() as scratch:
-        root.assets = _write_assets(serving, scratch)
-        tf.saved_model.save(root, staging, signatures=serving.signatures())
-    if tf.io.gfile.exists(path):
-        tf.io.gfile.rmtree(path)
-    tf.io.gfile.rename(staging, path)
+    with Progress(2, "steps", detail="building the serving signatures") as bar:
+        serving = task_serving(model, tokenizer, seq_length, label_names, **task_options)
+        parent = (os.path.dirname(os.path.abspath(path)) if "://" not in path
+                  else path.rsplit("/", 1)[0])
+        tf.io.gfile.makedirs(parent)
+        staging = f"{path.rstrip('/')}.partial"
+        if tf.io.gfile.exists(staging):
+            tf.io.gfile.rmtree(staging)
+        root = tf.Module()
+        # Only what the graphs read: the weights and the assets (see TaskServing).
+        root.model_variables = list(serving.model.variables)
+        bar.update(1, "tracing and writing the SavedModel")
+        with tempfile.TemporaryDirectory() as scratch:
+            root.assets = _write_assets(serving, scratch)
+            tf.saved_model.save(root, staging, signatures=serving.signatures())
+        if tf.io.gfile.exists(path):
+            tf.io.gfile.rmtree(path)
+        tf.io.gfile.rename(staging, path)
+        bar.update(2, f"wrote {path}")
     return path
 
 

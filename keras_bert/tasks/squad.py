@@ -39,6 +39,8 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.progress import Progress
+
 
 @dataclasses.dataclass
 class SquadExample:
@@ -238,7 +240,9 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length=384, doc_st
         answers = dict(zip([i for i, e in enumerate(examples) if not e.is_impossible], pieces))
 
     features = []
+    bar = Progress(len(examples), "questions", detail="SQuAD features")
     for example_index, example in enumerate(examples):
+        bar.advance()
         query = questions[example_index][:max_query_length]
         doc_pieces, tok_to_orig, orig_to_tok, piece_chars = [], [], [], []
         for i, (ids, spans) in enumerate(per_paragraph[paragraph_index[example.context]]):
@@ -301,6 +305,7 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length=384, doc_st
                 np.asarray([1] * num_tokens + [0] * padding, np.int32),
                 np.asarray(segments + [0] * padding, np.int32),
                 to_orig, max_context, char_spans, num_tokens, start_position, end_position))
+    bar.close()
     return features
 
 

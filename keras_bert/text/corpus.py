@@ -19,6 +19,9 @@ import os
 import re
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from keras_bert.progress import Progress
+
+
 # === Sentence splitting ===
 #
 # A rule-based splitter in the spirit of Punkt: a sentence ends at ".", "!" or
@@ -292,18 +295,24 @@ def prepare_corpus(source: str, inputs: Sequence[str], output_file: str,
             for name in inputs:
                 yield from tfds_wikipedia_documents(name, tfds_split, tfds_data_dir)
             return
-        for path in _input_files(inputs):
-            if source == "books":
-                text = _read_text(path)
-                if text.strip() and not any(_CHAPTER.match(line) for line in text.splitlines()):
-                    warn(f"{path}: no CHAPTER headings, so the whole book is one document "
-                         "(--source text reads a file as one document without this warning)")
-                yield from _warn_long(path, book_documents(text))
-            elif source == "text":
-                document = text_document(_read_text(path))
-                if document:
-                    yield from _warn_long(path, [document])
-            else:
-                yield from wikiextractor_documents(path)
+        paths = _input_files(inputs)
+        with Progress(len(paths), "files", detail=f"preparing {source}") as bar:
+            for path in paths:
+                yield from file_documents(path)
+                bar.advance()
+
+    def file_documents(path):
+        if source == "books":
+            text = _read_text(path)
+            if text.strip() and not any(_CHAPTER.match(line) for line in text.splitlines()):
+                warn(f"{path}: no CHAPTER headings, so the whole book is one document "
+                     "(--source text reads a file as one document without this warning)")
+            yield from _warn_long(path, book_documents(text))
+        elif source == "text":
+            document = text_document(_read_text(path))
+            if document:
+                yield from _warn_long(path, [document])
+        else:
+            yield from wikiextractor_documents(path)
 
     return write_documents(documents(), output_file)

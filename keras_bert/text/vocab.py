@@ -21,6 +21,7 @@ from typing import Sequence
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
+from keras_bert.progress import Progress
 from keras_bert.text.tokenizer import BasicTokenizer
 
 
@@ -44,11 +45,16 @@ def count_words(files: str | Sequence[str], lowercase: bool = True,
         _check_text(path)
     basic = BasicTokenizer(lowercase)
     lines = tf.data.TextLineDataset(paths).batch(batch_size)
-    words = lines.map(lambda batch: basic.tokenize(batch).flat_values,
+    # Each batch's words, and its bytes (newlines included) for the progress line.
+    words = lines.map(lambda batch: (basic.tokenize(batch).flat_values,
+                                     tf.reduce_sum(tf.strings.length(batch) + 1)),
                       num_parallel_calls=tf.data.AUTOTUNE)
     counts = collections.Counter()
-    for batch in words.as_numpy_iterator():
-        counts.update(batch)
+    total_bytes = sum(tf.io.gfile.stat(path).length for path in paths)
+    with Progress(total_bytes, "bytes", detail="counting words") as bar:
+        for batch, size in words.as_numpy_iterator():
+            counts.update(batch)
+            bar.advance(int(size))
     return collections.Counter({w.decode("utf-8"): c for w, c in counts.items()})
 
 

@@ -38,6 +38,7 @@ from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
+from keras_bert.progress import Progress, keras_verbose
 from keras_bert.text.tokenizer import BertTokenizer
 from keras_bert.training.optimization import create_adamw
 
@@ -91,7 +92,7 @@ class FinetuneConfig:
     steps_per_epoch: int = None        # for smoke tests; default: the whole training set
     bucket_by_length: bool = False     # batches of similar lengths (faster; changes batching)
     tensorboard: bool = True
-    verbose: int = 1
+    verbose: int | str = "auto"  # Keras progress: "auto" (a bar on a terminal, else 2), 0, 1, 2
     search: str = None                 # "paper": the batch x lr x epochs grid
     restarts: int = 1                  # random restarts per grid point
     overwrite: bool = False            # replace a finished model already in output_dir
@@ -492,11 +493,13 @@ def predict(model: keras.Model, features: Mapping[str, np.ndarray], batch_size: 
     lengths = features["input_mask"].sum(axis=1)
     order = np.argsort(lengths, kind="stable")
     pieces = []
-    for start in range(0, len(order), batch_size):
-        index = order[start:start + batch_size]
-        length = min(-(-int(lengths[index].max()) // 8) * 8, seq_length)
-        batch = {k: v[index, :length] for k, v in features.items()}
-        pieces.append(model.predict_on_batch(batch))
+    with Progress(len(order), "sequences", detail="predicting") as bar:
+        for start in range(0, len(order), batch_size):
+            index = order[start:start + batch_size]
+            length = min(-(-int(lengths[index].max()) // 8) * 8, seq_length)
+            batch = {k: v[index, :length] for k, v in features.items()}
+            pieces.append(model.predict_on_batch(batch))
+            bar.advance(len(index))
 
     # Taggers and span extractors return a token axis, padded back to seq_length.
     per_token = not isinstance(model, BertClassifier)
@@ -557,7 +560,7 @@ def _single_run(config, task, train_data, dev_data, log_dir=None):
     else:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
     model.fit(dataset, epochs=epochs, steps_per_epoch=fit_steps,
-              callbacks=callbacks, verbose=config.verbose, shuffle=False)
+              callbacks=callbacks, verbose=keras_verbose(config.verbose), shuffle=False)
     if evaluation is None:
         return model, None, epochs
     return model, evaluation.best_metrics, evaluation.best_epoch

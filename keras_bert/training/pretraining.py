@@ -43,6 +43,7 @@ from keras_bert.config import BertConfig
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining_data import inputs
+from keras_bert.progress import keras_verbose
 from keras_bert.training import distribute
 from keras_bert.training.optimization import create_optimizer
 
@@ -418,7 +419,8 @@ def _fit(pretrainer, dataset, config, start_step, log, writer):
         dataset, initial_epoch=start_step // config.checkpoint_every,
         epochs=config.train_steps // config.checkpoint_every,
         steps_per_epoch=config.checkpoint_every,
-        callbacks=[_FitCallback(log, writer, config.log_every)], verbose=config.verbose,
+        callbacks=[_FitCallback(log, writer, config.log_every)],
+        verbose=keras_verbose(config.verbose),
         shuffle=False)
 
 
