@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert.assets import AUSTEN_DIR
-from keras_bert.pretraining_data import create
+from keras_bert.pretraining_data import instances, reading, records, static_masking, workers
 from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
 from keras_bert.text import corpus
 from pretraining_reference import (MAX_PREDICTIONS, MAX_SEQ_LENGTH, mask_actions,
@@ -112,7 +112,7 @@ def test_same_bytes_whatever_the_number_of_workers(static_run, two_novels, vocab
                                     PretrainingOptions(dupe_factor=1), num_shards=2,
                                     num_workers=1)]
     # The command line's way: workers started before TensorFlow, kept running after.
-    pool = create.start_workers(3)
+    pool = workers.start_workers(3)
     try:
         runs.append(create_pretraining_data(
             two_novels, str(tmp_path / "three.tfrecord"), vocab_file,
@@ -157,9 +157,9 @@ def test_example_encoder_equals_tf_train_example():
     ids[0, 0] = 2**40  # beyond the table: the generic varint path
     small = rng.integers(0, 2, (5, 7))
     weights = rng.random((5, 3)).astype(np.float32)
-    records = create.ExampleEncoder().encode_rows(
+    encoded = records.ExampleEncoder().encode_rows(
         [("input_ids", ids), ("input_mask", small), ("masked_lm_weights", weights)])
-    for n, record in enumerate(records):
+    for n, record in enumerate(encoded):
         expected = tf.train.Example(features=tf.train.Features(feature={
             "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids[n])),
             "input_mask": tf.train.Feature(int64_list=tf.train.Int64List(value=small[n])),
@@ -172,12 +172,12 @@ def test_example_encoder_rows_of_one_length_and_empty():
     # Multi-byte varints of equal length in every row (one header for all), then none.
     ids = np.full((3, 4), 300)
     ids[1] = [128, 16383, 200, 129]
-    record = create.ExampleEncoder().encode_rows([("input_ids", ids)])
+    record = records.ExampleEncoder().encode_rows([("input_ids", ids)])
     for n, record in enumerate(record):
         expected = tf.train.Example(features=tf.train.Features(feature={
             "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids[n]))}))
         assert record == expected.SerializeToString()
-    assert create.ExampleEncoder().encode_rows(
+    assert records.ExampleEncoder().encode_rows(
         [("input_ids", np.zeros((0, 4), np.int64))]) == []
 
 
@@ -188,7 +188,7 @@ def test_first_visited_equals_the_stable_order_even_on_equal_keys():
         order = np.argsort(values, axis=1, kind="stable")
         expected = np.zeros(values.shape, bool)
         np.put_along_axis(expected, order, np.arange(16) < count[:, np.newaxis], axis=1)
-        np.testing.assert_array_equal(create._first_visited(values, count), expected)
+        np.testing.assert_array_equal(static_masking._first_visited(values, count), expected)
 
 
 def test_truncation_counts_equal_truncate_seq_pair():
@@ -198,7 +198,7 @@ def test_truncation_counts_equal_truncate_seq_pair():
         len_a, len_b, limit = rng.randint(1, 200), rng.randint(1, 200), rng.randint(2, 125)
         a, b = list(range(len_a)), list(range(len_b))
         truncate_seq_pair(a, b, limit, rng)
-        assert create._truncate_counts(len_a, len_b, limit) == (
+        assert instances._truncate_counts(len_a, len_b, limit) == (
             len_a - len(a), len_b - len(b))
 
 
@@ -313,20 +313,20 @@ def test_interrupted_run_leaves_no_finished_looking_shard(two_novels, vocab_file
                                                           monkeypatch):
     out = str(tmp_path / "o.tfrecord")
     options = PretrainingOptions(dupe_factor=1)
-    original = create.process_block
+    original = workers.process_block
 
     def fail_on_second_block(block, *args):
         if block.index == 1:
             raise KeyboardInterrupt
         return original(block, *args)
 
-    monkeypatch.setattr(create, "process_block", fail_on_second_block)
-    monkeypatch.setattr(create, "BLOCK_CHARS", 1 << 18)
+    monkeypatch.setattr(workers, "process_block", fail_on_second_block)
+    monkeypatch.setattr(reading, "BLOCK_CHARS", 1 << 18)
     with pytest.raises(KeyboardInterrupt):
         create_pretraining_data(two_novels, out, vocab_file, options, num_shards=2,
                                 num_workers=1)
     assert os.listdir(tmp_path) == []
-    monkeypatch.setattr(create, "process_block", original)
+    monkeypatch.setattr(workers, "process_block", original)
     first = create_pretraining_data(two_novels, out, vocab_file, options, num_shards=2,
                                     num_workers=1)
     second = create_pretraining_data(two_novels, str(tmp_path / "p.tfrecord"), vocab_file,
@@ -343,7 +343,7 @@ def test_batch_tokenizing_keeps_the_over_long_word_rule(vocab_file):
     from keras_bert.text.tokenizer import BertTokenizer
 
     tokenizer = BertTokenizer(vocab_file)
-    tokenize = create.make_tokenize_fn(tokenizer, batch_size=2)
+    tokenize = reading.make_tokenize_fn(tokenizer, batch_size=2)
     plain = ["Captain Wentworth walked.", "Anne smiled, and said nothing."]
     with_long_word = ["x" * 201 + " then the end.", "A short one.", "é" * 150 + "a" * 60]
     for strings in (plain, plain + with_long_word):

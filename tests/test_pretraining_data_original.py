@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from keras_bert.assets import AUSTEN_DIR
-from keras_bert.pretraining_data import create
+from keras_bert.pretraining_data import create, reading
 from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
 from keras_bert.text import corpus
 from pretraining_reference import original_instances, read_records
@@ -33,8 +33,8 @@ def _tokenized_documents(text, vocab_file):
     tokenizer, tokenize = create._cached_tokenizer(
         vocab_file, True, create._file_key(vocab_file))
     documents = []
-    for block in create.iter_blocks(create.read_documents([text])):
-        block = create.tokenize_block(0, block, tokenize)
+    for block in reading.iter_blocks(reading.read_documents([text])):
+        block = reading.tokenize_block(0, block, tokenize)
         splits, docs = block.sentence_splits, block.document_splits
         for d in range(block.num_documents):
             documents.append([[tokenizer.vocab[i] for i in block.token_ids[splits[s]:splits[s + 1]]]

@@ -212,14 +212,14 @@ def add_create_pretraining_data(subparsers):
 
 def run_create_pretraining_data(args):
     import os
-    from keras_bert.pretraining_data import create
     from keras_bert.cli.startup import import_tensorflow_lean
+    from keras_bert.pretraining_data import create, options, workers
     num_workers = os.cpu_count() if args.num_workers is None else args.num_workers
     # Workers first: small forks that start while TensorFlow is imported.
-    pool = (create.start_workers(num_workers)
+    pool = (workers.start_workers(num_workers)
             if num_workers > 1 and not args.runner else None)
     import_tensorflow_lean()  # no Keras model here: skip Keras and its extras (seconds)
-    options = create.PretrainingOptions(
+    settings = options.PretrainingOptions(
         max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
         masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
         dupe_factor=args.dupe_factor, random_seed=args.random_seed,
@@ -229,19 +229,19 @@ def run_create_pretraining_data(args):
         import shlex
         from keras_bert.pretraining_data.beam import create_pretraining_data_beam
         summary = create_pretraining_data_beam(
-            args.input_file, args.output_file, args.vocab_file, options,
+            args.input_file, args.output_file, args.vocab_file, settings,
             do_lower_case=args.do_lower_case, num_shards=args.num_shards, gzip=args.gzip,
             runner=args.runner, pipeline_args=shlex.split(args.pipeline_options))
     else:
         try:
             summary = create.create_pretraining_data(
-                args.input_file, args.output_file, args.vocab_file, options,
+                args.input_file, args.output_file, args.vocab_file, settings,
                 do_lower_case=args.do_lower_case, num_shards=args.num_shards,
                 num_workers=num_workers, gzip=args.gzip, progress=not args.quiet, pool=pool)
         finally:
             if pool is not None:
                 pool.terminate()
-    print(summary.to_text(options))
+    print(summary.to_text(settings))
 
 
 # === pretrain ===

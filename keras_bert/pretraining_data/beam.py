@@ -39,10 +39,13 @@ except ImportError as e:  # the optional `beam` extra
     raise ImportError("keras_bert.pretraining_data.beam (--runner) needs Apache Beam: "
                       "pip install 'keras_bert[beam]'") from e
 
-from keras_bert.pretraining_data.create import (
-    ExampleEncoder, ReadStats, Summary, VocabInfo, _cached_tokenizer, _file_key,
-    expand_input_files, iter_blocks, output_file_names, process_block, read_documents,
-    tokenize_block)
+from keras_bert.pretraining_data.create import (Summary, _cached_tokenizer, _file_key,
+                                                expand_input_files, output_file_names)
+from keras_bert.pretraining_data.options import VocabInfo
+from keras_bert.pretraining_data.reading import (ReadStats, iter_blocks, read_documents,
+                                                 tokenize_block)
+from keras_bert.pretraining_data.records import ExampleEncoder
+from keras_bert.pretraining_data.workers import process_block
 
 # Block index = file number * FILE_BLOCKS + block number within the file.
 FILE_BLOCKS = 1 << 32
@@ -180,7 +183,7 @@ def create_pretraining_data_beam(input_file, output_file, vocab_file, options=No
     """
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
-    from keras_bert.pretraining_data.create import PretrainingOptions
+    from keras_bert.pretraining_data.options import PretrainingOptions
 
     options = options or PretrainingOptions()
     started = time.monotonic()
