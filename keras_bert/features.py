@@ -10,6 +10,13 @@ TensorFlow is imported inside the functions that need it: the data commands
 read these names without paying for it.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 MASKED_LM_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 NEXT_SENTENCE_LABELS = "next_sentence_labels"
@@ -19,8 +26,9 @@ NEXT_SENTENCE_LABELS = "next_sentence_labels"
 OBJECTIVES = ("nsp", "sop", "none")
 
 
-def pretraining_feature_spec(seq_length, max_predictions_per_seq, with_next_sentence=True,
-                             with_masked_lm=True):
+def pretraining_feature_spec(seq_length: int, max_predictions_per_seq: int,
+                             with_next_sentence: bool = True, with_masked_lm: bool = True
+                             ) -> dict[str, tf.io.FixedLenFeature]:
     """Parsing spec of one pretraining example, as `run_pretraining.py` reads it.
 
     `with_masked_lm=False`: the unmasked records that `create-pretraining-data
@@ -37,11 +45,11 @@ def pretraining_feature_spec(seq_length, max_predictions_per_seq, with_next_sent
     return spec
 
 
-def int64_feature(values):
+def int64_feature(values: Iterable[int]) -> tf.train.Feature:
     import tensorflow as tf
     return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
 
-def float_feature(values):
+def float_feature(values: Iterable[float]) -> tf.train.Feature:
     import tensorflow as tf
     return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))

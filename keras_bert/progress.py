@@ -10,8 +10,11 @@ Library calls show progress on a terminal only; the `keras-bert` command turns
 it on for logs too (`show_progress(True)`).
 """
 
+from __future__ import annotations
+
 import sys
 import time
+from typing import TextIO
 
 LOG_EVERY_SECONDS = 30.0
 REDRAW_EVERY_SECONDS = 0.5
@@ -20,7 +23,7 @@ BAR_WIDTH = 30
 _shown = None  # None: on a terminal only; True / False: always / never
 
 
-def show_progress(enabled):
+def show_progress(enabled: bool | None) -> None:
     """Progress lines on (True), off (False) or on a terminal only (None)."""
     global _shown
     _shown = enabled
@@ -30,7 +33,7 @@ def _is_terminal(stream):
     return hasattr(stream, "isatty") and stream.isatty()
 
 
-def keras_verbose(verbose="auto"):
+def keras_verbose(verbose: str | int = "auto") -> str | int:
     """Keras' `verbose` for fit / evaluate: "auto" becomes a redrawn bar (1) on a
     terminal and one line per epoch (2) otherwise (Keras' "auto" draws the bar
     into log files too, a frame every 50 ms)."""
@@ -45,7 +48,8 @@ class Progress:
     `total` may be None (unknown): the line then counts without a bar.
     """
 
-    def __init__(self, total, unit, detail="", enabled=True, stream=None):
+    def __init__(self, total: int | None, unit: str, detail: str = "", enabled: bool = True,
+                 stream: TextIO | None = None) -> None:
         self.stream = sys.stderr if stream is None else stream
         self.terminal = _is_terminal(self.stream)
         self.enabled = enabled and (_shown if _shown is not None else self.terminal)
@@ -54,7 +58,7 @@ class Progress:
         self.done, self.detail = 0, detail
         self._drawn = False
 
-    def update(self, done, detail=None, final=False):
+    def update(self, done: int, detail: str | None = None, final: bool = False) -> None:
         """`done` so far (of `total`); `detail` replaces the text after the count."""
         self.done = done
         self.detail = self.detail if detail is None else detail
@@ -73,10 +77,10 @@ class Progress:
         self.stream.flush()
         self._drawn = True
 
-    def advance(self, count=1, detail=None):
+    def advance(self, count: int = 1, detail: str | None = None) -> None:
         self.update(self.done + count, detail)
 
-    def close(self):
+    def close(self) -> None:
         self.update(self.done, self.detail, final=True)
 
     def __enter__(self):

@@ -9,19 +9,28 @@ Legend for shape comments: B = batch, P = word pieces, T = sequence length,
 H = hidden size.
 """
 
+from __future__ import annotations
+
 import functools
 import weakref
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import tensorflow as tf
 
 from keras_bert import features
+
+if TYPE_CHECKING:
+    import keras
+
+    from keras_bert.config import BertConfig
+    from keras_bert.text.tokenizer import BertTokenizer
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string)
 IDS_SPECS = {name: tf.TensorSpec([None, None], tf.int32, name=name)
              for name in features.ENCODER_INPUTS}
 
 
-def clean_utf8(text):
+def clean_utf8(text: tf.Tensor) -> tf.Tensor:
     """(B,) bytes -> valid UTF-8: each invalid sequence becomes one U+FFFD, as
     Python's `bytes.decode("utf-8", errors="replace")` does. The tokenizer then
     drops U+FFFD like any deleted character; offsets index the cleaned text,
@@ -30,7 +39,8 @@ def clean_utf8(text):
         text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
 
 
-def char_offsets(text, byte_offsets):
+def char_offsets(text: tf.Tensor, byte_offsets: tf.Tensor | tf.RaggedTensor
+                 ) -> tf.Tensor | tf.RaggedTensor:
     """(B,) valid UTF-8 text, byte offsets into it, (B,) or (B, N), dense or
     ragged -> the same offsets in Unicode characters (what Python's `str` indexes).
 
@@ -43,7 +53,7 @@ def char_offsets(text, byte_offsets):
     return char_offsets_by_row(tf.range(tf.size(text, out_type=tf.int64)), byte_offsets, text)
 
 
-def char_offsets_by_row(rows, byte_offsets, text):
+def char_offsets_by_row(rows: tf.Tensor, byte_offsets: tf.Tensor, text: tf.Tensor) -> tf.Tensor:
     """byte offsets (N, ...) into `text[rows]` -> character offsets (N, ...)."""
     shape = tf.shape(byte_offsets)
     flat = tf.reshape(tf.cast(byte_offsets, tf.int64), [-1])
@@ -57,7 +67,7 @@ def char_offsets_by_row(rows, byte_offsets, text):
     return tf.reshape(before - tf.gather(char_starts.row_starts(), rows), shape)
 
 
-def surface_text(text, byte_starts, byte_ends):
+def surface_text(text: tf.Tensor, byte_starts: tf.Tensor, byte_ends: tf.Tensor) -> tf.Tensor:
     """(B,) text, (B,) or (B, N) dense byte spans -> the exact bytes of each span.
     Broadcasting `text` (rather than gathering it) copies only the spans."""
     if byte_starts.shape.rank == 2:
@@ -65,7 +75,8 @@ def surface_text(text, byte_starts, byte_ends):
     return tf.strings.substr(text, byte_starts, byte_ends - byte_starts, unit="BYTE")
 
 
-def check_same_batch(name_a, a, name_b, b, allow_empty_b=False):
+def check_same_batch(name_a: str, a: tf.Tensor, name_b: str, b: tf.Tensor,
+                     allow_empty_b: bool = False) -> tf.Operation | None:
     """Raises InvalidArgumentError (a clear message, not a shape error deep
     inside the graph) when two string inputs have different batch sizes."""
     size_a, size_b = tf.size(a), tf.size(b)
@@ -77,7 +88,7 @@ def check_same_batch(name_a, a, name_b, b, allow_empty_b=False):
                                     f"and {name_b} batch", size_b])
 
 
-def signature(*specs):
+def signature(*specs: tf.TensorSpec) -> Callable[[Callable], Callable]:
     """`tf.function` with an input signature and without AutoGraph: the serving
     code has no Python control flow on tensors, and converting the tokenizer and
     every Keras layer would triple the export time.
@@ -104,7 +115,7 @@ _TRACED_TOKENIZERS = weakref.WeakKeyDictionary()
 _TRACED_PACKS = weakref.WeakKeyDictionary()
 
 
-def traced_tokenizer(tokenizer):
+def traced_tokenizer(tokenizer: BertTokenizer) -> Callable:
     """`tokenizer.tokenize_with_offsets` after `clean_utf8`, as one `tf.function`
     per tokenizer: every signature (and every export with this tokenizer) calls
     the same trace, and tracing the tokenizer is most of the export time.
@@ -116,7 +127,8 @@ def traced_tokenizer(tokenizer):
     return _TRACED_TOKENIZERS[tokenizer]
 
 
-def traced_pack(tokenizer, seq_length, pair=False):
+def traced_pack(tokenizer: BertTokenizer, seq_length: int, pair: bool = False
+                ) -> Callable[..., dict[str, tf.Tensor]]:
     """`tokenizer.pack` of ragged ids, one `tf.function` per tokenizer, length
     and arity, shared like `traced_tokenizer`. Returns f(ids_a[, ids_b]) ->
     {input_ids, input_mask, segment_ids} int32 (B, seq_length)."""
@@ -144,7 +156,7 @@ class TaskServing:
 
     task = None
 
-    def __init__(self, model, tokenizer, seq_length):
+    def __init__(self, model: keras.Model, tokenizer: BertTokenizer, seq_length: int) -> None:
         max_positions = model_config(model).max_position_embeddings
         if not 3 <= seq_length <= max_positions:
             raise ValueError(f"seq_length must be in [3, {max_positions}] (the encoder's "
@@ -156,13 +168,14 @@ class TaskServing:
         # Likewise one trace of the Keras model for all signatures.
         self._traced_model = signature(*IDS_SPECS.values())(self._run_model)
 
-    def run_model(self, features):
+    def run_model(self, features: Mapping[str, tf.Tensor]) -> tf.Tensor | dict[str, tf.Tensor]:
         """Inference-mode call on {input_ids, input_mask, segment_ids}; float16 /
         bfloat16 outputs come back as float32."""
         return self._traced_model(features["input_ids"], features["input_mask"],
                                   features["segment_ids"])
 
-    def checked_ids(self, input_ids, input_mask, segment_ids):
+    def checked_ids(self, input_ids: tf.Tensor, input_mask: tf.Tensor, segment_ids: tf.Tensor
+                    ) -> dict[str, tf.Tensor]:
         """`serve_ids`' inputs as a features dict, after checks that name what is
         wrong (equal shapes, at most max_position_embeddings long, ids inside
         the vocabulary, segments and mask 0 or 1) instead of a shape or gather
@@ -194,17 +207,17 @@ class TaskServing:
                               "segment_ids": segment_ids}, training=False)
         return tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), outputs)
 
-    def metadata(self):
+    def metadata(self) -> dict[str, Any]:
         """JSON-able facts written to `assets/keras_bert_export.json`."""
         return {"task": self.task, "seq_length": self.seq_length,
                 "lowercase": self.tokenizer.lowercase,
                 "max_chars_per_word": self.tokenizer.max_chars_per_word}
 
-    def signatures(self):
+    def signatures(self) -> dict[str, Callable]:
         raise NotImplementedError
 
 
-def model_config(model):
+def model_config(model: keras.Model) -> BertConfig:
     """The BertConfig of a task model (`.encoder.config`) or of an encoder."""
     encoder = getattr(model, "encoder", model)
     config = getattr(encoder, "config", None)

@@ -15,15 +15,24 @@ and regression.
 Legend for shape comments: B = batch, C = classes, T = sequence length.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
 import tensorflow as tf
 
 from keras_bert.export.base import (IDS_SPECS, TaskServing, check_same_batch, signature,
                                     traced_pack)
 
+if TYPE_CHECKING:
+    from keras_bert.models.classifier import BertClassifier
+    from keras_bert.text.tokenizer import BertTokenizer
+
 
 class ClassifierServing(TaskServing):
 
-    def __init__(self, model, tokenizer, seq_length, label_names=None):
+    def __init__(self, model: BertClassifier, tokenizer: BertTokenizer, seq_length: int,
+                 label_names: Sequence[str] | None = None) -> None:
         super().__init__(model, tokenizer, seq_length)
         self.regression = model.num_classes == 1
         names = label_names if label_names is not None else getattr(model, "label_names", None)
@@ -37,15 +46,16 @@ class ClassifierServing(TaskServing):
         self.label_names = None if names is None else [str(name) for name in names]
 
     @property
-    def task(self):
+    def task(self) -> str:
         return "regression" if self.regression else "classification"
 
-    def metadata(self):
+    def metadata(self) -> dict[str, Any]:
         return {**super().metadata(), "label_names": self.label_names}
 
     # === Features ===
 
-    def pack(self, text, text_pair, has_pair):
+    def pack(self, text: tf.Tensor, text_pair: tf.Tensor, has_pair: tf.Tensor
+             ) -> dict[str, tf.Tensor]:
         """Tokenizes both sides in one call, then packs each row as a single
         sentence or as a pair (`has_pair` (B,) bool), exactly as `tokenizer.pack`."""
         batch = tf.size(text)
@@ -56,7 +66,7 @@ class ClassifierServing(TaskServing):
         return {key: tf.where(has_pair[:, tf.newaxis], paired[key], single[key])  # (B, T)
                 for key in single}
 
-    def classify(self, features):
+    def classify(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         logits = self.run_model(features)  # (B, C)
         if self.regression:
             return {"score": logits[:, 0]}  # (B,)
@@ -66,7 +76,7 @@ class ClassifierServing(TaskServing):
 
     # === Signatures ===
 
-    def signatures(self):
+    def signatures(self) -> dict[str, Callable]:
         @signature(tf.TensorSpec([None], tf.string, name="text"),
                    tf.TensorSpec([None], tf.string, name="text_pair"))
         def serve_text(text, text_pair=tf.constant([], tf.string)):

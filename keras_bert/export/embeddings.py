@@ -3,6 +3,10 @@
 Legend for shape comments: B = batch, T = sequence length, H = hidden size.
 """
 
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
 import tensorflow as tf
 
 from keras_bert.export.base import IDS_SPECS, TaskServing, signature, traced_pack
@@ -15,15 +19,15 @@ class EmbeddingsServing(TaskServing):
 
     task = "embeddings"
 
-    def embed(self, features):
+    def embed(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         sequence = self.run_model(features)["sequence_output"]  # (B, T, H)
         return {"embedding": mean_pool(sequence, features["input_mask"])}  # (B, H)
 
-    def pack_text(self, text):
+    def pack_text(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         ids, _, _ = self.tokenize_with_offsets(text)
         return traced_pack(self.tokenizer, self.seq_length)(ids)
 
-    def signatures(self):
+    def signatures(self) -> dict[str, Callable]:
         @signature(tf.TensorSpec([None], tf.string, name="text"))
         def serve_text(text):
             return self.embed(self.pack_text(text))

@@ -8,6 +8,8 @@ server with "Op type not registered". Exporters check their SavedModels with
 `ops_serving_lacks` / `custom_ops_in_saved_model`.
 """
 
+from __future__ import annotations
+
 import os
 
 import tensorflow as tf
@@ -45,7 +47,7 @@ def _is_core_op(op_type):
     return hasattr(tf.raw_ops, op_type)
 
 
-def ops_in_saved_model(path):
+def ops_in_saved_model(path: str | os.PathLike) -> set[str]:
     """Every op type in a SavedModel's graphs, function library included."""
     with tf.io.gfile.GFile(os.path.join(path, "saved_model.pb"), "rb") as f:
         saved_model = saved_model_pb2.SavedModel.FromString(f.read())
@@ -60,11 +62,11 @@ def ops_in_saved_model(path):
     return ops
 
 
-def custom_ops_in_saved_model(path):
+def custom_ops_in_saved_model(path: str | os.PathLike) -> set[str]:
     """The op types a SavedModel uses that core TensorFlow does not register."""
     return {op for op in ops_in_saved_model(path) if not _is_core_op(op)}
 
 
-def ops_serving_lacks(path):
+def ops_serving_lacks(path: str | os.PathLike) -> list[str]:
     """Custom ops of the SavedModel outside `SERVING_TEXT_OPS`, sorted."""
     return sorted(custom_ops_in_saved_model(path) - SERVING_TEXT_OPS)

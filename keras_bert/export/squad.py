@@ -34,19 +34,29 @@ Legend for shape comments: B = batch, N = windows of the whole batch, T =
 sequence length, K = n_best_size, P = word pieces.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
 import tensorflow as tf
 
 from keras_bert.export.base import (IDS_SPECS, TaskServing, char_offsets, check_same_batch,
                                     clean_utf8, signature, surface_text, traced_pack)
+
+if TYPE_CHECKING:
+    from keras_bert.models.span_extractor import BertSpanExtractor
+    from keras_bert.text.tokenizer import BertTokenizer
 
 
 class SquadServing(TaskServing):
 
     task = "question_answering"
 
-    def __init__(self, model, tokenizer, seq_length, version_2_with_negative=False,
-                 doc_stride=128, max_query_length=64, max_answer_length=None, n_best_size=20,
-                 null_score_diff_threshold=0.0, max_windows=64):
+    def __init__(self, model: BertSpanExtractor, tokenizer: BertTokenizer, seq_length: int,
+                 version_2_with_negative: bool = False, doc_stride: int = 128,
+                 max_query_length: int = 64, max_answer_length: int | None = None,
+                 n_best_size: int = 20, null_score_diff_threshold: float = 0.0,
+                 max_windows: int = 64) -> None:
         super().__init__(model, tokenizer, seq_length)
         if max_answer_length is None:
             max_answer_length = getattr(model, "max_answer_length", 30)
@@ -66,7 +76,7 @@ class SquadServing(TaskServing):
         self.null_score_diff_threshold = float(null_score_diff_threshold)
         self.max_windows = max_windows
 
-    def metadata(self):
+    def metadata(self) -> dict[str, Any]:
         return {**super().metadata(), "version_2_with_negative": self.version_2_with_negative,
                 "doc_stride": self.doc_stride, "max_query_length": self.max_query_length,
                 "max_answer_length": self.max_answer_length, "n_best_size": self.n_best_size,
@@ -75,7 +85,9 @@ class SquadServing(TaskServing):
 
     # === Windows ===
 
-    def windows(self, question, context):
+    def windows(self, question: tf.Tensor, context: tf.Tensor
+                ) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor], tf.RaggedTensor,
+                           tf.RaggedTensor]:
         """Tokenizes and cuts each (question, context) into run_squad's windows.
 
         Returns the packed features (N, T) and, per window, its example, the
@@ -104,7 +116,7 @@ class SquadServing(TaskServing):
                   "start": window_start, "length": window_length, "count": count}
         return features, window, starts[batch:], ends[batch:]
 
-    def max_context(self, window):
+    def max_context(self, window: Mapping[str, tf.Tensor]) -> tf.Tensor:
         """(N, T) bool: position p of window n holds a context piece whose
         best-centred window (run_squad's `_check_is_max_context`) is n."""
         positions = tf.range(self.seq_length, dtype=tf.int64)[tf.newaxis]  # (1, T)
@@ -141,7 +153,7 @@ class SquadServing(TaskServing):
 
     # === Spans ===
 
-    def answer(self, question, context):
+    def answer(self, question: tf.Tensor, context: tf.Tensor) -> dict[str, tf.Tensor]:
         question, context = clean_utf8(question), clean_utf8(context)
         features, window, piece_starts, piece_ends = self.windows(question, context)
         logits = self.run_model(features)
@@ -212,7 +224,7 @@ class SquadServing(TaskServing):
 
     # === Signatures ===
 
-    def signatures(self):
+    def signatures(self) -> dict[str, Callable]:
         @signature(tf.TensorSpec([None], tf.string, name="question"),
                    tf.TensorSpec([None], tf.string, name="context"))
         def serve_text(question, context):

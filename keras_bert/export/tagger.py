@@ -21,8 +21,11 @@ Legend for shape comments: B = batch, W = words, E = entities, P = word
 pieces, T = sequence length, K = tags.
 """
 
+from __future__ import annotations
+
 import functools
 import sys
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -30,19 +33,23 @@ import tensorflow_text as tf_text
 from keras_bert.export.base import (IDS_SPECS, TaskServing, char_offsets, clean_utf8,
                                     signature, surface_text, traced_pack)
 
+if TYPE_CHECKING:
+    from keras_bert.models.tagger import BertTokenClassifier
+    from keras_bert.text.tokenizer import BertTokenizer
+
 OUTSIDE = "O"
 # Chunk prefixes as integer codes for the in-graph conlleval rules.
 _O, _B, _I, _E, _S = range(5)
 
 
 @functools.lru_cache(maxsize=None)
-def whitespace_pattern():
+def whitespace_pattern() -> str:
     """RE2 class of the characters Python's `str.split()` splits on."""
     spaces = [cp for cp in range(sys.maxunicode + 1) if chr(cp).isspace()]
     return "[" + "".join(f"\\x{{{cp:X}}}" for cp in spaces) + "]+"
 
 
-def split_tag(tag):
+def split_tag(tag: str) -> tuple[str, str]:
     """conlleval's reading of a tag: (prefix, entity type); a bare `PER` is `I-PER`."""
     if tag in (OUTSIDE, ""):
         return OUTSIDE, ""
@@ -56,7 +63,8 @@ class TaggerServing(TaskServing):
 
     task = "tagging"
 
-    def __init__(self, model, tokenizer, seq_length, label_names=None):
+    def __init__(self, model: BertTokenClassifier, tokenizer: BertTokenizer, seq_length: int,
+                 label_names: Sequence[str] | None = None) -> None:
         super().__init__(model, tokenizer, seq_length)
         names = label_names if label_names is not None else getattr(model, "label_names", None)
         if names is None:
@@ -71,13 +79,15 @@ class TaggerServing(TaskServing):
         # Type 0 is "no entity"; entity types count from 1.
         self._type_codes = [self.entity_types.index(e) + 1 if e else 0 for _, e in split]
 
-    def metadata(self):
+    def metadata(self) -> dict[str, Any]:
         return {**super().metadata(), "label_names": self.label_names,
                 "entity_types": self.entity_types}
 
     # === Words -> features ===
 
-    def words_and_features(self, text):
+    def words_and_features(self, text: tf.Tensor
+                           ) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor,
+                                      tf.Tensor, dict[str, tf.Tensor]]:
         """(B,) text -> words with byte spans (B, W), each word's first-piece
         position or -1 (B, W) dense, and the packed features."""
         words, starts, ends = tf_text.regex_split_with_offsets(text, whitespace_pattern())
@@ -96,7 +106,7 @@ class TaggerServing(TaskServing):
 
     # === Logits -> tags and entities ===
 
-    def tag_words(self, text):
+    def tag_words(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         text = clean_utf8(text)
         words, starts, ends, first, features = self.words_and_features(text)
         logits = self.run_model(features)  # (B, T, K)
@@ -116,7 +126,8 @@ class TaggerServing(TaskServing):
         outputs.update(self.entities(text, index, starts.to_tensor(), ends.to_tensor()))
         return outputs
 
-    def entities(self, text, index, word_starts, word_ends):
+    def entities(self, text: tf.Tensor, index: tf.Tensor, word_starts: tf.Tensor,
+                 word_ends: tf.Tensor) -> dict[str, tf.Tensor]:
         """conlleval chunks of (B, W) tag indices -> padded entity outputs (B, E)."""
         prefixes = tf.constant(self._prefix_codes + [_O])
         types = tf.constant(self._type_codes + [0])
@@ -157,7 +168,7 @@ class TaggerServing(TaskServing):
 
     # === Signatures ===
 
-    def signatures(self):
+    def signatures(self) -> dict[str, Callable]:
         @signature(tf.TensorSpec([None], tf.string, name="text"))
         def serve_text(text):
             return self.tag_words(text)

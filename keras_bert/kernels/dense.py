@@ -4,6 +4,8 @@ Legend for shape comments: R = rows (every axis but the last), I = input
 width, O = output width (units).
 """
 
+from __future__ import annotations
+
 import keras
 import tensorflow as tf
 
@@ -27,7 +29,7 @@ def _transposed_copy(matrix):
 NARROW_WIDTH, WIDE_WIDTH = 256, 1024
 
 
-def kernel_gradient(inputs, upstream):
+def kernel_gradient(inputs: tf.Tensor, upstream: tf.Tensor) -> tf.Tensor:
     """inputs (R, I) and upstream (R, O) -> inputs^T upstream (I, O).
 
     Why not always `tf.matmul(inputs, upstream, transpose_a=True)`: with
@@ -49,7 +51,7 @@ def kernel_gradient(inputs, upstream):
 
 
 @tf.custom_gradient
-def project(inputs, kernel):
+def project(inputs: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
     """inputs (R, I) x kernel (I, O) -> (R, O), with `kernel_gradient` backward."""
 
     def grad(upstream):  # (R, O)
@@ -66,7 +68,7 @@ class FastDense(keras.layers.Dense):
     TensorFlow's CPU kernels fuse into the product. Quantized or LoRA layers
     take Keras' own path."""
 
-    def call(self, inputs, training=None):
+    def call(self, inputs: tf.Tensor, training: bool | None = None) -> tf.Tensor:
         if (not fast_kernels_enabled() or self.quantization_mode is not None or self.lora_enabled
                 or len(inputs.shape) < 2):
             return super().call(inputs, training=training)

@@ -11,6 +11,8 @@ The price: the rate is rounded to a multiple of 2^-16 (0.1 -> 0.100006); the
 scale is 1 / (1 - rounded rate), so the expected output is still the input.
 """
 
+from __future__ import annotations
+
 import keras
 import tensorflow as tf
 
@@ -27,7 +29,7 @@ def _int32_seed(seed):
     return tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
 
 
-def dropout_16_bit(inputs, dropped_levels, seed):
+def dropout_16_bit(inputs: tf.Tensor, dropped_levels: int, seed: tf.Tensor) -> tf.Tensor:
     """Zeroes each element with probability dropped_levels / 2^16, scales the
     rest by 2^16 / (2^16 - dropped_levels); gradient: the same mask."""
 
@@ -55,7 +57,7 @@ class FastDropout(keras.layers.Dropout):
     draws; a noise shape, another backend, or a rate that rounds to 0 or 1
     take Keras' own path."""
 
-    def call(self, inputs, training=False):
+    def call(self, inputs: tf.Tensor, training: bool | None = False) -> tf.Tensor:
         dropped_levels = round(self.rate * _LEVELS)
         if (not fast_kernels_enabled() or not training or self.noise_shape is not None
                 or keras.backend.backend() != "tensorflow" or not 0 < dropped_levels < _LEVELS):

@@ -1,5 +1,7 @@
 """The exact (erf) GELU of BERT with its derivative written out, plain and XLA-compiled."""
 
+from __future__ import annotations
+
 import math
 
 import tensorflow as tf
@@ -18,7 +20,7 @@ def _gelu_derivative(x, cdf, upstream):  # upstream * (Phi(x) + x * phi(x))
 
 
 @tf.custom_gradient
-def gelu_exact(x):
+def gelu_exact(x: tf.Tensor) -> tf.Tensor:
     """The exact GELU x * Phi(x), values bit-identical to Keras' exact gelu,
     with its derivative Phi(x) + x * phi(x) written out.
 
@@ -40,7 +42,7 @@ def _compiled_gelu_gradient(x, upstream):
 
 
 @tf.custom_gradient
-def gelu_exact_compiled(x):
+def gelu_exact_compiled(x: tf.Tensor) -> tf.Tensor:
     """`gelu_exact` with forward and gradient each one XLA-compiled kernel.
 
     Why: TensorFlow runs GELU as 4 element-wise ops forward and 7 backward,

@@ -3,13 +3,16 @@
 Legend for shape comments: R = rows (every axis but the last), H = hidden size.
 """
 
+from __future__ import annotations
+
 import keras
 import tensorflow as tf
 
 from keras_bert.kernels.switch import fast_kernels_enabled
 
 
-def layer_norm(x, gamma, beta, epsilon):
+def layer_norm(x: tf.Tensor, gamma: tf.Tensor | keras.Variable, beta: tf.Tensor | keras.Variable,
+               epsilon: float) -> tf.Tensor:
     """(x - mean) / sqrt(variance + epsilon) * gamma + beta over the last axis,
     in float32 (as Keras computes it), returned in x's dtype.
 
@@ -50,7 +53,7 @@ class FastLayerNorm(keras.layers.LayerNormalization):
     """keras.layers.LayerNormalization (same weights, config and values) whose
     last-axis case uses `layer_norm`'s closed-form gradient."""
 
-    def call(self, inputs):
+    def call(self, inputs: tf.Tensor) -> tf.Tensor:
         if not (fast_kernels_enabled() and self.center and self.scale and not self.rms_scaling
                 and self.axis in (-1, [-1], len(inputs.shape) - 1, [len(inputs.shape) - 1])):
             return super().call(inputs)

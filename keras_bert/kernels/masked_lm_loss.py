@@ -4,9 +4,16 @@ Legend for shape comments: N = predictions (rows), H = hidden size,
 V = vocabulary size.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import tensorflow as tf
 
 from keras_bert.kernels.switch import fast_kernels_enabled
+
+if TYPE_CHECKING:
+    import keras
 
 
 def _checked_rows(labels, vocabulary, labels_name):
@@ -34,7 +41,8 @@ def _softmax_loss(row_logits, row_labels, predicted):
     return probabilities, (best_logit - label_logit) - tf.math.log(best_probability)
 
 
-def cross_entropy_and_prediction(logits, labels, labels_name="labels"):
+def cross_entropy_and_prediction(logits: tf.Tensor, labels: tf.Tensor, labels_name: str = "labels"
+                                 ) -> tuple[tf.Tensor, tf.Tensor]:
     """logits (..., V) float, labels (...) int -> per-row cross-entropy
     (...) float32 and the arg-max prediction (...) int32. A label outside
     [0, V) raises an error naming `labels_name` (without XLA).
@@ -66,7 +74,9 @@ def cross_entropy_and_prediction(logits, labels, labels_name="labels"):
     return tf.reshape(loss, tf.shape(labels)), tf.reshape(predicted, tf.shape(labels))
 
 
-def tied_output_cross_entropy(hidden, table, bias, labels, labels_name="labels"):
+def tied_output_cross_entropy(hidden: tf.Tensor, table: tf.Tensor, bias: tf.Tensor | keras.Variable,
+                              labels: tf.Tensor, labels_name: str = "labels"
+                              ) -> tuple[tf.Tensor, tf.Tensor]:
     """The masked-LM head's output layer and loss in one: hidden (N, H) and the
     (tied) embedding table (V, H), both in the compute dtype, bias (V,) and
     labels (N,) -> cross-entropy (N,) float32 of softmax(hidden table^T +
@@ -127,7 +137,8 @@ def tied_output_cross_entropy(hidden, table, bias, labels, labels_name="labels")
     return loss, predicted_holder[0]
 
 
-def plain_cross_entropy_and_prediction(logits, labels, labels_name="labels"):
+def plain_cross_entropy_and_prediction(logits: tf.Tensor, labels: tf.Tensor,
+                                       labels_name: str = "labels") -> tuple[tf.Tensor, tf.Tensor]:
     """`cross_entropy_and_prediction` from TensorFlow's own ops: the plain path."""
     logits = tf.cast(logits, tf.float32)
     vocabulary = tf.shape(logits)[-1]
@@ -138,7 +149,8 @@ def plain_cross_entropy_and_prediction(logits, labels, labels_name="labels"):
     return tf.reshape(loss, tf.shape(labels)), tf.reshape(predicted, tf.shape(labels))
 
 
-def loss_and_prediction(logits, labels, labels_name="labels"):
+def loss_and_prediction(logits: tf.Tensor, labels: tf.Tensor, labels_name: str = "labels"
+                        ) -> tuple[tf.Tensor, tf.Tensor]:
     """Cross-entropy and arg-max of logits (..., V): the fast kernel or the plain ops."""
     if fast_kernels_enabled():
         return cross_entropy_and_prediction(logits, labels, labels_name)

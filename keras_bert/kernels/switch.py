@@ -9,7 +9,10 @@ cross-entropy over the logits. The switch is read when a layer's graph is traced
 set it before building and calling a model.
 """
 
+from __future__ import annotations
+
 import contextlib
+from typing import Iterator
 
 _fast = True
 
@@ -25,7 +28,7 @@ def use_fast_kernels(enabled: bool) -> None:
 
 
 @contextlib.contextmanager
-def plain_kernels():
+def plain_kernels() -> Iterator[None]:
     """`with plain_kernels(): ...` runs the plain path, then restores the switch."""
     before = _fast
     use_fast_kernels(False)

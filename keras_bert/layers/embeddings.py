@@ -3,32 +3,41 @@
 Legend for shape comments: B = batch, T = sequence length, H = hidden size.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import keras
 from keras import ops
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
 class PositionEmbedding(keras.layers.Layer):
     """Learned absolute position embeddings, sliced to the input's length."""
 
-    def __init__(self, max_length, initializer="glorot_uniform", **kwargs):
+    def __init__(self, max_length: int,
+                 initializer: str | dict | keras.initializers.Initializer = "glorot_uniform",
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.max_length = max_length
         self.initializer = keras.initializers.get(initializer)
 
-    def build(self, input_shape):
+    def build(self, input_shape: tuple) -> None:
         self.embeddings = self.add_weight(
             name="embeddings", shape=(self.max_length, input_shape[-1]),
             initializer=self.initializer)
 
-    def call(self, inputs):  # inputs: (B, T, H), only its length is used
+    def call(self, inputs: tf.Tensor) -> tf.Tensor:  # inputs: (B, T, H), only its length is used
         length = ops.shape(inputs)[1]
         return ops.expand_dims(self.embeddings[:length], 0)  # (1, T, H)
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
         return (1, input_shape[1], input_shape[2])
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {**super().get_config(), "max_length": self.max_length,
                 "initializer": keras.initializers.serialize(self.initializer)}
 
@@ -41,9 +50,9 @@ class AttentionMaskBias(keras.layers.Layer):
     after softmax yet stays finite in float16, where -1e9 would overflow.
     """
 
-    def call(self, input_mask):
+    def call(self, input_mask: tf.Tensor) -> tf.Tensor:
         mask = ops.cast(input_mask, self.compute_dtype)
         return (1.0 - mask)[:, None, None, :] * -10000.0
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
         return (input_shape[0], 1, 1, input_shape[1])

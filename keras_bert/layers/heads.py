@@ -5,6 +5,10 @@ positions per sequence (max_predictions_per_seq), H = hidden size,
 V = vocabulary size.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import keras
 import tensorflow as tf
 from keras import ops
@@ -27,8 +31,9 @@ class MaskedLMHead(keras.layers.Layer):
     costs P/T of what it would over the whole sequence.
     """
 
-    def __init__(self, token_embedding, activation="gelu", initializer_range=0.02,
-                 layer_norm_epsilon=1e-12, **kwargs):
+    def __init__(self, token_embedding: keras.layers.Embedding, activation: str = "gelu",
+                 initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-12,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         # === Config ===
         self.token_embedding = token_embedding
@@ -44,14 +49,16 @@ class MaskedLMHead(keras.layers.Layer):
         self.layer_norm = FastLayerNorm(
             epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="transform_layer_norm")
 
-    def build(self, sequence_output_shape, masked_lm_positions_shape=None):
+    def build(self, sequence_output_shape: tuple,
+              masked_lm_positions_shape: tuple | None = None) -> None:
         hidden_shape = (None, None, self.token_embedding.output_dim)
         self.dense.build(hidden_shape)
         self.layer_norm.build(hidden_shape)
         self.output_bias = self.add_weight(
             name="output_bias", shape=(self.token_embedding.input_dim,), initializer="zeros")
 
-    def transform(self, sequence_output, masked_lm_positions=None):
+    def transform(self, sequence_output: tf.Tensor,
+                  masked_lm_positions: tf.Tensor | None = None) -> tf.Tensor:
         """sequence_output (B, T, H) and masked_lm_positions (B, P) -> the
         transformed hidden states at the masked positions, (B * P, H); without
         positions, sequence_output is already at the masked positions, (B, P, H)."""
@@ -62,7 +69,8 @@ class MaskedLMHead(keras.layers.Layer):
             hidden = gather_positions(sequence_output, masked_lm_positions, flat=True)
         return self.layer_norm(self.dense(hidden))  # (B * P, H)
 
-    def call(self, sequence_output, masked_lm_positions=None):
+    def call(self, sequence_output: tf.Tensor,
+             masked_lm_positions: tf.Tensor | None = None) -> tf.Tensor:
         """sequence_output (B, T, H) and masked_lm_positions (B, P) -> logits
         (B, P, V); without positions, sequence_output is already the hidden
         states at the masked positions, (B, P, H)."""
@@ -78,7 +86,8 @@ class MaskedLMHead(keras.layers.Layer):
         logits = tf.nn.bias_add(ops.cast(logits, "float32"), ops.cast(self.output_bias, "float32"))
         return ops.reshape(logits, (batch, predictions, self.token_embedding.input_dim))  # (B, P, V)
 
-    def loss_and_prediction(self, sequence_output, labels, labels_name="masked_lm_ids"):
+    def loss_and_prediction(self, sequence_output: tf.Tensor, labels: tf.Tensor,
+                            labels_name: str = "masked_lm_ids") -> tuple[tf.Tensor, tf.Tensor]:
         """Training's shortcut past the logits: sequence_output (B, P, H) at the
         masked positions and labels (B, P) -> cross-entropy (B, P) float32 and
         arg-max prediction (B, P) int32 of `call`'s logits, from
@@ -91,11 +100,12 @@ class MaskedLMHead(keras.layers.Layer):
             hidden, table, self.output_bias, labels, labels_name=labels_name)  # (B * P,) each
         return ops.reshape(loss, ops.shape(labels)), ops.reshape(predicted, ops.shape(labels))
 
-    def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape=None):
+    def compute_output_shape(self, sequence_output_shape: tuple,
+                             masked_lm_positions_shape: tuple | None = None) -> tuple:
         rows = sequence_output_shape if masked_lm_positions_shape is None else masked_lm_positions_shape
         return (rows[0], rows[1], self.token_embedding.input_dim)
 
-    def get_config(self):
+    def get_config(self) -> dict:
         # The embedding layer is shared with the encoder, not owned: the
         # pretrainer passes it again when it is rebuilt from its config.
         config = super().get_config()
@@ -109,7 +119,7 @@ class MaskedLMHead(keras.layers.Layer):
 class NextSentenceHead(keras.layers.Layer):
     """pooled_output (B, H) -> 2 logits: is-next / random (NSP) or in-order / swapped (SOP)."""
 
-    def __init__(self, initializer_range=0.02, **kwargs):
+    def __init__(self, initializer_range: float = 0.02, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         # === Config ===
         self.initializer_range = initializer_range
@@ -118,14 +128,14 @@ class NextSentenceHead(keras.layers.Layer):
             2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
             dtype=self.dtype_policy, name="seq_relationship")
 
-    def build(self, pooled_output_shape):
+    def build(self, pooled_output_shape: tuple) -> None:
         self.dense.build(pooled_output_shape)
 
-    def call(self, pooled_output):
+    def call(self, pooled_output: tf.Tensor) -> tf.Tensor:
         return ops.cast(self.dense(pooled_output), "float32")  # (B, 2)
 
-    def compute_output_shape(self, pooled_output_shape):
+    def compute_output_shape(self, pooled_output_shape: tuple) -> tuple:
         return (pooled_output_shape[0], 2)
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {**super().get_config(), "initializer_range": self.initializer_range}

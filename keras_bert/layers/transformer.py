@@ -4,7 +4,10 @@ Legend for shape comments: B = batch, T = sequence length, N = attention heads,
 D = head size, H = hidden size (N * D), F = intermediate (feed-forward) size.
 """
 
+from __future__ import annotations
+
 import math
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -18,7 +21,7 @@ from keras_bert.kernels.switch import fast_kernels_enabled
 from keras_bert.layers.activations import get_activation
 
 
-def gather_positions(sequence, positions, flat=False):
+def gather_positions(sequence: tf.Tensor, positions: tf.Tensor, flat: bool = False) -> tf.Tensor:
     """sequence (B, T, H), positions (B, P) -> (B, P, H), or (B * P, H) if `flat`.
 
     Flattened gather as in the original `gather_indexes`: one static-shape
@@ -36,7 +39,8 @@ def gather_positions(sequence, positions, flat=False):
 class SelfAttention(keras.layers.Layer):
     """Multi-head scaled dot-product self-attention with an additive mask bias."""
 
-    def __init__(self, num_heads, head_size, dropout=0.0, initializer_range=0.02, **kwargs):
+    def __init__(self, num_heads: int, head_size: int, dropout: float = 0.0,
+                 initializer_range: float = 0.02, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.num_heads = num_heads
         self.head_size = head_size
@@ -53,7 +57,7 @@ class SelfAttention(keras.layers.Layer):
                                           name="output")
         self.probs_dropout = FastDropout(dropout, dtype=policy)
 
-    def build(self, hidden_shape, mask_bias_shape=None):
+    def build(self, hidden_shape: tuple, mask_bias_shape: tuple | None = None) -> None:
         input_shape = hidden_shape
         for dense in (self.query, self.key, self.value):
             dense.build(input_shape)
@@ -90,7 +94,8 @@ class SelfAttention(keras.layers.Layer):
         heads = ops.transpose(heads, (2, 0, 3, 1, 4))  # (k, B, N, T, D)
         return tf.unstack(heads, len(projections))
 
-    def call(self, hidden, mask_bias, query_hidden=None, training=None):
+    def call(self, hidden: tf.Tensor, mask_bias: tf.Tensor, query_hidden: tf.Tensor | None = None,
+             training: bool | None = None) -> tf.Tensor:
         """hidden (B, T, H) -> (B, T, H); with `query_hidden` (B, Q, H), only those
         Q positions attend (to all T): -> (B, Q, H)."""
         # Folded into the query kernel (`_heads`): bit for bit the scaled product at
@@ -114,10 +119,11 @@ class SelfAttention(keras.layers.Layer):
         context = ops.reshape(context, (batch, length, self.num_heads * self.head_size))
         return self.attention_output(context)  # (B, Q, H)
 
-    def compute_output_shape(self, hidden_shape, mask_bias_shape, query_hidden_shape=None):
+    def compute_output_shape(self, hidden_shape: tuple, mask_bias_shape: tuple,
+                             query_hidden_shape: tuple | None = None) -> tuple:
         return hidden_shape if query_hidden_shape is None else query_hidden_shape
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {**super().get_config(), "num_heads": self.num_heads,
                 "head_size": self.head_size, "dropout": self.dropout,
                 "initializer_range": self.initializer_range}
@@ -127,9 +133,10 @@ class SelfAttention(keras.layers.Layer):
 class TransformerBlock(keras.layers.Layer):
     """attention -> dropout -> add -> LayerNorm -> FFN (GELU) -> dropout -> add -> LayerNorm."""
 
-    def __init__(self, num_heads, intermediate_size, activation="gelu", dropout=0.1,
-                 attention_dropout=0.1, initializer_range=0.02, layer_norm_epsilon=1e-12,
-                 **kwargs):
+    def __init__(self, num_heads: int, intermediate_size: int, activation: str = "gelu",
+                 dropout: float = 0.1, attention_dropout: float = 0.1,
+                 initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-12,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.num_heads = num_heads
         self.intermediate_size = intermediate_size
@@ -139,7 +146,7 @@ class TransformerBlock(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.layer_norm_epsilon = layer_norm_epsilon
 
-    def build(self, hidden_shape, mask_bias_shape=None):
+    def build(self, hidden_shape: tuple, mask_bias_shape: tuple | None = None) -> None:
         input_shape = hidden_shape
         hidden = input_shape[-1]
         if hidden % self.num_heads:
@@ -164,7 +171,8 @@ class TransformerBlock(keras.layers.Layer):
         self.output_layer_norm.build(input_shape)
         self.hidden_dropout = FastDropout(self.dropout, dtype=policy)
 
-    def call(self, hidden, mask_bias, query_positions=None, training=None):
+    def call(self, hidden: tf.Tensor, mask_bias: tf.Tensor,
+             query_positions: tf.Tensor | None = None, training: bool | None = None) -> tf.Tensor:
         """hidden (B, T, H) -> (B, T, H).
 
         With `query_positions` (B, Q), the block's output only at those
@@ -187,12 +195,13 @@ class TransformerBlock(keras.layers.Layer):
         feed_forward = self.hidden_dropout(feed_forward, training=training)
         return self.output_layer_norm(hidden + feed_forward)  # (B, T, H)
 
-    def compute_output_shape(self, hidden_shape, mask_bias_shape, query_positions_shape=None):
+    def compute_output_shape(self, hidden_shape: tuple, mask_bias_shape: tuple,
+                             query_positions_shape: tuple | None = None) -> tuple:
         if query_positions_shape is None:
             return hidden_shape
         return (hidden_shape[0], query_positions_shape[1], hidden_shape[2])
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {**super().get_config(), "num_heads": self.num_heads,
                 "intermediate_size": self.intermediate_size, "activation": self.activation,
                 "dropout": self.dropout, "attention_dropout": self.attention_dropout,

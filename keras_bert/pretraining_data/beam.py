@@ -27,11 +27,14 @@ What differs from the in-process run:
   local temporary folder when none is given, enough for DirectRunner).
 """
 
+from __future__ import annotations
+
 import json
 import os
 import tempfile
 import time
 import uuid
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 try:
     import apache_beam as beam
@@ -47,6 +50,10 @@ from keras_bert.pretraining_data.reading import (ReadStats, iter_blocks, read_do
 from keras_bert.pretraining_data.records import ExampleEncoder
 from keras_bert.pretraining_data.workers import process_block
 
+if TYPE_CHECKING:
+    from keras_bert.pretraining_data.options import PretrainingOptions
+    from keras_bert.pretraining_data.workers import BlockResult
+
 # Block index = file number * FILE_BLOCKS + block number within the file.
 FILE_BLOCKS = 1 << 32
 STATS = "stats"
@@ -57,20 +64,21 @@ _EXAMPLES = 5  # file:line examples of invalid UTF-8 kept in the summary
 
 # === Per-file and per-block steps (plain functions; the DoFns below wrap them) ===
 
-def read_file_blocks(numbered_file, stats=None):
+def read_file_blocks(numbered_file: tuple[int, str], stats: ReadStats | None = None
+                     ) -> Iterator[tuple[int, list[list[str]]]]:
     """(file number, path) -> (block index, documents) for each block of the file."""
     number, path = numbered_file
     for block_number, documents in enumerate(iter_blocks(read_documents([path], stats))):
         yield number * FILE_BLOCKS + block_number, documents
 
 
-def read_statistics(stats):
+def read_statistics(stats: ReadStats) -> dict[str, Any]:
     return {"input_files": stats.files, "invalid_utf8_lines": stats.invalid_utf8_lines,
             "invalid_utf8_examples": stats.invalid_utf8_examples,
             "empty_files": stats.empty_files}
 
 
-def block_statistics(result):
+def block_statistics(result: BlockResult) -> dict[str, int]:
     """A `BlockResult`'s counts, named as in `Summary`."""
     stats = {name: getattr(result, name) for name in _COUNTED}
     stats["tokens"] = result.instance_tokens
@@ -78,7 +86,7 @@ def block_statistics(result):
     return stats
 
 
-def merge_statistics(a, b):
+def merge_statistics(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     """Sums counts, concatenates lists (of invalid UTF-8 examples, the first few, sorted)."""
     merged = dict(a)
     for name, value in b.items():
@@ -102,12 +110,12 @@ class ReadFileBlocks(beam.DoFn):
 class CreateRecords(beam.DoFn):
     """(block index, documents) -> serialized tf.Examples; counts to the STATS output."""
 
-    def __init__(self, vocab_file, do_lower_case, options):
+    def __init__(self, vocab_file: str, do_lower_case: bool, options: PretrainingOptions) -> None:
         self.vocab_file = vocab_file
         self.do_lower_case = do_lower_case
         self.options = options
 
-    def setup(self):  # once per worker: the tokenizer takes seconds to build and trace
+    def setup(self) -> None:  # once per worker: the tokenizer takes seconds to build and trace
         tokenizer, self._tokenize = _cached_tokenizer(self.vocab_file, self.do_lower_case,
                                                       _file_key(self.vocab_file))
         self._vocab = VocabInfo.from_tokens(tokenizer.vocab)
@@ -140,8 +148,9 @@ class MergeStatistics(beam.CombineFn):
         return accumulator
 
 
-def build_pipeline(pipeline, files, outputs, vocab_file, options, do_lower_case=True,
-                   gzip=False, summary_path=None):
+def build_pipeline(pipeline: beam.Pipeline, files: Sequence[str], outputs: Sequence[str],
+                   vocab_file: str, options: PretrainingOptions, do_lower_case: bool = True,
+                   gzip: bool = False, summary_path: str | None = None) -> None:
     """Adds the transforms to `pipeline`: files -> TFRecord shards `outputs`, and the
     combined statistics as one JSON line to `summary_path` (if given)."""
     from apache_beam.io.filesystem import CompressionTypes
@@ -170,9 +179,11 @@ def build_pipeline(pipeline, files, outputs, vocab_file, options, do_lower_case=
 
 # === The whole run ===
 
-def create_pretraining_data_beam(input_file, output_file, vocab_file, options=None,
-                                 do_lower_case=True, num_shards=1, gzip=False,
-                                 runner="DirectRunner", pipeline_args=()):
+def create_pretraining_data_beam(input_file: str, output_file: str, vocab_file: str,
+                                 options: PretrainingOptions | None = None,
+                                 do_lower_case: bool = True, num_shards: int = 1,
+                                 gzip: bool = False, runner: str = "DirectRunner",
+                                 pipeline_args: Sequence[str] = ()) -> Summary:
     """`create_pretraining_data` as a Beam pipeline on `runner`; returns a `Summary`.
 
     Args as `keras_bert.pretraining_data.create_pretraining_data`, plus:

@@ -5,12 +5,18 @@ Label indices follow TFDS's `ClassLabel` order, so a model trained from either
 source predicts the same indices; `label_names` are TFDS's names.
 """
 
+from __future__ import annotations
+
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from keras_bert.tasks import metrics
 from keras_bert.tasks.text_classification import TextExamples, read_text_examples
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,7 +31,7 @@ class GlueTask:
     tsv_header: bool = True
 
     @property
-    def regression(self):
+    def regression(self) -> bool:
         return not self.label_names
 
 
@@ -54,7 +60,7 @@ GLUE_TASKS = {
 }
 
 
-def get_task(name):
+def get_task(name: str) -> tuple[str, GlueTask]:
     key = name.lower().replace("-", "").replace("_", "")
     key = {"sts": "stsb", "sst": "sst2"}.get(key, key)
     if key not in GLUE_TASKS:
@@ -62,7 +68,7 @@ def get_task(name):
     return key, GLUE_TASKS[key]
 
 
-def read_glue_tsv(task_name, path):
+def read_glue_tsv(task_name: str, path: str) -> TextExamples:
     """An original GLUE TSV file (e.g. `CoLA/dev.tsv`, `MNLI/dev_matched.tsv`).
 
     Labels come back as TFDS's class names (floats for STS-B).
@@ -81,7 +87,7 @@ def read_glue_tsv(task_name, path):
     return examples
 
 
-def read_glue_tfds(task_name, split, data_dir=None):
+def read_glue_tfds(task_name: str, split: str, data_dir: str | None = None) -> TextExamples:
     """`tfds.load("glue/<task>", split=split)` as `TextExamples` (TFDS test
     splits have label -1: those rows get label None)."""
     import tensorflow_datasets as tfds
@@ -103,7 +109,7 @@ def read_glue_tfds(task_name, split, data_dir=None):
                         labels, ids)
 
 
-def glue_metrics(task_name, labels, predictions):
+def glue_metrics(task_name: str, labels: ArrayLike, predictions: ArrayLike) -> dict[str, float]:
     """GLUE's figures for the task: labels / predictions are class indices
     (scores for STS-B)."""
     _, task = get_task(task_name)

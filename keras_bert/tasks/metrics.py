@@ -7,21 +7,27 @@ HasAns / NoAns / best-threshold figures with the official normalisation.
 Plain NumPy and Python: predictions are small and exactness matters more than speed.
 """
 
+from __future__ import annotations
+
 import collections
 import re
 import string
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 # === Classification and regression ===
 
 
-def accuracy(labels, predictions):
+def accuracy(labels: ArrayLike, predictions: ArrayLike) -> float:
     labels, predictions = np.asarray(labels), np.asarray(predictions)
     return float(np.mean(labels == predictions)) if labels.size else 0.0
 
 
-def f1(labels, predictions, positive=1):
+def f1(labels: ArrayLike, predictions: ArrayLike, positive=1) -> float:
     """Binary F1 of the positive class (MRPC, QQP); 0 when undefined, as sklearn."""
     labels, predictions = np.asarray(labels), np.asarray(predictions)
     true_positive = np.sum((predictions == positive) & (labels == positive))
@@ -32,7 +38,7 @@ def f1(labels, predictions, positive=1):
     return float(2 * true_positive / (predicted + actual))
 
 
-def matthews_corrcoef(labels, predictions):
+def matthews_corrcoef(labels: ArrayLike, predictions: ArrayLike) -> float:
     """Multi-class Matthews correlation (Gorodkin's R_K), as sklearn; 0 when undefined."""
     labels, predictions = np.asarray(labels), np.asarray(predictions)
     classes = np.unique(np.concatenate([labels, predictions]))
@@ -50,7 +56,7 @@ def matthews_corrcoef(labels, predictions):
     return float(covariance_yp / np.sqrt(covariance_pp * covariance_yy))
 
 
-def pearson(labels, predictions):
+def pearson(labels: ArrayLike, predictions: ArrayLike) -> float:
     x = np.asarray(labels, dtype=np.float64)
     y = np.asarray(predictions, dtype=np.float64)
     x, y = x - x.mean(), y - y.mean()
@@ -74,7 +80,7 @@ def _average_ranks(values):
     return ranks
 
 
-def spearman(labels, predictions):
+def spearman(labels: ArrayLike, predictions: ArrayLike) -> float:
     return pearson(_average_ranks(labels), _average_ranks(predictions))
 
 
@@ -111,7 +117,7 @@ def _starts_chunk(prev_prefix, prefix, prev_type, type_):
     return prefix != "O" and prev_type != type_
 
 
-def get_entities(tags):
+def get_entities(tags: Iterable[str]) -> set[tuple[str, int, int]]:
     """Tags of one sentence -> set of (type, first, last) chunks, conlleval's rules."""
     entities = set()
     prev_prefix, prev_type, begin = "O", "", 0
@@ -125,7 +131,8 @@ def get_entities(tags):
     return entities
 
 
-def entity_scores(true_tags, predicted_tags):
+def entity_scores(true_tags: Sequence[Sequence[str]], predicted_tags: Sequence[Sequence[str]]
+                  ) -> dict[str, float]:
     """Lists of tag sequences -> entity-level precision, recall and F1 (micro)."""
     if len(true_tags) != len(predicted_tags):
         raise ValueError(f"{len(true_tags)} gold sentences but {len(predicted_tags)} predicted")
@@ -146,7 +153,7 @@ def entity_scores(true_tags, predicted_tags):
 # === SQuAD ===
 
 
-def normalize_answer(text):
+def normalize_answer(text: str) -> str:
     """Lowercase, strip punctuation, articles and extra whitespace (official scripts)."""
     text = text.lower()
     text = "".join(ch for ch in text if ch not in set(string.punctuation))
@@ -154,11 +161,11 @@ def normalize_answer(text):
     return " ".join(text.split())
 
 
-def squad_exact(gold, prediction):
+def squad_exact(gold: str, prediction: str) -> int:
     return int(normalize_answer(gold) == normalize_answer(prediction))
 
 
-def squad_f1(gold, prediction):
+def squad_f1(gold: str, prediction: str) -> float:
     gold_tokens = normalize_answer(gold).split()
     pred_tokens = normalize_answer(prediction).split()
     if not gold_tokens or not pred_tokens:
@@ -179,7 +186,8 @@ def _questions(dataset):
             for qa in paragraph["qas"]}
 
 
-def squad_v1_scores(dataset, predictions):
+def squad_v1_scores(dataset: Iterable[Mapping[str, Any]], predictions: Mapping[str, str]
+                    ) -> dict[str, float]:
     """Official v1.1 evaluation: percentages over every question (missing ones score 0)."""
     questions = _questions(dataset)
     exact = f1_total = 0.0
@@ -220,7 +228,9 @@ def _best_threshold(predictions, scores, na_probs, has_answer):
     return 100.0 * best / len(scores), threshold
 
 
-def squad_v2_scores(dataset, predictions, na_probs=None, na_prob_threshold=1.0):
+def squad_v2_scores(dataset: Iterable[Mapping[str, Any]], predictions: Mapping[str, str],
+                    na_probs: Mapping[str, float] | None = None, na_prob_threshold: float = 1.0
+                    ) -> dict[str, float]:
     """Official v2.0 evaluation over the questions that have a prediction.
 
     `na_probs` are no-answer scores (higher = more likely unanswerable); a

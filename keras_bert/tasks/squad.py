@@ -31,15 +31,21 @@ heuristic fails.
 Legend for shapes: N = features (windows), T = max_seq_length.
 """
 
+from __future__ import annotations
+
 import collections
 import dataclasses
 import json
 import re
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from keras_bert.progress import Progress
+
+if TYPE_CHECKING:
+    from keras_bert.text.tokenizer import BertTokenizer
 
 
 @dataclasses.dataclass
@@ -77,7 +83,7 @@ def _is_whitespace(c):
 _WHITESPACE_RUN = re.compile("[ \t\r\n\u202f]+")
 
 
-def split_doc_tokens(context):
+def split_doc_tokens(context: str) -> tuple[list[str], list[int], list[int]]:
     """run_squad.py's whitespace split: (doc tokens, char_to_word_offset, token starts)."""
     doc_tokens, char_to_word_offset, starts = [], [], []
     previous_whitespace = True
@@ -98,7 +104,7 @@ def split_doc_tokens(context):
 # === Reading ===
 
 
-def load_squad_json(path):
+def load_squad_json(path: str) -> list[dict[str, Any]]:
     """The `data` list of a SQuAD JSON file."""
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"SQuAD file not found: {path}")
@@ -112,7 +118,7 @@ def load_squad_json(path):
     return content["data"]
 
 
-def read_squad_tfds(name, split, data_dir=None):
+def read_squad_tfds(name: str, split: str, data_dir: str | None = None) -> list[dict[str, Any]]:
     """TFDS `squad/v1.1` or `squad/v2.0` regrouped into SQuAD JSON's `data` list."""
     import tensorflow_datasets as tfds
     articles = collections.OrderedDict()
@@ -131,7 +137,9 @@ def read_squad_tfds(name, split, data_dir=None):
             for title, paras in articles.items()]
 
 
-def read_squad_examples(dataset, is_training, version_2_with_negative=False, source="SQuAD"):
+def read_squad_examples(dataset: Sequence[Mapping[str, Any]], is_training: bool,
+                        version_2_with_negative: bool = False, source: str = "SQuAD"
+                        ) -> list[SquadExample]:
     """SQuAD `data` list -> `SquadExample`s (run_squad.py's `read_squad_examples`).
 
     For training, the first answer is the target and questions whose answer
@@ -216,8 +224,10 @@ def _check_is_max_context(doc_spans, current, position):
     return current == best_index
 
 
-def convert_examples_to_features(examples, tokenizer, max_seq_length=384, doc_stride=128,
-                                 max_query_length=64, is_training=False):
+def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer: BertTokenizer,
+                                 max_seq_length: int = 384, doc_stride: int = 128,
+                                 max_query_length: int = 64, is_training: bool = False
+                                 ) -> list[SquadFeature]:
     """`SquadExample`s -> windowed `SquadFeature`s (run_squad.py's conversion)."""
     questions = tokenizer.tokenize(
         tf.constant([e.question_text for e in examples] or [""])).to_list()
@@ -309,7 +319,7 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length=384, doc_st
     return features
 
 
-def feature_arrays(features):
+def feature_arrays(features: Sequence[SquadFeature]) -> dict[str, np.ndarray]:
     """Features -> the model's inputs plus `start_positions` / `end_positions` (N,)."""
     return {
         "input_ids": np.stack([f.input_ids for f in features]),
@@ -336,9 +346,11 @@ def _softmax(scores):
     return (exp / exp.sum()).tolist()
 
 
-def postprocess(examples, features, start_logits, end_logits, n_best_size=20,
-                max_answer_length=30, version_2_with_negative=False,
-                null_score_diff_threshold=0.0):
+def postprocess(examples: Sequence[SquadExample], features: Sequence[SquadFeature],
+                start_logits: np.ndarray, end_logits: np.ndarray, n_best_size: int = 20,
+                max_answer_length: int = 30, version_2_with_negative: bool = False,
+                null_score_diff_threshold: float = 0.0
+                ) -> tuple[dict[str, str], dict[str, float], dict[str, list[dict[str, Any]]]]:
     """Logits (N, T) of every window -> answers (run_squad.py's `write_predictions`).
 
     Returns (predictions {qas_id: text}, score_diffs {qas_id: null score minus

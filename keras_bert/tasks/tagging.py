@@ -4,10 +4,16 @@ word-piece features labelled on each word's first piece (the paper's choice).
 Legend for shapes: N = sentences, T = sequence length.
 """
 
+from __future__ import annotations
+
 import dataclasses
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 import tensorflow as tf
+
+if TYPE_CHECKING:
+    from keras_bert.text.tokenizer import BertTokenizer
 
 IGNORED = -1  # label id of pieces that carry no label (weight 0)
 
@@ -21,7 +27,7 @@ class TaggedSentences:
         return len(self.words)
 
 
-def read_conll(path):
+def read_conll(path: str) -> TaggedSentences:
     """CoNLL-style file: one `word<TAB or space>...<tag>` per line (the tag is the
     last field), a blank line between sentences, `-DOCSTART-` lines skipped."""
     if not tf.io.gfile.exists(path):
@@ -54,7 +60,7 @@ def read_conll(path):
     return TaggedSentences(words, tags)
 
 
-def read_conll2003_tfds(split, data_dir=None):
+def read_conll2003_tfds(split: str, data_dir: str | None = None) -> TaggedSentences:
     """TFDS `conll2003` (features `tokens`, `ner`) as `TaggedSentences`, with
     the TFDS tag names."""
     import tensorflow_datasets as tfds
@@ -67,14 +73,18 @@ def read_conll2003_tfds(split, data_dir=None):
     return TaggedSentences(words, tags)
 
 
-def tag_vocabulary(tag_lists):
+def tag_vocabulary(tag_lists: Iterable[Iterable[str]]) -> list[str]:
     """`O` first, then the other tags sorted by entity type then prefix."""
     distinct = {tag for tags in tag_lists for tag in tags}
     others = sorted(distinct - {"O"}, key=lambda t: (t.partition("-")[2], t))
     return (["O"] if "O" in distinct else []) + others
 
 
-def encode_tagged(tokenizer, sentences, label_names=None, seq_length=128, strict=True):
+def encode_tagged(tokenizer: BertTokenizer, sentences: TaggedSentences,
+                  label_names: Sequence[str] | None = None, seq_length: int = 128,
+                  strict: bool = True
+                  ) -> tuple[dict[str, np.ndarray], np.ndarray | None, np.ndarray,
+                             list[np.ndarray]]:
     """Sentences -> features, label ids and weights on the first piece of each word.
 
     Each word is tokenized as the original does (it may split further at
@@ -130,7 +140,8 @@ def encode_tagged(tokenizer, sentences, label_names=None, seq_length=128, strict
     return features, (labels if label_names is not None else None), weights, first_pieces
 
 
-def decode_tags(predicted_ids, first_pieces, label_names, fill="O"):
+def decode_tags(predicted_ids: np.ndarray, first_pieces: Sequence[np.ndarray],
+                label_names: Sequence[str], fill: str = "O") -> list[list[str]]:
     """(N, T) predicted label ids -> per sentence, one tag per word (`fill` for
     words that had no piece in the sequence)."""
     tags = []

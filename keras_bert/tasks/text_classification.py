@@ -8,12 +8,18 @@ the label is the `label` column and the texts are the other columns in order
 (label, title, text: a pair whose longer side, the text, is truncated first).
 """
 
+from __future__ import annotations
+
 import csv
 import dataclasses
 import json
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
+
+if TYPE_CHECKING:
+    from keras_bert.text.tokenizer import BertTokenizer
 
 
 @dataclasses.dataclass
@@ -38,7 +44,7 @@ def _file_format(path):
     return "tsv"
 
 
-def read_rows(path, header=True):
+def read_rows(path: str, header: bool = True) -> Iterator[tuple[int, dict[str, Any] | list[str]]]:
     """Yields (line number, row) with rows as dicts (header or JSON) or lists."""
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"data file not found: {path}")
@@ -69,8 +75,9 @@ def read_rows(path, header=True):
             yield number, row
 
 
-def read_text_examples(path, text_columns=None, label_column="label", regression=False,
-                       header=True, allow_empty_text=False):
+def read_text_examples(path: str, text_columns: Sequence[str | int] | None = None,
+                       label_column: str | int | None = "label", regression: bool = False,
+                       header: bool = True, allow_empty_text: bool = False) -> TextExamples:
     """Reads a TSV / CSV / JSONL file into `TextExamples`.
 
     Args:
@@ -122,7 +129,7 @@ def read_text_examples(path, text_columns=None, label_column="label", regression
     return TextExamples(texts_a, None if texts_b[0] is None else texts_b, labels, ids)
 
 
-def label_vocabulary(labels):
+def label_vocabulary(labels: Iterable[str]) -> list[str]:
     """Sorted distinct class names (numbers sort numerically)."""
     distinct = set(labels)
     try:
@@ -131,7 +138,9 @@ def label_vocabulary(labels):
         return sorted(distinct)
 
 
-def encode_texts(tokenizer, texts_a, texts_b=None, seq_length=128, chunk_size=1024):
+def encode_texts(tokenizer: BertTokenizer, texts_a: Sequence[str],
+                 texts_b: Sequence[str] | None = None, seq_length: int = 128,
+                 chunk_size: int = 1024) -> dict[str, np.ndarray]:
     """Strings -> {input_ids, input_mask, segment_ids} int32 NumPy (N, seq_length).
 
     Tokenized once, in chunks, so that training epochs only read arrays.
@@ -144,7 +153,8 @@ def encode_texts(tokenizer, texts_a, texts_b=None, seq_length=128, chunk_size=10
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def encode_labels(labels, label_names, source=""):
+def encode_labels(labels: Sequence[str | float], label_names: Sequence[str] | None,
+                  source: str = "") -> np.ndarray:
     """Class names -> int32 indices (floats for regression, when label_names is None)."""
     if label_names is None:
         return np.asarray(labels, dtype=np.float32)[:, None]

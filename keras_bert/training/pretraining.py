@@ -493,6 +493,9 @@ def pretrain(config: PretrainConfig | dict | str) -> dict[str, float]:
         if positions < config.seq_length:
             raise ValueError(f"{config.model}: max_position_embeddings {positions} < the "
                              f"config's seq_length {config.seq_length}")
+    # The strategy before the records are read: multi-worker collectives must be
+    # configured before TensorFlow's runtime starts, which reading a record does.
+    strategy = distribute.build_strategy(config.strategy, tpu=config.tpu, devices=config.devices)
     for field in ("train_files", "eval_files"):
         if getattr(config, field):
             inputs.check_pretraining_records(
@@ -500,18 +503,20 @@ def pretrain(config: PretrainConfig | dict | str) -> dict[str, float]:
                 with_next_sentence=config.objective != "none", field=field)
     created = not tf.io.gfile.exists(config.model_dir)
     try:
-        return _pretrain(config)
+        return _pretrain(config, strategy)
     except Exception:
         # A run that fails before its first checkpoint leaves no model_dir of
         # a config file and empty logs that look like a run to resume.
         if created and tf.train.get_checkpoint_state(
                 os.path.join(config.model_dir, "checkpoints")) is None:
-            tf.io.gfile.rmtree(config.model_dir)
+            try:
+                tf.io.gfile.rmtree(config.model_dir)
+            except tf.errors.NotFoundError:  # another worker removed it first
+                pass
         raise
 
 
-def _pretrain(config):
-    strategy = distribute.build_strategy(config.strategy, tpu=config.tpu, devices=config.devices)
+def _pretrain(config, strategy):
     multi_worker = distribute.is_multi_worker(strategy)
     custom_loop = config.train_loop == "custom" or (config.train_loop == "auto" and multi_worker)
     chief = distribute.is_chief(strategy)
