@@ -165,10 +165,12 @@ def squad_exact(gold: str, prediction: str) -> int:
     return int(normalize_answer(gold) == normalize_answer(prediction))
 
 
-def squad_f1(gold: str, prediction: str) -> float:
+def squad_f1(gold: str, prediction: str, version: int = 2) -> float:
+    """Token F1 of the official scripts. Where both answers normalise to nothing,
+    v2.0's script scores 1 and v1.1's 0 (no common token): `version` picks which."""
     gold_tokens = normalize_answer(gold).split()
     pred_tokens = normalize_answer(prediction).split()
-    if not gold_tokens or not pred_tokens:
+    if version == 2 and (not gold_tokens or not pred_tokens):
         # v2.0: an empty answer scores 1 only against an empty answer.
         return float(gold_tokens == pred_tokens)
     common = collections.Counter(gold_tokens) & collections.Counter(pred_tokens)
@@ -195,21 +197,9 @@ def squad_v1_scores(dataset: Iterable[Mapping[str, Any]], predictions: Mapping[s
         if qid not in predictions:
             continue
         exact += max(squad_exact(g, predictions[qid]) for g in golds)
-        f1_total += max(_v1_f1(g, predictions[qid]) for g in golds)
+        f1_total += max(squad_f1(g, predictions[qid], version=1) for g in golds)
     total = len(questions)
     return {"exact_match": 100.0 * exact / total, "f1": 100.0 * f1_total / total}
-
-
-def _v1_f1(gold, prediction):
-    # v1.1's script gives 0 (not 1) when both sides normalise to nothing.
-    gold_tokens = normalize_answer(gold).split()
-    pred_tokens = normalize_answer(prediction).split()
-    common = collections.Counter(gold_tokens) & collections.Counter(pred_tokens)
-    same = sum(common.values())
-    if same == 0:
-        return 0.0
-    precision, recall = same / len(pred_tokens), same / len(gold_tokens)
-    return 2 * precision * recall / (precision + recall)
 
 
 def _best_threshold(predictions, scores, na_probs, has_answer):
