@@ -10,7 +10,6 @@ classes that `keras.models.load_model` needs.
 
 import importlib
 import os
-import pkgutil
 
 # Keras 3 must run on TensorFlow: the tokenizer, tf.data and tf.distribute are TF.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -21,6 +20,7 @@ _QUIETED_TENSORFLOW = "TF_CPP_MIN_LOG_LEVEL" not in os.environ and not _VERBOSE
 if _QUIETED_TENSORFLOW:
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 
+from keras_bert._lazy import submodule_getattr, submodule_names  # noqa: E402
 from keras_bert.config import BertConfig  # noqa: E402
 from keras_bert.version import __version__  # noqa: E402
 
@@ -34,9 +34,8 @@ _LAZY_CLASSES = {
     "BertPretrainer": "keras_bert.models.pretrainer",
     "BertTokenizer": "keras_bert.text.tokenizer",
 }
-# Every submodule and subpackage, found on disk (no import needed to list them).
-_SUBMODULES = tuple(sorted(info.name for info in pkgutil.iter_modules(__path__)
-                           if not info.name.startswith("_")))
+_SUBMODULES = submodule_names(__path__)
+_submodule = submodule_getattr(__name__, __path__)
 
 __all__ = ["BertConfig", "__version__", *_LAZY_CLASSES, *_SUBMODULES]
 
@@ -44,10 +43,8 @@ __all__ = ["BertConfig", "__version__", *_LAZY_CLASSES, *_SUBMODULES]
 def __getattr__(name: str):
     if name in _LAZY_CLASSES:
         value = getattr(importlib.import_module(_LAZY_CLASSES[name]), name)
-    elif name in _SUBMODULES:
-        value = importlib.import_module(f"{__name__}.{name}")
     else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = _submodule(name)  # AttributeError for anything else
     globals()[name] = value
     return value
 

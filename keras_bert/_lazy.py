@@ -8,10 +8,15 @@ import importlib
 import pkgutil
 
 
+def submodule_names(package_path):
+    """The public submodules and subpackages on disk (found without importing them)."""
+    return sorted(info.name for info in pkgutil.iter_modules(package_path)
+                  if not info.name.startswith("_"))
+
+
 def submodule_getattr(package_name, package_path):
     """A module-level `__getattr__` for `package_name` that imports its submodules."""
-    names = {info.name for info in pkgutil.iter_modules(package_path)
-             if not info.name.startswith("_")}
+    names = set(submodule_names(package_path))
 
     def __getattr__(name):
         if name in names:

@@ -42,6 +42,7 @@ from keras_bert.pretraining_data.reading import (iter_blocks, make_tokenize_fn, 
 if TYPE_CHECKING:
     import multiprocessing.pool
 
+
 @dataclasses.dataclass
 class Summary:
     input_files: int = 0

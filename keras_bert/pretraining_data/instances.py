@@ -13,6 +13,7 @@ import numpy as np
 
 from keras_bert.pretraining_data.options import Block, Instances, PretrainingOptions, VocabInfo
 
+
 def _truncate_counts(len_a, len_b, max_num_tokens):
     """How many tokens `truncate_seq_pair` removes from A and from B.
 

@@ -14,6 +14,7 @@ from keras_bert.pretraining_data.options import (Block, BLOCK_CHARS, BLOCK_DOCUM
 if TYPE_CHECKING:
     from keras_bert.text.tokenizer import BertTokenizer
 
+
 @dataclasses.dataclass
 class ReadStats:
     files: int = 0

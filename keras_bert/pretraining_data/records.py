@@ -18,6 +18,7 @@ from keras_bert.pretraining_data.options import Instances, MaskedLm, Pretraining
 # the worker processes. Example{features=1: Features{feature=1: map<string,
 # Feature>}}, Feature{float_list=2 | int64_list=3}, lists are packed field 1.
 
+
 def _varint(value):
     out = bytearray()
     while True:

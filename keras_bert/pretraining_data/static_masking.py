@@ -11,6 +11,7 @@ import numpy as np
 
 from keras_bert.pretraining_data.options import MaskedLm, PretrainingOptions, VocabInfo
 
+
 def mask_instances(input_ids: np.ndarray, lengths: np.ndarray, options: PretrainingOptions,
                    vocab: VocabInfo, rng: np.random.Generator) -> MaskedLm:
     """The original's masked-LM choice for every instance at once.

@@ -16,6 +16,7 @@ from keras_bert.pretraining_data.records import encode_instances, ExampleEncoder
 if TYPE_CHECKING:
     import multiprocessing.pool
 
+
 @dataclasses.dataclass
 class BlockResult:
     index: int
@@ -58,7 +59,6 @@ def process_block(block: Block, options: PretrainingOptions, vocab: VocabInfo,
         result.candidates = int((real & (ids != vocab.cls_id) & (ids != vocab.sep_id)).sum())
     result.records = encode_instances(instances, masked, options, encoder)
     return result
-
 
 
 def _ignore_interrupts():
