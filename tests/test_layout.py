@@ -7,7 +7,9 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 PACKAGE = os.path.join(ROOT, "keras_bert")
 
 

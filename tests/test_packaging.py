@@ -14,8 +14,9 @@ import pytest
 
 import keras_bert
 from keras_bert.cli import native_logs
+from repo_paths import REPO_ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = REPO_ROOT
 
 
 def readme_python_blocks():

@@ -4,8 +4,9 @@ import os
 import re
 
 from keras_bert.cli import command_reference
+from repo_paths import REPO_ROOT
 
-README = os.path.join(os.path.dirname(__file__), "..", "README.md")
+README = os.path.join(REPO_ROOT, "README.md")
 
 
 def test_command_reference_in_sync():

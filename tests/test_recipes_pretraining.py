@@ -8,15 +8,16 @@ import pytest
 
 from keras_bert.config import BertConfig
 from keras_bert.training import pretraining
+from repo_paths import REPO_ROOT
 from synthetic_pretraining import write_records
 
-RECIPES = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "recipes",
+RECIPES = sorted(glob.glob(os.path.join(REPO_ROOT, "recipes",
                                         "pretraining", "*.yaml")))
 NAMES = [os.path.basename(path) for path in RECIPES]
 
 
 def test_recipes_are_the_papers(monkeypatch):
-    monkeypatch.chdir(os.path.join(os.path.dirname(__file__), ".."))
+    monkeypatch.chdir(REPO_ROOT)
     assert {"bert_base_tpu_phase1.yaml", "bert_base_tpu_phase2.yaml", "bert_large_tpu_phase1.yaml",
             "bert_large_tpu_phase2.yaml", "bert_base_multi_gpu.yaml",
             "bert_base_multi_worker.yaml", "austen_cpu.yaml"} <= set(NAMES)

@@ -1,6 +1,6 @@
 """The fast paths: hand-written gradients and fused ops that give the values of
 the plain TensorFlow / Keras ops they replace, faster. One switch (`switch`)
-chooses them, on by default; tests/test_fast_*.py prove fast == plain, values and
+chooses them, on by default; tests/kernels/test_fast_*.py prove fast == plain, values and
 gradients; measured figures are in recipes/benchmarks/README.md.
 
 - `dense`: `FastDense`, whose kernel gradient uses the layout CPUs are fast at

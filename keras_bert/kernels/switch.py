@@ -1,6 +1,6 @@
 """The one switch between the fast kernels and the plain TensorFlow / Keras ops.
 
-On by default: every fast kernel gives the plain ops' values (tests/test_fast_*.py
+On by default: every fast kernel gives the plain ops' values (tests/kernels/test_fast_*.py
 prove it, values and gradients) in less time on the CPUs and accelerators measured
 (recipes/benchmarks/README.md). Off, the layers run the plain path a reader
 would write from the paper: Keras' Dense, LayerNormalization and Dropout, Keras'

@@ -26,7 +26,7 @@ Python's: characters unassigned in Python's database are replaced by an unused
 private-use character first (tensorflow-text's newer ICU calls 36 of them
 punctuation and decomposes 20), and capitals TF's older ICU cannot lowercase
 are lowercased from a table built from `str.lower()`. Every code point then
-gives the original's ids (tests/test_tokenizer_parity.py).
+gives the original's ids (tests/text/test_tokenizer_parity.py).
 
 Legend for shape comments: B = batch, W = words, P = word pieces, C = characters,
 T = sequence.

@@ -10,7 +10,7 @@ and is reported at its fastest setting. Ours also trains its next-sentence
 head and tracks two accuracies (the peers here train the masked LM alone), so
 the comparison is conservative for ours. Ours runs its last Transformer block
 only at [CLS] and the masked positions, the only rows its losses read (same
-outputs and gradients, tests/test_pretrainer.py); the peers run it over every
+outputs and gradients, tests/models/test_pretrainer.py); the peers run it over every
 position.
 
 All models share this process, hence TensorFlow's CPU settings: those of the

@@ -10,8 +10,9 @@ import pytest
 
 import keras_bert
 from keras_bert.cli.startup import OPTIONAL_PACKAGES
+from repo_paths import REPO_ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = REPO_ROOT
 
 
 def _run_python(code):

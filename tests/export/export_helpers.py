@@ -1,4 +1,4 @@
-"""Tiny task models exported once per test session, shared by tests/test_export*.py.
+"""Tiny task models exported once per test session, shared by tests/export/test_export*.py.
 
 Exporting and loading a SavedModel takes seconds, so each model is built,
 exported and loaded once (`exported(kind)`, cached) and every test reads it.

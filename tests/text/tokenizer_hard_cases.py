@@ -1,7 +1,7 @@
 """Strings where a BERT tokenizer most easily departs from the original one.
 
 Each is compared, id for id, with the original Python `FullTokenizer`
-(tests/test_tokenizer_parity.py). Grouped by what they exercise.
+(tests/text/test_tokenizer_parity.py). Grouped by what they exercise.
 """
 
 HARD_CASES = [

@@ -2,9 +2,9 @@
 `tensorflow_text` are installed and `keras` / `keras_bert` cannot be imported,
 as on a model server.
 
-Run by tests/test_export_portability.py in a fresh process:
+Run by tests/export/test_export_portability.py in a fresh process:
 
-    python tests/export_portability_check.py REQUEST.json
+    python tests/export/export_portability_check.py REQUEST.json
 
 REQUEST.json: {"allowed_ops": [...], "models": {NAME: {"path": DIR,
 "inputs": {SIGNATURE: {INPUT: list}}}}}. Prints one JSON report on stdout:

@@ -2,7 +2,7 @@
 `tensorflow` and `tensorflow_text` can be imported, and uses no custom op that
 TensorFlow Serving's model server does not link (issue 6, part 2).
 
-One subprocess checks all exports at once (tests/export_portability_check.py).
+One subprocess checks all exports at once (tests/export/export_portability_check.py).
 """
 
 import json

@@ -17,9 +17,9 @@ from keras_bert.config import BertConfig
 from keras_bert.pretraining_data import inputs
 from keras_bert.training import distribute
 from keras_bert.training import pretraining
+from repo_paths import REPO_ROOT
 from synthetic_pretraining import write_records
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def test_build_strategy(monkeypatch):
@@ -58,7 +58,7 @@ def test_every_iterator_of_a_seeded_training_stream_replays_it(tmp_path):
 
 
 def _tpu_recipe_dataset(tmp_path, monkeypatch):
-    monkeypatch.chdir(os.path.join(TESTS_DIR, ".."))
+    monkeypatch.chdir(REPO_ROOT)
     recipe = pretraining.load_config("recipes/pretraining/bert_base_tpu_phase1.yaml")
     path = write_records(tmp_path / "seq128.tfrecord", 8, vocab_size=30522, seq_length=128,
                          max_predictions_per_seq=20)
@@ -147,7 +147,7 @@ def test_mirrored_two_cpus_follows_the_one_device_trajectory(tmp_path):
     and so do 2 replicas accumulating 2 micro-batches of 2 each."""
     fields = _cluster_fields(tmp_path)
     fields.update(train_files=str(tmp_path / "a.tfrecord"))
-    package_root = os.path.dirname(TESTS_DIR)
+    package_root = REPO_ROOT
     # A second MirroredStrategy in the same process aborted (TF 2.20) with a
     # collective "shape mismatch" between the two strategies' all-reduces.
     for runs in ("one,two", "custom", "accumulate", "accumulate_custom"):
@@ -206,7 +206,7 @@ def test_multi_worker_two_processes_write_one_consistent_checkpoint(tmp_path):
         env = dict(os.environ, TF_CONFIG=json.dumps(
             {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
         processes.append(subprocess.Popen(
-            [sys.executable, "-c", WORKER_SCRIPT, json.dumps(fields), os.path.dirname(TESTS_DIR)],
+            [sys.executable, "-c", WORKER_SCRIPT, json.dumps(fields), REPO_ROOT],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = [p.communicate(timeout=600)[0] for p in processes]
     for p, output in zip(processes, outputs):
