@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import tensorflow as tf
 
-from keras_bert.export.base import (IDS_SPECS, TaskServing, check_same_batch, signature,
-                                    traced_pack)
+from keras_bert.export.base import IDS_SPECS, TaskServing, signature, traced_pack
+from keras_bert.preprocessing.classification import class_names, classify_logits
+from keras_bert.preprocessing.text_ops import check_same_batch
 
 if TYPE_CHECKING:
     from keras_bert.models.classifier import BertClassifier
@@ -36,14 +37,7 @@ class ClassifierServing(TaskServing):
         super().__init__(model, tokenizer, seq_length)
         self.regression = model.num_classes == 1
         names = label_names if label_names is not None else getattr(model, "label_names", None)
-        if self.regression:
-            names = None
-        elif names is None:
-            names = [str(i) for i in range(model.num_classes)]
-        elif len(names) != model.num_classes:
-            raise ValueError(f"{len(names)} label_names for a classifier of "
-                             f"{model.num_classes} classes")
-        self.label_names = None if names is None else [str(name) for name in names]
+        self.label_names = class_names(model.num_classes, names)
 
     @property
     def task(self) -> str:
@@ -67,12 +61,7 @@ class ClassifierServing(TaskServing):
                 for key in single}
 
     def classify(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        logits = self.run_model(features)  # (B, C)
-        if self.regression:
-            return {"score": logits[:, 0]}  # (B,)
-        names = tf.constant(self.label_names)
-        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
-                "label": tf.gather(names, tf.argmax(logits, axis=-1))}
+        return classify_logits(self.run_model(features), self.label_names)  # (B, C) logits in
 
     # === Signatures ===
 

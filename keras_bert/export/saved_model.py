@@ -1,6 +1,7 @@
 """SavedModels with tokenization inside, in TensorFlow Serving's layout.
 
-`export_saved_model(model, tokenizer, path)` writes one servable version
+`export_saved_model(model, tokenizer, path)` (or `export_saved_model(model, path)` for a
+model with a preprocessor) writes one servable version
 (`EXPORT_DIR/NAME/VERSION`). Strings go in, useful values come out; the
 signatures per task are described in each `export_<task>.py` module:
 
@@ -65,24 +66,45 @@ def task_serving(model: keras.Model, tokenizer: BertTokenizer, seq_length: int |
                      "BertTokenClassifier or BertSpanExtractor")
 
 
+def _tokenizer_and_length(model, tokenizer, seq_length):
+    """The tokenizer and length to export with: given ones win over the
+    model's preprocessor (an encoder has none and needs a tokenizer)."""
+    preprocessor = getattr(model, "preprocessor", None)
+    if tokenizer is None:
+        if preprocessor is None:
+            raise ValueError(f"a {type(model).__name__} without a preprocessor needs the "
+                             "`tokenizer` it was trained with: export_saved_model(model, "
+                             "tokenizer, path)")
+        tokenizer = preprocessor.tokenizer
+    if seq_length is None and preprocessor is not None:
+        seq_length = preprocessor.seq_length
+    return tokenizer, seq_length
+
+
 def _no_options(what, task_options):
     if task_options:
         raise ValueError(f"{sorted(task_options)}: question-answering options, "
                          f"not for {what}")
 
 
-def export_saved_model(model: keras.Model, tokenizer: BertTokenizer, path: str | os.PathLike,
-                       seq_length: int | None = None, label_names: Sequence[str] | None = None,
-                       overwrite: bool = False, **task_options: Any) -> str:
+def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.PathLike | None = None,
+                       path: str | os.PathLike | None = None, seq_length: int | None = None,
+                       label_names: Sequence[str] | None = None, overwrite: bool = False,
+                       **task_options: Any) -> str:
     """Writes `model` + `tokenizer` as a SavedModel at `path` and returns `path`.
+
+    `export_saved_model(model, path)` exports a task model that carries its
+    `preprocessor` (vocabulary, casing, sequence length come from it).
 
     Args:
       model: a `BertEncoder` or a task model (classifier, tagger, span extractor).
-      tokenizer: the `BertTokenizer` the model was trained with.
+      tokenizer: the `BertTokenizer` the model was trained with; default: the
+        model's preprocessor's.
       path: the version folder, `EXPORT_DIR/NAME/VERSION` (VERSION an integer,
         as TensorFlow Serving expects). Written to a temporary sibling first and
         renamed, so a model server polling `EXPORT_DIR/NAME` never loads half a model.
-      seq_length: tokens per sequence (default 128; 384 for question answering).
+      seq_length: tokens per sequence (default: the preprocessor's, else 128; 384
+        for question answering).
         Longer texts are cut (pairs by the original longest-first rule).
       label_names: class / tag names, index-aligned with the logits; defaults to
         the model's own `label_names`, else "0", "1", ...
@@ -91,6 +113,11 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer, path: str |
         `doc_stride`, `max_query_length`, `max_answer_length`, `n_best_size`,
         `null_score_diff_threshold`, `max_windows` (see `export_squad`).
     """
+    if path is None and isinstance(tokenizer, (str, os.PathLike)):
+        tokenizer, path = None, tokenizer  # export_saved_model(model, path)
+    if path is None:
+        raise TypeError("export_saved_model needs the `path` to write")
+    tokenizer, seq_length = _tokenizer_and_length(model, tokenizer, seq_length)
     path = os.fspath(path)
     if tf.io.gfile.exists(path):
         if not overwrite:

@@ -1,47 +1,25 @@
 """Serving signatures of a `BertSpanExtractor`: extractive question answering.
 
-Everything google-research/bert's `run_squad.py` does around the model runs
-inside the graph, with its defaults:
-
-1. the question is cut to `max_query_length` pieces; the context is cut into
-   windows of at most `seq_length - len(question) - 3` pieces, `doc_stride`
-   apart, each packed as `[CLS] question [SEP] window [SEP]`;
-2. every window goes through the model in one batch;
-3. candidates are the `n_best_size` best start and end positions of each
-   window among its context pieces and `[CLS]` (run_squad ranks every
-   position: see `keras_bert.tasks.squad` for why not); a span (i, j) counts if both lie in the context, j >= i, it has at
-   most `max_answer_length` pieces and window holds i with the most context
-   around it (the max-context rule); its score is start + end logit;
-4. the best span over all windows is mapped back to the context: `answer` is
-   the exact text between its first piece's first byte and its last piece's
-   last byte, `start` / `end` its character offsets (`context[start:end]`);
-5. SQuAD 2.0 models (`version_2_with_negative`): the null score is the lowest
-   `[CLS]` start + end logit over the windows; the question has an answer if
-   null score - best span score <= `null_score_diff_threshold`.
-
-Contexts longer than `max_windows` windows are searched in their first
-`max_windows` windows only (64 windows cover about 8,300 pieces at the
-defaults). Without an answer (SQuAD 2.0's null wins, or no span qualifies,
-as for an empty context) `answer` is "" and `start` = `end` = -1; `score` is
-the best span's score, -inf when no span qualifies.
+The windows and the span search are `keras_bert.preprocessing.squad.SpanFinder`'s
+(run_squad.py's, in the graph; read its docstring), as in the model's `predict`.
 
 - `serving_default(question, context)` and `serve_examples(inputs)` (bytes
   features `question`, `context`): `answer`, `start`, `end`, `score`
   (+ `has_answer`, `null_score_diff` for SQuAD 2.0), each (B,).
 - `serve_ids(input_ids, input_mask, segment_ids)`: `start_logits`, `end_logits`.
 
-Legend for shape comments: B = batch, N = windows of the whole batch, T =
-sequence length, K = n_best_size, P = word pieces.
+Legend for shape comments: B = batch, T = sequence length.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable
 
 import tensorflow as tf
 
-from keras_bert.export.base import (IDS_SPECS, TaskServing, char_offsets, check_same_batch,
-                                    clean_utf8, signature, surface_text, traced_pack)
+from keras_bert.export.base import IDS_SPECS, TaskServing, signature
+from keras_bert.preprocessing.squad import SpanFinder
+from keras_bert.preprocessing.text_ops import check_same_batch
 
 if TYPE_CHECKING:
     from keras_bert.models.span_extractor import BertSpanExtractor
@@ -53,174 +31,19 @@ class SquadServing(TaskServing):
     task = "question_answering"
 
     def __init__(self, model: BertSpanExtractor, tokenizer: BertTokenizer, seq_length: int,
-                 version_2_with_negative: bool = False, doc_stride: int = 128,
-                 max_query_length: int = 64, max_answer_length: int | None = None,
-                 n_best_size: int = 20, null_score_diff_threshold: float = 0.0,
-                 max_windows: int = 64) -> None:
+                 max_answer_length: int | None = None, **options: Any) -> None:
         super().__init__(model, tokenizer, seq_length)
         if max_answer_length is None:
             max_answer_length = getattr(model, "max_answer_length", 30)
-        if seq_length - max_query_length - 3 < 1:
-            raise ValueError(f"seq_length ({seq_length}) leaves no room for the context after "
-                             f"max_query_length ({max_query_length}) and 3 special tokens")
-        for name, value in (("doc_stride", doc_stride), ("max_query_length", max_query_length),
-                            ("max_answer_length", max_answer_length),
-                            ("n_best_size", n_best_size), ("max_windows", max_windows)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        self.version_2_with_negative = bool(version_2_with_negative)
-        self.doc_stride = doc_stride
-        self.max_query_length = max_query_length
-        self.max_answer_length = max_answer_length
-        self.n_best_size = min(n_best_size, seq_length)
-        self.null_score_diff_threshold = float(null_score_diff_threshold)
-        self.max_windows = max_windows
+        self.finder = SpanFinder(tokenizer, seq_length, max_answer_length=max_answer_length,
+                                 **options)
+        self.version_2_with_negative = self.finder.version_2_with_negative
 
     def metadata(self) -> dict[str, Any]:
-        return {**super().metadata(), "version_2_with_negative": self.version_2_with_negative,
-                "doc_stride": self.doc_stride, "max_query_length": self.max_query_length,
-                "max_answer_length": self.max_answer_length, "n_best_size": self.n_best_size,
-                "null_score_diff_threshold": self.null_score_diff_threshold,
-                "max_windows": self.max_windows}
-
-    # === Windows ===
-
-    def windows(self, question: tf.Tensor, context: tf.Tensor
-                ) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor], tf.RaggedTensor,
-                           tf.RaggedTensor]:
-        """Tokenizes and cuts each (question, context) into run_squad's windows.
-
-        Returns the packed features (N, T) and, per window, its example, the
-        question length, the first context piece and the number of pieces (N,),
-        plus the context pieces' byte offsets (ragged (B, P))."""
-        batch = tf.size(question, out_type=tf.int64)
-        ids, starts, ends = self.tokenize_with_offsets(tf.concat([question, context], 0))
-        question_ids = ids[:batch][:, :self.max_query_length]  # (B, Q)
-        context_ids = ids[batch:]  # (B, P)
-        question_length = question_ids.row_lengths()  # (B,)
-        context_length = context_ids.row_lengths()
-        room = self.seq_length - question_length - 3  # context pieces per window
-        step = tf.minimum(room, self.doc_stride)
-        extra = tf.maximum(context_length - room, 0)
-        count = tf.minimum(1 + (extra + step - 1) // step, self.max_windows)  # (B,)
-        example = tf.repeat(tf.range(batch), count)  # (N,)
-        window_start = tf.ragged.range(count).flat_values * tf.gather(step, example)
-        window_length = tf.minimum(tf.gather(context_length, example) - window_start,
-                                   tf.gather(room, example))  # (N,), 0 for an empty context
-        first = tf.gather(context_ids.row_starts(), example) + window_start
-        pieces = tf.gather(context_ids.flat_values,
-                           tf.ragged.range(first, first + window_length))  # (N, window)
-        features = traced_pack(self.tokenizer, self.seq_length, pair=True)(
-            tf.gather(question_ids, example), pieces)
-        window = {"example": example, "question_length": tf.gather(question_length, example),
-                  "start": window_start, "length": window_length, "count": count}
-        return features, window, starts[batch:], ends[batch:]
-
-    def max_context(self, window: Mapping[str, tf.Tensor]) -> tf.Tensor:
-        """(N, T) bool: position p of window n holds a context piece whose
-        best-centred window (run_squad's `_check_is_max_context`) is n."""
-        positions = tf.range(self.seq_length, dtype=tf.int64)[tf.newaxis]  # (1, T)
-        offset = positions - window["question_length"][:, tf.newaxis] - 2  # (N, T) in the window
-        piece = window["start"][:, tf.newaxis] + offset  # (N, T) in the context
-        total = tf.size(window["example"], out_type=tf.int64)
-        index = tf.range(total)
-
-        def score(other):  # run_squad's score in window `other`, in float64 as Python's
-            start = tf.gather(window["start"], other)[:, tf.newaxis]
-            length = tf.gather(window["length"], other)[:, tf.newaxis]
-            inside = piece - start
-            contains = (inside >= 0) & (inside < length)
-            value = (tf.cast(tf.minimum(inside, length - 1 - inside), tf.float64)
-                     + 0.01 * tf.cast(length, tf.float64))
-            return contains, value
-
-        contains, own = score(index)
-        best = contains
-        # Windows farther apart than one window length never share a piece.
-        reach = -(-(self.seq_length - 3) // self.doc_stride)
-        for shift in range(-reach, reach + 1):
-            if shift == 0:
-                continue
-            other = index + shift
-            exists = (other >= 0) & (other < total)
-            other = tf.clip_by_value(other, 0, tf.maximum(total - 1, 0))
-            same = exists & tf.equal(tf.gather(window["example"], other), window["example"])
-            there, value = score(other)
-            # The first window with the highest score wins, as in run_squad.
-            beats = (value >= own) if shift < 0 else (value > own)
-            best &= ~(same[:, tf.newaxis] & there & beats)
-        return best
-
-    # === Spans ===
+        return {**super().metadata(), **self.finder.options()}
 
     def answer(self, question: tf.Tensor, context: tf.Tensor) -> dict[str, tf.Tensor]:
-        question, context = clean_utf8(question), clean_utf8(context)
-        features, window, piece_starts, piece_ends = self.windows(question, context)
-        logits = self.run_model(features)
-        start_logits = tf.cast(logits["start_logits"], tf.float64)  # (N, T)
-        end_logits = tf.cast(logits["end_logits"], tf.float64)
-        positions = tf.range(self.seq_length, dtype=tf.int64)[tf.newaxis]
-        offset = positions - window["question_length"][:, tf.newaxis] - 2  # (N, T)
-        in_context = (offset >= 0) & (offset < window["length"][:, tf.newaxis])
-        can_start = in_context & self.max_context(window)
-
-        # n-best start and end positions of each window (ties: lower position first),
-        # among the positions a prediction can take (see keras_bert.tasks.squad).
-        rankable = in_context | tf.equal(positions, 0)  # context pieces and [CLS]
-        top_starts = tf.math.top_k(tf.where(rankable, start_logits, -float("inf")),
-                                   self.n_best_size).indices  # (N, K)
-        top_ends = tf.math.top_k(tf.where(rankable, end_logits, -float("inf")),
-                                 self.n_best_size).indices
-        i = tf.cast(top_starts, tf.int64)[:, :, tf.newaxis]  # (N, K, 1)
-        j = tf.cast(top_ends, tf.int64)[:, tf.newaxis, :]  # (N, 1, K)
-        valid = (tf.gather(can_start, top_starts, batch_dims=1)[:, :, tf.newaxis]
-                 & tf.gather(in_context, top_ends, batch_dims=1)[:, tf.newaxis, :]
-                 & (j >= i) & (j - i + 1 <= self.max_answer_length))  # (N, K, K)
-        scores = (tf.gather(start_logits, top_starts, batch_dims=1)[:, :, tf.newaxis]
-                  + tf.gather(end_logits, top_ends, batch_dims=1)[:, tf.newaxis, :])
-        scores = tf.reshape(tf.where(valid, scores, -float("inf")), [-1, self.n_best_size ** 2])
-        pick = tf.argmax(scores, axis=1)  # (N,) first best, in run_squad's candidate order
-        window_best = tf.reduce_max(scores, axis=1)  # (N,)
-        best_start = tf.gather(top_starts, pick // self.n_best_size, batch_dims=1)
-        best_end = tf.gather(top_ends, pick % self.n_best_size, batch_dims=1)
-
-        # The best window of each example (the first on ties).
-        per_example = tf.RaggedTensor.from_row_lengths(window_best, window["count"])
-        dense = per_example.to_tensor(-float("inf"))  # (B, W)
-        # One more -inf column keeps argmax defined for an empty batch (B, 0).
-        dense = tf.concat([dense, tf.fill([tf.shape(dense)[0], 1], tf.constant(-float("inf"), dense.dtype))], axis=1)
-        chosen = per_example.row_starts() + tf.argmax(dense, axis=1)  # (B,)
-        score = tf.gather(window_best, chosen)  # (B,)
-        found = score > -float("inf")
-        chosen_offset = tf.gather(window["start"] - window["question_length"] - 2, chosen)
-        first_piece = tf.cast(tf.gather(best_start, chosen), tf.int64) + chosen_offset
-        last_piece = tf.cast(tf.gather(best_end, chosen), tf.int64) + chosen_offset
-        # Byte spans of those pieces; a trailing 0 serves examples without a span.
-        flat_starts = tf.concat([piece_starts.flat_values, [0]], 0)
-        flat_ends = tf.concat([piece_ends.flat_values, [0]], 0)
-        last = tf.size(piece_starts.flat_values, out_type=tf.int64)
-        row_starts = piece_starts.row_starts()
-        byte_start = tf.gather(flat_starts, tf.clip_by_value(row_starts + first_piece, 0, last))
-        byte_end = tf.gather(flat_ends, tf.clip_by_value(row_starts + last_piece, 0, last))
-
-        has_answer = found
-        outputs = {}
-        if self.version_2_with_negative:
-            null = tf.RaggedTensor.from_row_lengths(
-                start_logits[:, 0] + end_logits[:, 0], window["count"])
-            null_score_diff = tf.reduce_min(null, axis=1) - score  # (B,)
-            has_answer = found & (null_score_diff <= self.null_score_diff_threshold)
-            outputs = {"has_answer": has_answer,
-                       "null_score_diff": tf.cast(null_score_diff, tf.float32)}
-        byte_start = tf.where(has_answer, byte_start, 0)
-        byte_end = tf.where(has_answer, byte_end, 0)
-        outputs.update({
-            "answer": surface_text(context, byte_start, byte_end),
-            "start": tf.where(has_answer, char_offsets(context, byte_start), -1),
-            "end": tf.where(has_answer, char_offsets(context, byte_end), -1),
-            "score": tf.cast(score, tf.float32),
-        })
-        return outputs
+        return self.finder.answer(question, context, self.run_model)
 
     # === Signatures ===
 

@@ -9,9 +9,14 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import keras
+import numpy as np
+import tensorflow as tf
 
 from keras_bert import features
 from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
+from keras_bert.preprocessing.classification import class_names, classify_logits
+from keras_bert.preprocessing.preprocessor import BertPreprocessor
 
 
 def serialize_encoder(encoder: BertEncoder) -> dict:
@@ -32,7 +37,7 @@ def encoder_inputs() -> dict[str, keras.KerasTensor]:
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class BertClassifier(keras.Model):
+class BertClassifier(TextTask, keras.Model):
     """The paper's classifier: dropout then one dense layer on the pooled `[CLS]`.
 
     Args:
@@ -41,15 +46,22 @@ class BertClassifier(keras.Model):
         single output is the predicted score.
       dropout: dropout rate before the output layer (the paper keeps 0.1).
       label_names: optional class names, index-aligned with the logits; kept in
-        the config so exported models can return strings.
+        the config so exported models can return strings, and `fit` can take
+        them as labels.
+      preprocessor: optional `BertPreprocessor`; with it the model also takes
+        text (one string per example, or pairs) in `fit` / `evaluate` /
+        `predict` (see `keras_bert.models.text_task`).
 
     Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 (B, T).
     Output: logits (B, C) (for `num_classes=1`, the score (B, 1)).
+    `predict` on text: probabilities (N, C) (a regressor: scores (N,)).
     """
 
     def __init__(self, encoder: BertEncoder | dict, num_classes: int, dropout: float = 0.1,
-                 label_names: Sequence[str] | None = None, **kwargs: Any) -> None:
+                 label_names: Sequence[str] | None = None,
+                 preprocessor: BertPreprocessor | dict | None = None, **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
+        preprocessor = deserialize_preprocessor(preprocessor)
         if label_names is not None and len(label_names) != num_classes:
             raise ValueError(f"{len(label_names)} label_names for num_classes={num_classes}")
         init = keras.initializers.TruncatedNormal(stddev=encoder.config.initializer_range)
@@ -70,11 +82,78 @@ class BertClassifier(keras.Model):
         self.num_classes = num_classes
         self.dropout = dropout
         self.label_names = list(label_names) if label_names is not None else None
+        self.preprocessor = preprocessor
+
+    # === Text in, answers out ===
+
+    @property
+    def regression(self) -> bool:
+        return self.num_classes == 1
+
+    def default_loss(self) -> keras.losses.Loss:
+        if self.regression:
+            return keras.losses.MeanSquaredError()
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def default_metrics(self) -> list:
+        if self.regression:
+            return []
+        return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+
+    def encode_targets(self, y: Any) -> Any:
+        """Class names (the model's `label_names`) -> class indices; indices
+        and regression scores pass through."""
+        if y is None or self.regression:
+            return y if y is None else np.asarray(y, np.float32)
+        values = np.asarray(y)
+        if values.dtype.kind not in "OSU":
+            return values
+        index = {name: i for i, name in enumerate(self.answer_names())}
+        unknown = sorted({str(v) for v in values.ravel()} - set(index))
+        if unknown:
+            raise ValueError(f"label(s) {unknown[:5]} not among the model's label_names "
+                             f"{self.answer_names()}")
+        return np.vectorize(lambda v: index[str(v)], otypes=[np.int32])(values)
+
+    def map_text_batch(self, x: Any, y: Any = None) -> tuple[dict[str, tf.Tensor], Any, Any]:
+        if y is not None and not self.regression and y.dtype == tf.string:
+            names = tf.constant(self.answer_names())
+            known = tf.equal(y[:, tf.newaxis], names)  # (B, C)
+            check = tf.debugging.Assert(tf.reduce_all(tf.reduce_any(known, axis=1)), [
+                f"labels must be among {self.answer_names()}; got", y])
+            with tf.control_dependencies([check]):
+                y = tf.argmax(tf.cast(known, tf.int32), axis=1, output_type=tf.int32)
+        return self.require_preprocessor()(x), y, None
+
+    def answer_names(self) -> list[str] | None:
+        return class_names(self.num_classes, self.label_names)
+
+    def classify(self, x: Any, batch_size: int | None = None) -> dict[str, np.ndarray]:
+        """Text -> {logits, probabilities (N, C), label (N,)} (a regressor: {score
+        (N,)}), computed as the exported classifier computes them."""
+        parts = []
+        for chunk in batches(x, batch_size or 32):
+            logits = self(self.require_preprocessor()(chunk), training=False)  # (B, C)
+            parts.append(classify_logits(logits, self.answer_names()))
+        return {name: np.concatenate([part[name].numpy() for part in parts])
+                for name in parts[0]}
+
+    def answer(self, x: Any, batch_size: int | None = None, **kwargs: Any) -> np.ndarray:
+        outputs = self.classify(x, batch_size)
+        return outputs["score"] if self.regression else outputs["probabilities"]
+
+    def predict_labels(self, x: Any, batch_size: int | None = None) -> list[str]:
+        """Text -> the most probable class's name per text."""
+        if self.regression:
+            raise ValueError("a regressor (num_classes=1) has no labels: use predict")
+        return [label.decode("utf-8") for label in self.classify(x, batch_size)["label"]]
+
+    # === Config ===
 
     def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder), "num_classes": self.num_classes,
                 "dropout": self.dropout, "label_names": self.label_names,
-                "name": self.name, "trainable": self.trainable}
+                "name": self.name, "trainable": self.trainable, **self.preprocessor_config()}
 
     @classmethod
     def from_config(cls, config: dict) -> BertClassifier:

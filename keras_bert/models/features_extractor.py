@@ -9,18 +9,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import keras
+import numpy as np
 
 from keras_bert.layers.pooling import MeanPool
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
+from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
 
 if TYPE_CHECKING:
-    import tensorflow as tf
-
     from keras_bert.models.encoder import BertEncoder
+    from keras_bert.preprocessing.preprocessor import BertPreprocessor
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class BertFeatureExtractor(keras.Model):
+class BertFeatureExtractor(TextTask, keras.Model):
     """Frozen-encoder features.
 
     `token_features` concatenates the top `num_top_layers` layers' outputs
@@ -32,14 +33,17 @@ class BertFeatureExtractor(keras.Model):
     Args:
       encoder: a `BertEncoder`; its weights are not trained through this model.
       num_top_layers: how many of the last layers to concatenate (4 in the paper).
+      preprocessor: optional `BertPreprocessor`; with it `predict` takes text
+        (one segment or pairs) and returns the same two outputs as NumPy.
 
     Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 (B, T).
     Outputs: `token_features` (B, T, K*H), `sentence_embedding` (B, H).
     """
 
     def __init__(self, encoder: BertEncoder | dict, num_top_layers: int = 4,
-                 **kwargs: Any) -> None:
+                 preprocessor: BertPreprocessor | dict | None = None, **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
+        preprocessor = deserialize_preprocessor(preprocessor)
         num_layers = encoder.config.num_hidden_layers
         if not 1 <= num_top_layers <= num_layers:
             raise ValueError(f"num_top_layers={num_top_layers}: the encoder has {num_layers} layers")
@@ -61,10 +65,20 @@ class BertFeatureExtractor(keras.Model):
         # === Config ===
         self.encoder = encoder
         self.num_top_layers = num_top_layers
+        self.preprocessor = preprocessor
+
+    def answer(self, x: Any, batch_size: int | None = None, **kwargs: Any
+               ) -> dict[str, np.ndarray]:
+        """Text -> {token_features (N, T, K*H), sentence_embedding (N, H)}."""
+        parts = [self(self.require_preprocessor()(chunk), training=False)
+                 for chunk in batches(x, batch_size or 32)]
+        return {name: np.concatenate([part[name].numpy() for part in parts])
+                for name in parts[0]}
 
     def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder),
-                "num_top_layers": self.num_top_layers, "name": self.name}
+                "num_top_layers": self.num_top_layers, "name": self.name,
+                **self.preprocessor_config()}
 
     @classmethod
     def from_config(cls, config: dict) -> BertFeatureExtractor:

@@ -5,19 +5,28 @@ Legend for shape comments: B = batch, T = sequence length, H = hidden size.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import keras
+import numpy as np
+import tensorflow as tf
 
 from keras_bert.layers.task_heads import SpanHead
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
+from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
+from keras_bert.preprocessing.preprocessor import is_text
+from keras_bert.preprocessing.squad import SpanFinder
+from keras_bert.tasks import squad
 
 if TYPE_CHECKING:
     from keras_bert.models.encoder import BertEncoder
+    from keras_bert.preprocessing.preprocessor import BertPreprocessor
+
+QUESTION, CONTEXT = "question", "context"
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class BertSpanExtractor(keras.Model):
+class BertSpanExtractor(TextTask, keras.Model):
     """A start vector S and an end vector E scored against every token T_i.
 
     The answer span (i, j) scores S·T_i + E·T_j with j >= i and at most
@@ -30,14 +39,21 @@ class BertSpanExtractor(keras.Model):
       encoder: a `BertEncoder`.
       max_answer_length: longest answer in word pieces (30, as the paper);
         kept in the config for post-processing and export.
+      preprocessor: optional `BertPreprocessor` (its `seq_length` is the
+        window length, 384 in the paper); with it `fit` takes
+        {"question": [...], "context": [...]} and answers
+        {"text": [...], "answer_start": [...]} (character offsets, SQuAD's
+        fields; an empty text is SQuAD 2.0's "no answer"), and `predict` on
+        questions and contexts gives the answers.
 
     Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 (B, T).
     Outputs: `start_logits` and `end_logits`, each (B, T).
     """
 
     def __init__(self, encoder: BertEncoder | dict, max_answer_length: int = 30,
-                 **kwargs: Any) -> None:
+                 preprocessor: BertPreprocessor | dict | None = None, **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
+        preprocessor = deserialize_preprocessor(preprocessor)
 
         # === Layers ===
         span_head = SpanHead(encoder.config.initializer_range, name="span_head")
@@ -52,12 +68,118 @@ class BertSpanExtractor(keras.Model):
         # === Config ===
         self.encoder = encoder
         self.max_answer_length = max_answer_length
+        self.preprocessor = preprocessor
+
+    # === Questions in, answers out ===
+
+    def default_loss(self) -> dict[str, keras.losses.Loss]:
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        return {"start_logits": loss, "end_logits": loss}
+
+    # run_squad.py's total loss is the mean of the start and end losses.
+    default_loss_weights = {"start_logits": 0.5, "end_logits": 0.5}
+
+    def encode_text(self, x: Any, y: Any = None) -> tuple[dict[str, np.ndarray], Any, Any]:
+        """Questions, contexts (+ answers) -> run_squad's training windows and
+        their start / end positions (`keras_bert.tasks.squad`)."""
+        questions, contexts = _questions_and_contexts(x)
+        answers = _answers(y, len(questions))
+        preprocessor = self.require_preprocessor()
+        qas = [{"id": str(i), "question": q,
+                "answers": [] if answer is None or not answer["text"] else [answer],
+                "is_impossible": answer is not None and not answer["text"]}
+               for i, (q, answer) in enumerate(zip(questions, answers))]
+        dataset = [{"paragraphs": [{"context": c, "qas": [qa]}]} for c, qa in zip(contexts, qas)]
+        examples = squad.read_squad_examples(
+            dataset, is_training=y is not None,
+            version_2_with_negative=any(qa["is_impossible"] for qa in qas), source="fit")
+        features = squad.feature_arrays(squad.convert_examples_to_features(
+            examples, preprocessor.tokenizer, preprocessor.seq_length,
+            is_training=y is not None))
+        targets = {"start_logits": features.pop("start_positions"),
+                   "end_logits": features.pop("end_positions")}
+        return features, (targets if y is not None else None), None
+
+    def is_text(self, x: Any) -> bool:
+        if isinstance(x, Mapping):
+            return QUESTION in x and CONTEXT in x
+        return isinstance(x, tuple) and len(x) == 2 and is_text(x[0]) and is_text(x[1])
+
+    def map_text_batch(self, x: Any, y: Any = None) -> tuple[dict[str, tf.Tensor], Any, Any]:
+        raise ValueError("a BertSpanExtractor trains on SQuAD text held in memory (dicts of "
+                         "lists, see the class docstring), not on a tf.data.Dataset of text: "
+                         "its windows and answer positions come from run_squad's Python "
+                         "conversion")
+
+    def span_finder(self, **options: Any) -> SpanFinder:
+        preprocessor = self.require_preprocessor()
+        options.setdefault("max_answer_length", self.max_answer_length)
+        return SpanFinder(preprocessor.tokenizer, preprocessor.seq_length, **options)
+
+    def answer(self, x: Any, batch_size: int | None = None, **options: Any) -> list[dict]:
+        """{"question": [...], "context": [...]} (or a (questions, contexts)
+        tuple) -> per question {"answer", "start", "end", "score"} (character
+        offsets into the context; "" and -1 without an answer), plus
+        "has_answer" and "null_score_diff" with `version_2_with_negative=True`.
+        `options`: `SpanFinder`'s (doc_stride, max_query_length, n_best_size,
+        null_score_diff_threshold, max_windows), as the exported model takes them."""
+        finder = self.span_finder(**options)
+        questions, contexts = _questions_and_contexts(x)
+        results = []
+        for chunk in batches((questions, contexts), batch_size or 8):
+            out = finder.answer(tf.constant(chunk[0]), tf.constant(chunk[1]),
+                                lambda f: self(f, training=False))
+            out = {name: value.numpy() for name, value in out.items()}
+            for row in range(len(chunk[0])):
+                result = {name: _python(value[row]) for name, value in out.items()}
+                results.append(result)
+        return results
+
+    # === Config ===
 
     def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder),
                 "max_answer_length": self.max_answer_length,
-                "name": self.name, "trainable": self.trainable}
+                "name": self.name, "trainable": self.trainable, **self.preprocessor_config()}
 
     @classmethod
     def from_config(cls, config: dict) -> BertSpanExtractor:
         return cls(**config)
+
+
+def _questions_and_contexts(x: Any) -> tuple[list[str], list[str]]:
+    if isinstance(x, Mapping) and QUESTION in x and CONTEXT in x:
+        questions, contexts = x[QUESTION], x[CONTEXT]
+    elif isinstance(x, tuple) and len(x) == 2:
+        questions, contexts = x
+    else:
+        raise ValueError('a BertSpanExtractor takes {"question": [...], "context": [...]} '
+                         "or a (questions, contexts) tuple")
+    questions, contexts = [_text(q) for q in questions], [_text(c) for c in contexts]
+    if len(questions) != len(contexts):
+        raise ValueError(f"one context per question: got {len(questions)} questions and "
+                         f"{len(contexts)} contexts")
+    return questions, contexts
+
+
+def _answers(y: Any, count: int) -> list[dict | None]:
+    """{"text": [...], "answer_start": [...]} or a list of such dicts -> a list."""
+    if y is None:
+        return [None] * count
+    if isinstance(y, Mapping):
+        y = [{"text": t, "answer_start": int(s)} for t, s in zip(y["text"], y["answer_start"])]
+    answers = [{"text": _text(a["text"]), "answer_start": int(a["answer_start"])} for a in y]
+    if len(answers) != count:
+        raise ValueError(f"one answer per question: got {count} questions and "
+                         f"{len(answers)} answers")
+    return answers
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _python(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    return value.item() if isinstance(value, np.generic) else value

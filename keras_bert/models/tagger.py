@@ -9,15 +9,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 import keras
+import numpy as np
+import tensorflow as tf
 
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
+from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
+from keras_bert.preprocessing.tagging import WordTagger, tag_names
+from keras_bert.preprocessing.text_ops import clean_utf8
+from keras_bert.tasks.tagging import TaggedSentences, encode_tagged
 
 if TYPE_CHECKING:
     from keras_bert.models.encoder import BertEncoder
+    from keras_bert.preprocessing.preprocessor import BertPreprocessor
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class BertTokenClassifier(keras.Model):
+class BertTokenClassifier(TextTask, keras.Model):
     """Dropout then one dense layer on every token of `sequence_output`.
 
     As in the paper, each word is labelled on its first word piece; training
@@ -28,14 +35,19 @@ class BertTokenClassifier(keras.Model):
       num_labels: number of tags (e.g. BIO tags of every entity type, with `O`).
       dropout: dropout rate before the output layer.
       label_names: optional tag names, index-aligned with the logits.
+      preprocessor: optional `BertPreprocessor`; with it `fit` / `evaluate`
+        take texts (words split at whitespace) or word lists with one tag
+        name per word, and `predict` on texts gives the entities.
 
     Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 (B, T).
     Output: logits (B, T, K).
     """
 
     def __init__(self, encoder: BertEncoder | dict, num_labels: int, dropout: float = 0.1,
-                 label_names: Sequence[str] | None = None, **kwargs: Any) -> None:
+                 label_names: Sequence[str] | None = None,
+                 preprocessor: BertPreprocessor | dict | None = None, **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
+        preprocessor = deserialize_preprocessor(preprocessor)
         if label_names is not None and len(label_names) != num_labels:
             raise ValueError(f"{len(label_names)} label_names for num_labels={num_labels}")
         init = keras.initializers.TruncatedNormal(stddev=encoder.config.initializer_range)
@@ -56,11 +68,90 @@ class BertTokenClassifier(keras.Model):
         self.num_labels = num_labels
         self.dropout = dropout
         self.label_names = list(label_names) if label_names is not None else None
+        self.preprocessor = preprocessor
+
+    # === Text in, entities out ===
+
+    def default_loss(self) -> keras.losses.Loss:
+        # The mean over labelled pieces only, not over every padded position.
+        return keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction="mean_with_sample_weight")
+
+    def word_tagger(self) -> WordTagger:
+        preprocessor = self.require_preprocessor()
+        return WordTagger(preprocessor.tokenizer, preprocessor.seq_length,
+                          tag_names(self.num_labels, self.label_names))
+
+    def encode_text(self, x: Any, y: Any = None) -> tuple[dict[str, np.ndarray], Any, Any]:
+        """Texts or word lists (+ one tag per word) -> features, tag ids on each
+        word's first piece and weights 1 there, 0 elsewhere (`encode_tagged`)."""
+        words = [text.split() if isinstance(text, str) else list(text) for text in x]
+        tags = None if y is None else [list(row) for row in y]
+        if tags is not None and any(len(w) != len(t) for w, t in zip(words, tags)):
+            row = next(i for i, (w, t) in enumerate(zip(words, tags)) if len(w) != len(t))
+            raise ValueError(f"text {row}: {len(words[row])} words but {len(tags[row])} tags")
+        preprocessor = self.require_preprocessor()
+        features, labels, weights, _ = encode_tagged(
+            preprocessor.tokenizer, TaggedSentences(words, tags),
+            tag_names(self.num_labels, self.label_names), preprocessor.seq_length)
+        if tags is None:
+            return features, None, None
+        return features, np.maximum(labels, 0), weights
+
+    def map_text_batch(self, x: Any, y: Any = None) -> tuple[dict[str, tf.Tensor], Any, Any]:
+        """(B,) texts and (B, W) tag names (ragged, or padded with "") -> the
+        same features, targets and weights as `encode_text`, in the graph."""
+        _, _, _, first, features = self.word_tagger().words_and_features(clean_utf8(x))
+        if y is None:
+            return features, None, None
+        tags = y.to_tensor("") if isinstance(y, tf.RaggedTensor) else y  # (B, W')
+        names = tf.constant(tag_names(self.num_labels, self.label_names))
+        known = tf.equal(tags[:, :, tf.newaxis], names)  # (B, W', K)
+        words = tf.shape(first)[1]
+        check = tf.debugging.Assert(
+            tf.reduce_all(tf.reduce_any(known, axis=2) | tf.equal(tags, ""))
+            & tf.equal(tf.shape(tags)[1], words),
+            ["every tag must be among the label_names and each text needs one tag per word; "
+             "tags", tags])
+        with tf.control_dependencies([check]):
+            ids = tf.argmax(tf.cast(known, tf.int32), axis=2, output_type=tf.int32)  # (B, W)
+        labelled = tf.where((first >= 0) & tf.reduce_any(known, axis=2))  # (L, 2): row, word
+        at = tf.stack([labelled[:, 0], tf.gather_nd(first, labelled)], axis=1)  # (L, 2)
+        shape = tf.shape(features["input_ids"], out_type=tf.int64)
+        targets = tf.scatter_nd(at, tf.gather_nd(ids, labelled), shape)  # (B, T)
+        weights = tf.scatter_nd(at, tf.ones(tf.shape(at)[:1]), shape)
+        return features, targets, weights
+
+    def tag(self, x: Any, batch_size: int | None = None) -> list[dict[str, Any]]:
+        """Texts -> per text {"tokens": words, "tags": one per word,
+        "entities": [{"type", "text", "start", "end"}]} (character offsets,
+        `text[start:end] == entity["text"]`), as the exported tagger answers."""
+        tagger, results = self.word_tagger(), []
+        for chunk in batches(x, batch_size or 32):
+            out = tagger.tag_words(tf.constant(chunk), lambda f: self(f, training=False))
+            out = {name: value.numpy() for name, value in out.items()}
+            for row in range(len(chunk)):
+                words, entities = int(out["num_tokens"][row]), int(out["num_entities"][row])
+                results.append({
+                    "tokens": [w.decode("utf-8") for w in out["tokens"][row, :words]],
+                    "tags": [t.decode("utf-8") for t in out["tags"][row, :words]],
+                    "entities": [{"type": out["entity_type"][row, e].decode("utf-8"),
+                                  "text": out["entity_text"][row, e].decode("utf-8"),
+                                  "start": int(out["entity_start"][row, e]),
+                                  "end": int(out["entity_end"][row, e])}
+                                 for e in range(entities)]})
+        return results
+
+    def answer(self, x: Any, batch_size: int | None = None, **kwargs: Any) -> list[list[dict]]:
+        """Texts -> their entities (see `tag`)."""
+        return [row["entities"] for row in self.tag(x, batch_size)]
+
+    # === Config ===
 
     def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder), "num_labels": self.num_labels,
                 "dropout": self.dropout, "label_names": self.label_names,
-                "name": self.name, "trainable": self.trainable}
+                "name": self.name, "trainable": self.trainable, **self.preprocessor_config()}
 
     @classmethod
     def from_config(cls, config: dict) -> BertTokenClassifier:

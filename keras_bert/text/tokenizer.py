@@ -233,14 +233,23 @@ def load_vocabulary(vocab_file: str) -> list[str]:
         vocab.pop()  # the final newline
     if not vocab:
         raise ValueError(f"vocabulary file is empty: {vocab_file}")
+    return check_vocabulary(vocab, vocab_file)
+
+
+def check_vocabulary(vocab: Sequence[str], source: str = "vocabulary") -> list[str]:
+    """The tokens as a list, after the checks WordPiece needs: not empty, each
+    token once, at most 256 bytes. Errors name `source` and the 1-based line."""
+    vocab = [str(token) for token in vocab]
+    if not vocab:
+        raise ValueError(f"vocabulary is empty: {source}")
     seen = {}
     for line, token in enumerate(vocab, start=1):
         if token in seen:
-            raise ValueError(f"{vocab_file}, line {line}: token {token!r} repeats line "
+            raise ValueError(f"{source}, line {line}: token {token!r} repeats line "
                              f"{seen[token]}; each token must appear once")
         seen[token] = line
         if len(token.encode("utf-8")) > 256 + (2 if token.startswith("##") else 0):
-            raise ValueError(f"{vocab_file}, line {line}: token longer than 256 bytes, "
+            raise ValueError(f"{source}, line {line}: token longer than 256 bytes, "
                              "the most tensorflow-text's WordPiece supports")
     return vocab
 
@@ -429,25 +438,30 @@ class BertTokenizer(tf.Module):
     """WordPiece tokenizer identical to the original BERT `FullTokenizer`.
 
     Args:
-      vocab_file: one token per line, as the original `vocab.txt`.
+      vocab_file: one token per line, as the original `vocab.txt`; or the
+        tokens themselves, a list (`vocab_file` is then None).
       lowercase: True for uncased vocabularies (lowercase + strip accents).
       max_chars_per_word: longer words become `[UNK]`. 200 as google-research/bert
         (Model Garden's copy of the tokenizer uses 400).
     """
 
-    def __init__(self, vocab_file: str, lowercase: bool = True, max_chars_per_word: int = 200,
-                 name: str | None = None) -> None:
+    def __init__(self, vocab_file: str | os.PathLike | Sequence[str], lowercase: bool = True,
+                 max_chars_per_word: int = 200, name: str | None = None) -> None:
         super().__init__(name=name)
-        self.vocab_file = vocab_file
+        if isinstance(vocab_file, (str, os.PathLike)):
+            self.vocab_file, vocab = os.fspath(vocab_file), load_vocabulary(os.fspath(vocab_file))
+        else:
+            self.vocab_file, vocab = None, check_vocabulary(vocab_file)
         # Out of tf.Module's attribute walks, which would visit every token each
         # time a SavedModel is written (seconds for 30k tokens).
-        self._untracked = _Untracked(vocab=load_vocabulary(vocab_file))
+        self._untracked = _Untracked(vocab=vocab)
         self.lowercase = lowercase
         self.max_chars_per_word = max_chars_per_word
         token_to_id = {token: i for i, token in enumerate(self.vocab)}
         missing = [t for t in SPECIAL_TOKENS if t not in token_to_id]
         if missing:
-            raise ValueError(f"{vocab_file}: vocabulary lacks the special token(s) {missing}")
+            raise ValueError(f"{self.vocab_file or 'vocabulary'}: vocabulary lacks the special "
+                             f"token(s) {missing}")
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
             token_to_id[t] for t in SPECIAL_TOKENS)
         self.basic_tokenizer = BasicTokenizer(lowercase, vocab_chars="".join(self.vocab))

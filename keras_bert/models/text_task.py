@@ -1,0 +1,205 @@
+"""TextTask: what a task model needs to take raw text in `fit`, `evaluate`, `predict`.
+
+A task model built with a `preprocessor` (a `BertPreprocessor`) accepts text
+wherever Keras accepts inputs, and keeps accepting the three id tensors:
+
+    model = BertClassifier.from_pretrained("path/to/checkpoint", num_classes=2)
+    model.compile()                                  # the paper's defaults, see `compile`
+    model.fit(["a fine film", "a dull one"], ["pos", "neg"], epochs=2)
+    model.fit(dataset_of_text_and_labels)            # tf.data: (text, label) batches
+    model.predict(["a film"])                        # the task's answers (probabilities, ...)
+
+In-memory text is tokenized once, up front, into NumPy features; after that
+Keras' own `fit` runs unchanged (shuffling, validation_split, callbacks,
+distribution strategies), so strings train exactly as the same ids do. A
+`tf.data.Dataset` of text is tokenized batch by batch inside its pipeline.
+
+Each task model says how its labels and outputs read (`encode_targets`,
+`answer`); the shared parts live here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_text_spec
+
+# keras-hub's task default; the paper's fine-tuning range is 2e-5 to 5e-5.
+DEFAULT_LEARNING_RATE = 5e-5
+
+
+def deserialize_preprocessor(preprocessor: BertPreprocessor | dict | None
+                             ) -> BertPreprocessor | None:
+    if isinstance(preprocessor, dict):
+        return keras.saving.deserialize_keras_object(
+            preprocessor, custom_objects={"BertPreprocessor": BertPreprocessor})
+    return preprocessor
+
+
+class TextTask:
+    """Mixin for `keras.Model` task models with an optional `preprocessor`."""
+
+    preprocessor: BertPreprocessor | None = None
+
+    # === Per-task hooks ===
+
+    def default_loss(self) -> Any:
+        raise NotImplementedError
+
+    def default_metrics(self) -> list:
+        return []
+
+    default_loss_weights: dict[str, float] | None = None
+
+    def encode_text(self, x: Any, y: Any = None) -> tuple[dict[str, np.ndarray], Any, Any]:
+        """In-memory text (and targets) -> (features, targets, sample weights)."""
+        return self.require_preprocessor().encode(x), self.encode_targets(y), None
+
+    def encode_targets(self, y: Any) -> Any:
+        return y
+
+    def map_text_batch(self, x: Any, y: Any = None) -> tuple[dict[str, tf.Tensor], Any, Any]:
+        """One batch of a text dataset -> (features, targets, sample weights), in graph."""
+        return self.require_preprocessor()(x), y, None
+
+    def is_text(self, x: Any) -> bool:
+        """Whether `x` is raw text for this task (else: features)."""
+        return is_text(x)
+
+    def answer(self, x: Any, batch_size: int | None, **kwargs: Any) -> Any:
+        """What `predict` returns for raw text."""
+        raise NotImplementedError
+
+    # === Keras entry points ===
+
+    def compile(self, optimizer: Any = "auto", loss: Any = "auto", metrics: Any = "auto",
+                **kwargs: Any) -> None:
+        """Keras' compile; "auto" picks the task's usual choice: Adam at
+        learning rate 5e-5 (keras-hub's default, inside the paper's range), the
+        task's loss (cross-entropy from logits; squared error for regression;
+        for tagging the mean over labelled word pieces only) and its metrics."""
+        if optimizer == "auto":
+            optimizer = keras.optimizers.Adam(DEFAULT_LEARNING_RATE)
+        if loss == "auto":
+            loss = self.default_loss()
+        if metrics == "auto":
+            metrics = self.default_metrics()
+        if self.default_loss_weights is not None:
+            kwargs.setdefault("loss_weights", self.default_loss_weights)
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def compile_from_config(self, config: dict) -> None:
+        """`keras.models.load_model` recompiles with the saved settings (Keras
+        skips that for models that override `compile`, hence this)."""
+        config = keras.saving.deserialize_keras_object(config)
+        keras.Model.compile(self, **config)
+        if getattr(self, "optimizer", None) is not None and self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    def fit(self, x: Any = None, y: Any = None, *args: Any, sample_weight: Any = None,
+            validation_data: Any = None, **kwargs: Any) -> keras.callbacks.History:
+        x, y, sample_weight = self.features_for_training(x, y, sample_weight)
+        if validation_data is not None:
+            validation_data = self.validation_features(validation_data)
+        return super().fit(x, y, *args, sample_weight=sample_weight,
+                           validation_data=validation_data, **kwargs)
+
+    def evaluate(self, x: Any = None, y: Any = None, *args: Any, sample_weight: Any = None,
+                 **kwargs: Any) -> Any:
+        x, y, sample_weight = self.features_for_training(x, y, sample_weight)
+        return super().evaluate(x, y, *args, sample_weight=sample_weight, **kwargs)
+
+    def predict(self, x: Any, batch_size: int | None = None, *args: Any, **kwargs: Any) -> Any:
+        """Features in: Keras' predict (the raw outputs, logits). Raw text in:
+        the task's answers (see the model's `answer`)."""
+        if self.preprocessor is not None and self.is_text(x):
+            return self.answer(x, batch_size, **kwargs)
+        if isinstance(x, tf.data.Dataset) and self.preprocessor is not None and is_text_spec(
+                _x_spec(x.element_spec)):
+            raise ValueError("predict on a dataset of text: pass the texts themselves (a list or "
+                             "array), which predict answers batch by batch")
+        return super().predict(x, batch_size, *args, **kwargs)
+
+    # === Shared ===
+
+    def require_preprocessor(self) -> BertPreprocessor:
+        if self.preprocessor is None:
+            raise ValueError(f"this {type(self).__name__} has no preprocessor, so it takes "
+                             "input_ids / input_mask / segment_ids, not text: build it with "
+                             "`preprocessor=BertPreprocessor(...)` or `from_pretrained`")
+        return self.preprocessor
+
+    def features_for_training(self, x: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any]:
+        if isinstance(x, tf.data.Dataset):
+            if self.preprocessor is None or not is_text_spec(_x_spec(x.element_spec)):
+                return x, y, sample_weight
+            return x.map(self._map_element, num_parallel_calls=tf.data.AUTOTUNE), y, sample_weight
+        if self.preprocessor is None or not self.is_text(x):
+            return x, y, sample_weight
+        features, targets, weights = self.encode_text(x, y)
+        if sample_weight is not None:
+            weights = sample_weight if weights is None else weights * _column(sample_weight)
+        return features, targets, weights
+
+    def validation_features(self, validation_data: Any) -> Any:
+        if isinstance(validation_data, tf.data.Dataset):
+            return self.features_for_training(validation_data, None, None)[0]
+        x, y, *weight = validation_data
+        x, y, weight = self.features_for_training(x, y, weight[0] if weight else None)
+        return (x, y) if weight is None else (x, y, weight)
+
+    def _map_element(self, *element):
+        x, y, weight = keras.utils.unpack_x_y_sample_weight(
+            element[0] if len(element) == 1 else element)
+        features, targets, weights = self.map_text_batch(x, y)
+        if weight is not None:
+            weights = weight if weights is None else weights * _column(weight)
+        return keras.utils.pack_x_y_sample_weight(features, targets, weights)
+
+    def preprocessor_config(self) -> dict:
+        if self.preprocessor is None:
+            return {}
+        return {"preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
+
+
+def _x_spec(element_spec):
+    if isinstance(element_spec, tuple):
+        return element_spec[0]
+    return element_spec
+
+
+def _column(weights):
+    """(B,) sample weights broadcast over a token axis (B, T)."""
+    return weights[:, None] if getattr(weights, "ndim", len(np.shape(weights))) == 1 else weights
+
+
+def batches(x: Any, batch_size: int) -> Any:
+    """Rows of in-memory text (a list, an array, a (text, text_pair) tuple or a
+    {"text", "text_pair"} dict) in slices of `batch_size`."""
+    size = _num_rows(x)
+    for start in range(0, size, batch_size):
+        yield _slice(x, start, start + batch_size)
+
+
+def _num_rows(x):
+    if isinstance(x, Mapping):
+        return _num_rows(next(iter(x.values())))
+    if isinstance(x, tuple):
+        return _num_rows(x[0])
+    if isinstance(x, (str, bytes)):
+        return 1
+    return len(x)
+
+
+def _slice(x, start, stop):
+    if isinstance(x, Mapping):
+        return {name: _slice(value, start, stop) for name, value in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_slice(part, start, stop) for part in x)
+    if isinstance(x, (str, bytes)):
+        return [x]
+    return x[start:stop]

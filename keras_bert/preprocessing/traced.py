@@ -1,0 +1,55 @@
+"""The tokenizer's calls as shared `tf.function`s: one trace per tokenizer
+(and length), reused by every graph that tokenizes, the preprocessors' and every
+exported signature's. Tracing the tokenizer is most of an export's time.
+
+Legend for shape comments: B = batch, P = word pieces.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Callable
+
+import tensorflow as tf
+
+from keras_bert.preprocessing.text_ops import clean_utf8
+
+if TYPE_CHECKING:
+    from keras_bert.text.tokenizer import BertTokenizer
+
+TEXT_SPEC = tf.TensorSpec([None], tf.string)
+
+_TRACED_TOKENIZERS = weakref.WeakKeyDictionary()
+_TRACED_PACKS = weakref.WeakKeyDictionary()
+
+
+def traced_tokenizer(tokenizer: BertTokenizer) -> Callable:
+    """`tokenizer.tokenize_with_offsets` after `clean_utf8`, as one `tf.function`
+    per tokenizer: every signature (and every export with this tokenizer) calls
+    the same trace, and tracing the tokenizer is most of the export time.
+    (B,) strings -> ragged (B, P) ids, byte starts and ends in the cleaned text."""
+    if tokenizer not in _TRACED_TOKENIZERS:
+        owner = weakref.ref(tokenizer)  # the cache must not keep its key alive
+        _TRACED_TOKENIZERS[tokenizer] = tf.function(
+            lambda text: owner().tokenize_with_offsets(
+                clean_utf8(tf.ensure_shape(text, [None], name="check_text"))),
+            input_signature=[TEXT_SPEC], autograph=False)
+    return _TRACED_TOKENIZERS[tokenizer]
+
+
+def traced_pack(tokenizer: BertTokenizer, seq_length: int, pair: bool = False
+                ) -> Callable[..., dict[str, tf.Tensor]]:
+    """`tokenizer.pack` of ragged ids, one `tf.function` per tokenizer, length
+    and arity, shared like `traced_tokenizer`. Returns f(ids_a[, ids_b]) ->
+    {input_ids, input_mask, segment_ids} int32 (B, seq_length)."""
+    owner = weakref.ref(tokenizer)
+    cache = _TRACED_PACKS.setdefault(tokenizer, {})
+    if (seq_length, pair) not in cache:
+        if pair:
+            def pack(ids_a, ids_b):
+                return owner().pack(ids_a, ids_b, seq_length=seq_length)
+        else:
+            def pack(ids_a):
+                return owner().pack(ids_a, seq_length=seq_length)
+        cache[seq_length, pair] = tf.function(pack, autograph=False, reduce_retracing=True)
+    return cache[seq_length, pair]
