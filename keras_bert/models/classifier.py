@@ -128,25 +128,40 @@ class BertClassifier(TextTask, keras.Model):
     def answer_names(self) -> list[str] | None:
         return class_names(self.num_classes, self.label_names)
 
-    def classify(self, x: Any, batch_size: int | None = None) -> dict[str, np.ndarray]:
+    def classify(self, x: Any, batch_size: int | None = None, window_stride: int | None = None
+                 ) -> dict[str, np.ndarray]:
         """Text -> {logits, probabilities (N, C), label (N,)} (a regressor: {score
-        (N,)}), computed as the exported classifier computes them."""
-        parts = []
+        (N,)}), computed as the exported classifier computes them.
+
+        `window_stride`: texts longer than the sequence are not cut at its
+        end but read as overlapping windows `window_stride` pieces apart
+        (`BertPreprocessor.windows`, single texts only); a text's logits are
+        the mean of its windows' logits."""
+        preprocessor, parts = self.require_preprocessor(), []
         for chunk in batches(x, batch_size or 32):
-            logits = self(self.require_preprocessor()(chunk), training=False)  # (B, C)
+            if window_stride is None:
+                logits = self(preprocessor(chunk), training=False)  # (B, C)
+            else:
+                features, count = preprocessor.windows(chunk, window_stride)
+                per_window = self(features, training=False)  # (N, C)
+                logits = tf.RaggedTensor.from_row_lengths(per_window, count).to_tensor()
+                logits = tf.reduce_sum(logits, axis=1) / tf.cast(count, logits.dtype)[:, None]
             parts.append(classify_logits(logits, self.answer_names()))
         return {name: np.concatenate([part[name].numpy() for part in parts])
                 for name in parts[0]}
 
-    def answer(self, x: Any, batch_size: int | None = None, **kwargs: Any) -> np.ndarray:
-        outputs = self.classify(x, batch_size)
+    def answer(self, x: Any, batch_size: int | None = None, window_stride: int | None = None,
+               **kwargs: Any) -> np.ndarray:
+        outputs = self.classify(x, batch_size, window_stride)
         return outputs["score"] if self.regression else outputs["probabilities"]
 
-    def predict_labels(self, x: Any, batch_size: int | None = None) -> list[str]:
+    def predict_labels(self, x: Any, batch_size: int | None = None,
+                       window_stride: int | None = None) -> list[str]:
         """Text -> the most probable class's name per text."""
         if self.regression:
             raise ValueError("a regressor (num_classes=1) has no labels: use predict")
-        return [label.decode("utf-8") for label in self.classify(x, batch_size)["label"]]
+        labels = self.classify(x, batch_size, window_stride)["label"]
+        return [label.decode("utf-8") for label in labels]
 
     # === Config ===
 

@@ -135,6 +135,26 @@ class BertPreprocessor(keras.layers.Layer):
         ids_b = self.tokenizer.tokenize(clean_utf8(as_text_batch(text_pair, TEXT_PAIR)))
         return self.tokenizer.pack(ids_a, ids_b, seq_length=self.seq_length)  # (B, T) each
 
+    def windows(self, text: Any, stride: int) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+        """Single texts longer than the sequence -> overlapping windows, as
+        run_squad cuts contexts: `seq_length - 2` pieces each, a window
+        starting every `stride` pieces until one reaches the text's end.
+
+        Returns the windows' features (N, T), texts in order, and the number
+        of windows of each text (B,) (1 for a text that fits, or is empty)."""
+        if not isinstance(stride, int) or stride < 1:
+            raise ValueError(f"stride must be a positive integer, got {stride!r}")
+        ids = self.tokenizer.tokenize(clean_utf8(as_text_batch(text, TEXT)))  # (B, P)
+        room = self.seq_length - 2
+        length = ids.row_lengths()  # (B,)
+        count = 1 + (tf.maximum(length - room, 0) + stride - 1) // stride  # (B,)
+        text_of = tf.repeat(tf.range(tf.size(length, out_type=tf.int64)), count)  # (N,)
+        start = tf.ragged.range(count).flat_values * stride  # (N,) in the text
+        end = tf.minimum(start + room, tf.gather(length, text_of))
+        first = tf.gather(ids.row_starts(), text_of)
+        pieces = tf.gather(ids.flat_values, tf.ragged.range(first + start, first + end))
+        return self.tokenizer.pack(pieces, seq_length=self.seq_length), count
+
     def encode(self, inputs: Any, chunk_size: int = 1024) -> dict[str, np.ndarray]:
         """In-memory text -> NumPy features (N, seq_length), tokenized once in
         chunks: what `fit` on a list of strings trains on, epoch after epoch."""

@@ -1,0 +1,265 @@
+"""Task models that take raw text: strings in `fit` train exactly as the same
+ids do, `predict` on strings answers as the exported SavedModel does, and a
+`.keras` file keeps taking strings."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert import BertConfig, BertEncoder, BertTokenizer
+from keras_bert.assets import VOCAB_FILE
+from keras_bert.export import export_saved_model
+from keras_bert.models.classifier import BertClassifier
+from keras_bert.models.features_extractor import BertFeatureExtractor
+from keras_bert.models.span_extractor import BertSpanExtractor
+from keras_bert.models.tagger import BertTokenClassifier
+from keras_bert.preprocessing.preprocessor import BertPreprocessor
+from keras_bert.tasks import squad
+from keras_bert.tasks.tagging import TaggedSentences, encode_tagged, read_conll
+from keras_bert.tasks.text_classification import read_text_examples
+
+NAMES = ["rotten", "fresh"]
+
+
+def tiny_encoder(seed=0):
+    keras.utils.set_random_seed(seed)
+    # No dropout: two runs of the same data must take the same steps.
+    return BertEncoder(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
+                                  num_attention_heads=2, intermediate_size=64,
+                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+
+
+def reviews(datasets_dir, count=16):
+    examples = read_text_examples(os.path.join(datasets_dir, "rotten_tomatoes", "dev.tsv"))
+    return examples.texts_a[:count], examples.labels[:count]
+
+
+def classifier(seq_length=32, seed=0, preprocessor=True):
+    pre = BertPreprocessor(VOCAB_FILE, seq_length=seq_length) if preprocessor else None
+    return BertClassifier(tiny_encoder(seed), 2, dropout=0.0, label_names=NAMES, preprocessor=pre)
+
+
+def assert_same_weights(a, b):
+    for x, y in zip(a.weights, b.weights):
+        np.testing.assert_allclose(x.numpy(), y.numpy(), atol=1e-6, err_msg=x.path)
+
+
+def test_strings_train_as_their_ids_do(datasets_dir):
+    texts, labels = reviews(datasets_dir)
+    by_text = classifier()
+    by_text.compile(optimizer=keras.optimizers.Adam(1e-3))
+    by_text.fit(texts, labels, batch_size=4, epochs=2, shuffle=False, verbose=0)
+
+    by_ids = classifier(preprocessor=False)
+    by_ids.compile(optimizer=keras.optimizers.Adam(1e-3),
+                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    features = BertTokenizer(VOCAB_FILE).pack(tf.constant(texts), seq_length=32)
+    by_ids.fit({k: v.numpy() for k, v in features.items()},
+               np.asarray([NAMES.index(label) for label in labels]),
+               batch_size=4, epochs=2, shuffle=False, verbose=0)
+    assert_same_weights(by_text, by_ids)
+
+    # A tf.data pipeline of (text, label name) batches takes the same steps.
+    by_dataset = classifier()
+    by_dataset.compile(optimizer=keras.optimizers.Adam(1e-3))
+    by_dataset.fit(tf.data.Dataset.from_tensor_slices((texts, labels)).batch(4), epochs=2,
+                   verbose=0)
+    assert_same_weights(by_dataset, by_ids)
+    assert by_text.evaluate(texts, labels, verbose=0, return_dict=True)["accuracy"] == \
+        pytest.approx(by_ids.evaluate({k: v.numpy() for k, v in features.items()},
+                                      np.asarray([NAMES.index(x) for x in labels]),
+                                      verbose=0, return_dict=True)["accuracy"])
+
+
+def test_pairs_validation_data_and_regression(datasets_dir):
+    texts, _ = reviews(datasets_dir, 8)
+    pairs = list(reversed(texts))
+    model = BertClassifier(tiny_encoder(), 1, preprocessor=BertPreprocessor(VOCAB_FILE,
+                                                                           seq_length=32))
+    model.compile()
+    scores = np.linspace(0, 5, 8).astype("float32")
+    history = model.fit({"text": texts, "text_pair": pairs}, scores, epochs=1, verbose=0,
+                        validation_data=((texts, pairs), scores))
+    assert set(history.history) == {"loss", "val_loss"}
+    predicted = model.predict((texts, pairs))
+    assert predicted.shape == (8,)
+    features = BertTokenizer(VOCAB_FILE).pack(tf.constant(texts), tf.constant(pairs), 32)
+    np.testing.assert_allclose(predicted, model(features)[:, 0].numpy(), atol=1e-5)
+
+
+def test_unknown_label_names_fail_clearly(datasets_dir):
+    texts, _ = reviews(datasets_dir, 2)
+    model = classifier()
+    model.compile()
+    with pytest.raises(ValueError, match=r"label\(s\) \['good'\] not among"):
+        model.fit(texts, ["good", "rotten"], verbose=0)
+    ids_only = classifier(preprocessor=False)
+    with pytest.raises(ValueError, match="has no preprocessor"):
+        ids_only.predict_labels(texts)
+
+
+def test_predict_equals_the_exported_model_and_keras_file_keeps_strings(tmp_path, datasets_dir):
+    texts, _ = reviews(datasets_dir, 6)
+    model = classifier(seed=3)
+    model.get_layer("classifier_output").kernel.assign(
+        model.get_layer("classifier_output").kernel * 20.0)  # decisions well apart
+    path = export_saved_model(model, str(tmp_path / "export" / "1"))
+    served = tf.saved_model.load(path).signatures["serving_default"](
+        text=tf.constant(texts), text_pair=tf.constant([], tf.string))
+    np.testing.assert_allclose(model.predict(texts), served["probabilities"].numpy(), atol=1e-5)
+    assert model.predict_labels(texts) == [x.decode() for x in served["label"].numpy()]
+
+    model.compile()
+    model.save(tmp_path / "model.keras")
+    restored = keras.models.load_model(tmp_path / "model.keras")
+    assert isinstance(restored.preprocessor, BertPreprocessor)
+    assert restored.preprocessor.seq_length == 32 and restored.label_names == NAMES
+    np.testing.assert_allclose(restored.predict(texts), model.predict(texts), atol=1e-6)
+    restored.fit(texts, ["fresh"] * 6, epochs=1, verbose=0)  # compiled on load, takes strings
+
+
+def test_feature_extractor_on_text():
+    encoder = tiny_encoder()
+    model = BertFeatureExtractor(encoder, num_top_layers=2,
+                                 preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=16))
+    out = model.predict(["a sentence", "another one"])
+    features = BertTokenizer(VOCAB_FILE).pack(tf.constant(["a sentence", "another one"]),
+                                              seq_length=16)
+    np.testing.assert_allclose(out["sentence_embedding"],
+                               model(features)["sentence_embedding"].numpy(), atol=1e-6)
+    assert out["token_features"].shape == (2, 16, 64)
+
+
+# === Tagging ===
+
+def wnut(datasets_dir, count=12):
+    sentences = read_conll(os.path.join(datasets_dir, "wnut16", "dev.conll"))
+    return sentences.words[:count], sentences.tags[:count]
+
+
+def tag_names(datasets_dir):
+    sentences = read_conll(os.path.join(datasets_dir, "wnut16", "train.conll"))
+    return sorted({tag for tags in sentences.tags for tag in tags})
+
+
+def test_tagging_alignment_in_graph_equals_the_training_conversion(datasets_dir):
+    words, tags = wnut(datasets_dir)
+    names = tag_names(datasets_dir)
+    model = BertTokenClassifier(tiny_encoder(), len(names), label_names=names,
+                                preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24))
+    expected, labels, weights, _ = encode_tagged(BertTokenizer(VOCAB_FILE),
+                                                 TaggedSentences(words, tags), names, 24)
+    texts = [" ".join(w) for w in words]
+    features, targets, got_weights = model.map_text_batch(tf.constant(texts),
+                                                          tf.ragged.constant(tags))
+    for name in expected:
+        np.testing.assert_array_equal(features[name].numpy(), expected[name], err_msg=name)
+    np.testing.assert_array_equal(targets.numpy(), np.maximum(labels, 0))
+    np.testing.assert_array_equal(got_weights.numpy(), weights)
+    # Word lists and whitespace texts give the same in-memory features.
+    from_words = model.encode_text(words, tags)
+    from_texts = model.encode_text(texts, tags)
+    for a, b in zip(from_words, from_texts):
+        keras.tree.map_structure(np.testing.assert_array_equal, a, b)
+    with pytest.raises(ValueError, match="text 0: .* words but .* tags"):
+        model.encode_text(texts[:1], [tags[0][:-1]])
+
+
+@pytest.mark.slow
+def test_tagger_and_span_extractor_predict_equal_their_exports(tmp_path, datasets_dir):
+    words, tags = wnut(datasets_dir, 8)
+    names = tag_names(datasets_dir)
+    texts = [" ".join(w) for w in words]
+    tagger = BertTokenClassifier(tiny_encoder(1), len(names), label_names=names,
+                                 preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24))
+    tagger.compile(optimizer=keras.optimizers.Adam(1e-2))
+    tagger.fit(texts, tags, epochs=3, verbose=0)  # some entities to compare
+    tagger.get_layer("tagger_output").kernel.assign(tagger.get_layer("tagger_output").kernel * 5)
+    served = tf.saved_model.load(export_saved_model(tagger, str(tmp_path / "tagger" / "1")))
+    out = served.signatures["serving_default"](text=tf.constant(texts))
+    for row, answer in enumerate(tagger.tag(texts)):
+        n = int(out["num_tokens"][row])
+        assert answer["tags"] == [t.decode() for t in out["tags"][row, :n].numpy()]
+        m = int(out["num_entities"][row])
+        assert [e["text"] for e in answer["entities"]] == \
+            [t.decode() for t in out["entity_text"][row, :m].numpy()]
+        assert [e["start"] for e in answer["entities"]] == list(out["entity_start"][row, :m])
+
+    with open(os.path.join(datasets_dir, "squad_samples", "squad_v1_sample.json")) as f:
+        data = json.load(f)["data"]
+    examples = squad.read_squad_examples(data, is_training=False)[:6]
+    questions = [e.question_text for e in examples]
+    contexts = [e.context for e in examples]
+    reader = BertSpanExtractor(tiny_encoder(2),
+                               preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=96))
+    head = reader.get_layer("span_head").dense
+    head.kernel.assign(head.kernel * 50)
+    options = {"version_2_with_negative": True, "doc_stride": 32, "max_query_length": 24}
+    served = tf.saved_model.load(export_saved_model(reader, str(tmp_path / "squad" / "1"),
+                                                    **options))
+    out = served.signatures["serving_default"](question=tf.constant(questions),
+                                               context=tf.constant(contexts))
+    answers = reader.predict({"question": questions, "context": contexts}, **options)
+    assert [a["answer"] for a in answers] == [x.decode() for x in out["answer"].numpy()]
+    assert [a["start"] for a in answers] == list(out["start"].numpy())
+    np.testing.assert_allclose([a["null_score_diff"] for a in answers],
+                               out["null_score_diff"].numpy(), atol=1e-5)
+
+
+def test_span_extractor_trains_on_squad_fields(datasets_dir):
+    with open(os.path.join(datasets_dir, "squad_samples", "squad_v1_sample.json")) as f:
+        data = json.load(f)["data"]
+    paragraph = data[0]["paragraphs"][0]
+    qas = paragraph["qas"][:4]
+    x = {"question": [qa["question"] for qa in qas], "context": [paragraph["context"]] * 4}
+    y = {"text": [qa["answers"][0]["text"] for qa in qas],
+         "answer_start": [qa["answers"][0]["answer_start"] for qa in qas]}
+    reader = BertSpanExtractor(tiny_encoder(),
+                               preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=128))
+    features, targets, _ = reader.encode_text(x, y)
+    # The same windows and positions as run_squad's conversion of the same questions.
+    expected = squad.feature_arrays(squad.convert_examples_to_features(
+        squad.read_squad_examples([{"paragraphs": [{"context": paragraph["context"],
+                                                    "qas": qas}]}], is_training=True),
+        BertTokenizer(VOCAB_FILE), 128, is_training=True))
+    np.testing.assert_array_equal(features["input_ids"], expected["input_ids"])
+    np.testing.assert_array_equal(targets["start_logits"], expected["start_positions"])
+    np.testing.assert_array_equal(targets["end_logits"], expected["end_positions"])
+    reader.compile()
+    history = reader.fit(x, y, epochs=2, verbose=0)
+    assert history.history["loss"][1] < history.history["loss"][0]
+    with pytest.raises(ValueError, match="not on a tf.data.Dataset of text"):
+        reader.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(2), verbose=0)
+
+
+def test_windowed_classification_averages_its_windows_by_hand(datasets_dir):
+    texts, _ = reviews(datasets_dir, 16)
+    long_text = " ".join(texts)  # ~400 pieces
+    model = classifier(seq_length=32)
+    tokenizer = BertTokenizer(VOCAB_FILE)
+    pieces = tokenizer.tokenize(tf.constant([long_text])).to_list()[0]
+    assert len(pieces) > 200
+    # run_squad's cut: 30 pieces a window, a window every 20 pieces until the end.
+    windows, start = [], 0
+    while True:
+        windows.append(pieces[start:start + 30])
+        if start + 30 >= len(pieces):
+            break
+        start += 20
+    ids = np.zeros((len(windows), 32), np.int32)
+    mask = np.zeros_like(ids)
+    for row, window in enumerate(windows):
+        ids[row, :len(window) + 2] = [tokenizer.cls_id, *window, tokenizer.sep_id]
+        mask[row, :len(window) + 2] = 1
+    by_hand = model({"input_ids": ids, "input_mask": mask,
+                     "segment_ids": np.zeros_like(ids)}).numpy().mean(axis=0)
+    short = "a short review"
+    out = model.classify([long_text, short], window_stride=20)
+    np.testing.assert_allclose(out["logits"][0], by_hand, atol=1e-5)
+    # A text that fits is one window: the same as without windows.
+    np.testing.assert_allclose(out["logits"][1], model.classify([short])["logits"][0], atol=1e-6)
+    assert model.predict_labels([long_text], window_stride=20) == [NAMES[int(np.argmax(by_hand))]]
