@@ -365,6 +365,26 @@ def run_evaluate(args):
     print(json.dumps(result, indent=2))
 
 
+# === predict ===
+
+def add_predict(subparsers):
+    parser = subparsers.add_parser(
+        "predict", help="a fine-tuned model's answers for a file of texts, one JSON line each")
+    parser.add_argument("--model-dir", required=True, help="a finetune --output-dir")
+    parser.add_argument("--input", required=True, type=input_file,
+                        help="text lines, JSON Lines (text / text_pair; question / context) "
+                             "or a SQuAD JSON file")
+    parser.add_argument("--output", required=True, type=output_file, help="the answers, FILE.jsonl")
+    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.set_defaults(run=run_predict)
+
+
+def run_predict(args):
+    from keras_bert.cli.predict import predict_file
+    count = predict_file(args.model_dir, args.input, args.output, args.batch_size)
+    print(f"wrote {count} answers to {args.output}")
+
+
 # === export ===
 
 def add_export(subparsers):
@@ -414,7 +434,8 @@ def run_quickstart(args):
 
 
 COMMANDS = [add_tokenize, add_vocab, add_encode, add_convert, add_prepare_corpus,
-            add_create_pretraining_data, add_pretrain, add_finetune, add_evaluate, add_export, add_quickstart]
+            add_create_pretraining_data, add_pretrain, add_finetune, add_evaluate, add_predict,
+            add_export, add_quickstart]
 
 
 def build_parser():

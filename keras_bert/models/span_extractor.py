@@ -105,6 +105,9 @@ class BertSpanExtractor(TextTask, keras.Model):
             return QUESTION in x and CONTEXT in x
         return isinstance(x, tuple) and len(x) == 2 and is_text(x[0]) and is_text(x[1])
 
+    def is_text_spec(self, spec: Any) -> bool:
+        return isinstance(spec, Mapping) and QUESTION in spec and CONTEXT in spec
+
     def map_text_batch(self, x: Any, y: Any = None) -> tuple[dict[str, tf.Tensor], Any, Any]:
         raise ValueError("a BertSpanExtractor trains on SQuAD text held in memory (dicts of "
                          "lists, see the class docstring), not on a tf.data.Dataset of text: "

@@ -70,6 +70,10 @@ class TextTask:
         """Whether `x` is raw text for this task (else: features)."""
         return is_text(x)
 
+    def is_text_spec(self, spec: Any) -> bool:
+        """Whether a dataset's `x` element spec is raw text for this task."""
+        return is_text_spec(spec)
+
     def answer(self, x: Any, batch_size: int | None, **kwargs: Any) -> Any:
         """What `predict` returns for raw text."""
         raise NotImplementedError
@@ -118,7 +122,7 @@ class TextTask:
         the task's answers (see the model's `answer`)."""
         if self.preprocessor is not None and self.is_text(x):
             return self.answer(x, batch_size, **kwargs)
-        if isinstance(x, tf.data.Dataset) and self.preprocessor is not None and is_text_spec(
+        if isinstance(x, tf.data.Dataset) and self.preprocessor is not None and self.is_text_spec(
                 _x_spec(x.element_spec)):
             raise ValueError("predict on a dataset of text: pass the texts themselves (a list or "
                              "array), which predict answers batch by batch")
@@ -135,7 +139,7 @@ class TextTask:
 
     def features_for_training(self, x: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any]:
         if isinstance(x, tf.data.Dataset):
-            if self.preprocessor is None or not is_text_spec(_x_spec(x.element_spec)):
+            if self.preprocessor is None or not self.is_text_spec(_x_spec(x.element_spec)):
                 return x, y, sample_weight
             return x.map(self._map_element, num_parallel_calls=tf.data.AUTOTUNE), y, sample_weight
         if self.preprocessor is None or not self.is_text(x):

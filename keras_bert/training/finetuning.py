@@ -38,6 +38,7 @@ from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
+from keras_bert.preprocessing.preprocessor import BertPreprocessor
 from keras_bert.progress import Progress, keras_verbose
 from keras_bert.text.tokenizer import BertTokenizer
 from keras_bert.training.optimization import create_adamw
@@ -230,13 +231,8 @@ class _ClassificationTask:
     def build_model(self, encoder):
         num_classes = 1 if self.regression else len(self.label_names)
         return BertClassifier(encoder, num_classes, dropout=self.config.dropout,
-                              label_names=self.label_names)
-
-    def loss(self):
-        if self.regression:
-            return keras.losses.MeanSquaredError(), []
-        return (keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                [keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+                              label_names=self.label_names,
+                              preprocessor=preprocessor_of(self.config, self.tokenizer))
 
     @property
     def primary_metric(self):
@@ -291,12 +287,8 @@ class _TaggingTask:
 
     def build_model(self, encoder):
         return BertTokenClassifier(encoder, len(self.label_names), dropout=self.config.dropout,
-                                   label_names=self.label_names)
-
-    def loss(self):
-        # The mean over labelled pieces only, not over every padded position.
-        return (keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, reduction="mean_with_sample_weight"), [])
+                                   label_names=self.label_names,
+                                   preprocessor=preprocessor_of(self.config, self.tokenizer))
 
     primary_metric = "f1"
 
@@ -341,14 +333,8 @@ class _SquadTask:
                 "dataset": dataset, "source": source}
 
     def build_model(self, encoder):
-        return BertSpanExtractor(encoder, max_answer_length=self.config.max_answer_length)
-
-    def loss(self):
-        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        return {"start_logits": loss, "end_logits": loss}, []
-
-    # run_squad.py's total loss is the mean of the start and end losses.
-    loss_weights = {"start_logits": 0.5, "end_logits": 0.5}
+        return BertSpanExtractor(encoder, max_answer_length=self.config.max_answer_length,
+                                 preprocessor=preprocessor_of(self.config, self.tokenizer))
 
     @property
     def primary_metric(self):
@@ -387,6 +373,14 @@ def _restrict_squad(dataset, qids):
         if paragraphs:
             articles.append({**article, "paragraphs": paragraphs})
     return articles
+
+
+def preprocessor_of(config: FinetuneConfig, tokenizer: BertTokenizer) -> BertPreprocessor:
+    """The preprocessor saved inside the fine-tuned model: the run's
+    vocabulary, casing and sequence length, so `model.keras` takes text."""
+    return BertPreprocessor(tokenizer.vocab, lowercase=tokenizer.lowercase,
+                            seq_length=config.seq_length,
+                            max_chars_per_word=tokenizer.max_chars_per_word)
 
 
 def make_task(config: FinetuneConfig, tokenizer: BertTokenizer
@@ -537,9 +531,8 @@ def _single_run(config, task, train_data, dev_data, log_dir=None):
     optimizer = create_adamw(config.learning_rate, total_steps,
                              int(config.warmup_proportion * total_steps),
                              weight_decay=config.weight_decay)
-    loss, metrics = task.loss()
-    model.compile(optimizer=optimizer, loss=loss, metrics=metrics or None,
-                  loss_weights=getattr(task, "loss_weights", None))
+    # The task model's own loss, metrics and loss weights (`TextTask.compile`).
+    model.compile(optimizer=optimizer)
     callbacks = []
     evaluation = None
     if dev_data is not None:
@@ -670,6 +663,24 @@ def results_table(rows: Sequence[Mapping[str, Any]], metric: str) -> str:
 
 
 # === Evaluation of a saved model ===
+
+
+def load_finetuned(model_dir: str) -> tuple[keras.Model, dict[str, Any]]:
+    """A `finetune` output folder -> (its model, taking text; its saved config).
+
+    Folders written before models carried their preprocessor get one from
+    their vocab.txt and finetune_config.json (casing, sequence length)."""
+    config_path = os.path.join(model_dir, "finetune_config.json")
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(f"{model_dir}: no finetune_config.json (not a finetune output)")
+    with open(config_path) as f:
+        saved = json.load(f)
+    model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)
+    if getattr(model, "preprocessor", None) is None:
+        config = FinetuneConfig(**saved)
+        model.preprocessor = preprocessor_of(config, BertTokenizer(
+            os.path.join(model_dir, "vocab.txt"), lowercase=config.lowercase))
+    return model, saved
 
 
 def evaluate(model_dir: str, data: str, **overrides: Any) -> dict[str, Any]:

@@ -215,7 +215,7 @@ def test_span_extractor_trains_on_squad_fields(datasets_dir):
         data = json.load(f)["data"]
     paragraph = data[0]["paragraphs"][0]
     qas = paragraph["qas"][:4]
-    x = {"question": [qa["question"] for qa in qas], "context": [paragraph["context"]] * 4}
+    x = {"question": [qa["question"] for qa in qas], "context": [paragraph["context"]] * len(qas)}
     y = {"text": [qa["answers"][0]["text"] for qa in qas],
          "answer_start": [qa["answers"][0]["answer_start"] for qa in qas]}
     reader = BertSpanExtractor(tiny_encoder(),

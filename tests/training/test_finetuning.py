@@ -16,6 +16,7 @@ from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
 from keras_bert.training import finetuning
+from keras_bert.tasks.tagging import read_conll
 from keras_bert.training.finetuning import FinetuneConfig
 
 CONFIG = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
@@ -62,7 +63,7 @@ def test_trimmed_prediction_equals_full_length_prediction(model_class):
 
 
 @pytest.mark.parametrize("bucket_by_length", [False, True])
-def test_every_epoch_is_one_full_pass(bucket_by_length, monkeypatch):
+def test_every_epoch_is_one_full_pass(bucket_by_length, monkeypatch, tiny_vocab_file):
     """The schedule counts the batches the data really gives, and every epoch
     trains on all of them (length buckets each end on a partial batch, so
     there are more than n / batch_size)."""
@@ -73,7 +74,7 @@ def test_every_epoch_is_one_full_pass(bucket_by_length, monkeypatch):
     assert finetuning.batches_per_epoch(data, 8, 48, bucket_by_length) == expected
     config = FinetuneConfig(task="classify", seq_length=48, batch_size=8, epochs=3, verbose=0,
                             bucket_by_length=bucket_by_length)
-    task = finetuning.make_task(config, tokenizer=None)
+    task = finetuning.make_task(config, BertTokenizer(tiny_vocab_file))
     task.label_names = ["a", "b"]
     monkeypatch.setattr(finetuning, "load_encoder", lambda *args: BertEncoder(CONFIG))
     model, _, _ = finetuning._single_run(config, task, data, dev_data=None)
@@ -81,7 +82,8 @@ def test_every_epoch_is_one_full_pass(bucket_by_length, monkeypatch):
 
 
 @pytest.mark.slow
-def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(tmp_path, tiny_vocab_file):
+def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(tmp_path, tiny_vocab_file,
+                                                                    capsys):
     train = _write_sentiment(tmp_path / "train.tsv", 192, seed=0)
     dev = _write_sentiment(tmp_path / "dev.tsv", 32, seed=1)
     output = str(tmp_path / "run")
@@ -98,6 +100,26 @@ def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(tmp_path, ti
     model = keras.models.load_model(os.path.join(output, "model.keras"))
     assert model.label_names == ["neg", "pos"]
     assert finetuning.evaluate(output, dev) == result["dev"]
+
+    # The saved model takes text; `keras-bert predict` answers through it.
+    texts = [line.split("\t")[1] for line in open(dev).read().splitlines()[1:]]
+    labels = model.predict_labels(texts)
+    inputs = tmp_path / "inputs.txt"
+    inputs.write_text("\n".join(texts[:5]) + "\n\n" + "\n".join(
+        json.dumps({"text": t}) for t in texts[5:]) + "\n")
+    answers_file = str(tmp_path / "answers.jsonl")
+    assert cli.main(["predict", "--model-dir", output, "--input", str(inputs),
+                     "--output", answers_file, "--batch-size", "7"]) == 0
+    answers = [json.loads(line) for line in open(answers_file)]
+    assert [a["label"] for a in answers] == labels
+    np.testing.assert_allclose([[a["probabilities"][n] for n in ("neg", "pos")] for a in answers],
+                               model.predict(texts), atol=1e-6)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"txt": "typo"}\n')
+    assert cli.main(["predict", "--model-dir", output, "--input", str(bad),
+                     "--output", str(tmp_path / "never.jsonl")]) == 2
+    assert "bad.jsonl, line 2: field(s) ['text'] missing" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "never.jsonl")
 
 
 def test_load_encoder_from_keras_files(tmp_path, minilm_path):
@@ -164,6 +186,13 @@ def test_cli_finetune_and_evaluate_tagging_on_wnut16(tmp_path, datasets_dir, rea
                      "--max-examples", "32"]) == 0
     printed = capsys.readouterr().out
     assert json.loads(printed[printed.rindex("{\n"):]) == trained["dev"]
+    # predict: one line per sentence, the words, tags and entities of `tag`.
+    sentences = [" ".join(words) for words in read_conll(f"{wnut}/dev.conll").words[:6]]
+    (tmp_path / "sentences.txt").write_text("\n".join(sentences) + "\n")
+    assert cli.main(["predict", "--model-dir", output, "--input", str(tmp_path / "sentences.txt"),
+                     "--output", str(tmp_path / "tags.jsonl")]) == 0
+    model, _ = finetuning.load_finetuned(output)
+    assert [json.loads(line) for line in open(tmp_path / "tags.jsonl")] == model.tag(sentences)
 
 
 @pytest.mark.slow
@@ -186,3 +215,11 @@ def test_squad_finetune_on_shipped_samples(tmp_path, datasets_dir, real_vocab_fi
         best = nbest[example.qas_id][0]
         assert predictions[example.qas_id] == best["text"] != ""
         assert example.context[best["char_start"]:best["char_end"]] == best["text"]
+    # predict on the SQuAD file: the model's in-graph answers, one line per question.
+    assert cli.main(["predict", "--model-dir", output, "--input", sample,
+                     "--output", str(tmp_path / "answers.jsonl")]) == 0
+    answers = {a["id"]: a for a in map(json.loads, open(tmp_path / "answers.jsonl"))}
+    assert set(answers) == set(predictions)
+    for example in data["examples"]:
+        answer = answers[example.qas_id]
+        assert example.context[answer["start"]:answer["end"]] == answer["answer"]
