@@ -63,7 +63,7 @@ def test_every_dotted_name_the_readme_mentions_resolves():
 def test_public_api_is_reachable_from_the_top_level():
     for name in keras_bert.__all__:
         assert getattr(keras_bert, name) is not None, name
-    assert keras_bert.checkpoints.load_huggingface
+    assert keras_bert.checkpoints.resolve and keras_bert.BertEncoder.from_pretrained
     assert keras_bert.export.export_saved_model
     assert keras_bert.BertPretrainer.__name__ == "BertPretrainer"
     assert {"checkpoints", "cli", "export", "kernels", "layers", "models", "pretraining_data",

@@ -1,9 +1,12 @@
-"""Import of pretrained BERT weights: original TF1 checkpoints and HuggingFace folders.
+"""Pretrained BERT weights: original TF1 checkpoints and HuggingFace folders.
 
-Both formats are first read into one canonical form, a dict from the original
+Both formats are read into one canonical form, a dict from the original
 google-research/bert variable names (`bert/encoder/layer_0/attention/self/query/kernel`)
-to NumPy arrays in the original layouts, then assigned to a `BertEncoder` by
+to NumPy arrays in the original layouts, then assigned to a given encoder by
 one function that checks every name and shape before it changes anything.
+Models are built a layer up (`BertEncoder.from_pretrained`): this module only
+reads arrays and assigns them to the variables of an encoder or pretrainer it
+is handed.
 """
 
 from __future__ import annotations
@@ -11,14 +14,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import tensorflow as tf
 
 from keras_bert.config import BertConfig
-from keras_bert.models.encoder import BertEncoder
-from keras_bert.models.pretrainer import BertPretrainer
 
 if TYPE_CHECKING:
     import keras
@@ -35,8 +36,9 @@ HEAD_TENSORS = (
 )
 
 
-def encoder_variables(encoder: BertEncoder) -> dict[str, keras.Variable]:
-    """Canonical (original TF1) name -> the encoder's Keras variable."""
+def encoder_variables(encoder: keras.Model) -> dict[str, keras.Variable]:
+    """Canonical (original TF1) name -> the variable of a `BertEncoder` (read by
+    its attributes: this layer sits below the models)."""
     names = {
         "bert/embeddings/word_embeddings": encoder.token_embedding.embeddings,
         "bert/embeddings/token_type_embeddings": encoder.segment_embedding.embeddings,
@@ -67,7 +69,7 @@ def encoder_variables(encoder: BertEncoder) -> dict[str, keras.Variable]:
     return names
 
 
-def assign_encoder_weights(encoder: BertEncoder, tensors: Mapping[str, np.ndarray],
+def assign_encoder_weights(encoder: keras.Model, tensors: Mapping[str, np.ndarray],
                            source: str) -> dict[str, np.ndarray]:
     """Assigns canonical tensors to the encoder; all-or-nothing.
 
@@ -92,6 +94,16 @@ def assign_encoder_weights(encoder: BertEncoder, tensors: Mapping[str, np.ndarra
     return {name: tensors[name] for name in HEAD_TENSORS if name in tensors}
 
 
+def read_json(path: str) -> Any:
+    """A checkpoint's JSON file; a broken one is named (downloads get cut short)."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON ({e}); a truncated download? "
+                             "fetch the file again") from None
+
+
 # === Original TF1 checkpoints (google-research/bert) ===
 
 # Optimizer state and bookkeeping in original checkpoints, not model weights.
@@ -112,22 +124,9 @@ def read_tf1_checkpoint(checkpoint_prefix: str) -> dict[str, np.ndarray]:
     return tensors
 
 
-def load_tf1(checkpoint_prefix: str, bert_config_json: str, return_head_weights: bool = False,
-             dtype: str | keras.DTypePolicy | None = None
-             ) -> BertEncoder | tuple[BertEncoder, dict[str, np.ndarray]]:
-    """BertEncoder with the weights of an original TF1 BERT checkpoint.
-
-    With `return_head_weights`, also returns the `cls/...` pretraining-head
-    tensors that the checkpoint holds (a dict, maybe empty).
-    """
-    config = BertConfig.from_json_file(bert_config_json)
-    encoder = BertEncoder(config, dtype=dtype)
-    heads = assign_encoder_weights(encoder, read_tf1_checkpoint(checkpoint_prefix),
-                                   source=checkpoint_prefix)
-    return (encoder, heads) if return_head_weights else encoder
-
-
 # === HuggingFace folders (config.json + model.safetensors) ===
+
+HF_WEIGHTS_FILE = "model.safetensors"
 
 _HF_LAYER = re.compile(r"encoder\.layer\.(\d+)\.(.+)\.(weight|bias|gamma|beta)$")
 _HF_LAYER_SCOPES = {
@@ -185,82 +184,41 @@ def _hf_to_canonical(name, value):
     return canonical, value
 
 
-def read_huggingface(model_dir: str) -> tuple[BertConfig, dict[str, np.ndarray]]:
-    """(BertConfig, canonical tensors) from a HuggingFace BERT folder."""
+def read_huggingface_config(model_dir: str) -> BertConfig:
+    """The BertConfig of a HuggingFace BERT folder's `config.json`."""
     config_path = os.path.join(model_dir, "config.json")
-    weights_path = os.path.join(model_dir, "model.safetensors")
-    for path in (config_path, weights_path):
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"HuggingFace BERT folder {model_dir} lacks {os.path.basename(path)}")
-    with open(config_path, encoding="utf-8") as f:
-        try:
-            hf_config = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{config_path}: not valid JSON ({e}); a truncated download? "
-                             "fetch the file again") from None
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(f"HuggingFace BERT folder {model_dir} lacks config.json")
+    hf_config = read_json(config_path)
     model_type = hf_config.get("model_type", "bert")
     if model_type != "bert":
         raise ValueError(f"{config_path}: model_type is {model_type!r}, not 'bert'")
-    config = BertConfig.from_dict(hf_config, source=config_path)
+    return BertConfig.from_dict(hf_config, source=config_path)
+
+
+def read_huggingface_tensors(weights_path: str) -> dict[str, np.ndarray]:
+    """Canonical tensors from a HuggingFace `model.safetensors`."""
+    if not os.path.exists(weights_path):
+        raise FileNotFoundError(f"HuggingFace BERT folder {os.path.dirname(weights_path)} "
+                                f"lacks {os.path.basename(weights_path)}")
     from safetensors.numpy import load_file  # Imported here: only this path needs it.
     tensors = {}
     for name, value in load_file(weights_path).items():
         canonical, value = _hf_to_canonical(name, value)
         if canonical is not None:
             tensors[canonical] = np.asarray(value)
-    return config, tensors
+    return tensors
 
 
-def load_huggingface(model_dir: str, return_head_weights: bool = False,
-                     dtype: str | keras.DTypePolicy | None = None
-                     ) -> BertEncoder | tuple[BertEncoder, dict[str, np.ndarray]]:
-    """BertEncoder with the weights of a HuggingFace folder (`config.json`,
-    `model.safetensors`); see `load_tf1` for `return_head_weights`."""
-    config, tensors = read_huggingface(model_dir)
-    encoder = BertEncoder(config, dtype=dtype)
-    heads = assign_encoder_weights(encoder, tensors, source=model_dir)
-    return (encoder, heads) if return_head_weights else encoder
-
-
-def load_pretrained(path: str, dtype: str | keras.DTypePolicy | None = None,
-                    return_head_weights: bool = False
-                    ) -> BertEncoder | tuple[BertEncoder, dict[str, np.ndarray]]:
-    """Any supported checkpoint: a HuggingFace folder, a folder holding an original
-    checkpoint with `bert_config.json`, or an original checkpoint prefix."""
-    if os.path.isdir(path) and os.path.exists(os.path.join(path, "model.safetensors")):
-        return load_huggingface(path, return_head_weights, dtype)
-    directory = path if os.path.isdir(path) else os.path.dirname(path)
-    prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
-    if prefix is None:
-        raise FileNotFoundError(f"no checkpoint found in {path}")
-    if not tf.io.gfile.exists(prefix + ".index"):
-        what = "not found" if not tf.io.gfile.exists(path) else "not a checkpoint"
-        raise (FileNotFoundError if what == "not found" else ValueError)(
-            f"{path}: {what}; give a HuggingFace folder (config.json, model.safetensors), "
-            "a folder with bert_config.json and a TF1 checkpoint, or a TF1 checkpoint "
-            "prefix (.../bert_model.ckpt)")
-    config_json = os.path.join(directory, "bert_config.json")
-    return load_tf1(prefix, config_json, return_head_weights, dtype)
-
-
-def convert(checkpoint: str, output_path: str) -> str:
-    """Writes any supported checkpoint as a Keras `.keras` file; returns its path."""
-    if not output_path.endswith(".keras"):
-        raise ValueError(f"--output must end in .keras, got {output_path}")
-    encoder = load_pretrained(checkpoint)
-    directory = os.path.dirname(os.path.abspath(output_path))
-    os.makedirs(directory, exist_ok=True)
-    # Written under a temporary name and renamed: a crash never leaves a file
-    # that looks complete.
-    partial = output_path + ".partial.keras"
-    encoder.save(partial)
-    os.replace(partial, output_path)
-    return output_path
+def read_huggingface(model_dir: str) -> tuple[BertConfig, dict[str, np.ndarray]]:
+    """(BertConfig, canonical tensors) from a HuggingFace BERT folder."""
+    config = read_huggingface_config(model_dir)
+    return config, read_huggingface_tensors(os.path.join(model_dir, HF_WEIGHTS_FILE))
 
 
 # === Pretrainer heads (`cls/...`) ===
 
-def head_variables(pretrainer: BertPretrainer) -> dict[str, tuple[keras.Variable, bool]]:
+def head_variables(pretrainer: keras.Model) -> dict[str, tuple[keras.Variable, bool]]:
     """Original TF1 name (`cls/...`) -> the head's Keras variable and whether
     the checkpoint stores it transposed."""
     head = pretrainer.masked_lm_head
@@ -279,10 +237,10 @@ def head_variables(pretrainer: BertPretrainer) -> dict[str, tuple[keras.Variable
     return names
 
 
-def assign_head_weights(pretrainer: BertPretrainer, tensors: Mapping[str, np.ndarray],
+def assign_head_weights(pretrainer: keras.Model, tensors: Mapping[str, np.ndarray],
                         source: str = "checkpoint") -> list[str]:
     """Assigns the `cls/...` tensors present in `tensors` (as returned by
-    `checkpoints.load_pretrained(..., return_head_weights=True)`); heads
+    `keras_bert.models.encoder.load_encoder_and_heads`); heads
     absent there keep their fresh initialisation. Returns the names loaded."""
     targets = head_variables(pretrainer)
     loaded = []
@@ -299,14 +257,3 @@ def assign_head_weights(pretrainer: BertPretrainer, tensors: Mapping[str, np.nda
     for _, variable, value in loaded:
         variable.assign(value.astype(variable.dtype))
     return [name for name, _, _ in loaded]
-
-
-def load_pretrainer(path: str, objective: str = "nsp",
-                    dtype: str | keras.DTypePolicy | None = None) -> BertPretrainer:
-    """A `BertPretrainer` initialised from any checkpoint `load_pretrained` reads:
-    the encoder always, the heads where the checkpoint has them (their names in
-    `pretrainer.loaded_head_weights`)."""
-    encoder, heads = load_pretrained(path, dtype=dtype, return_head_weights=True)
-    pretrainer = BertPretrainer(encoder, objective=objective)
-    pretrainer.loaded_head_weights = assign_head_weights(pretrainer, heads, source=path)
-    return pretrainer

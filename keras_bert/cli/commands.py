@@ -53,6 +53,16 @@ def output_file(text):
     return text
 
 
+def add_casing_arguments(parser):
+    """--cased / --uncased for a command reading a checkpoint; neither: its own casing."""
+    casing = parser.add_mutually_exclusive_group()
+    casing.add_argument("--cased", dest="lowercase", action="store_false", default=None,
+                        help="the model is cased (default: the checkpoint's casing, from "
+                             "tokenizer_config.json, the TF1 folder name or the vocabulary)")
+    casing.add_argument("--uncased", dest="lowercase", action="store_true", default=None,
+                        help="the model is uncased: text is lowercased (default: detected)")
+
+
 # === tokenize ===
 
 def add_tokenize(subparsers):
@@ -117,6 +127,7 @@ def add_encode(subparsers):
                         help="HuggingFace folder, TF1 checkpoint or folder; random weights if absent")
     parser.add_argument("--preset", default="tiny", help="size when no checkpoint is given")
     parser.add_argument("--seq-length", type=sequence_length, default=128)
+    add_casing_arguments(parser)
     parser.set_defaults(run=run_encode)
 
 
@@ -124,7 +135,7 @@ def run_encode(args):
     from keras_bert.cli.encode import encode_sentences
     for sentence, pieces, embedding in encode_sentences(
             args.text, init_checkpoint=args.init_checkpoint, vocab_file=args.vocab_file,
-            preset=args.preset, seq_length=args.seq_length):
+            preset=args.preset, seq_length=args.seq_length, lowercase=args.lowercase):
         head = " ".join(f"{x:+.3f}" for x in embedding[:6])
         print(f"{sentence!r}\n  pieces: {' '.join(pieces)}\n"
               f"  embedding ({len(embedding)} dims, mean-pooled, normalised): {head} ...")
@@ -142,8 +153,8 @@ def add_convert(subparsers):
 
 
 def run_convert(args):
-    from keras_bert.checkpoints import convert
-    path = convert(args.checkpoint, args.output)
+    from keras_bert.models.encoder import convert_checkpoint
+    path = convert_checkpoint(args.checkpoint, args.output)
     print(f"wrote {path}")
 
 
@@ -295,7 +306,7 @@ def add_finetune(subparsers):
                         help="replace a finished model already in --output-dir")
     parser.add_argument("--vocab-file", default=None, type=input_file,
                         help="defaults to the checkpoint's vocab.txt, else the shipped uncased one")
-    parser.add_argument("--cased", action="store_true", help="the vocabulary is cased")
+    add_casing_arguments(parser)
     parser.add_argument("--preset", default="tiny", help="size when no checkpoint is given")
     parser.add_argument("--seq-length", type=sequence_length, default=128,
                         help="max sequence length (384 for SQuAD)")
@@ -327,7 +338,7 @@ def run_finetune(args):
     from keras_bert.training.finetuning import FinetuneConfig, finetune
     config = FinetuneConfig(
         task=args.task, train=args.train, dev=args.dev, init_checkpoint=args.init_checkpoint,
-        output_dir=args.output_dir, vocab_file=args.vocab_file, lowercase=not args.cased,
+        output_dir=args.output_dir, vocab_file=args.vocab_file, lowercase=args.lowercase,
         preset=args.preset, seq_length=args.seq_length, batch_size=args.batch_size,
         learning_rate=args.learning_rate, epochs=args.epochs,
         warmup_proportion=args.warmup_proportion, dropout=args.dropout, seed=args.seed,
@@ -397,7 +408,7 @@ def add_export(subparsers):
                         help="EXPORT_DIR/NAME/VERSION (VERSION an integer), as TF Serving reads")
     parser.add_argument("--vocab-file", default=None, type=input_file,
                         help="default: the model folder's vocab.txt")
-    parser.add_argument("--cased", action="store_true", help="encoder export: the vocabulary is cased")
+    add_casing_arguments(parser)
     parser.add_argument("--seq-length", type=sequence_length, default=None,
                         help="default: the fine-tuning length (128 for embeddings)")
     parser.add_argument("--max-windows", type=positive_int, default=None,
@@ -410,7 +421,7 @@ def run_export(args):
     from keras_bert.export import export_model_dir
     options = {} if args.max_windows is None else {"max_windows": args.max_windows}
     path = export_model_dir(args.model_dir, args.output, vocab_file=args.vocab_file,
-                            lowercase=not args.cased, seq_length=args.seq_length,
+                            lowercase=args.lowercase, seq_length=args.seq_length,
                             overwrite=args.overwrite, **options)
     print(f"wrote {path}")
 

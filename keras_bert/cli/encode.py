@@ -3,14 +3,12 @@ outputs) of a checkpoint, or of a random encoder of a preset size."""
 
 from __future__ import annotations
 
-import os
 from typing import Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from keras_bert.assets import VOCAB_FILE
-from keras_bert.checkpoints import load_pretrained
+from keras_bert.checkpoints.source import resolve, tokenizer_settings
 from keras_bert.config import BertConfig
 from keras_bert.layers.pooling import mean_pool
 from keras_bert.models.encoder import BertEncoder
@@ -19,19 +17,22 @@ from keras_bert.text.tokenizer import BertTokenizer
 
 def encode_sentences(sentences: Sequence[str], init_checkpoint: str | None = None,
                      vocab_file: str | None = None, preset: str = "tiny",
-                     seq_length: int = 128) -> Iterator[tuple[str, list[str], np.ndarray]]:
-    """Yields (sentence, word pieces, embedding) for each sentence."""
-    if init_checkpoint:
-        encoder = load_pretrained(init_checkpoint)
-        candidate = os.path.join(init_checkpoint, "vocab.txt")
-        if vocab_file is None and os.path.isdir(init_checkpoint) and os.path.exists(candidate):
-            vocab_file = candidate
+                     seq_length: int = 128, lowercase: bool | None = None
+                     ) -> Iterator[tuple[str, list[str], np.ndarray]]:
+    """Yields (sentence, word pieces, embedding) for each sentence.
+
+    `lowercase=None`: the checkpoint's casing (`tokenizer_settings`)."""
+    source = resolve(init_checkpoint) if init_checkpoint else None
+    # Decided before the weights load: a contradiction fails at once.
+    vocab_file, lowercase = tokenizer_settings(source, vocab_file, lowercase)
+    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase)
+    if source is not None:
+        encoder = BertEncoder.from_pretrained(source)
     else:
         encoder = BertEncoder(BertConfig.preset(preset))
     if seq_length > encoder.config.max_position_embeddings:
         raise ValueError(f"seq_length {seq_length} exceeds the encoder's "
                          f"{encoder.config.max_position_embeddings} positions; use at most that")
-    tokenizer = BertTokenizer(vocab_file or VOCAB_FILE)
     features = tokenizer.pack(tf.constant(sentences), seq_length=seq_length)
     embeddings = mean_pool(encoder(features)["sequence_output"], features["input_mask"]).numpy()
     for sentence, ids, embedding in zip(sentences, tokenizer.tokenize(sentences).to_list(), embeddings):

@@ -163,18 +163,22 @@ def _write_assets(serving, folder):
 
 
 def export_model_dir(model_dir: str, output: str, vocab_file: str | None = None,
-                     lowercase: bool = True, seq_length: int | None = None,
+                     lowercase: bool | None = None, seq_length: int | None = None,
                      overwrite: bool = False, **task_options: Any) -> str:
     """Exports a `keras-bert finetune` output folder (`model.keras`, `vocab.txt`,
     `finetune_config.json`) or, for embeddings, a pretrained checkpoint
     (HuggingFace folder, TF1 checkpoint, `.keras` encoder).
 
+    `lowercase=None` takes the casing the model was fine-tuned with, or the
+    checkpoint's (`keras_bert.checkpoints.source.tokenizer_settings`); a value
+    given must agree with it.
     `output` must be `EXPORT_DIR/NAME/VERSION` with an integer VERSION.
     """
     version = os.path.basename(os.path.normpath(output))
     if not re.fullmatch(r"\d+", version):
         raise ValueError(f"--output {output}: the last folder must be an integer version "
                          "(TensorFlow Serving's layout EXPORT_DIR/NAME/VERSION, e.g. models/sst2/1)")
+    from keras_bert.checkpoints.source import resolve, tokenizer_settings
     from keras_bert.text.tokenizer import BertTokenizer
     config_path = os.path.join(model_dir, "finetune_config.json")
     if os.path.exists(config_path):
@@ -183,9 +187,8 @@ def export_model_dir(model_dir: str, output: str, vocab_file: str | None = None,
         import keras_bert.models  # noqa: F401 (registers the classes load_model looks up)
         with open(config_path, encoding="utf-8") as f:
             saved = json.load(f)
+        tokenizer = BertTokenizer(*tokenizer_settings(resolve(model_dir), vocab_file, lowercase))
         model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)
-        tokenizer = BertTokenizer(vocab_file or os.path.join(model_dir, "vocab.txt"),
-                                  lowercase=saved.get("lowercase", True))
         options = {}
         if saved.get("task") == "squad":
             options = {key: saved[key] for key in (
@@ -195,15 +198,9 @@ def export_model_dir(model_dir: str, output: str, vocab_file: str | None = None,
         return export_saved_model(
             model, tokenizer, output, seq_length=seq_length or saved.get("seq_length"),
             label_names=saved.get("label_names"), overwrite=overwrite, **options)
-    from keras_bert.checkpoints import load_pretrained
-    from keras_bert.assets import VOCAB_FILE
-    if not os.path.exists(model_dir):
-        raise FileNotFoundError(f"model folder not found: {model_dir}")
-    encoder = load_pretrained(model_dir)
-    if vocab_file is None:
-        candidate = os.path.join(model_dir, "vocab.txt")
-        vocab_file = candidate if os.path.isdir(model_dir) and os.path.exists(candidate) else VOCAB_FILE
-    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase)
+    from keras_bert.models.encoder import BertEncoder
+    source = resolve(model_dir)
+    tokenizer = BertTokenizer(*tokenizer_settings(source, vocab_file, lowercase))
+    encoder = BertEncoder.from_pretrained(source)
     return export_saved_model(encoder, tokenizer, output, seq_length=seq_length,
                               overwrite=overwrite, **task_options)
-

@@ -6,10 +6,14 @@ L = number of layers.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import keras
+import numpy as np
 
+from keras_bert.checkpoints.load import assign_encoder_weights, encoder_variables, head_variables
+from keras_bert.checkpoints.source import PretrainedSource, resolve
 from keras_bert.config import BertConfig
 from keras_bert.kernels.dropout import FastDropout
 from keras_bert.kernels.layer_norm import FastLayerNorm
@@ -113,6 +117,14 @@ class BertEncoder(keras.Model):
     def from_config(cls, config: dict) -> BertEncoder:
         return cls(**config)
 
+    @classmethod
+    def from_pretrained(cls, path: str | PretrainedSource,
+                        dtype: str | keras.DTypePolicy | None = None) -> BertEncoder:
+        """The encoder of any pretrained source `keras_bert.checkpoints.source.resolve`
+        reads: a HuggingFace folder, an original TF1 folder or prefix, a `.keras`
+        file, a `keras-bert finetune` output or a `keras-bert pretrain` model_dir."""
+        return load_encoder_and_heads(path, dtype)[0]
+
 
 def _embed(token_embedding, segment_embedding, position_embedding, layer_norm, dropout,
            mask_bias_layer, input_ids, input_mask, segment_ids, training=None):
@@ -120,3 +132,51 @@ def _embed(token_embedding, segment_embedding, position_embedding, layer_norm, d
     embeddings = tokens + segment_embedding(segment_ids) + position_embedding(tokens)
     hidden = dropout(layer_norm(embeddings), training=training)  # (B, T, H)
     return hidden, mask_bias_layer(input_mask)  # (B, T, H), (B, 1, 1, T)
+
+
+# === Pretrained weights ===
+
+def load_encoder_and_heads(path: str | PretrainedSource,
+                           dtype: str | keras.DTypePolicy | None = None
+                           ) -> tuple[BertEncoder, dict[str, np.ndarray]]:
+    """`BertEncoder.from_pretrained`, and the source's pretraining-head tensors
+    (`cls/...`, original layouts; a dict, maybe empty) for `BertPretrainer`."""
+    source = path if isinstance(path, PretrainedSource) else resolve(path)
+    if source.kind in ("huggingface", "tf1"):
+        tensors = source.read_tensors()
+    else:
+        tensors = _keras_model_tensors(source.weights)
+    encoder = BertEncoder(source.config, dtype=dtype)
+    heads = assign_encoder_weights(encoder, tensors, source=source.weights)
+    return encoder, heads
+
+
+def _keras_model_tensors(path):
+    """Canonical tensors of the BertEncoder in a .keras file (and of a
+    pretrainer's heads), so every source reaches the encoder the same way."""
+    model = keras.models.load_model(path, compile=False)
+    encoder = model if isinstance(model, BertEncoder) else getattr(model, "encoder", None)
+    if not isinstance(encoder, BertEncoder):
+        raise ValueError(f"{path}: holds a {type(model).__name__}, neither a BertEncoder "
+                         "nor a model with an `encoder`")
+    tensors = {name: keras.ops.convert_to_numpy(variable)
+               for name, variable in encoder_variables(encoder).items()}
+    if hasattr(model, "masked_lm_head"):
+        for name, (variable, transposed) in head_variables(model).items():
+            value = keras.ops.convert_to_numpy(variable)
+            tensors[name] = value.T if transposed else value
+    return tensors
+
+
+def convert_checkpoint(checkpoint: str, output_path: str) -> str:
+    """Writes any pretrained source's encoder as a Keras `.keras` file; returns its path."""
+    if not output_path.endswith(".keras"):
+        raise ValueError(f"--output must end in .keras, got {output_path}")
+    encoder = BertEncoder.from_pretrained(checkpoint)
+    os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
+    # Written under a temporary name and renamed: a crash never leaves a file
+    # that looks complete.
+    partial = output_path + ".partial.keras"
+    encoder.save(partial)
+    os.replace(partial, output_path)
+    return output_path

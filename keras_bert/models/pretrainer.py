@@ -18,9 +18,10 @@ import tensorflow as tf
 from keras import ops
 
 from keras_bert import features
+from keras_bert.checkpoints.load import assign_head_weights
 from keras_bert.kernels.masked_lm_loss import loss_and_prediction
 from keras_bert.layers.heads import MaskedLMHead, NextSentenceHead
-from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.encoder import BertEncoder, load_encoder_and_heads
 
 MODEL_INPUTS = features.ENCODER_INPUTS + ("masked_lm_positions",)
 
@@ -310,3 +311,14 @@ class BertPretrainer(keras.Model):
     @classmethod
     def from_config(cls, config: dict) -> BertPretrainer:
         return cls(**config)
+
+    @classmethod
+    def from_pretrained(cls, path: str, objective: str = "nsp",
+                        dtype: str | keras.DTypePolicy | None = None) -> BertPretrainer:
+        """A pretrainer initialised from any source `BertEncoder.from_pretrained`
+        reads: the encoder always, the heads where the source has them (their
+        names in `pretrainer.loaded_head_weights`)."""
+        encoder, heads = load_encoder_and_heads(path, dtype=dtype)
+        pretrainer = cls(encoder, objective=objective)
+        pretrainer.loaded_head_weights = assign_head_weights(pretrainer, heads, source=path)
+        return pretrainer

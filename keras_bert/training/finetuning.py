@@ -31,8 +31,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_bert.assets import VOCAB_FILE
-from keras_bert.checkpoints import load_pretrained
+from keras_bert.checkpoints.source import resolve, tokenizer_settings
 from keras_bert.config import BertConfig
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.encoder import BertEncoder
@@ -63,7 +62,7 @@ class FinetuneConfig:
     init_checkpoint: str = None        # .keras encoder, HF folder, TF1 checkpoint or folder
     output_dir: str = None
     vocab_file: str = None             # default: the checkpoint's vocab.txt, else shipped uncased
-    lowercase: bool = True
+    lowercase: bool = None             # None: the checkpoint's casing (tokenizer_settings)
     preset: str = "tiny"               # encoder size without --init-checkpoint (smoke tests)
     seq_length: int = 128
     batch_size: int = 32
@@ -124,42 +123,21 @@ class FinetuneConfig:
 
 
 def load_encoder(init_checkpoint: str | None, preset: str = "tiny") -> BertEncoder:
-    """BertEncoder from any checkpoint we know, or random weights of `preset`.
-
-    `.keras` files may hold a BertEncoder or any model with an `encoder`
-    attribute (a fine-tuned task model or a pretrainer); directories and
-    prefixes go through `checkpoints.load_pretrained` (HuggingFace folders,
-    original TF1 checkpoints, `keras-bert pretrain` exports); a pretraining
-    `model_dir` stands for its `export/` folder.
-    """
+    """BertEncoder from any pretrained source `BertEncoder.from_pretrained` reads
+    (HuggingFace, TF1, `.keras` files of an encoder or a model with an
+    `encoder`, finetune outputs, pretraining model_dirs), or random weights of `preset`."""
     if not init_checkpoint:
         return BertEncoder(BertConfig.preset(preset))
-    if init_checkpoint.endswith(".keras"):
-        if not os.path.exists(init_checkpoint):
-            raise FileNotFoundError(f"--init-checkpoint not found: {init_checkpoint}")
-        model = keras.models.load_model(init_checkpoint, compile=False)
-        encoder = model if isinstance(model, BertEncoder) else getattr(model, "encoder", None)
-        if not isinstance(encoder, BertEncoder):
-            raise ValueError(f"{init_checkpoint}: holds a {type(model).__name__}, "
-                             "neither a BertEncoder nor a model with an `encoder`")
-        return encoder
-    # A pretraining `model_dir` (keras_bert.training.pretraining) exports the TF1 layout to export/.
-    exported = os.path.join(init_checkpoint, "export")
-    if os.path.isdir(init_checkpoint) and os.path.exists(os.path.join(exported, "bert_config.json")):
-        init_checkpoint = exported
-    return load_pretrained(init_checkpoint)
+    return BertEncoder.from_pretrained(init_checkpoint)
 
 
-def resolve_vocab(vocab_file: str | None, init_checkpoint: str | None) -> str:
-    if vocab_file:
-        return vocab_file
-    if init_checkpoint:
-        directory = init_checkpoint if os.path.isdir(init_checkpoint) else os.path.dirname(
-            init_checkpoint)
-        candidate = os.path.join(directory, "vocab.txt")
-        if os.path.exists(candidate):
-            return candidate
-    return VOCAB_FILE
+def resolve_tokenizer(config: FinetuneConfig) -> tuple[BertTokenizer, str, FinetuneConfig]:
+    """The run's tokenizer, its vocabulary file, and the config with the casing
+    decided: the checkpoint's unless `lowercase` is given (a contradiction fails)."""
+    source = resolve(config.init_checkpoint) if config.init_checkpoint else None
+    vocab_file, lowercase = tokenizer_settings(source, config.vocab_file, config.lowercase)
+    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase)
+    return tokenizer, vocab_file, dataclasses.replace(config, lowercase=lowercase)
 
 
 def _tfds_spec(source):
@@ -595,8 +573,7 @@ def finetune(config: FinetuneConfig) -> dict[str, Any]:
         raise FileExistsError(f"{config.output_dir} already holds a fine-tuned model "
                               f"({finished}); pass --overwrite to replace it, or choose "
                               "another --output-dir")
-    vocab_file = resolve_vocab(config.vocab_file, config.init_checkpoint)
-    tokenizer = BertTokenizer(vocab_file, lowercase=config.lowercase)
+    tokenizer, vocab_file, config = resolve_tokenizer(config)
     task = make_task(config, tokenizer)
     try:
         train_data = task.prepare(config.train, config.max_train_examples, training=True)
@@ -697,7 +674,9 @@ def evaluate(model_dir: str, data: str, **overrides: Any) -> dict[str, Any]:
         saved = json.load(f)
     saved.update({k: v for k, v in overrides.items() if v is not None})
     config = FinetuneConfig(**saved)
-    tokenizer = BertTokenizer(os.path.join(model_dir, "vocab.txt"), lowercase=config.lowercase)
+    # The casing the model was fine-tuned with (finetune_config.json); an override must agree.
+    vocab_file, lowercase = tokenizer_settings(resolve(model_dir), lowercase=config.lowercase)
+    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase)
     task = make_task(config, tokenizer)
     task.label_names = saved["label_names"]
     model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)

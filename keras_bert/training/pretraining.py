@@ -38,7 +38,7 @@ from typing import Any, Mapping, Sequence
 import keras
 import tensorflow as tf
 
-from keras_bert.checkpoints import encoder_variables, head_variables, load_pretrainer
+from keras_bert.checkpoints import encoder_variables, head_variables
 from keras_bert.config import BertConfig
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
@@ -186,7 +186,7 @@ def build_model(config: PretrainConfig) -> BertPretrainer:
     """The pretrainer of a run, inside the current strategy scope."""
     dtype = config.mixed_precision if config.mixed_precision != "float32" else None
     if config.init_checkpoint:
-        pretrainer = load_pretrainer(
+        pretrainer = BertPretrainer.from_pretrained(
             config.init_checkpoint, objective=config.objective, dtype=dtype)
         if pretrainer.encoder.config.max_position_embeddings < config.seq_length:
             raise ValueError(f"{config.init_checkpoint}: max_position_embeddings "
@@ -306,7 +306,7 @@ def finished_results(config: PretrainConfig) -> dict[str, Any] | None:
 
 def export_tf1(pretrainer: BertPretrainer, directory: str) -> str:
     """Writes the weights with the original google-research/bert names and
-    `bert_config.json`, so `checkpoints.load_pretrained(directory)` (and
+    `bert_config.json`, so `BertEncoder.from_pretrained(directory)` (and
     Google's code) reads them: the next phase and fine-tuning start from here."""
     tf.io.gfile.makedirs(directory)
     named = dict(encoder_variables(pretrainer.encoder))

@@ -85,8 +85,7 @@ def main(argv=None):
     from keras_bert.models.classifier import BertClassifier
 
     if args.init_checkpoint:
-        from keras_bert.checkpoints import load_pretrained
-        encoder = load_pretrained(args.init_checkpoint)
+        encoder = BertEncoder.from_pretrained(args.init_checkpoint)
     else:
         encoder = BertEncoder(BertConfig.preset(args.preset))
     model = BertClassifier(encoder, 2)

@@ -10,6 +10,7 @@ from safetensors.numpy import load_file
 
 from keras_bert import BertConfig, BertEncoder, BertTokenizer
 from keras_bert import checkpoints
+from keras_bert.models.encoder import load_encoder_and_heads
 
 SENTENCES = [
     "It is a truth universally acknowledged, that a single man in possession of a good "
@@ -58,7 +59,7 @@ def numpy_bert(weights, config, input_ids, input_mask, segment_ids):
 
 @pytest.fixture(scope="module")
 def minilm(minilm_path):
-    return checkpoints.load_huggingface(minilm_path)
+    return BertEncoder.from_pretrained(minilm_path)
 
 
 @pytest.fixture(scope="module")
@@ -123,13 +124,12 @@ def test_tf1_checkpoint_loads_and_matches(minilm, minilm_path, tmp_path, packed)
         tensors[name + "/adam_m"] = tensors[name]  # Optimizer slots are skipped.
     prefix = write_tf1_checkpoint(tensors, str(tmp_path / "bert_model.ckpt"))
     BertConfig.from_json_file(minilm_path).to_json_file(tmp_path / "bert_config.json")
-    encoder, heads = checkpoints.load_tf1(prefix, str(tmp_path / "bert_config.json"),
-                                          return_head_weights=True)
+    encoder, heads = load_encoder_and_heads(prefix)
     assert sorted(heads) == ["cls/seq_relationship/output_bias", "cls/seq_relationship/output_weights"]
     np.testing.assert_allclose(encoder(packed)["sequence_output"], minilm(packed)["sequence_output"],
                                atol=1e-6)
     # The folder form finds the latest checkpoint and bert_config.json beside it.
-    again = checkpoints.load_pretrained(str(tmp_path))
+    again = BertEncoder.from_pretrained(str(tmp_path))
     np.testing.assert_allclose(again(packed)["pooled_output"], minilm(packed)["pooled_output"], atol=1e-6)
 
 
@@ -156,5 +156,10 @@ def test_bad_checkpoints_name_tensor_and_shapes(minilm, minilm_path):
 
 
 def test_missing_files_are_named(tmp_path):
-    with pytest.raises(FileNotFoundError, match="lacks config.json"):
-        checkpoints.load_huggingface(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="not a checkpoint folder; looked for a "
+                                                "HuggingFace folder .config.json"):
+        BertEncoder.from_pretrained(str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match="lacks model.safetensors .it has pytorch_model.bin"):
+        BertEncoder.from_pretrained(str(tmp_path))

@@ -11,7 +11,7 @@ import pytest
 
 import keras
 from keras_bert import BertConfig, BertEncoder, BertTokenizer
-from keras_bert import cli
+from keras_bert import checkpoints, cli
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
@@ -147,7 +147,7 @@ def test_load_encoder_from_keras_files(tmp_path, minilm_path):
                                    rtol=1e-5, atol=1e-6)
     hf = finetuning.load_encoder(minilm_path)
     assert hf.config.hidden_size == 384
-    assert finetuning.resolve_vocab(None, minilm_path) == os.path.join(minilm_path, "vocab.txt")
+    assert checkpoints.resolve(minilm_path).vocab_file == os.path.join(minilm_path, "vocab.txt")
 
 
 @pytest.mark.slow

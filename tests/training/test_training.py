@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert import checkpoints, cli
+from keras_bert import cli
 from keras_bert.config import BertConfig
-from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.encoder import BertEncoder, load_encoder_and_heads
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining_data import inputs
 from keras_bert.training import optimization
@@ -282,8 +282,7 @@ def test_cli_pretrain_checkpoints_logs_exports_and_is_idempotent(data_dir, tmp_p
     assert records[0]["learning_rate"] == pytest.approx(float(schedule(5)), rel=1e-5)
     assert records[1]["sequences_per_second"] > 0
     assert os.listdir(tmp_path / "run" / "tensorboard" / "train")
-    encoder, heads = checkpoints.load_pretrained(str(tmp_path / "run" / "export"),
-                                                 return_head_weights=True)
+    encoder, heads = load_encoder_and_heads(str(tmp_path / "run" / "export"))
     assert len(heads) == 7 and encoder.config == TINY
     results = json.load(open(tmp_path / "run" / "eval_results.json"))
     assert results["step"] == 10
