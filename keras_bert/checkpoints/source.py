@@ -175,7 +175,7 @@ def _finetune_output(folder: str) -> PretrainedSource:
     lowercase = settings.get("lowercase")
     stated = (Casing(lowercase, f"{FINETUNE_CONFIG} lowercase {json.dumps(lowercase)}")
               if isinstance(lowercase, bool) else None)
-    config = _keras_encoder_config(_keras_saved_config(model), model)
+    config = _keras_encoder_config(keras_saved_config(model), model)
     return PretrainedSource(
         path=folder, kind="finetune_output", config=config, weights=model,
         vocab_file=_vocab_beside(folder), stated_casing=stated)
@@ -191,7 +191,7 @@ def _vocab_beside(folder: str) -> str | None:
 def _keras_file(path: str) -> PretrainedSource:
     if not os.path.exists(path):
         raise FileNotFoundError(f"pretrained checkpoint not found: {path}")
-    saved = _keras_saved_config(path)
+    saved = keras_saved_config(path)
     lowercase = _saved_lowercase(saved)
     stated = (None if lowercase is None else
               Casing(lowercase, f"{os.path.basename(path)} saved lowercase {json.dumps(lowercase)}"))
@@ -200,7 +200,8 @@ def _keras_file(path: str) -> PretrainedSource:
         vocab_file=_vocab_beside(os.path.dirname(path) or "."), stated_casing=stated)
 
 
-def _keras_saved_config(path: str) -> dict[str, Any]:
+def keras_saved_config(path: str) -> dict[str, Any]:
+    """The model config a `.keras` file saved (its config.json), without building it."""
     try:
         with zipfile.ZipFile(path) as archive:
             return json.loads(archive.read("config.json"))

@@ -76,6 +76,8 @@ class BertSpanExtractor(TextTask, keras.Model):
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         return {"start_logits": loss, "end_logits": loss}
 
+    default_seq_length = 384  # the paper's SQuAD windows
+
     # run_squad.py's total loss is the mean of the start and end losses.
     default_loss_weights = {"start_logits": 0.5, "end_logits": 0.5}
 

@@ -26,6 +26,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.checkpoints.source import (PretrainedSource, keras_saved_config, resolve,
+                                           tokenizer_settings)
+from keras_bert.models.encoder import BertEncoder
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_text_spec
 
 # keras-hub's task default; the paper's fine-tuning range is 2e-5 to 5e-5.
@@ -44,6 +47,49 @@ class TextTask:
     """Mixin for `keras.Model` task models with an optional `preprocessor`."""
 
     preprocessor: BertPreprocessor | None = None
+    default_seq_length = 128
+
+    @classmethod
+    def from_pretrained(cls, path: str | PretrainedSource, *, seq_length: int | None = None,
+                        lowercase: bool | None = None, vocab_file: str | None = None,
+                        dtype: str | keras.DTypePolicy | None = None, **model_kwargs: Any):
+        """This task model on a pretrained encoder, taking text.
+
+        `path`: anything `keras_bert.checkpoints.resolve` reads (a HuggingFace
+        folder, an original TF1 folder or prefix, a `.keras` file, a
+        `keras-bert finetune` output). The configuration, the vocabulary and
+        the casing come from the checkpoint (`lowercase=` that contradicts
+        it fails, naming both). `model_kwargs` go to the model (`num_classes`,
+        `label_names`, `dropout`, ...): a new, randomly initialised head. A
+        `.keras` file or finetune output holding this very task model, with
+        no `model_kwargs`, comes back whole (its head and its preprocessor).
+        """
+        source = path if isinstance(path, PretrainedSource) else resolve(path)
+        if not model_kwargs and source.kind in ("keras", "finetune_output"):
+            saved = keras_saved_config(source.weights)
+            if saved.get("class_name") == cls.__name__:
+                return cls._load_whole(source, seq_length, lowercase, vocab_file)
+        encoder = BertEncoder.from_pretrained(source, dtype=dtype)
+        preprocessor = cls._preprocessor_for(source, encoder, seq_length, lowercase, vocab_file)
+        return cls(encoder, preprocessor=preprocessor, **model_kwargs)
+
+    @classmethod
+    def _preprocessor_for(cls, source, encoder, seq_length, lowercase, vocab_file):
+        seq_length = seq_length or min(cls.default_seq_length,
+                                       encoder.config.max_position_embeddings)
+        if seq_length > encoder.config.max_position_embeddings:
+            raise ValueError(f"seq_length {seq_length} exceeds the encoder's "
+                             f"{encoder.config.max_position_embeddings} positions")
+        vocab_file, lowercase = tokenizer_settings(source, vocab_file, lowercase)
+        return BertPreprocessor(vocab_file, lowercase=lowercase, seq_length=seq_length)
+
+    @classmethod
+    def _load_whole(cls, source, seq_length, lowercase, vocab_file):
+        model = keras.models.load_model(source.weights, compile=False)
+        if model.preprocessor is None or seq_length or vocab_file or lowercase is not None:
+            model.preprocessor = cls._preprocessor_for(source, model.encoder, seq_length,
+                                                       lowercase, vocab_file)
+        return model
 
     # === Per-task hooks ===
 

@@ -263,3 +263,35 @@ def test_windowed_classification_averages_its_windows_by_hand(datasets_dir):
     # A text that fits is one window: the same as without windows.
     np.testing.assert_allclose(out["logits"][1], model.classify([short])["logits"][0], atol=1e-6)
     assert model.predict_labels([long_text], window_stride=20) == [NAMES[int(np.argmax(by_hand))]]
+
+
+# === from_pretrained ===
+
+def test_from_pretrained_reads_config_vocabulary_and_casing(minilm_path, tmp_path):
+    model = BertClassifier.from_pretrained(minilm_path, num_classes=2, label_names=NAMES)
+    assert model.encoder.config.num_hidden_layers == 6
+    assert model.preprocessor.lowercase is True  # MiniLM's tokenizer_config.json
+    with open(os.path.join(minilm_path, "vocab.txt"), encoding="utf-8") as f:
+        assert model.preprocessor.vocabulary == f.read().splitlines()
+    encoder = BertEncoder.from_pretrained(minilm_path)
+    features = model.preprocessor(["Emma Woodhouse, handsome, clever, and rich"])
+    np.testing.assert_allclose(model.encoder(features)["pooled_output"].numpy(),
+                               encoder(features)["pooled_output"].numpy(), atol=1e-6)
+    with pytest.raises(ValueError, match="lowercase"):
+        BertClassifier.from_pretrained(minilm_path, num_classes=2, lowercase=False)
+
+    tagger = BertTokenClassifier.from_pretrained(minilm_path, num_labels=3, seq_length=64)
+    reader = BertSpanExtractor.from_pretrained(minilm_path)
+    assert (tagger.preprocessor.seq_length, reader.preprocessor.seq_length) == (64, 384)
+
+    # A .keras file of this task model comes back whole: head, labels, preprocessor.
+    model.save(tmp_path / "classifier.keras")
+    again = BertClassifier.from_pretrained(str(tmp_path / "classifier.keras"))
+    texts = ["a fine film", "a dull one"]
+    np.testing.assert_allclose(again.predict(texts), model.predict(texts), atol=1e-6)
+    assert again.label_names == NAMES
+    # ... and as an encoder for another task: a new head on the same encoder.
+    other = BertTokenClassifier.from_pretrained(str(tmp_path / "classifier.keras"), num_labels=2)
+    np.testing.assert_allclose(other.encoder(features)["sequence_output"].numpy(),
+                               encoder(features)["sequence_output"].numpy(), atol=1e-6)
+    assert other.preprocessor.lowercase is True
