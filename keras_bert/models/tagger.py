@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
+from keras_bert.preprocessing.preprocessor import is_text
 from keras_bert.preprocessing.tagging import WordTagger, tag_names
 from keras_bert.preprocessing.text_ops import clean_utf8
 from keras_bert.tasks.tagging import TaggedSentences, encode_tagged
@@ -81,6 +82,12 @@ class BertTokenClassifier(TextTask, keras.Model):
         preprocessor = self.require_preprocessor()
         return WordTagger(preprocessor.tokenizer, preprocessor.seq_length,
                           tag_names(self.num_labels, self.label_names))
+
+    def is_text(self, x: Any) -> bool:
+        """Texts, or word lists (a list of lists of strings)."""
+        if isinstance(x, (list, tuple)) and x and isinstance(x[0], (list, tuple)):
+            return all(isinstance(word, str) for word in x[0])
+        return is_text(x)
 
     def encode_text(self, x: Any, y: Any = None) -> tuple[dict[str, np.ndarray], Any, Any]:
         """Texts or word lists (+ one tag per word) -> features, tag ids on each

@@ -165,6 +165,8 @@ def test_tagging_alignment_in_graph_equals_the_training_conversion(datasets_dir)
     from_texts = model.encode_text(texts, tags)
     for a, b in zip(from_words, from_texts):
         keras.tree.map_structure(np.testing.assert_array_equal, a, b)
+    model.compile()
+    model.fit(words, tags, epochs=1, verbose=0)  # word lists straight into fit
     with pytest.raises(ValueError, match="text 0: .* words but .* tags"):
         model.encode_text(texts[:1], [tags[0][:-1]])
 

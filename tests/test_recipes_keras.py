@@ -1,0 +1,40 @@
+"""Each Keras script of recipes/keras/ runs end to end for one step on the
+shipped data and the real MiniLM weights."""
+
+import importlib.util
+import os
+
+import pytest
+
+from repo_paths import REPO_ROOT
+
+
+def script(name):
+    path = os.path.join(REPO_ROOT, "recipes", "keras", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"recipe_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_text_classification_script(tmp_path, capsys, minilm_path):
+    output = str(tmp_path / "model.keras")
+    script("text_classification").main([
+        "--checkpoint", minilm_path, "--max-train-examples", "16", "--max-dev-examples", "8",
+        "--epochs", "1", "--batch-size", "8", "--steps-per-epoch", "1", "--output", output])
+    printed = capsys.readouterr().out
+    assert "dev accuracy:" in printed and os.path.exists(output)
+
+
+@pytest.mark.slow
+def test_ner_script(capsys, minilm_path):
+    script("ner").main(["--checkpoint", minilm_path, "--max-train-examples", "16",
+                        "--max-dev-examples", "8", "--epochs", "1", "--steps-per-epoch", "1"])
+    assert "dev entity F1:" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_squad_script(capsys, minilm_path):
+    script("squad").main(["--checkpoint", minilm_path, "--epochs", "1", "--seq-length", "128"])
+    assert "dev: {'exact_match'" in capsys.readouterr().out
