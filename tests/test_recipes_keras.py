@@ -38,3 +38,14 @@ def test_ner_script(capsys, minilm_path):
 def test_squad_script(capsys, minilm_path):
     script("squad").main(["--checkpoint", minilm_path, "--epochs", "1", "--seq-length", "128"])
     assert "dev: {'exact_match'" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_long_documents_script(capsys, minilm_path, datasets_dir):
+    dev = os.path.join(datasets_dir, "bbc_news", "dev.tsv")
+    script("long_documents").main(["--checkpoint", minilm_path, "--train", dev,
+                                   "--max-train-examples", "8", "--max-dev-examples", "8",
+                                   "--epochs", "1",
+                                   "--steps-per-epoch", "1", "--batch-size", "8"])
+    printed = capsys.readouterr().out
+    assert "logits averaged:" in printed and "truncated to 128:" in printed
