@@ -121,22 +121,32 @@ class BertSpanExtractor(TextTask, keras.Model):
         options.setdefault("max_answer_length", self.max_answer_length)
         return SpanFinder(preprocessor.tokenizer, preprocessor.seq_length, **options)
 
-    def answer(self, x: Any, batch_size: int | None = None, **options: Any) -> list[dict]:
+    def answer(self, x: Any, batch_size: int | None = None, n_best: int = 1,
+               **options: Any) -> list[dict]:
         """{"question": [...], "context": [...]} (or a (questions, contexts)
         tuple) -> per question {"answer", "start", "end", "score"} (character
         offsets into the context; "" and -1 without an answer), plus
-        "has_answer" and "null_score_diff" with `version_2_with_negative=True`.
-        `options`: `SpanFinder`'s (doc_stride, max_query_length, n_best_size,
-        null_score_diff_threshold, max_windows), as the exported model takes them."""
+        "has_answer" and "null_score_diff" with `version_2_with_negative=True`
+        (the null threshold: `null_score_diff_threshold`), and with `n_best` > 1
+        "n_best": the best spans, best first, each {"answer", "start", "end",
+        "score"}. `options`: `SpanFinder`'s (doc_stride, max_query_length,
+        n_best_size, null_score_diff_threshold, max_windows), as the exported
+        model takes them."""
         finder = self.span_finder(**options)
         questions, contexts = _questions_and_contexts(x)
         results = []
         for chunk in batches((questions, contexts), batch_size or 8):
             out = finder.answer(tf.constant(chunk[0]), tf.constant(chunk[1]),
-                                lambda f: self(f, training=False))
+                                lambda f: self(f, training=False), n_best=n_best)
             out = {name: value.numpy() for name, value in out.items()}
             for row in range(len(chunk[0])):
-                result = {name: _python(value[row]) for name, value in out.items()}
+                result = {name: _python(value[row]) for name, value in out.items()
+                          if not name.startswith("n_best_")}
+                if n_best > 1:
+                    result["n_best"] = [
+                        {field: _python(out[f"n_best_{field}"][row, i])
+                         for field in ("answer", "start", "end", "score")}
+                        for i in range(n_best) if out["n_best_start"][row, i] >= 0]
                 results.append(result)
         return results
 

@@ -148,10 +148,14 @@ class SpanFinder:
     # === Spans ===
 
     def answer(self, question: tf.Tensor, context: tf.Tensor,
-               run_model: Callable[[dict], Mapping[str, tf.Tensor]]) -> dict[str, tf.Tensor]:
+               run_model: Callable[[dict], Mapping[str, tf.Tensor]], n_best: int = 1
+               ) -> dict[str, tf.Tensor]:
         """(B,) questions and contexts -> the best answer of each (see the module
         docstring); `run_model` maps the windows' features to the span
-        extractor's {start_logits, end_logits} (N, T)."""
+        extractor's {start_logits, end_logits} (N, T). `n_best` > 1 adds the
+        `n_best` best spans of each question over all its windows, best first
+        (`n_best_answer`, `n_best_start`, `n_best_end`, `n_best_score`, (B, n);
+        "", -1 and -inf where fewer qualify)."""
         question, context = clean_utf8(question), clean_utf8(context)
         features, window, piece_starts, piece_ends = self.windows(question, context)
         logits = run_model(features)
@@ -203,13 +207,16 @@ class SpanFinder:
 
         has_answer = found
         outputs = {}
+        if n_best > 1:
+            outputs = self._n_best(n_best, scores, top_starts, top_ends, window,
+                                   piece_starts, piece_ends, context)
         if self.version_2_with_negative:
             null = tf.RaggedTensor.from_row_lengths(
                 start_logits[:, 0] + end_logits[:, 0], window["count"])
             null_score_diff = tf.reduce_min(null, axis=1) - score  # (B,)
             has_answer = found & (null_score_diff <= self.null_score_diff_threshold)
-            outputs = {"has_answer": has_answer,
-                       "null_score_diff": tf.cast(null_score_diff, tf.float32)}
+            outputs.update({"has_answer": has_answer,
+                            "null_score_diff": tf.cast(null_score_diff, tf.float32)})
         byte_start = tf.where(has_answer, byte_start, 0)
         byte_end = tf.where(has_answer, byte_end, 0)
         outputs.update({
@@ -219,3 +226,35 @@ class SpanFinder:
             "score": tf.cast(score, tf.float32),
         })
         return outputs
+
+    def _n_best(self, n, scores, top_starts, top_ends, window, piece_starts, piece_ends, context):
+        """The n best of every question's candidates (N, K * K) over its windows.
+        A piece span has one candidate only (its start counts in one window,
+        the max-context rule), so the list holds n distinct spans."""
+        k = self.n_best_size
+        per_example = tf.RaggedTensor.from_row_lengths(scores, window["count"]).merge_dims(1, 2)
+        dense = per_example.to_tensor(-float("inf"))  # (B, W * K * K)
+        dense = tf.concat([dense, tf.fill([tf.shape(dense)[0], n],
+                                          tf.constant(-float("inf"), dense.dtype))], axis=1)
+        best = tf.math.top_k(dense, n)  # ties: the lower index, run_squad's order
+        valid = best.values > -float("inf")  # (B, n)
+        last_window = tf.maximum(tf.size(window["start"], out_type=tf.int64) - 1, 0)
+        first_window = tf.math.cumsum(window["count"], exclusive=True)[:, tf.newaxis]  # (B, 1)
+        chosen = tf.minimum(first_window + tf.cast(best.indices, tf.int64) // (k * k),
+                            last_window)  # (B, n)
+        candidate = tf.cast(best.indices, tf.int64) % (k * k)
+        offset = tf.gather(window["start"] - window["question_length"] - 2, chosen)
+        start = tf.cast(tf.gather_nd(top_starts, tf.stack([chosen, candidate // k], -1)),
+                        tf.int64) + offset
+        end = tf.cast(tf.gather_nd(top_ends, tf.stack([chosen, candidate % k], -1)),
+                      tf.int64) + offset
+        flat_starts = tf.concat([piece_starts.flat_values, [0]], 0)
+        flat_ends = tf.concat([piece_ends.flat_values, [0]], 0)
+        last = tf.size(piece_starts.flat_values, out_type=tf.int64)
+        rows = piece_starts.row_starts()[:, tf.newaxis]
+        byte_start = tf.where(valid, tf.gather(flat_starts, tf.clip_by_value(rows + start, 0, last)), 0)
+        byte_end = tf.where(valid, tf.gather(flat_ends, tf.clip_by_value(rows + end, 0, last)), 0)
+        return {"n_best_answer": surface_text(context, byte_start, byte_end),
+                "n_best_start": tf.where(valid, char_offsets(context, byte_start), -1),
+                "n_best_end": tf.where(valid, char_offsets(context, byte_end), -1),
+                "n_best_score": tf.cast(best.values, tf.float32)}

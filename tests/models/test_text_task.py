@@ -297,3 +297,31 @@ def test_from_pretrained_reads_config_vocabulary_and_casing(minilm_path, tmp_pat
     np.testing.assert_allclose(other.encoder(features)["sequence_output"].numpy(),
                                encoder(features)["sequence_output"].numpy(), atol=1e-6)
     assert other.preprocessor.lowercase is True
+
+
+def test_span_extractor_n_best_matches_the_original_postprocessing(datasets_dir):
+    with open(os.path.join(datasets_dir, "squad_samples", "squad_v1_sample.json")) as f:
+        data = json.load(f)["data"]
+    examples = squad.read_squad_examples(data, is_training=False)
+    tokenizer = BertTokenizer(VOCAB_FILE)
+    reader = BertSpanExtractor(tiny_encoder(4), preprocessor=BertPreprocessor(VOCAB_FILE,
+                                                                            seq_length=96))
+    head = reader.get_layer("span_head").dense
+    head.kernel.assign(head.kernel * 50)
+    answers = reader.predict({"question": [e.question_text for e in examples],
+                              "context": [e.context for e in examples]},
+                             n_best=5, doc_stride=32, max_query_length=24)
+    # run_squad.py's Python post-processing of the same logits (keras_bert.tasks.squad).
+    features = squad.convert_examples_to_features(examples, tokenizer, 96, doc_stride=32,
+                                                  max_query_length=24)
+    arrays = squad.feature_arrays(features)
+    logits = reader.predict({k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")},
+                            verbose=0)
+    _, _, nbest = squad.postprocess(examples, features, logits["start_logits"],
+                                    logits["end_logits"], n_best_size=20, max_answer_length=30)
+    for example, answer in zip(examples, answers):
+        assert answer["n_best"][0]["answer"] == answer["answer"]
+        expected = [c["text"] for c in nbest[example.qas_id] if c["text"]][:5]
+        assert [c["answer"] for c in answer["n_best"]][:len(expected)] == expected
+        for candidate in answer["n_best"]:
+            assert example.context[candidate["start"]:candidate["end"]] == candidate["answer"]
