@@ -127,22 +127,26 @@ def traced_tokenizer(tokenizer: BertTokenizer) -> Callable:
     return _TRACED_TOKENIZERS[tokenizer]
 
 
-def traced_pack(tokenizer: BertTokenizer, seq_length: int, pair: bool = False
+def traced_pack(tokenizer: BertTokenizer, seq_length: int, pair: bool = False,
+                padding: str = "max_length", length_multiple: int = 1
                 ) -> Callable[..., dict[str, tf.Tensor]]:
-    """`tokenizer.pack` of ragged ids, one `tf.function` per tokenizer, length
-    and arity, shared like `traced_tokenizer`. Returns f(ids_a[, ids_b]) ->
-    {input_ids, input_mask, segment_ids} int32 (B, seq_length)."""
+    """`tokenizer.pack` of ragged ids, one `tf.function` per tokenizer, length,
+    arity and padding, shared like `traced_tokenizer`. Returns f(ids_a[, ids_b])
+    -> {input_ids, input_mask, segment_ids} int32 (B, T) (see `pack` for T)."""
     owner = weakref.ref(tokenizer)
     cache = _TRACED_PACKS.setdefault(tokenizer, {})
-    if (seq_length, pair) not in cache:
+    key = (seq_length, pair, padding, length_multiple)
+    if key not in cache:
+        options = {"seq_length": seq_length, "padding": padding,
+                   "length_multiple": length_multiple}
         if pair:
             def pack(ids_a, ids_b):
-                return owner().pack(ids_a, ids_b, seq_length=seq_length)
+                return owner().pack(ids_a, ids_b, **options)
         else:
             def pack(ids_a):
-                return owner().pack(ids_a, seq_length=seq_length)
-        cache[seq_length, pair] = tf.function(pack, autograph=False, reduce_retracing=True)
-    return cache[seq_length, pair]
+                return owner().pack(ids_a, **options)
+        cache[key] = tf.function(pack, autograph=False, reduce_retracing=True)
+    return cache[key]
 
 
 class TaskServing:
@@ -155,6 +159,11 @@ class TaskServing:
     """
 
     task = None
+    # How the string signatures pad (`BertTokenizer.pack`): set by
+    # `export_saved_model` where the task allows "longest" (`PADDINGS`).
+    PADDINGS = ("max_length",)
+    padding = "max_length"
+    length_multiple = 1
 
     def __init__(self, model: keras.Model, tokenizer: BertTokenizer, seq_length: int) -> None:
         max_positions = model_config(model).max_position_embeddings
@@ -167,6 +176,11 @@ class TaskServing:
         self.tokenize_with_offsets = traced_tokenizer(tokenizer)
         # Likewise one trace of the Keras model for all signatures.
         self._traced_model = signature(*IDS_SPECS.values())(self._run_model)
+
+    def pack_function(self, pair: bool = False) -> Callable[..., dict[str, tf.Tensor]]:
+        """`traced_pack` with this export's length and padding."""
+        return traced_pack(self.tokenizer, self.seq_length, pair, self.padding,
+                           self.length_multiple)
 
     def run_model(self, features: Mapping[str, tf.Tensor]) -> tf.Tensor | dict[str, tf.Tensor]:
         """Inference-mode call on {input_ids, input_mask, segment_ids}; float16 /
@@ -209,7 +223,8 @@ class TaskServing:
 
     def metadata(self) -> dict[str, Any]:
         """JSON-able facts written to `assets/keras_bert_export.json`."""
-        return {"task": self.task, "seq_length": self.seq_length,
+        return {"task": self.task, "seq_length": self.seq_length, "padding": self.padding,
+                "length_multiple": self.length_multiple,
                 "lowercase": self.tokenizer.lowercase,
                 "max_chars_per_word": self.tokenizer.max_chars_per_word}
 

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import tensorflow as tf
 
-from keras_bert.export.base import (IDS_SPECS, TaskServing, check_same_batch, signature,
-                                    traced_pack)
+from keras_bert.export.base import IDS_SPECS, TaskServing, check_same_batch, signature
 
 if TYPE_CHECKING:
     from keras_bert.models.classifier import BertClassifier
@@ -30,6 +29,8 @@ if TYPE_CHECKING:
 
 
 class ClassifierServing(TaskServing):
+
+    PADDINGS = ("max_length", "longest")
 
     def __init__(self, model: BertClassifier, tokenizer: BertTokenizer, seq_length: int,
                  label_names: Sequence[str] | None = None) -> None:
@@ -61,10 +62,10 @@ class ClassifierServing(TaskServing):
         batch = tf.size(text)
         ids, _, _ = self.tokenize_with_offsets(tf.concat([text, text_pair], 0))
         first, second = ids[:batch], ids[batch:]
-        single = traced_pack(self.tokenizer, self.seq_length)(first)
-        paired = traced_pack(self.tokenizer, self.seq_length, pair=True)(first, second)
-        return {key: tf.where(has_pair[:, tf.newaxis], paired[key], single[key])  # (B, T)
-                for key in single}
+        single = self.pack_function()(first)
+        paired = self.pack_function(pair=True)(first, second)
+        return self.tokenizer.select_packed(has_pair, paired, single, self.seq_length,
+                                            self.padding, self.length_multiple)  # (B, T)
 
     def classify(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         logits = self.run_model(features)  # (B, C)
