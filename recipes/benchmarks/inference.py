@@ -13,7 +13,8 @@ read a local HuggingFace folder).
   server would, `serving_default(text=...)`: tokenization in the graph. One row
   per `--exports` setting (e.g. `padding=longest`, `quantize=int8`).
 - `kb ids`: `serve_ids` of the same SavedModel fed ids from HuggingFace's fast
-  tokenizer (timed with it: end to end, as a client that tokenizes itself).
+  tokenizer (timed with it: end to end, as a client that tokenizes itself),
+  padded to the width the string signature pads to.
 - `hf model`: `AutoModelForSequenceClassification` + its fast tokenizer, padding
   to the batch's longest (or 128), under `torch.inference_mode()`,
   `torch.set_num_threads(--torch-threads)` (default: all cores, its fastest here).
@@ -37,6 +38,7 @@ of their own that reuses the CI venv through a .pth file:
     echo /tmp/keras_bert_ci_venv/lib/python3.11/site-packages > /tmp/infer_venv/lib/python3.11/site-packages/ci.pth
     /tmp/infer_venv/bin/pip install torch transformers keras-hub   # torch 2.14.1 (its CUDA
         # libraries are needed to import it even on CPU), transformers 5.24, keras-hub 0.32
+    /tmp/infer_venv/bin/pip uninstall -y triton   # imported next to TensorFlow, it crashed
     PYTHONPATH=. /tmp/infer_venv/bin/python recipes/benchmarks/inference.py \
         --exports default,padding=longest
 """
@@ -143,9 +145,9 @@ class FastTokenizer:
         self.tokenizer = Tokenizer.from_file(os.path.join(checkpoint, "tokenizer.json"))
         self.tokenizer.enable_truncation(SEQ_LENGTH)
 
-    def __call__(self, texts, longest):
+    def __call__(self, texts, longest, multiple=None):
         if longest:
-            self.tokenizer.enable_padding()
+            self.tokenizer.enable_padding(pad_to_multiple_of=multiple)
         else:
             self.tokenizer.enable_padding(length=SEQ_LENGTH)
         encodings = self.tokenizer.encode_batch(texts)
@@ -179,8 +181,9 @@ def keras_bert_peers(model, tokenizer, fast_tokenizer, exports, fixed, folder):
         def run_strings(texts, strings=strings):
             return strings(text=tf.constant(texts), text_pair=no_pair)["logits"].numpy()
 
-        def run_ids(texts, by_ids=by_ids, longest=longest):
-            encoded = fast_tokenizer(texts, longest)
+        def run_ids(texts, by_ids=by_ids, longest=longest, multiple=multiple):
+            # the width the string signature pads to, so both run the same model work
+            encoded = fast_tokenizer(texts, longest, multiple)
             return by_ids(**{k: tf.constant(v) for k, v in encoded.items()})["logits"].numpy()
 
         label = "" if setting == "default" else f" [{setting}]"
