@@ -413,6 +413,13 @@ def add_export(subparsers):
                         help="default: the fine-tuning length (128 for embeddings)")
     parser.add_argument("--max-windows", type=positive_int, default=None,
                         help="question answering: most context windows searched (default 64)")
+    parser.add_argument("--padding", choices=("max_length", "longest"), default="max_length",
+                        help="pad each request to --seq-length, or (classifiers, embeddings) to "
+                             "its longest text rounded up to --length-multiple: faster on short texts")
+    parser.add_argument("--length-multiple", type=positive_int, default=8,
+                        help="with --padding longest: padded lengths are multiples of this")
+    parser.add_argument("--quantize", choices=("int8",), default=None,
+                        help="store the dense layers' kernels as int8 (Keras' Model.quantize)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
     parser.set_defaults(run=run_export)
 
@@ -422,7 +429,9 @@ def run_export(args):
     options = {} if args.max_windows is None else {"max_windows": args.max_windows}
     path = export_model_dir(args.model_dir, args.output, vocab_file=args.vocab_file,
                             lowercase=args.lowercase, seq_length=args.seq_length,
-                            overwrite=args.overwrite, **options)
+                            overwrite=args.overwrite, padding=args.padding,
+                            length_multiple=args.length_multiple, quantize=args.quantize,
+                            **options)
     print(f"wrote {path}")
 
 

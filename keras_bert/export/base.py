@@ -63,6 +63,11 @@ class TaskServing:
     """
 
     task = None
+    # How the string signatures pad (`BertTokenizer.pack`): set by
+    # `export_saved_model` where the task allows "longest" (`PADDINGS`).
+    PADDINGS = ("max_length",)
+    padding = "max_length"
+    length_multiple = 1
 
     def __init__(self, model: keras.Model, tokenizer: BertTokenizer, seq_length: int) -> None:
         max_positions = model_config(model).max_position_embeddings
@@ -75,6 +80,11 @@ class TaskServing:
         self.tokenize_with_offsets = traced_tokenizer(tokenizer)
         # Likewise one trace of the Keras model for all signatures.
         self._traced_model = signature(*IDS_SPECS.values())(self._run_model)
+
+    def pack_function(self, pair: bool = False) -> Callable[..., dict[str, tf.Tensor]]:
+        """`traced_pack` with this export's length and padding."""
+        return traced_pack(self.tokenizer, self.seq_length, pair, self.padding,
+                           self.length_multiple)
 
     def run_model(self, features: Mapping[str, tf.Tensor]) -> tf.Tensor | dict[str, tf.Tensor]:
         """Inference-mode call on {input_ids, input_mask, segment_ids}; float16 /
@@ -117,7 +127,8 @@ class TaskServing:
 
     def metadata(self) -> dict[str, Any]:
         """JSON-able facts written to `assets/keras_bert_export.json`."""
-        return {"task": self.task, "seq_length": self.seq_length,
+        return {"task": self.task, "seq_length": self.seq_length, "padding": self.padding,
+                "length_multiple": self.length_multiple,
                 "lowercase": self.tokenizer.lowercase,
                 "max_chars_per_word": self.tokenizer.max_chars_per_word}
 

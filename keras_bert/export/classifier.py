@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import tensorflow as tf
 
-from keras_bert.export.base import IDS_SPECS, TaskServing, signature, traced_pack
+from keras_bert.export.base import IDS_SPECS, TaskServing, signature
 from keras_bert.preprocessing.classification import class_names, classify_logits
 from keras_bert.preprocessing.text_ops import check_same_batch
 
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 
 class ClassifierServing(TaskServing):
+
+    PADDINGS = ("max_length", "longest")
 
     def __init__(self, model: BertClassifier, tokenizer: BertTokenizer, seq_length: int,
                  label_names: Sequence[str] | None = None) -> None:
@@ -55,10 +57,10 @@ class ClassifierServing(TaskServing):
         batch = tf.size(text)
         ids, _, _ = self.tokenize_with_offsets(tf.concat([text, text_pair], 0))
         first, second = ids[:batch], ids[batch:]
-        single = traced_pack(self.tokenizer, self.seq_length)(first)
-        paired = traced_pack(self.tokenizer, self.seq_length, pair=True)(first, second)
-        return {key: tf.where(has_pair[:, tf.newaxis], paired[key], single[key])  # (B, T)
-                for key in single}
+        single = self.pack_function()(first)
+        paired = self.pack_function(pair=True)(first, second)
+        return self.tokenizer.select_packed(has_pair, paired, single, self.seq_length,
+                                            self.padding, self.length_multiple)  # (B, T)
 
     def classify(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         return classify_logits(self.run_model(features), self.label_names)  # (B, C) logits in

@@ -9,7 +9,7 @@ from typing import Callable, Mapping
 
 import tensorflow as tf
 
-from keras_bert.export.base import IDS_SPECS, TaskServing, signature, traced_pack
+from keras_bert.export.base import IDS_SPECS, TaskServing, signature
 from keras_bert.layers.pooling import mean_pool
 
 
@@ -18,6 +18,7 @@ class EmbeddingsServing(TaskServing):
     `sequence_output` over the real tokens (as `keras_bert.layers.pooling.mean_pool`)."""
 
     task = "embeddings"
+    PADDINGS = ("max_length", "longest")
 
     def embed(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         sequence = self.run_model(features)["sequence_output"]  # (B, T, H)
@@ -25,7 +26,7 @@ class EmbeddingsServing(TaskServing):
 
     def pack_text(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         ids, _, _ = self.tokenize_with_offsets(text)
-        return traced_pack(self.tokenizer, self.seq_length)(ids)
+        return self.pack_function()(ids)
 
     def signatures(self) -> dict[str, Callable]:
         @signature(tf.TensorSpec([None], tf.string, name="text"))

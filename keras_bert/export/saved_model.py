@@ -87,9 +87,14 @@ def _no_options(what, task_options):
                          f"not for {what}")
 
 
+QUANTIZE_MODES = ("int8",)
+
+
 def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.PathLike | None = None,
                        path: str | os.PathLike | None = None, seq_length: int | None = None,
                        label_names: Sequence[str] | None = None, overwrite: bool = False,
+                       padding: str = "max_length", length_multiple: int = 8,
+                       quantize: str | None = None,
                        **task_options: Any) -> str:
     """Writes `model` + `tokenizer` as a SavedModel at `path` and returns `path`.
 
@@ -109,6 +114,15 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
       label_names: class / tag names, index-aligned with the logits; defaults to
         the model's own `label_names`, else "0", "1", ...
       overwrite: replace an existing `path`.
+      padding: how the string signatures pad each request: "max_length" (to
+        `seq_length`) or, for classifiers and encoders, "longest" (to the
+        batch's longest sequence rounded up to a multiple of `length_multiple`;
+        same outputs, and short texts cost what their length costs: see
+        `BertTokenizer.pack`). `serve_ids` takes whatever width it is sent.
+      length_multiple: see `padding` (a handful of distinct shapes per server).
+      quantize: "int8": the Dense / EinsumDense kernels of a copy of `model`
+        stored as int8 with per-channel scales, activations quantized per row
+        at run time (Keras' `Model.quantize`); `model` itself is unchanged.
       **task_options: question answering only: `version_2_with_negative`,
         `doc_stride`, `max_query_length`, `max_answer_length`, `n_best_size`,
         `null_score_diff_threshold`, `max_windows` (see `export_squad`).
@@ -123,7 +137,16 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
         if not overwrite:
             raise FileExistsError(f"{path} exists (pass overwrite=True / --overwrite to replace it)")
     with Progress(2, "steps", detail="building the serving signatures") as bar:
+        if quantize is not None:
+            model = quantized_copy(model, quantize)
         serving = task_serving(model, tokenizer, seq_length, label_names, **task_options)
+        if padding not in serving.PADDINGS:
+            raise ValueError(f"padding={padding!r}: a {serving.task} export pads with one of "
+                             f"{serving.PADDINGS}")
+        if not isinstance(length_multiple, int) or length_multiple < 1:
+            raise ValueError(f"length_multiple must be a positive integer, got {length_multiple!r}")
+        serving.padding, serving.length_multiple = padding, length_multiple
+        serving.quantize = quantize
         parent = (os.path.dirname(os.path.abspath(path)) if "://" not in path
                   else path.rsplit("/", 1)[0])
         tf.io.gfile.makedirs(parent)
@@ -144,10 +167,26 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
     return path
 
 
+def quantized_copy(model: keras.Model, mode: str) -> keras.Model:
+    """A copy of `model` (same config, same weights) whose Dense and EinsumDense
+    layers Keras has quantized to `mode`."""
+    import keras
+    if mode not in QUANTIZE_MODES:
+        raise ValueError(f"quantize must be one of {QUANTIZE_MODES}, got {mode!r}")
+    copy = type(model).from_config(model.get_config())
+    copy.set_weights(model.get_weights())
+    # type_check=False: Keras refuses subclasses of Dense (FastDense) by default;
+    # FastDense takes Dense's own call once quantized, so Dense's quantize fits.
+    copy.quantize(mode, filters=lambda layer: isinstance(
+        layer, (keras.layers.Dense, keras.layers.EinsumDense)), type_check=False)
+    return copy
+
+
 def _write_assets(serving, folder):
     """vocab.txt, labels.txt (if any) and the export settings, as SavedModel assets."""
     files = {"vocab.txt": "".join(f"{token}\n" for token in serving.tokenizer.vocab),
-             EXPORT_METADATA: json.dumps(serving.metadata(), indent=2, sort_keys=True) + "\n"}
+             EXPORT_METADATA: json.dumps({**serving.metadata(), "quantize": serving.quantize},
+                                         indent=2, sort_keys=True) + "\n"}
     labels = getattr(serving, "label_names", None)
     if labels is not None:
         files["labels.txt"] = "".join(f"{label}\n" for label in labels)

@@ -63,32 +63,36 @@ class SelfAttention(keras.layers.Layer):
             dense.build(input_shape)
         self.attention_output.build(input_shape[:-1] + (self.num_heads * self.head_size,))
 
-    def _heads(self, hidden, projections, scales):
+    def _heads(self, hidden, projections, scales, training=None):
         """hidden (B, T, H) -> one (B, N, T, D) per projection, each scaled.
 
-        The projections run as one product with their kernels side by side,
-        (B * T, H) x (H, k * H), and their heads are split by one transpose:
-        the backward pass has one product for the input instead of three and
-        their sum. Under `plain_kernels()` (and with LoRA or quantized
-        projections) they run one by one.
-        A scale is folded into its kernel and bias (H x H) rather than applied
-        to the (B, N, T, D) output.
+        Training: the projections run as one product with their kernels side
+        by side, (B * T, H) x (H, k * H), and their heads are split by one
+        transpose: the backward pass has one product for the input instead of
+        three and their sum. A scale is folded into its kernel and bias (H x H)
+        rather than applied to the (B, N, T, D) output.
+        Inference (and under `plain_kernels()`, or with LoRA or quantized
+        projections): one product per projection. Side by side, the kernels
+        would be concatenated (and the query's scaled) again on every call, a
+        copy of every attention weight per request: profiled in the exported
+        MiniLM classifier at batch 1, that concat and multiply took about a
+        third of the serving time.
         """
         def scaled(tensor, scale):
             return tensor if scale == 1.0 else tensor * ops.cast(scale, tensor.dtype)
 
-        if not fast_kernels_enabled() or any(p.quantization_mode is not None or p.lora_enabled
-                                             for p in projections):
-            outputs = [scaled(p(hidden), s) for p, s in zip(projections, scales)]  # one by one
-            hidden_outputs = ops.concatenate(outputs, axis=-1)  # (B, T, k * H)
-        else:
-            kernel = tf.concat([scaled(tf.cast(p.kernel, self.compute_dtype), s)
-                                for p, s in zip(projections, scales)], axis=1)  # (H, k * H)
-            bias = tf.concat([scaled(tf.cast(p.bias, self.compute_dtype), s)
-                              for p, s in zip(projections, scales)], axis=0)  # (k * H,)
-            rows = tf.reshape(tf.cast(hidden, self.compute_dtype), (-1, kernel.shape[0]))
-            hidden_outputs = tf.nn.bias_add(project(rows, kernel), bias)  # (B * T, k * H)
         batch, length = ops.shape(hidden)[0], ops.shape(hidden)[1]
+        if not training or not fast_kernels_enabled() or any(
+                p.quantization_mode is not None or p.lora_enabled for p in projections):
+            return [ops.transpose(ops.reshape(scaled(p(hidden), s), (
+                batch, length, self.num_heads, self.head_size)), (0, 2, 1, 3))  # (B, N, T, D)
+                for p, s in zip(projections, scales)]
+        kernel = tf.concat([scaled(tf.cast(p.kernel, self.compute_dtype), s)
+                            for p, s in zip(projections, scales)], axis=1)  # (H, k * H)
+        bias = tf.concat([scaled(tf.cast(p.bias, self.compute_dtype), s)
+                          for p, s in zip(projections, scales)], axis=0)  # (k * H,)
+        rows = tf.reshape(tf.cast(hidden, self.compute_dtype), (-1, kernel.shape[0]))
+        hidden_outputs = tf.nn.bias_add(project(rows, kernel), bias)  # (B * T, k * H)
         heads = ops.reshape(hidden_outputs, (batch, length, len(projections), self.num_heads,
                                              self.head_size))  # (B, T, k, N, D)
         heads = ops.transpose(heads, (2, 0, 3, 1, 4))  # (k, B, N, T, D)
@@ -103,10 +107,12 @@ class SelfAttention(keras.layers.Layer):
         query_scale = 1.0 / math.sqrt(self.head_size)
         if query_hidden is None:
             query, key, value = self._heads(
-                hidden, (self.query, self.key, self.value), (query_scale, 1.0, 1.0))
+                hidden, (self.query, self.key, self.value), (query_scale, 1.0, 1.0), training)
         else:
-            (query,) = self._heads(query_hidden, (self.query,), (query_scale,))  # (B, N, Q, D)
-            key, value = self._heads(hidden, (self.key, self.value), (1.0, 1.0))  # (B, N, T, D)
+            (query,) = self._heads(query_hidden, (self.query,), (query_scale,),
+                                   training)  # (B, N, Q, D)
+            key, value = self._heads(hidden, (self.key, self.value), (1.0, 1.0),
+                                     training)  # (B, N, T, D)
         # transpose_b: the kernel reads K as stored, no transposed copy (nor its gradient's).
         scores = tf.linalg.matmul(query, key, transpose_b=True)  # (B, N, Q, T)
         scores = scores + ops.cast(mask_bias, scores.dtype)

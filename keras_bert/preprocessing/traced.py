@@ -37,19 +37,23 @@ def traced_tokenizer(tokenizer: BertTokenizer) -> Callable:
     return _TRACED_TOKENIZERS[tokenizer]
 
 
-def traced_pack(tokenizer: BertTokenizer, seq_length: int, pair: bool = False
+def traced_pack(tokenizer: BertTokenizer, seq_length: int, pair: bool = False,
+                padding: str = "max_length", length_multiple: int = 1
                 ) -> Callable[..., dict[str, tf.Tensor]]:
-    """`tokenizer.pack` of ragged ids, one `tf.function` per tokenizer, length
-    and arity, shared like `traced_tokenizer`. Returns f(ids_a[, ids_b]) ->
-    {input_ids, input_mask, segment_ids} int32 (B, seq_length)."""
+    """`tokenizer.pack` of ragged ids, one `tf.function` per tokenizer, length,
+    arity and padding, shared like `traced_tokenizer`. Returns f(ids_a[, ids_b])
+    -> {input_ids, input_mask, segment_ids} int32 (B, T) (see `pack` for T)."""
     owner = weakref.ref(tokenizer)
     cache = _TRACED_PACKS.setdefault(tokenizer, {})
-    if (seq_length, pair) not in cache:
+    key = (seq_length, pair, padding, length_multiple)
+    if key not in cache:
+        options = {"seq_length": seq_length, "padding": padding,
+                   "length_multiple": length_multiple}
         if pair:
             def pack(ids_a, ids_b):
-                return owner().pack(ids_a, ids_b, seq_length=seq_length)
+                return owner().pack(ids_a, ids_b, **options)
         else:
             def pack(ids_a):
-                return owner().pack(ids_a, seq_length=seq_length)
-        cache[seq_length, pair] = tf.function(pack, autograph=False, reduce_retracing=True)
-    return cache[seq_length, pair]
+                return owner().pack(ids_a, **options)
+        cache[key] = tf.function(pack, autograph=False, reduce_retracing=True)
+    return cache[key]

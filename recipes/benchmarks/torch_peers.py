@@ -1,0 +1,107 @@
+"""The HuggingFace (PyTorch) peers of `inference.py`, in a process of their own.
+
+Why a separate process: with TensorFlow loaded in the same process, PyTorch's
+CPU forward pass ran 2-10x slower (and importing triton next to TensorFlow
+crashed), so the comparison would have been unfair to PyTorch. `inference.py`
+starts this script and talks to it over stdin / stdout with pickled requests;
+each request is timed here, so the pipe's cost is not counted.
+
+Requests: ("setup", options) -> facts; ("time", peer, texts) -> seconds;
+("logits", peer, texts) -> array; ("length", texts) -> padded length; None: exit.
+"""
+
+import os
+import pickle
+import sys
+import time
+
+SEQ_LENGTH = 128
+
+
+class TorchPeers:
+
+    def __init__(self, checkpoint, head_kernel, head_bias, threads):
+        import numpy as np
+        import torch
+        import transformers
+        self.torch = torch
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint, use_fast=True)
+        self.model = transformers.AutoModelForSequenceClassification.from_pretrained(
+            checkpoint, num_labels=head_kernel.shape[1]).eval()
+        with torch.no_grad():  # the same head as keras_bert's classifier
+            self.model.classifier.weight.copy_(torch.from_numpy(np.ascontiguousarray(head_kernel.T)))
+            self.model.classifier.bias.copy_(torch.from_numpy(head_bias))
+        self.pipe = transformers.pipeline("text-classification", model=self.model,
+                                          tokenizer=self.tokenizer, device="cpu")
+        self.padding = "longest"
+        self.threads = self.best_threads() if threads == "best" else int(threads)
+        torch.set_num_threads(self.threads)
+        self.versions = f"torch {torch.__version__}, transformers {transformers.__version__}"
+
+    def best_threads(self):
+        """The faster of 1 .. all cores on a batch-1 and a batch-8 call: on a
+        shared 2-core machine one thread often beats two (OpenMP barriers wait
+        for a descheduled thread)."""
+        texts = ["Mana gives us compelling, damaged characters who we want to help -- or hurt."]
+        best, best_time = 1, float("inf")
+        for threads in range(1, (os.cpu_count() or 1) + 1):
+            self.torch.set_num_threads(threads)
+            for batch in (texts, texts * 8):
+                self.run("hf model", batch)
+            seconds = min(sum(self.seconds("hf model", batch) for batch in (texts, texts * 8))
+                          for _ in range(10))
+            if seconds < best_time:
+                best, best_time = threads, seconds
+        return best
+
+    def encode(self, texts):
+        return self.tokenizer(texts, padding=self.padding, truncation=True,
+                              max_length=SEQ_LENGTH, return_tensors="pt")
+
+    def run(self, peer, texts):
+        with self.torch.inference_mode():
+            if peer == "hf model":
+                return self.model(**self.encode(texts)).logits.numpy()
+            return self.pipe(texts, batch_size=len(texts), truncation=True,
+                             max_length=SEQ_LENGTH, padding=self.padding)
+
+    def seconds(self, peer, texts):
+        start = time.perf_counter()
+        self.run(peer, texts)
+        return time.perf_counter() - start
+
+    def serve(self, request):
+        kind = request[0]
+        if kind == "padding":
+            self.padding = request[1]
+            return None
+        if kind == "time":
+            return self.seconds(request[1], request[2])
+        if kind == "logits":
+            return self.run("hf model", request[2])
+        if kind == "length":
+            return SEQ_LENGTH if self.padding == "max_length" else \
+                self.encode(request[1])["input_ids"].shape[1]
+        raise ValueError(f"unknown request {kind}")
+
+
+def main():
+    replies = os.fdopen(os.dup(1), "wb")
+    sys.stdout = sys.stderr  # library chatter must not reach the reply stream
+    requests = sys.stdin.buffer
+    setup = pickle.load(requests)
+    try:
+        peers = TorchPeers(**setup)
+        pickle.dump({"threads": peers.threads, "versions": peers.versions}, replies)
+    except ImportError as error:
+        pickle.dump({"missing": str(error)}, replies)
+        replies.flush()
+        return
+    replies.flush()
+    while (request := pickle.load(requests)) is not None:
+        pickle.dump(peers.serve(request), replies)
+        replies.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Export options of issue 22: `padding="longest"` (same outputs as padding to
+seq_length) and `quantize="int8"` (the float32 outputs within a stated
+tolerance); both keep to the ops TensorFlow Serving links."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from export_helpers import CLASS_NAMES, SEQ_LENGTH, call, keras_model, tokenizer
+from keras_bert.export import export_saved_model
+from keras_bert.export.serving_ops import ops_serving_lacks
+
+TEXTS = ["Emma Woodhouse, handsome, clever, and rich.", "naïve café — 東京", "",
+         "She was the youngest of the two daughters of a most affectionate, indulgent "
+         "father; and had, in consequence of her sister's marriage, been mistress of his "
+         "house from a very early period."]
+PAIRS = ["Was she?", "", "a b c", ""]
+NO_PAIR = tf.constant([], tf.string)
+
+# int8 tolerance: Keras' int8 Dense rounds each kernel column and each input row to
+# 127 levels of its largest magnitude, so each product carries a relative error of
+# about 1 / 127 of its operands' scale; over the tiny encoder's 2 blocks and head
+# that stays within 5 % of the logits' range (measured 1 %).
+INT8_TOLERANCE = 0.05
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("export_options")
+    model = keras_model("classifier")
+    paths = {}
+    for name, options in {"longest": {"padding": "longest", "length_multiple": 8},
+                          "int8": {"quantize": "int8"}}.items():
+        paths[name] = export_saved_model(model, tokenizer(), str(folder / name / "1"),
+                                         seq_length=SEQ_LENGTH["classifier"], **options)
+    return {name: tf.saved_model.load(path) for name, path in paths.items()} | {"paths": paths}
+
+
+def run(served, signature="serving_default", **inputs):
+    outputs = served.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
+    return {k: v.numpy() for k, v in outputs.items()}
+
+
+def examples(texts, pairs):
+    def example(text, pair):
+        feature = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))}
+        if pair:
+            feature["text_pair"] = tf.train.Feature(
+                bytes_list=tf.train.BytesList(value=[pair.encode()]))
+        return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+    return [example(t, p) for t, p in zip(texts, pairs)]
+
+
+@pytest.mark.parametrize("pairs", [None, PAIRS])
+def test_longest_padding_gives_the_fixed_length_outputs(exports, pairs):
+    inputs = {"text": TEXTS, "text_pair": pairs or NO_PAIR}
+    fixed = call("classifier", **inputs)
+    longest = run(exports["longest"], **inputs)
+    np.testing.assert_allclose(longest["logits"], fixed["logits"], atol=1e-5)
+    np.testing.assert_array_equal(longest["label"], fixed["label"])
+    # and the Keras model itself, fed ids padded to seq_length
+    features = tokenizer().pack(tf.constant(TEXTS), None if pairs is None else tf.constant(pairs),
+                                seq_length=SEQ_LENGTH["classifier"])
+    np.testing.assert_allclose(longest["logits"], keras_model("classifier")(features), atol=1e-5)
+
+
+def test_longest_padding_per_example_pairs(exports):
+    serialized = examples(TEXTS, PAIRS)
+    fixed = call("classifier", "serve_examples", inputs=serialized)
+    longest = run(exports["longest"], "serve_examples", inputs=serialized)
+    np.testing.assert_allclose(longest["scores"], fixed["scores"], atol=1e-6)
+
+
+def test_int8_is_close_to_float32(exports):
+    inputs = {"text": TEXTS, "text_pair": PAIRS}
+    fixed = call("classifier", **inputs)["logits"]
+    quantized = run(exports["int8"], **inputs)
+    scale = fixed.max() - fixed.min()
+    assert np.abs(quantized["logits"] - fixed).max() <= INT8_TOLERANCE * scale
+    assert quantized["label"].tolist() == call("classifier", **inputs)["label"].tolist()
+
+
+def test_options_are_recorded_and_keep_to_serving_ops(exports):
+    for name, path in exports["paths"].items():
+        assert ops_serving_lacks(path) == []
+        with open(os.path.join(path, "assets", "keras_bert_export.json")) as f:
+            metadata = json.load(f)
+        assert (metadata["padding"], metadata["quantize"]) == {
+            "longest": ("longest", None), "int8": ("max_length", "int8")}[name]
+        assert metadata["label_names"] == CLASS_NAMES
+
+
+def test_quantizing_leaves_the_model_float(exports):
+    model = keras_model("classifier")
+    assert all(getattr(layer, "quantization_mode", None) is None
+               for layer in model._flatten_layers())
+
+
+@pytest.mark.parametrize("options, field", [
+    ({"quantize": "int4"}, "quantize"), ({"padding": "shortest"}, "padding"),
+    ({"padding": "longest", "length_multiple": 0}, "length_multiple")])
+def test_bad_options_name_the_field(tmp_path, options, field):
+    with pytest.raises(ValueError, match=field):
+        export_saved_model(keras_model("classifier"), tokenizer(), str(tmp_path / "m" / "1"),
+                           seq_length=SEQ_LENGTH["classifier"], **options)
+    assert not (tmp_path / "m" / "1").exists()
+
+
+def test_longest_padding_is_refused_for_per_piece_outputs(tmp_path):
+    with pytest.raises(ValueError, match="padding='longest'"):
+        export_saved_model(keras_model("tagger"), tokenizer(), str(tmp_path / "t" / "1"),
+                           seq_length=SEQ_LENGTH["tagger"], padding="longest")
