@@ -129,6 +129,44 @@ def read_text_examples(path: str, text_columns: Sequence[str | int] | None = Non
     return TextExamples(texts_a, None if texts_b[0] is None else texts_b, labels, ids)
 
 
+def text_examples_from_columns(columns: Any, text_columns: Sequence[str] | None = None,
+                               label_column: str | None = "label", regression: bool = False,
+                               source: str = "data") -> TextExamples:
+    """In-memory columns -> `TextExamples`: a dict of equal-length lists (or
+    anything indexed by column name with `keys()` or `columns`, as a DataFrame),
+    or a (texts, labels) / (texts, pairs, labels) tuple. Text columns default
+    to `text` and `text_pair` when present, else every column but the label."""
+    if isinstance(columns, tuple):
+        names = ["text", "text_pair", label_column][-len(columns):] if len(columns) == 3 else \
+            ["text", label_column]
+        columns = dict(zip(names, columns))
+    names = list(columns.columns if hasattr(columns, "columns") else columns.keys())
+    if text_columns is None:
+        text_columns = [n for n in ("text", "text_pair") if n in names] or \
+            [n for n in names if n != label_column][:2]
+    missing = [n for n in [*text_columns, label_column] if n is not None and n not in names]
+    if missing:
+        raise ValueError(f"{source}: no column(s) {missing}; it has {names}")
+    texts = [[_as_str(t) for t in columns[name]] for name in text_columns]
+    labels = [None] * len(texts[0]) if label_column is None else list(columns[label_column])
+    if any(len(column) != len(texts[0]) for column in [*texts, labels]):
+        raise ValueError(f"{source}: the columns {[*text_columns, label_column]} differ in length")
+    if not texts[0]:
+        raise ValueError(f"{source}: no examples")
+    if label_column is not None:
+        labels = [float(v) for v in labels] if regression else [_as_str(v) for v in labels]
+    return TextExamples(texts[0], texts[1] if len(texts) > 1 else None, labels,
+                        list(range(len(texts[0]))))
+
+
+def _as_str(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if hasattr(value, "item"):  # NumPy scalars
+        return _as_str(value.item())
+    return str(value)
+
+
 def label_vocabulary(labels: Iterable[str]) -> list[str]:
     """Sorted distinct class names (numbers sort numerically)."""
     distinct = set(labels)

@@ -140,6 +140,30 @@ def resolve_tokenizer(config: FinetuneConfig) -> tuple[BertTokenizer, str, Finet
     return tokenizer, vocab_file, dataclasses.replace(config, lowercase=lowercase)
 
 
+def in_memory_columns(data: Any, tuple_names: Sequence[str] = ("text", "label")) -> Any:
+    """In-memory training data as columns: a dict / DataFrame passes through,
+    a tuple becomes named columns, a `tf.data.Dataset` of dicts or tuples
+    (unbatched) is read into lists."""
+    if isinstance(data, tf.data.Dataset):
+        rows = list(data.as_numpy_iterator())
+        if rows and isinstance(rows[0], dict):
+            return {name: [row[name] for row in rows] for name in rows[0]}
+        return {name: [row[i] for row in rows] for i, name in enumerate(
+            tuple_names if not rows or len(rows[0]) == 2 else ("text", "text_pair", "label"))}
+    if isinstance(data, tuple) and len(data) == 2:
+        return dict(zip(tuple_names, data))
+    return data
+
+
+def _name(source: Any) -> str:
+    """How errors name the data: its path, or "in-memory data"."""
+    return source if isinstance(source, str) else "in-memory data"
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
 def _tfds_spec(source):
     """`tfds:<name>:<split>` -> (name, split), else None."""
     if not source or not source.startswith("tfds:"):
@@ -176,8 +200,12 @@ class _ClassificationTask:
 
     def read(self, source, limit):
         from keras_bert.tasks import glue, text_classification
-        spec = _tfds_spec(source)
-        if spec is not None:
+        spec = _tfds_spec(source) if isinstance(source, str) else None
+        if not isinstance(source, str):
+            examples = text_classification.text_examples_from_columns(
+                in_memory_columns(source), self.config.text_columns,
+                self.config.label_column, self.regression, source=_name(source))
+        elif spec is not None:
             name, split = spec
             if not name.startswith("glue/"):
                 raise ValueError(f"{source}: classification reads TFDS glue/<task> only")
@@ -202,9 +230,9 @@ class _ClassificationTask:
             self.label_names = label_vocabulary(examples.labels)
         features = encode_texts(self.tokenizer, examples.texts_a, examples.texts_b,
                                 self.config.seq_length)
-        targets = encode_labels(examples.labels, self.label_names, source)
+        targets = encode_labels(examples.labels, self.label_names, _name(source))
         return {"features": features, "targets": targets, "weights": None,
-                "examples": examples, "source": source}
+                "examples": examples, "source": _name(source)}
 
     def build_model(self, encoder):
         num_classes = 1 if self.regression else len(self.label_names)
@@ -246,8 +274,14 @@ class _TaggingTask:
 
     def prepare(self, source, limit=None, training=False):
         from keras_bert.tasks import tagging
-        spec = _tfds_spec(source)
-        if spec is not None:
+        spec = _tfds_spec(source) if isinstance(source, str) else None
+        if not isinstance(source, str):
+            columns = in_memory_columns(source, ("words", "tags"))
+            sentences = tagging.TaggedSentences(
+                [w.split() if isinstance(w, str) else [_text(x) for x in w]
+                 for w in columns["words"]],
+                [[_text(t) for t in row] for row in columns["tags"]])
+        elif spec is not None:
             if spec[0] != "conll2003":
                 raise ValueError(f"{source}: tagging reads TFDS conll2003 only")
             sentences = tagging.read_conll2003_tfds(spec[1])
@@ -261,7 +295,8 @@ class _TaggingTask:
             self.tokenizer, sentences, self.label_names, self.config.seq_length, strict=training)
         # Ignored pieces get a valid id; their weight 0 removes them from the loss.
         return {"features": features, "targets": np.maximum(labels, 0), "weights": weights,
-                "examples": sentences, "first_pieces": first_pieces, "source": source}
+                "examples": sentences, "first_pieces": first_pieces,
+                "source": _name(source)}
 
     def build_model(self, encoder):
         return BertTokenClassifier(encoder, len(self.label_names), dropout=self.config.dropout,
@@ -289,8 +324,10 @@ class _SquadTask:
 
     def prepare(self, source, limit=None, training=False):
         from keras_bert.tasks import squad
-        spec = _tfds_spec(source)
-        if spec is not None:
+        spec = _tfds_spec(source) if isinstance(source, str) else None
+        if not isinstance(source, str):
+            dataset = source["data"] if isinstance(source, Mapping) else list(source)
+        elif spec is not None:
             if not spec[0].startswith("squad"):
                 raise ValueError(f"{source}: span extraction reads TFDS squad/* only")
             dataset = squad.read_squad_tfds(spec[0], spec[1])
@@ -298,7 +335,7 @@ class _SquadTask:
             dataset = squad.load_squad_json(source)
         examples = squad.read_squad_examples(
             dataset, is_training=training,
-            version_2_with_negative=self.config.version_2_with_negative, source=source)
+            version_2_with_negative=self.config.version_2_with_negative, source=_name(source))
         examples = examples[:_prefix(len(examples), limit)]
         features = squad.convert_examples_to_features(
             examples, self.tokenizer, self.config.seq_length, self.config.doc_stride,
@@ -308,7 +345,7 @@ class _SquadTask:
                    "end_logits": arrays.pop("end_positions")}
         return {"features": arrays, "targets": targets, "weights": None,
                 "examples": examples, "squad_features": features,
-                "dataset": dataset, "source": source}
+                "dataset": dataset, "source": _name(source)}
 
     def build_model(self, encoder):
         return BertSpanExtractor(encoder, max_answer_length=self.config.max_answer_length,
@@ -559,15 +596,24 @@ def save_finetuned(model: keras.Model, config: FinetuneConfig,
             json.dump(dev_results, f, indent=2)
 
 
-def finetune(config: FinetuneConfig) -> dict[str, Any]:
+def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict[str, Any]:
     """Fine-tunes and scores on dev; returns a dict of results.
+
+    The data: `config.train` / `config.dev` (files or `tfds:` names), or
+    in memory as `train` / `dev`: for classification and regression a dict
+    of columns (`text`, optional `text_pair`, `label`; or a DataFrame), a
+    (texts, labels) tuple or an unbatched `tf.data.Dataset` of those; for
+    tagging {"words": word lists or texts, "tags": tag lists}; for SQuAD the
+    SQuAD JSON's `data` list.
 
     With `config.search == "paper"`, every (batch size, learning rate,
     epochs) of the paper's grid is run `config.restarts` times with different
     seeds; the best dev run is kept and a results table is written.
     """
-    if not config.train:
-        raise ValueError("finetune needs --train")
+    train = config.train if train is None else train
+    dev = config.dev if dev is None else dev
+    if train is None or (isinstance(train, str) and not train):
+        raise ValueError("finetune needs --train (or in-memory `train` data)")
     finished = os.path.join(config.output_dir or "", "model.keras")
     if config.output_dir and os.path.exists(finished) and not config.overwrite:
         raise FileExistsError(f"{config.output_dir} already holds a fine-tuned model "
@@ -576,8 +622,8 @@ def finetune(config: FinetuneConfig) -> dict[str, Any]:
     tokenizer, vocab_file, config = resolve_tokenizer(config)
     task = make_task(config, tokenizer)
     try:
-        train_data = task.prepare(config.train, config.max_train_examples, training=True)
-        dev_data = (task.prepare(config.dev, config.max_dev_examples) if config.dev else None)
+        train_data = task.prepare(train, config.max_train_examples, training=True)
+        dev_data = task.prepare(dev, config.max_dev_examples) if dev is not None else None
     except ValueError as e:
         raise ValueError(f"{e} (--task {config.task} reads {DATA_FORMATS[config.task]})") \
             from None

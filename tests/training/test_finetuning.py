@@ -2,12 +2,14 @@
 model learns a separable task end to end, saved models evaluate the same, the
 checkpoint formats load, the paper's search and the CLI run."""
 
+import dataclasses
 import json
 import os
 import random
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import keras
 from keras_bert import BertConfig, BertEncoder, BertTokenizer
@@ -223,3 +225,27 @@ def test_squad_finetune_on_shipped_samples(tmp_path, datasets_dir, real_vocab_fi
     for example in data["examples"]:
         answer = answers[example.qas_id]
         assert example.context[answer["start"]:answer["end"]] == answer["answer"]
+
+
+def test_finetune_takes_in_memory_data(tmp_path, tiny_vocab_file):
+    train = _write_sentiment(tmp_path / "train.tsv", 64, seed=0)
+    rows = [line.split("\t") for line in open(train).read().splitlines()[1:]]
+    header = open(train).readline().rstrip("\n").split("\t")
+    columns = {name: [row[i] for row in rows] for i, name in enumerate(header)}
+    text_column = next(name for name in header if name != "label")
+    config = FinetuneConfig(task="classify", vocab_file=tiny_vocab_file, preset="tiny",
+                            seq_length=16, batch_size=16, epochs=1, verbose=0, seed=3,
+                            text_columns=[text_column], output_dir=str(tmp_path / "memory"))
+    from_memory = finetuning.finetune(config, train=columns, dev=columns)
+    from_file = finetuning.finetune(dataclasses.replace(
+        config, train=train, dev=train, output_dir=str(tmp_path / "file")))
+    assert from_memory["dev"] == from_file["dev"]  # the same examples, the same run
+    # A tf.data.Dataset of (text, label) and a (texts, labels) tuple read the same.
+    texts, labels = columns[text_column], columns["label"]
+    dataset = tf.data.Dataset.from_tensor_slices((texts, labels))
+    tuple_config = dataclasses.replace(config, text_columns=None, output_dir=None)
+    assert finetuning.finetune(tuple_config, train=dataset, dev=(texts, labels))["dev"] == \
+        from_file["dev"]
+    with pytest.raises(ValueError, match=r"in-memory data: no column\(s\) \[.review.\]"):
+        finetuning.finetune(dataclasses.replace(config, text_columns=["review"],
+                                                output_dir=None), train=columns)
