@@ -5,6 +5,15 @@ the dataset dicts of `keras_bert.pretraining_data.inputs` as they are (no `y`, n
 argument): the labels (`masked_lm_ids`, `masked_lm_weights`,
 `next_sentence_labels`) are read from the same dict as the inputs.
 
+The model says what its loss is and nothing about how an update is made:
+`compute_loss` (from the logits, Keras' own `train_step` and `evaluate`) and
+`update_normaliser` / `update_loss` (the training loss of a micro-batch, from
+the hidden states). The training step itself (gradient tape, accumulation,
+loss scaling, global-batch metrics under tf.distribute) is
+`keras_bert.training.steps.Trainer`, which `keras-bert pretrain` wraps this
+model in; it lives in training because models sit below it in the pipeline
+and because fine-tuning's task models train with the same step.
+
 Legend for shape comments: B = batch, T = sequence length, P = masked
 positions per sequence, H = hidden size, V = vocabulary size.
 """
@@ -57,7 +66,8 @@ def _encode_cls_and_masked(encoder, inputs, training=None):
     The last block runs only where the losses read it: [CLS] (the pooler)
     and the masked positions. The outputs equal those of the whole encoder,
     and the last block costs about a third of a full one. Builds the
-    pretrainer's graph (symbolic inputs) and runs its training step.
+    pretrainer's graph (symbolic inputs) and computes its training loss
+    (`update_loss`).
     """
     hidden, mask_bias = encoder.embed(  # (B, T, H), (B, 1, 1, T)
         inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"], training=training)
@@ -77,9 +87,11 @@ class BertPretrainer(keras.Model):
     `next_sentence_logits` (B, 2), both float32.
     Loss: masked-LM cross-entropy averaged with `masked_lm_weights` over the
     global batch (padded predictions weigh nothing) + mean next-sentence loss.
+    Plain `compile` + `fit` train it with Keras' own step (through the
+    logits); `keras_bert.training.steps.Trainer(pretrainer)` trains it with
+    the fused loss, gradient accumulation, float16 loss scaling and
+    global-batch metrics under every tf.distribute strategy.
     """
-
-    gradient_accumulation_steps = 1  # set by `compile`
 
     def __init__(self, encoder: BertEncoder | dict, objective: str = "nsp",
                  **kwargs: Any) -> None:
@@ -128,106 +140,38 @@ class BertPretrainer(keras.Model):
              mask=None) -> dict[str, tf.Tensor]:
         return super().call(_model_inputs(inputs), training=training)
 
-    def compile(self, optimizer: str | keras.optimizers.Optimizer = "rmsprop",
-                gradient_accumulation_steps: int = 1, **kwargs: Any) -> None:
-        """Keras' compile, plus `gradient_accumulation_steps` (see `apply_training_step`)."""
-        if (not isinstance(gradient_accumulation_steps, int)
-                or isinstance(gradient_accumulation_steps, bool) or gradient_accumulation_steps < 1):
-            raise ValueError("gradient_accumulation_steps must be a positive integer, "
-                             f"got {gradient_accumulation_steps!r}")
-        self.gradient_accumulation_steps = gradient_accumulation_steps
-        # float16 gradients underflow without loss scaling; Keras wraps only when
-        # the model's own policy says so, and a functional model's is float32.
-        optimizer = keras.optimizers.get(optimizer)
-        if (self.encoder.token_embedding.dtype_policy.name == "mixed_float16"
-                and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer)):
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-        super().compile(optimizer=optimizer, **kwargs)
-
-    # === Training step ===
-
-    def train_step(self, data: Mapping[str, tf.Tensor] | tuple) -> dict[str, tf.Tensor]:
-        self.apply_training_step(data)
-        return self.get_metrics_result()
-
-    def apply_training_step(self, data: Mapping[str, tf.Tensor] | tuple) -> None:
-        """One optimizer update from one (per-replica) batch: Keras' `fit` calls
-        it through `train_step`, the custom training loop inside `strategy.run`.
-
-        With `gradient_accumulation_steps` k > 1 (set in `compile`), the batch
-        holds k micro-batches of equal size (the dataset is batched k times
-        larger): they run forward and backward one after another, so only one
-        micro-batch's activations are alive at a time, their gradients are
-        summed, and the optimizer applies the sum once. Every micro-batch's
-        masked-LM loss is normalised by the masked_lm_weights of the whole
-        update (all micro-batches, all replicas), so the update equals that of
-        one batch k times larger, also when micro-batches hold different
-        numbers of real predictions. Works under every tf.distribute strategy:
-        the one all-reduce happens in `apply_gradients`, outside any cond.
-        """
-        x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
-        steps = self.gradient_accumulation_steps
-        masked_lm_total = _global_weight_sum(x["masked_lm_weights"])
-        if steps == 1:
-            total, gradients = self._loss_and_gradients(x, masked_lm_total, 1)
-        else:
-            total, gradients = self._accumulated_loss_and_gradients(x, masked_lm_total, steps)
-        variables = self.trainable_variables
-        self.optimizer.apply_gradients(
-            [(g, v) for g, v in zip(gradients, variables) if g is not None])
-        num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        self._loss_tracker.update_state(total * num_replicas,
-                                        sample_weight=tf.shape(x["input_ids"])[0])
-
-    def _loss_and_gradients(self, batch, masked_lm_total, micro_batches):
-        """The model's layers run one by one rather than through `self(...)`:
-        the loss reads the masked-LM head's hidden states, not its logits
-        (`MaskedLMHead.loss_and_prediction`); values equal `compute_loss`'s."""
-        inputs = _model_inputs(batch)
-        with tf.GradientTape() as tape:
-            last = _encode_cls_and_masked(self.encoder, inputs, training=True)  # (B, 1 + P, H)
-            per_prediction, predicted = self.masked_lm_head.loss_and_prediction(
-                last[:, 1:, :], batch["masked_lm_ids"])  # (B, P), (B, P)
-            next_sentence_logits = None
-            if self.next_sentence_head is not None:
-                next_sentence_logits = self.next_sentence_head(
-                    self.encoder.pooler(last[:, 0, :]))  # (B, 2)
-            loss = self._pretraining_loss(batch, per_prediction, predicted, next_sentence_logits,
-                                          masked_lm_total, micro_batches)
-            scaled = self.optimizer.scale_loss(loss)  # float16 loss scaling, else identity
-        return loss, tape.gradient(scaled, self.trainable_variables)
-
-    def _accumulated_loss_and_gradients(self, x, masked_lm_total, steps):
-        rows = x["input_ids"].shape[0]
-        if rows is not None and rows % steps:
-            raise ValueError(f"a batch of {rows} sequences per replica does not split into "
-                             f"gradient_accumulation_steps={steps} equal micro-batches")
-        micro = {name: tf.reshape(t, tf.concat([[steps, -1], tf.shape(t)[1:]], axis=0))
-                 for name, t in x.items()}  # (k, B / k, ...)
-        # The first micro-batch outside the loop: its gradients give the sums'
-        # initial values and show which variables get none (e.g. the pooler
-        # without a next-sentence head); Keras skips those, so must we.
-        first_loss, first = self._loss_and_gradients(
-            {name: t[0] for name, t in micro.items()}, masked_lm_total, steps)
-        present = [i for i, g in enumerate(first) if g is not None]
-
-        def body(i, total, sums):
-            loss, gradients = self._loss_and_gradients(
-                {name: t[i] for name, t in micro.items()}, masked_lm_total, steps)
-            return i + 1, total + loss, [s + tf.convert_to_tensor(gradients[j])
-                                         for s, j in zip(sums, present)]
-
-        # parallel_iterations=1: one micro-batch at a time (activation memory of one).
-        _, total, sums = tf.while_loop(
-            lambda i, *_: i < steps, body,
-            (tf.constant(1), first_loss, [tf.convert_to_tensor(first[j]) for j in present]),
-            parallel_iterations=1)
-        gradients = [None] * len(first)
-        for j, summed in zip(present, sums):
-            gradients[j] = summed
-        return total, gradients
-
     # === Losses and metrics ===
+
+    def update_normaliser(self, x: Mapping[str, tf.Tensor], y: Any = None,
+                          sample_weight: Any = None) -> tf.Tensor:
+        """What normalises the masked-LM loss of one optimizer update: the
+        masked_lm_weights of its whole batch (all micro-batches, all replicas),
+        read from this replica's share `x`."""
+        return _global_weight_sum(x["masked_lm_weights"])
+
+    def update_loss(self, x: Mapping[str, tf.Tensor], y: Any = None, sample_weight: Any = None,
+                    normaliser: tf.Tensor | None = None, micro_batches: int = 1) -> tf.Tensor:
+        """The training loss of batch `x`, one of `micro_batches` equal parts of
+        an update normalised by `normaliser` (`update_normaliser` of the whole
+        update), and updates the metric trackers. No gradient tape here: the
+        training step (`keras_bert.training.steps`) records it.
+
+        The model's layers run one by one rather than through `self(...)`: the
+        loss reads the masked-LM head's hidden states, not its logits
+        (`MaskedLMHead.loss_and_prediction`); values equal `compute_loss`'s.
+        """
+        if normaliser is None:
+            normaliser = self.update_normaliser(x)
+        last = _encode_cls_and_masked(
+            self.encoder, _model_inputs(x), training=True)  # (B, 1 + P, H)
+        per_prediction, predicted = self.masked_lm_head.loss_and_prediction(
+            last[:, 1:, :], x["masked_lm_ids"])  # (B, P), (B, P)
+        next_sentence_logits = None
+        if self.next_sentence_head is not None:
+            next_sentence_logits = self.next_sentence_head(
+                self.encoder.pooler(last[:, 0, :]))  # (B, 2)
+        return self._pretraining_loss(x, per_prediction, predicted, next_sentence_logits,
+                                      normaliser, micro_batches)
 
     def compute_loss(self, x: Mapping[str, tf.Tensor] | None = None, y: Any = None,
                      y_pred: Mapping[str, tf.Tensor] | None = None, sample_weight: Any = None,
@@ -239,7 +183,7 @@ class BertPretrainer(keras.Model):
         global-batch loss: the masked-LM sum over the global weight sum, and
         the next-sentence mean divided by the number of replicas.
         """
-        masked_lm_total = _global_weight_sum(x["masked_lm_weights"])
+        masked_lm_total = self.update_normaliser(x)
         per_prediction, predicted = loss_and_prediction(
             y_pred["masked_lm_logits"], x["masked_lm_ids"],
             labels_name="masked_lm_ids")  # (B, P), (B, P)
@@ -277,30 +221,6 @@ class BertPretrainer(keras.Model):
                 ops.cast(labels, "int32")), "float32"))
             total = total + next_sentence_loss / shares
         return total
-
-    def get_metrics_result(self) -> dict[str, Any]:
-        """Metric results of the global batch, also inside a replica.
-
-        Keras calls this in each replica (`train_step`, `test_step`), where a
-        metric reads its own replica's totals, and then averages the replicas'
-        results: the mean of per-replica weighted means, not the global one
-        (replicas hold different masked_lm_weights sums). Read from outside the
-        replicas, a metric's ("sum") variables are summed over them; do the
-        same here so the progress bar, callbacks and History log global values.
-        """
-        context = tf.distribute.get_replica_context()
-        if context is None or context.num_replicas_in_sync == 1:
-            return super().get_metrics_result()
-        reductions = {"sum": tf.distribute.ReduceOp.SUM, "mean": tf.distribute.ReduceOp.MEAN}
-        results = {}
-        for metric in self.metrics:
-            values = [ops.convert_to_tensor(v) for v in metric.variables]
-            values = [context.all_reduce(reductions[v.aggregation], value)
-                      if v.aggregation in reductions else value
-                      for v, value in zip(metric.variables, values)]
-            result = metric.stateless_result(values)
-            results.update(result if isinstance(result, dict) else {metric.name: result})
-        return results
 
     # === Config ===
 

@@ -234,7 +234,7 @@ def create_optimizer(name: str = "adamw", learning_rate: float = 1e-4,
     """The pretraining optimizer: AdamW (the paper) or LAMB (large batches), with
     linear warmup then linear decay to zero, and global-norm clipping.
 
-    Gradient accumulation for BertPretrainer is `compile(...,
+    Gradient accumulation is `steps.Trainer(model,
     gradient_accumulation_steps=k)`, which works under every tf.distribute
     strategy; Keras' own (the optimizer's `gradient_accumulation_steps`) works
     on one replica only.

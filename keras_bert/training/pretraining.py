@@ -7,11 +7,12 @@ latest checkpoint of `model_dir` if there is one; train; evaluate; export.
 Two training loops, chosen by `train_loop: auto`:
 - `fit`: Keras `Model.fit` (progress bar, callbacks, `jit_compile`,
   `steps_per_execution`), for one device, MirroredStrategy and TPUStrategy.
-- `custom`: `strategy.run` over the same step (`BertPretrainer.apply_training_step`:
+- `custom`: `strategy.run` over the same step (`steps.Trainer.apply_update`:
   GradientTape, losses, apply), for MultiWorkerMirroredStrategy, which Keras
   3's `fit` does not support (keras-team/keras#20585).
-Both accumulate gradients over `gradient_accumulation_steps` micro-batches
-inside that step, so accumulation works under every strategy.
+Both run the pretrainer wrapped in `keras_bert.training.steps.Trainer`, which
+accumulates gradients over `gradient_accumulation_steps` micro-batches inside
+that step, so accumulation works under every strategy.
 
 Resuming: a checkpoint (model, optimizer and its step) is written every
 `checkpoint_every` steps by tf.train.CheckpointManager, which writes the
@@ -44,7 +45,7 @@ from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining_data import inputs
 from keras_bert.progress import keras_verbose
-from keras_bert.training import distribute
+from keras_bert.training import distribute, steps
 from keras_bert.training.optimization import create_optimizer
 
 TRAIN_LOOPS = ("auto", "fit", "custom")
@@ -245,15 +246,17 @@ class CheckpointWriter:
     worker saves (the variables are synchronised by collectives) but only the
     chief's files land in model_dir."""
 
-    def __init__(self, strategy: tf.distribute.Strategy, pretrainer: BertPretrainer,
+    def __init__(self, strategy: tf.distribute.Strategy, trainer: steps.Trainer,
                  config: PretrainConfig) -> None:
         # Dropout's seed generators are Keras variables that tf.train.Checkpoint
         # does not reach through the model: saved beside it, a resumed run
         # draws the dropout masks the uninterrupted run would have drawn.
         # (Checkpoints written without them still restore; their masks restart.)
+        # The model and optimizer, not the Trainer wrapping them: the keys of
+        # checkpoints written before the Trainer existed.
         self.checkpoint = tf.train.Checkpoint(
-            model=pretrainer, optimizer=pretrainer.optimizer,
-            dropout_seeds=dropout_seed_states(pretrainer))
+            model=trainer.model, optimizer=trainer.optimizer,
+            dropout_seeds=dropout_seed_states(trainer.model))
         directory = os.path.join(config.model_dir, "checkpoints")
         self.chief = distribute.is_chief(strategy)
         if not self.chief:
@@ -414,8 +417,8 @@ class _FitCallback(keras.callbacks.Callback):
 
 # === Training loops ===
 
-def _fit(pretrainer, dataset, config, start_step, log, writer):
-    pretrainer.fit(
+def _fit(trainer, dataset, config, start_step, log, writer):
+    trainer.fit(
         dataset, initial_epoch=start_step // config.checkpoint_every,
         epochs=config.train_steps // config.checkpoint_every,
         steps_per_epoch=config.checkpoint_every,
@@ -424,21 +427,21 @@ def _fit(pretrainer, dataset, config, start_step, log, writer):
         shuffle=False)
 
 
-def _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer):
-    """strategy.run over `apply_training_step`: the path for MultiWorkerMirroredStrategy."""
-    optimizer = pretrainer.optimizer
+def _custom_loop(strategy, trainer, dataset, config, start_step, log, writer):
+    """strategy.run over `Trainer.apply_update`: the path for MultiWorkerMirroredStrategy."""
+    optimizer = trainer.optimizer
 
     @tf.function(jit_compile=False)
     def run_steps(iterator, count):
         for _ in tf.range(count):
-            strategy.run(pretrainer.apply_training_step, args=(next(iterator),))
+            strategy.run(trainer.apply_update, args=(next(iterator),))
 
     iterator = iter(dataset)
     chunk = min(config.steps_per_execution, config.checkpoint_every)
     log.restart_clock()
     for _ in range(start_step // config.checkpoint_every,
                    config.train_steps // config.checkpoint_every):
-        for metric in pretrainer.metrics:
+        for metric in trainer.metrics:
             metric.reset_state()
         done = 0
         while done < config.checkpoint_every:
@@ -446,23 +449,24 @@ def _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer)
             done += chunk
             step = optimizer_step(optimizer)
             if step % config.log_every == 0 and step != log.last_step:
-                log.write(_metric_values(pretrainer), step)
+                log.write(_metric_values(trainer), step)
         writer.save(optimizer_step(optimizer))
 
 
-def _metric_values(pretrainer):
+def _metric_values(trainer):
     return {metric.name: float(keras.ops.convert_to_numpy(metric.result()))
-            for metric in pretrainer.metrics if metric.name != "loss"}
+            for metric in trainer.metrics if metric.name != "loss"}
 
 
-def evaluate(strategy: tf.distribute.Strategy, pretrainer: BertPretrainer, config: PretrainConfig,
+def evaluate(strategy: tf.distribute.Strategy, trainer: steps.Trainer, config: PretrainConfig,
              custom_loop: bool) -> dict[str, float]:
     """Metrics over `eval_steps` batches of `eval_files` (read once, in order)."""
     dataset = distributed_dataset(strategy, config, config.eval_files, is_training=False)
     if not custom_loop:
-        return pretrainer.evaluate(dataset, steps=config.eval_steps, return_dict=True, verbose=0)
-    for metric in pretrainer.metrics:
+        return trainer.evaluate(dataset, steps=config.eval_steps, return_dict=True, verbose=0)
+    for metric in trainer.metrics:
         metric.reset_state()
+    pretrainer = trainer.model
 
     @tf.function
     def eval_step(batch):
@@ -473,7 +477,7 @@ def evaluate(strategy: tf.distribute.Strategy, pretrainer: BertPretrainer, confi
 
     for _, batch in zip(range(config.eval_steps), dataset):
         eval_step(batch)
-    return _metric_values(pretrainer)
+    return _metric_values(trainer)
 
 
 def pretrain(config: PretrainConfig | dict | str) -> dict[str, float]:
@@ -530,36 +534,37 @@ def _pretrain(config, strategy):
     keras.utils.set_random_seed(config.seed)
     with strategy.scope():
         pretrainer = build_model(config)
-        optimizer = build_optimizer(config)
-        pretrainer.compile(optimizer=optimizer, jit_compile=resolve_jit_compile(config.jit_compile),
-                           steps_per_execution=config.steps_per_execution,
-                           gradient_accumulation_steps=config.gradient_accumulation_steps)
+        trainer = steps.Trainer(
+            pretrainer, gradient_accumulation_steps=config.gradient_accumulation_steps)
+        trainer.compile(optimizer=build_optimizer(config),
+                        jit_compile=resolve_jit_compile(config.jit_compile),
+                        steps_per_execution=config.steps_per_execution)
         # Built now so that restoring fills every slot variable at once.
-        pretrainer.optimizer.build(pretrainer.trainable_variables)
-    writer = CheckpointWriter(strategy, pretrainer, config)
+        trainer.optimizer.build(pretrainer.trainable_variables)
+    writer = CheckpointWriter(strategy, trainer, config)
     restored = writer.restore_latest()
-    start_step = optimizer_step(pretrainer.optimizer)
+    start_step = optimizer_step(trainer.optimizer)
     if restored:
         print(f"resuming from {restored} at step {start_step}", flush=True)
     if start_step % config.checkpoint_every:
         raise ValueError(f"{restored}: step {start_step} is not a multiple of checkpoint_every "
                          f"({config.checkpoint_every}); keep checkpoint_every when resuming")
 
-    log = TrainingLog(config, pretrainer.optimizer, enabled=chief)
+    log = TrainingLog(config, trainer.optimizer, enabled=chief)
     if start_step < config.train_steps:
         dataset = distributed_dataset(
             strategy, config, config.train_files, is_training=True, skip_steps=start_step)
         if custom_loop:
-            _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer)
+            _custom_loop(strategy, trainer, dataset, config, start_step, log, writer)
         else:
-            _fit(pretrainer, dataset, config, start_step, log, writer)
+            _fit(trainer, dataset, config, start_step, log, writer)
 
-    results = _metric_values(pretrainer)
+    results = _metric_values(trainer)
     if config.eval_files:
-        results = evaluate(strategy, pretrainer, config, custom_loop)
+        results = evaluate(strategy, trainer, config, custom_loop)
     if chief:
         export_tf1(pretrainer, os.path.join(config.model_dir, "export"))
-        record = {"step": optimizer_step(pretrainer.optimizer),
+        record = {"step": optimizer_step(trainer.optimizer),
                   **{k: float(v) for k, v in results.items()}}
         path = os.path.join(config.model_dir, "eval_results.json")
         with tf.io.gfile.GFile(path + ".partial", "w") as f:

@@ -16,9 +16,7 @@ import tensorflow as tf
 
 from keras_bert import cli
 from keras_bert.config import BertConfig
-from keras_bert.models.encoder import BertEncoder, load_encoder_and_heads
-from keras_bert.models.pretrainer import BertPretrainer
-from keras_bert.pretraining_data import inputs
+from keras_bert.models.encoder import load_encoder_and_heads
 from keras_bert.training import optimization
 from keras_bert.training import pretraining
 from synthetic_pretraining import write_records
@@ -80,7 +78,7 @@ def test_schedule_and_clipping():
     np.testing.assert_allclose([c.numpy() for c in clipped][0], [3 / 13, 4 / 13], rtol=1e-6)
     with pytest.raises(ValueError, match="optimizer must be one of"):
         optimization.create_optimizer("sgd")
-    # Keras' own accumulation (for models other than BertPretrainer) calls the
+    # Keras' own accumulation (the optimizer's, not steps.Trainer's) calls the
     # schedule with batches: 4 per update, so batch 20 is update 5.
     keras_accumulation = optimization.create_adamw(1e-3, 100, 10, gradient_accumulation_steps=4)
     assert float(keras_accumulation._learning_rate(20)) == pytest.approx(5e-4)
@@ -149,72 +147,6 @@ def test_lamb_takes_indexed_slices_unclipped():
         results.append(variable.numpy())
     np.testing.assert_allclose(results[0], results[1], rtol=1e-6)
     assert not np.allclose(results[0], 1.0)
-
-
-def _weights_after_updates(batches, accumulation, updates=3, objective="nsp", dtype=None,
-                           jit_compile=False):
-    keras.utils.set_random_seed(3)
-    pretrainer = BertPretrainer(BertEncoder(TINY, dtype=dtype), objective=objective)
-    pretrainer.compile(optimizer=optimization.create_optimizer(
-        "adamw", 1e-2, total_steps=10, warmup_steps=2), jit_compile=jit_compile,
-        gradient_accumulation_steps=accumulation)
-    history = pretrainer.fit(batches, steps_per_epoch=updates, epochs=1, verbose=0, shuffle=False)
-    assert int(pretrainer.optimizer.iterations) == updates
-    # The schedule counts updates, not micro-batches: 3 of 10, past the 2 of warmup.
-    assert float(pretrainer.optimizer.learning_rate) == pytest.approx(1e-2 * (10 - 3) / (10 - 2))
-    return [w.numpy() for w in pretrainer.trainable_weights], history.history
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("objective", ["nsp", "none"])
-def test_gradient_accumulation_equals_one_big_batch(tmp_path, objective):
-    # Random numbers of real predictions per sequence: the micro-batches carry
-    # different masked_lm_weights sums, and the loss is still that of the
-    # whole batch (each micro-batch normalised by the update's weight sum).
-    path = write_records(tmp_path / "train.tfrecord", 24, seq_length=16, seed=5)
-    dataset = inputs.pretraining_dataset(path, 16, 4, 8, is_training=False,
-                                         with_next_sentence=objective != "none")
-    weight_sums = [float(b["masked_lm_weights"][:4].numpy().sum()) for b in dataset]
-    assert len(set(weight_sums)) > 1
-    big, big_history = _weights_after_updates(dataset, 1, objective=objective)
-    for accumulation in (2, 4):
-        accumulated, history = _weights_after_updates(dataset, accumulation, objective=objective)
-        # atol 2e-6: float32 sums in another order (oneDNN's AVX-512 kernels, where
-        # this ran 1.1e-6 off in 1 value of 512; 1e-6 held on AVX2).
-        for one, other in zip(big, accumulated):
-            np.testing.assert_allclose(other, one, rtol=1e-5, atol=2e-6)
-        for name, values in big_history.items():
-            np.testing.assert_allclose(history[name], values, rtol=1e-5, err_msg=name)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("dtype, jit_compile, tolerance", [
-    # The multi-GPU recipe's combination: mixed_float16 (LossScaleOptimizer,
-    # scaled loss per micro-batch, unscaled once at the update); float16
-    # activations: measured 1.6e-5 at most after 3 updates.
-    ("mixed_float16", False, 1e-4),
-    # The GPU / TPU path: the micro-batch loop compiled by XLA (measured 6e-8).
-    (None, True, 1e-6)])
-def test_gradient_accumulation_with_loss_scaling_and_xla(tmp_path, dtype, jit_compile, tolerance):
-    path = write_records(tmp_path / "train.tfrecord", 24, seq_length=16, seed=5)
-    dataset = inputs.pretraining_dataset(path, 16, 4, 8, is_training=False)
-    big, _ = _weights_after_updates(dataset, 1, dtype=dtype, jit_compile=jit_compile)
-    accumulated, history = _weights_after_updates(dataset, 2, dtype=dtype, jit_compile=jit_compile)
-    assert np.isfinite(history["loss"]).all()
-    for one, other in zip(big, accumulated):
-        np.testing.assert_allclose(other, one, atol=tolerance)
-
-
-def test_gradient_accumulation_needs_equal_micro_batches(tmp_path):
-    path = write_records(tmp_path / "train.tfrecord", 6, seq_length=16)
-    dataset = inputs.pretraining_dataset(path, 16, 4, 6, is_training=False)
-    pretrainer = BertPretrainer(BertEncoder(TINY))
-    pretrainer.compile(optimizer="adam", gradient_accumulation_steps=4)
-    with pytest.raises(ValueError, match="6 sequences per replica does not split into "
-                                         "gradient_accumulation_steps=4 equal micro-batches"):
-        pretrainer.fit(dataset.repeat(), steps_per_epoch=1, verbose=0)
-    with pytest.raises(ValueError, match="gradient_accumulation_steps must be a positive integer"):
-        pretrainer.compile(optimizer="adam", gradient_accumulation_steps=0)
 
 
 def test_pretrain_with_accumulation_trains_the_same_updates(data_dir, tmp_path):
