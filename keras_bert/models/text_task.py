@@ -136,10 +136,10 @@ class TextTask:
             optimizer = keras.optimizers.Adam(DEFAULT_LEARNING_RATE)
         if loss == "auto":
             loss = self.default_loss()
+            if self.default_loss_weights is not None:
+                kwargs.setdefault("loss_weights", self.default_loss_weights)
         if metrics == "auto":
             metrics = self.default_metrics()
-        if self.default_loss_weights is not None:
-            kwargs.setdefault("loss_weights", self.default_loss_weights)
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def compile_from_config(self, config: dict) -> None:
@@ -224,7 +224,8 @@ def _x_spec(element_spec):
 
 def _column(weights):
     """(B,) sample weights broadcast over a token axis (B, T)."""
-    return weights[:, None] if getattr(weights, "ndim", len(np.shape(weights))) == 1 else weights
+    weights = weights if hasattr(weights, "ndim") else np.asarray(weights)
+    return weights[:, None] if weights.ndim == 1 else weights
 
 
 def batches(x: Any, batch_size: int) -> Any:

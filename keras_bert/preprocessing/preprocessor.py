@@ -3,7 +3,7 @@
 A Keras layer, so it lives inside a task model (saved with it in `.keras`,
 carried into the exported SavedModel) and also maps over a `tf.data.Dataset`:
 
-    preprocessor = BertPreprocessor.from_vocab_file("vocab.txt", seq_length=128)
+    preprocessor = BertPreprocessor("vocab.txt", seq_length=128)  # or the token list
     preprocessor(["a sentence"])                       # single sentences
     preprocessor((["a question"], ["an answer"]))      # pairs, as a tuple
     preprocessor({"text": [...], "text_pair": [...]})  # pairs, by name
@@ -118,10 +118,6 @@ class BertPreprocessor(keras.layers.Layer):
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
         self.built = True
-
-    @classmethod
-    def from_vocab_file(cls, vocab_file: str, **kwargs: Any) -> BertPreprocessor:
-        return cls(vocab_file, **kwargs)
 
     @property
     def vocabulary(self) -> list[str]:
