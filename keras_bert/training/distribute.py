@@ -5,7 +5,8 @@ or `local`). `mirrored`: MirroredStrategy over this machine's GPUs (or the
 devices named). `multi_worker`: MultiWorkerMirroredStrategy, the cluster read
 from `TF_CONFIG`. `one_device`: no distribution (the default strategy).
 `auto`: `multi_worker` when TF_CONFIG names more than one task, `mirrored`
-with several GPUs, else `one_device`.
+with several GPUs, else `one_device`. Pretraining and fine-tuning share these
+names and the runtime choices below (precision, XLA).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Sequence
 import tensorflow as tf
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker", "tpu")
+PRECISIONS = (None, "float32", "mixed_bfloat16", "mixed_float16")
 
 
 def tf_config_task_count() -> int:
@@ -71,3 +73,25 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     task_type, task_id = resolver.task_type, resolver.task_id
     return task_type == "chief" or (task_type == "worker" and task_id == 0
                                     and "chief" not in resolver.cluster_spec().as_dict())
+
+
+def resolve_jit_compile(jit_compile: bool | str) -> bool:
+    """`auto` -> XLA where there is an accelerator (GPU, TPU), not on a CPU-only
+    host, where the pretraining step measured slower with XLA than with
+    TensorFlow's own kernels. (Keras' own "auto" also turns XLA off under any
+    tf.distribute strategy, GPUs included, hence this one.)"""
+    if jit_compile != "auto":
+        return bool(jit_compile)
+    return any(device.device_type != "CPU" for device in tf.config.list_physical_devices())
+
+
+def model_dtype(mixed_precision: str | None, field: str = "mixed_precision") -> str | None:
+    """The dtype policy models are built with: `mixed_bfloat16` (TPU, CPU),
+    `mixed_float16` (GPU; the Trainer adds loss scaling) or None for float32.
+    `bfloat16` / `float16` are accepted for the mixed policies."""
+    if mixed_precision in ("bfloat16", "float16"):
+        mixed_precision = f"mixed_{mixed_precision}"
+    if mixed_precision not in PRECISIONS:
+        raise ValueError(f"{field} must be one of bfloat16, float16, float32 (or "
+                         f"mixed_bfloat16, mixed_float16), got {mixed_precision!r}")
+    return None if mixed_precision == "float32" else mixed_precision

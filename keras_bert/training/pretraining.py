@@ -46,10 +46,12 @@ from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining_data import inputs
 from keras_bert.progress import keras_verbose
 from keras_bert.training import distribute, steps
+from keras_bert.training.checkpointing import (
+    CheckpointWriter, checkpoint_step, optimizer_step, write_json)
+from keras_bert.training.distribute import resolve_jit_compile
 from keras_bert.training.optimization import create_optimizer
 
 TRAIN_LOOPS = ("auto", "fit", "custom")
-PRECISIONS = (None, "float32", "mixed_bfloat16", "mixed_float16")
 
 
 @dataclasses.dataclass
@@ -109,8 +111,7 @@ class PretrainConfig:
                              f"got {self.jit_compile!r}")
         if self.train_loop not in TRAIN_LOOPS:
             raise ValueError(f"config field train_loop must be one of {TRAIN_LOOPS}")
-        if self.mixed_precision not in PRECISIONS:
-            raise ValueError(f"config field mixed_precision must be one of {PRECISIONS[1:]}")
+        distribute.model_dtype(self.mixed_precision, "config field mixed_precision")
         if self.train_steps % self.checkpoint_every:
             raise ValueError(f"train_steps ({self.train_steps}) must be a multiple of "
                              f"checkpoint_every ({self.checkpoint_every})")
@@ -167,16 +168,6 @@ def load_config(path: str | None = None, overrides: Sequence[str] = (),
 
 # === Model ===
 
-def resolve_jit_compile(jit_compile: bool | str) -> bool:
-    """`auto` -> XLA where there is an accelerator (GPU, TPU), not on a CPU-only
-    host, where the pretraining step measured slower with XLA than with
-    TensorFlow's own kernels. (Keras' own "auto" also turns XLA off under any
-    tf.distribute strategy, GPUs included, hence this one.)"""
-    if jit_compile != "auto":
-        return bool(jit_compile)
-    return any(device.device_type != "CPU" for device in tf.config.list_physical_devices())
-
-
 def bert_config_of(config: PretrainConfig) -> BertConfig:
     if config.model.endswith(".json"):
         return BertConfig.from_json_file(config.model)
@@ -185,7 +176,7 @@ def bert_config_of(config: PretrainConfig) -> BertConfig:
 
 def build_model(config: PretrainConfig) -> BertPretrainer:
     """The pretrainer of a run, inside the current strategy scope."""
-    dtype = config.mixed_precision if config.mixed_precision != "float32" else None
+    dtype = distribute.model_dtype(config.mixed_precision)
     if config.init_checkpoint:
         pretrainer = BertPretrainer.from_pretrained(
             config.init_checkpoint, objective=config.objective, dtype=dtype)
@@ -236,67 +227,13 @@ def distributed_dataset(strategy: tf.distribute.Strategy, config: PretrainConfig
 
 # === Checkpoints and export ===
 
-def optimizer_step(optimizer: keras.optimizers.Optimizer) -> int:
-    """Optimizer updates so far."""
-    return int(keras.ops.convert_to_numpy(optimizer.iterations))
-
-
-class CheckpointWriter:
-    """tf.train.CheckpointManager of model + optimizer; in multi-worker runs every
-    worker saves (the variables are synchronised by collectives) but only the
-    chief's files land in model_dir."""
-
-    def __init__(self, strategy: tf.distribute.Strategy, trainer: steps.Trainer,
-                 config: PretrainConfig) -> None:
-        # Dropout's seed generators are Keras variables that tf.train.Checkpoint
-        # does not reach through the model: saved beside it, a resumed run
-        # draws the dropout masks the uninterrupted run would have drawn.
-        # (Checkpoints written without them still restore; their masks restart.)
-        # The model and optimizer, not the Trainer wrapping them: the keys of
-        # checkpoints written before the Trainer existed.
-        self.checkpoint = tf.train.Checkpoint(
-            model=trainer.model, optimizer=trainer.optimizer,
-            dropout_seeds=dropout_seed_states(trainer.model))
-        directory = os.path.join(config.model_dir, "checkpoints")
-        self.chief = distribute.is_chief(strategy)
-        if not self.chief:
-            task = strategy.cluster_resolver.task_id
-            directory = os.path.join(config.model_dir, f".worker_{task}_tmp")
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, directory, max_to_keep=config.keep_checkpoints)
-        self.chief_manager = self.manager if self.chief else tf.train.CheckpointManager(
-            self.checkpoint, os.path.join(config.model_dir, "checkpoints"), max_to_keep=None)
-
-    def restore_latest(self) -> str | None:
-        latest = self.chief_manager.latest_checkpoint
-        if latest:
-            self.checkpoint.restore(latest).assert_existing_objects_matched()
-        return latest
-
-    def save(self, step: int) -> str:
-        path = self.manager.save(checkpoint_number=step)
-        if not self.chief:
-            tf.io.gfile.rmtree(self.manager.directory)
-        return path
-
-
-def dropout_seed_states(model: keras.Model) -> list[tf.Variable]:
-    """The model's Keras seed-generator states (the dropout RNG), in a stable order."""
-    states = {}
-    for layer in model._flatten_layers(include_self=True, recursive=True):
-        for generator in getattr(layer, "_seed_generators", []):
-            states[generator.state.path] = generator.state.value  # the tf.Variable
-    return [states[path] for path in sorted(states)]
-
-
 def finished_results(config: PretrainConfig) -> dict[str, Any] | None:
     """The saved eval_results.json of a run whose latest checkpoint is at
     train_steps (and whose export and results were written), else None."""
-    state = tf.train.get_checkpoint_state(os.path.join(config.model_dir, "checkpoints"))
+    step = checkpoint_step(os.path.join(config.model_dir, "checkpoints"))
     results_path = os.path.join(config.model_dir, "eval_results.json")
-    if state is None or not tf.io.gfile.exists(results_path):
+    if step is None or not tf.io.gfile.exists(results_path):
         return None
-    step = int(state.model_checkpoint_path.rsplit("-", 1)[1])
     with tf.io.gfile.GFile(results_path) as f:
         try:
             record = json.load(f)
@@ -430,12 +367,7 @@ def _fit(trainer, dataset, config, start_step, log, writer):
 def _custom_loop(strategy, trainer, dataset, config, start_step, log, writer):
     """strategy.run over `Trainer.apply_update`: the path for MultiWorkerMirroredStrategy."""
     optimizer = trainer.optimizer
-
-    @tf.function(jit_compile=False)
-    def run_steps(iterator, count):
-        for _ in tf.range(count):
-            strategy.run(trainer.apply_update, args=(next(iterator),))
-
+    run_steps = steps.update_function(strategy, trainer)
     iterator = iter(dataset)
     chunk = min(config.steps_per_execution, config.checkpoint_every)
     log.restart_clock()
@@ -541,7 +473,11 @@ def _pretrain(config, strategy):
                         steps_per_execution=config.steps_per_execution)
         # Built now so that restoring fills every slot variable at once.
         trainer.optimizer.build(pretrainer.trainable_variables)
-    writer = CheckpointWriter(strategy, trainer, config)
+    # The model and optimizer, not the Trainer wrapping them: the keys of
+    # checkpoints written before the Trainer existed.
+    writer = CheckpointWriter(strategy, pretrainer, trainer.optimizer,
+                              os.path.join(config.model_dir, "checkpoints"),
+                              config.keep_checkpoints)
     restored = writer.restore_latest()
     start_step = optimizer_step(trainer.optimizer)
     if restored:
@@ -566,8 +502,5 @@ def _pretrain(config, strategy):
         export_tf1(pretrainer, os.path.join(config.model_dir, "export"))
         record = {"step": optimizer_step(trainer.optimizer),
                   **{k: float(v) for k, v in results.items()}}
-        path = os.path.join(config.model_dir, "eval_results.json")
-        with tf.io.gfile.GFile(path + ".partial", "w") as f:
-            f.write(json.dumps(record, indent=2) + "\n")
-        tf.io.gfile.rename(path + ".partial", path, overwrite=True)
+        write_json(os.path.join(config.model_dir, "eval_results.json"), record)
     return results

@@ -38,6 +38,20 @@ import tensorflow as tf
 from keras import ops
 
 
+def update_function(strategy: tf.distribute.Strategy, trainer: "Trainer") -> Any:
+    """`run_updates(iterator, count)`: a tf.function running `count` optimizer
+    updates from a distributed iterator, each `trainer.apply_update` inside
+    `strategy.run`: the custom loop's body (MultiWorkerMirroredStrategy, which
+    Keras 3's `fit` does not run)."""
+
+    @tf.function(jit_compile=False)
+    def run_updates(iterator, count):
+        for _ in tf.range(count):
+            strategy.run(trainer.apply_update, args=(next(iterator),))
+
+    return run_updates
+
+
 def computes_in_float16(model: keras.Model) -> bool:
     """True when a layer of `model` computes in float16 (its gradients need loss
     scaling; Keras scales only when the outer model's own policy says so)."""

@@ -17,7 +17,7 @@ import tensorflow as tf
 from keras_bert import cli
 from keras_bert.config import BertConfig
 from keras_bert.models.encoder import load_encoder_and_heads
-from keras_bert.training import optimization
+from keras_bert.training import distribute, optimization
 from keras_bert.training import pretraining
 from synthetic_pretraining import write_records
 
@@ -188,8 +188,8 @@ def test_load_config_from_yaml_with_overrides(tmp_path):
     # The default, auto: XLA only where there is a GPU or TPU.
     assert config.jit_compile == "auto"
     accelerators = [d for d in tf.config.list_physical_devices() if d.device_type != "CPU"]
-    assert pretraining.resolve_jit_compile("auto") is bool(accelerators)
-    assert (pretraining.resolve_jit_compile(True), pretraining.resolve_jit_compile(False)) == (True, False)
+    assert distribute.resolve_jit_compile("auto") is bool(accelerators)
+    assert (distribute.resolve_jit_compile(True), distribute.resolve_jit_compile(False)) == (True, False)
 
 
 # === The driver ===

@@ -1,0 +1,93 @@
+"""What pretraining and fine-tuning runs share to survive a kill: checkpoints
+of the model, its optimizer and its dropout RNG, written so that a kill at any
+moment leaves the previous one intact, and files replaced whole.
+
+tf.train.CheckpointManager writes a checkpoint's files first and updates the
+`checkpoint` index last, so the index always names a complete checkpoint. In
+multi-worker runs every worker saves (the variables are synchronised by
+collectives, and saving is collective), but only the chief's files land in the
+run's folder; the others write to a temporary folder they then remove.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from keras_bert.training import distribute
+
+
+def optimizer_step(optimizer: keras.optimizers.Optimizer) -> int:
+    """Optimizer updates so far."""
+    return int(keras.ops.convert_to_numpy(optimizer.iterations))
+
+
+def dropout_seed_states(model: keras.Model) -> list[tf.Variable]:
+    """The model's Keras seed-generator states (the dropout RNG), in a stable order."""
+    states = {}
+    for layer in model._flatten_layers(include_self=True, recursive=True):
+        for generator in getattr(layer, "_seed_generators", []):
+            states[generator.state.path] = generator.state.value  # the tf.Variable
+    return [states[path] for path in sorted(states)]
+
+
+class CheckpointWriter:
+    """tf.train.CheckpointManager over `directory` of a model, its optimizer,
+    its dropout seed states and any `extra` trackables (a run's own counters).
+
+    Dropout's seed generators are Keras variables that tf.train.Checkpoint does
+    not reach through the model: saved beside it, a resumed run draws the
+    dropout masks the uninterrupted run would have drawn. (Checkpoints written
+    without them still restore; their masks restart.)
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model,
+                 optimizer: keras.optimizers.Optimizer, directory: str, max_to_keep: int | None,
+                 **extra: Any) -> None:
+        self.checkpoint = tf.train.Checkpoint(
+            model=model, optimizer=optimizer, dropout_seeds=dropout_seed_states(model), **extra)
+        self.chief = distribute.is_chief(strategy)
+        self.directory = directory
+        own_directory = directory
+        if not self.chief:
+            task = strategy.cluster_resolver.task_id
+            own_directory = os.path.join(os.path.dirname(directory), f".worker_{task}_tmp")
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, own_directory, max_to_keep=max_to_keep)
+        self.chief_manager = self.manager if self.chief else tf.train.CheckpointManager(
+            self.checkpoint, directory, max_to_keep=None)
+
+    @property
+    def latest(self) -> str | None:
+        return self.chief_manager.latest_checkpoint
+
+    def restore_latest(self) -> str | None:
+        latest = self.latest
+        if latest:
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+        return latest
+
+    def save(self, step: int) -> str:
+        path = self.manager.save(checkpoint_number=step)
+        if not self.chief:
+            tf.io.gfile.rmtree(self.manager.directory)
+        return path
+
+
+def checkpoint_step(directory: str) -> int | None:
+    """The step of the latest complete checkpoint in `directory`, or None."""
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None:
+        return None
+    return int(state.model_checkpoint_path.rsplit("-", 1)[1])
+
+
+def write_json(path: str, record: Any) -> None:
+    """Writes `record` as JSON in one piece: a kill leaves the old file or the new one."""
+    with tf.io.gfile.GFile(path + ".partial", "w") as f:
+        f.write(json.dumps(record, indent=2) + "\n")
+    tf.io.gfile.rename(path + ".partial", path, overwrite=True)
