@@ -281,8 +281,8 @@ def _add_data_arguments(parser):
     parser.add_argument("--text-columns", default=None,
                         help="comma-separated text column(s) of a TSV/CSV/JSONL table "
                              "(default: every column but the label, at most two)")
-    parser.add_argument("--label-column", default="label")
-    parser.add_argument("--version-2-with-negative", action="store_true",
+    parser.add_argument("--label-column", default=None, help="[label]")
+    parser.add_argument("--version-2-with-negative", action="store_true", default=None,
                         help="SQuAD v2.0: questions may have no answer")
     parser.add_argument("--null-score-diff-threshold", type=float, default=None,
                         help="SQuAD v2.0: answer \"\" when null score - best span score "
@@ -292,65 +292,91 @@ def _add_data_arguments(parser):
 def add_finetune(subparsers):
     parser = subparsers.add_parser(
         "finetune", help="fine-tune a BERT encoder on a classification, regression, "
-                         "tagging or SQuAD task")
-    parser.add_argument("--task", required=True, choices=["classify", "regress", "tag", "squad"])
-    parser.add_argument("--train", required=True,
+                         "tagging or SQuAD task; rerun the same command to resume")
+    # Every flag defaults to None: what is not given comes from --config, else
+    # from FinetuneConfig's own defaults (shown in brackets).
+    parser.add_argument("--config", default=None,
+                        help="YAML or JSON recipe of FinetuneConfig fields (see "
+                             "recipes/finetuning); flags and --set override it")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a recipe field, e.g. --set glue_task=mrpc")
+    parser.add_argument("--task", default=None, choices=["classify", "regress", "tag", "squad"],
+                        help="required (here or in --config)")
+    parser.add_argument("--train", default=None,
                         help="file (TSV/CSV/JSONL, GLUE TSV, CoNLL, SQuAD JSON) or "
-                             "tfds:<name>:<split>")
+                             "tfds:<name>:<split>; required")
     parser.add_argument("--dev", default=None, help="as --train; scored after every epoch")
     parser.add_argument("--init-checkpoint", default=None,
                         help="our .keras file, HuggingFace folder, TF1 checkpoint or folder; "
                              "random --preset weights if absent")
-    parser.add_argument("--output-dir", required=True)
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace a finished model already in --output-dir")
+    parser.add_argument("--output-dir", default=None, help="required; checkpoints go here too")
+    parser.add_argument("--overwrite", action="store_true", default=None,
+                        help="replace a finished model (or an unfinished run) in --output-dir")
     parser.add_argument("--vocab-file", default=None, type=input_file,
                         help="defaults to the checkpoint's vocab.txt, else the shipped uncased one")
     add_casing_arguments(parser)
-    parser.add_argument("--preset", default="tiny", help="size when no checkpoint is given")
-    parser.add_argument("--seq-length", type=sequence_length, default=128,
-                        help="max sequence length (384 for SQuAD)")
-    parser.add_argument("--batch-size", type=positive_int, default=32)
-    parser.add_argument("--learning-rate", type=positive_float, default=5e-5)
-    parser.add_argument("--epochs", type=positive_float, default=3)
-    parser.add_argument("--warmup-proportion", type=_number(float, 0, 1), default=0.1)
-    parser.add_argument("--dropout", type=_number(float, 0, 0.99), default=0.1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--doc-stride", type=positive_int, default=128)
-    parser.add_argument("--max-query-length", type=positive_int, default=64)
+    parser.add_argument("--preset", default=None, help="size when no checkpoint is given [tiny]")
+    parser.add_argument("--seq-length", type=sequence_length, default=None,
+                        help="max sequence length [128] (384 for SQuAD)")
+    parser.add_argument("--batch-size", type=positive_int, default=None,
+                        help="rows per micro-batch, all replicas together [32]")
+    parser.add_argument("--learning-rate", type=positive_float, default=None, help="[5e-5]")
+    parser.add_argument("--epochs", type=positive_float, default=None, help="[3]")
+    parser.add_argument("--warmup-proportion", type=_number(float, 0, 1), default=None,
+                        help="[0.1]")
+    parser.add_argument("--dropout", type=_number(float, 0, 0.99), default=None, help="[0.1]")
+    parser.add_argument("--seed", type=int, default=None, help="[0]")
+    parser.add_argument("--doc-stride", type=positive_int, default=None, help="[128]")
+    parser.add_argument("--max-query-length", type=positive_int, default=None, help="[64]")
     parser.add_argument("--max-train-examples", type=positive_int, default=None)
     parser.add_argument("--max-dev-examples", type=positive_int, default=None)
     parser.add_argument("--early-stopping-patience", type=positive_int, default=None,
                         help="stop after this many epochs without a better dev metric")
-    parser.add_argument("--search", choices=["paper"], default=None,
-                        help="the paper's grid: batch {16,32} x lr {5e-5,3e-5,2e-5} x "
-                             "epochs {2,3,4}, best on dev, results table at the end")
-    parser.add_argument("--restarts", type=positive_int, default=1, help="random restarts per grid point")
-    parser.add_argument("--bucket-by-length", action="store_true",
+    parser.add_argument("--search", choices=["paper", "glue"], default=None,
+                        help="paper: batch {16,32} x lr {5e-5,3e-5,2e-5} x epochs {2,3,4}; "
+                             "glue: batch 32, 3 epochs, lr {5e-5,4e-5,3e-5,2e-5}; best on dev")
+    parser.add_argument("--restarts", type=positive_int, default=None,
+                        help="random restarts per grid point [1]")
+    parser.add_argument("--bucket-by-length", action="store_true", default=None,
                         help="batch examples of similar lengths (much faster on CPU)")
-    parser.add_argument("--no-tensorboard", action="store_true")
+    parser.add_argument("--strategy", default=None,
+                        choices=["auto", "one_device", "mirrored", "multi_worker", "tpu"],
+                        help="tf.distribute strategy [auto: TF_CONFIG's cluster, else all GPUs]")
+    parser.add_argument("--tpu", default=None, help="TPU name or grpc:// address")
+    parser.add_argument("--mixed-precision", default=None, choices=["bfloat16", "float16"],
+                        help="bfloat16 (TPU, CPU) or float16 (GPU, loss-scaled)")
+    parser.add_argument("--jit-compile", default=None, choices=["true", "false", "auto"],
+                        help="XLA [auto: on with a GPU or TPU]")
+    parser.add_argument("--gradient-accumulation-steps", type=positive_int, default=None,
+                        help="micro-batches of --batch-size per update [1]")
+    parser.add_argument("--checkpoint-every", type=positive_int, default=None,
+                        help="steps between checkpoints [at each epoch's end only]")
+    parser.add_argument("--tune-null-threshold", action="store_true", default=None,
+                        help="SQuAD v2.0: keep the dev set's best no-answer threshold")
+    parser.add_argument("--no-tensorboard", action="store_true", default=None)
     _add_data_arguments(parser)
     parser.set_defaults(run=run_finetune, fast_cpu_training=True)
 
 
+# Flags that are not FinetuneConfig fields of the same name.
+_FINETUNE_NOT_FIELDS = ("command", "run", "fast_cpu_training", "config", "overrides",
+                        "no_tensorboard", "text_columns", "jit_compile")
+
+
 def run_finetune(args):
     import json
-    from keras_bert.training.finetuning import FinetuneConfig, finetune
-    config = FinetuneConfig(
-        task=args.task, train=args.train, dev=args.dev, init_checkpoint=args.init_checkpoint,
-        output_dir=args.output_dir, vocab_file=args.vocab_file, lowercase=args.lowercase,
-        preset=args.preset, seq_length=args.seq_length, batch_size=args.batch_size,
-        learning_rate=args.learning_rate, epochs=args.epochs,
-        warmup_proportion=args.warmup_proportion, dropout=args.dropout, seed=args.seed,
-        glue_task=args.glue_task,
-        text_columns=args.text_columns.split(",") if args.text_columns else None,
-        label_column=args.label_column, version_2_with_negative=args.version_2_with_negative,
-        null_score_diff_threshold=args.null_score_diff_threshold or 0.0,
-        doc_stride=args.doc_stride, max_query_length=args.max_query_length,
-        max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
-        early_stopping_patience=args.early_stopping_patience, search=args.search,
-        restarts=args.restarts, bucket_by_length=args.bucket_by_length,
-        tensorboard=not args.no_tensorboard, overwrite=args.overwrite)
+    from keras_bert.training.finetuning import finetune, load_finetune_config
+    fields = {name: value for name, value in vars(args).items()
+              if value is not None and name not in _FINETUNE_NOT_FIELDS}
+    if args.no_tensorboard:
+        fields["tensorboard"] = False
+    if args.text_columns:
+        fields["text_columns"] = args.text_columns.split(",")
+    if args.jit_compile is not None:
+        fields["jit_compile"] = {"true": True, "false": False}.get(args.jit_compile, "auto")
+    config = load_finetune_config(args.config, args.overrides, **fields)
+    if not config.output_dir:
+        raise ValueError("finetune needs --output-dir (or output_dir in the --config recipe)")
     result = finetune(config)
     print(json.dumps({k: v for k, v in result.items() if k != "table"}, indent=2))
 

@@ -31,23 +31,9 @@ from keras_bert.checkpoints.load import assign_head_weights
 from keras_bert.kernels.masked_lm_loss import loss_and_prediction
 from keras_bert.layers.heads import MaskedLMHead, NextSentenceHead
 from keras_bert.models.encoder import BertEncoder, load_encoder_and_heads
+from keras_bert.models.global_batch import global_weight_sum
 
 MODEL_INPUTS = features.ENCODER_INPUTS + ("masked_lm_positions",)
-
-
-def _all_replicas_sum(value):
-    """Sum over every replica of the running tf.distribute strategy (identity
-    without one), so that a weighted mean is over the global batch."""
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync == 1:
-        return value
-    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
-
-
-def _global_weight_sum(masked_lm_weights):
-    """The masked-LM loss's normaliser: the weights of the whole (global) batch."""
-    local = ops.sum(ops.cast(masked_lm_weights, "float32"))
-    return ops.maximum(ops.stop_gradient(_all_replicas_sum(local)), 1e-5)
 
 
 def _model_inputs(features_dict):
@@ -147,7 +133,7 @@ class BertPretrainer(keras.Model):
         """What normalises the masked-LM loss of one optimizer update: the
         masked_lm_weights of its whole batch (all micro-batches, all replicas),
         read from this replica's share `x`."""
-        return _global_weight_sum(x["masked_lm_weights"])
+        return global_weight_sum(x["masked_lm_weights"])
 
     def update_loss(self, x: Mapping[str, tf.Tensor], y: Any = None, sample_weight: Any = None,
                     normaliser: tf.Tensor | None = None, micro_batches: int = 1) -> tf.Tensor:

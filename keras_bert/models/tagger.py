@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
+from keras_bert.models.global_batch import global_weight_sum
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
 from keras_bert.preprocessing.preprocessor import is_text
 from keras_bert.preprocessing.tagging import WordTagger, tag_names
@@ -77,6 +78,24 @@ class BertTokenClassifier(TextTask, keras.Model):
         # The mean over labelled pieces only, not over every padded position.
         return keras.losses.SparseCategoricalCrossentropy(
             from_logits=True, reduction="mean_with_sample_weight")
+
+    # === The loss of one update, for `keras_bert.training.steps.Trainer` ===
+
+    def update_normaliser(self, x: Any, y: Any = None, sample_weight: Any = None) -> tf.Tensor:
+        """The labelled pieces of a whole update (all micro-batches, all
+        replicas): each part's loss is then its share of the global batch's
+        mean, however replicas and micro-batches split it (a per-part
+        `mean_with_sample_weight` is not: the parts label different numbers of
+        pieces). The default loss, computed this way; a loss given to
+        `Trainer.compile` is not used."""
+        return global_weight_sum(sample_weight)
+
+    def update_loss(self, x: Any, y: Any, sample_weight: Any, normaliser: tf.Tensor,
+                    micro_batches: int = 1) -> tf.Tensor:
+        logits = self(x, training=True)  # (B, T, K)
+        per_piece = keras.losses.sparse_categorical_crossentropy(
+            y, keras.ops.cast(logits, "float32"), from_logits=True)  # (B, T)
+        return keras.ops.sum(per_piece * keras.ops.cast(sample_weight, "float32")) / normaliser
 
     def word_tagger(self) -> WordTagger:
         preprocessor = self.require_preprocessor()

@@ -20,11 +20,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import math
 import os
 import shutil
 import time
-import warnings
 from typing import Any, Mapping, Sequence
 
 import keras
@@ -38,9 +36,12 @@ from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
-from keras_bert.progress import Progress, keras_verbose
+from keras_bert.progress import Progress
 from keras_bert.text.tokenizer import BertTokenizer
-from keras_bert.training.optimization import create_adamw
+from keras_bert.training import distribute
+from keras_bert.training.checkpointing import write_json
+from keras_bert.training.finetuning_run import FinetuneRun, RunResult, discard_run_state
+from keras_bert.training.recipe_files import read_recipe
 
 TASKS = ("classify", "regress", "tag", "squad")
 DATA_FORMATS = {
@@ -51,6 +52,9 @@ DATA_FORMATS = {
 }
 # The paper's fine-tuning grid (Appendix A.3).
 PAPER_GRID = {"batch_size": (16, 32), "learning_rate": (5e-5, 3e-5, 2e-5), "epochs": (2, 3, 4)}
+# Its GLUE protocol (Section 4.1): batch 32, 3 epochs, the best of four learning rates on dev.
+GLUE_GRID = {"batch_size": (32,), "learning_rate": (5e-5, 4e-5, 3e-5, 2e-5), "epochs": (3,)}
+SEARCHES = ("paper", "glue")
 
 
 @dataclasses.dataclass
@@ -91,11 +95,24 @@ class FinetuneConfig:
     early_stopping_patience: int = None  # epochs without dev improvement before stopping
     steps_per_epoch: int = None        # for smoke tests; default: the whole training set
     bucket_by_length: bool = False     # batches of similar lengths (faster; changes batching)
+    # Devices, precision, XLA: the names of PretrainConfig (keras_bert.training.distribute).
+    strategy: str = "auto"             # auto, one_device, mirrored, multi_worker, tpu
+    tpu: str = None                    # TPU name or grpc:// address for strategy "tpu"
+    devices: list = None               # for "mirrored": e.g. ["/gpu:0", "/gpu:1"]
+    mixed_precision: str = None        # bfloat16 (TPU, CPU) or float16 (GPU, loss-scaled)
+    jit_compile: object = "auto"       # XLA: true, false, auto (on with a GPU / TPU)
+    gradient_accumulation_steps: int = 1  # micro-batches of batch_size per update
+    train_loop: str = "auto"           # fit, or custom (strategy.run; multi-worker's)
+    # Checkpoints (output_dir/checkpoints): every N steps and at each epoch's end.
+    checkpoint_every: int = None       # None: at the end of each epoch only
+    keep_checkpoints: int = 2
+    log_every: int = 50                # steps between train_log.jsonl / TensorBoard records
     tensorboard: bool = True
     verbose: int | str = "auto"  # Keras progress: "auto" (a bar on a terminal, else 2), 0, 1, 2
-    search: str = None                 # "paper": the batch x lr x epochs grid
+    search: str = None                 # "paper" (Appendix A.3's grid) or "glue" (Section 4.1's)
     restarts: int = 1                  # random restarts per grid point
-    overwrite: bool = False            # replace a finished model already in output_dir
+    tune_null_threshold: bool = False  # SQuAD v2.0: keep dev's best no-answer threshold
+    overwrite: bool = False            # replace a finished model (or unfinished run) in output_dir
 
     def __post_init__(self):
         if self.task not in TASKS:
@@ -103,7 +120,8 @@ class FinetuneConfig:
         for name in ("seq_length", "batch_size", "doc_stride", "max_query_length",
                      "max_answer_length", "n_best_size", "eval_batch_size", "restarts",
                      "max_train_examples", "max_dev_examples", "early_stopping_patience",
-                     "steps_per_epoch"):
+                     "steps_per_epoch", "gradient_accumulation_steps", "checkpoint_every",
+                     "keep_checkpoints", "log_every"):
             value = getattr(self, name)
             if value is None and name not in ("seq_length", "batch_size"):
                 continue
@@ -117,18 +135,28 @@ class FinetuneConfig:
                              f"untrained model), got {self.epochs!r}")
         if not 0 <= self.warmup_proportion <= 1 or not 0 <= self.dropout < 1:
             raise ValueError("warmup_proportion must lie in [0, 1] and dropout in [0, 1)")
+        if self.strategy not in distribute.STRATEGIES:
+            raise ValueError(f"strategy must be one of {distribute.STRATEGIES}, "
+                             f"got {self.strategy!r}")
+        if self.train_loop not in ("auto", "fit", "custom"):
+            raise ValueError(f"train_loop must be auto, fit or custom, got {self.train_loop!r}")
+        if self.jit_compile not in (True, False, "auto"):
+            raise ValueError(f"jit_compile must be true, false or auto, got {self.jit_compile!r}")
+        distribute.model_dtype(self.mixed_precision)  # validates
 
 
 # === Encoder and tokenizer ===
 
 
-def load_encoder(init_checkpoint: str | None, preset: str = "tiny") -> BertEncoder:
+def load_encoder(init_checkpoint: str | None, preset: str = "tiny",
+                 dtype: str | None = None) -> BertEncoder:
     """BertEncoder from any pretrained source `BertEncoder.from_pretrained` reads
     (HuggingFace, TF1, `.keras` files of an encoder or a model with an
-    `encoder`, finetune outputs, pretraining model_dirs), or random weights of `preset`."""
+    `encoder`, finetune outputs, pretraining model_dirs), or random weights of
+    `preset`; `dtype` a Keras dtype policy (e.g. "mixed_bfloat16")."""
     if not init_checkpoint:
-        return BertEncoder(BertConfig.preset(preset))
-    return BertEncoder.from_pretrained(init_checkpoint)
+        return BertEncoder(BertConfig.preset(preset), dtype=dtype)
+    return BertEncoder.from_pretrained(init_checkpoint, dtype=dtype)
 
 
 def resolve_tokenizer(config: FinetuneConfig) -> tuple[BertTokenizer, str, FinetuneConfig]:
@@ -410,89 +438,6 @@ def make_task(config: FinetuneConfig, tokenizer: BertTokenizer
 # === Training ===
 
 
-class DevEvaluation(keras.callbacks.Callback):
-    """Scores the dev set with the official metric after every epoch, logs
-    `dev_<metric>` (TensorBoard shows it), keeps the best weights and stops
-    after `patience` epochs without improvement (None: never stops early)."""
-
-    def __init__(self, task: _ClassificationTask | _TaggingTask | _SquadTask, dev_data: dict,
-                 patience: int | None = None) -> None:
-        super().__init__()
-        self.task, self.dev_data, self.patience = task, dev_data, patience
-        self.best, self.best_metrics, self.best_epoch, self.best_weights = -math.inf, None, None, None
-        self.history = []
-
-    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        result = self.task.evaluate(self.model, self.dev_data)
-        self.history.append(result)
-        for name, value in result.items():
-            if isinstance(value, (int, float)):
-                logs[f"dev_{name}"] = value
-        score = result[self.task.primary_metric]
-        print(f"\nepoch {epoch + 1}: dev " + ", ".join(
-            f"{k} {v:.4f}" for k, v in result.items() if isinstance(v, float)), flush=True)
-        if score > self.best:
-            self.best, self.best_metrics, self.best_epoch = score, result, epoch + 1
-            self.best_weights = self.model.get_weights()
-        elif self.patience is not None and epoch + 1 - self.best_epoch >= self.patience:
-            self.model.stop_training = True
-
-    def on_train_end(self, logs: dict | None = None) -> None:
-        if self.best_weights is not None:
-            self.model.set_weights(self.best_weights)
-
-
-def _trim_to_longest(elements, seq_length, multiple=8):
-    """Cuts every (B, seq_length) tensor of a batch to its longest real sequence
-    (rounded up to `multiple`, to bound retracing). Padding is masked out of
-    attention and carries no label, so outputs on real tokens are unchanged;
-    only the wasted work on padding goes."""
-    longest = tf.reduce_max(tf.reduce_sum(elements[0]["input_mask"], axis=1))
-    length = tf.minimum((longest + multiple - 1) // multiple * multiple, seq_length)
-
-    def trim(t):
-        if t.shape.rank == 2 and t.shape[1] == seq_length:
-            return t[:, :length]
-        return t
-
-    return tf.nest.map_structure(trim, elements)
-
-
-def _bucket_boundaries(seq_length):
-    return list(range(16, seq_length, 16))
-
-
-def batches_per_epoch(data: Mapping[str, Any], batch_size: int, seq_length: int,
-                      bucket_by_length: bool = False) -> int:
-    """Batches `_train_dataset` yields in one pass. With length buckets each
-    bucket ends on its own partial batch, so there are more than n / batch_size;
-    tf.data puts a length in bucket i when boundaries[i-1] <= length < boundaries[i]."""
-    lengths = np.asarray(data["features"]["input_mask"]).sum(axis=1)
-    if not bucket_by_length:
-        return math.ceil(len(lengths) / batch_size)
-    buckets = np.searchsorted(_bucket_boundaries(seq_length), lengths, side="right")
-    return int(sum(math.ceil(count / batch_size) for count in np.bincount(buckets)))
-
-
-def _train_dataset(data, batch_size, seed, seq_length, bucket_by_length=False):
-    elements = (data["features"], data["targets"])
-    if data["weights"] is not None:
-        elements += (data["weights"],)
-    n = len(next(iter(data["features"].values())))
-    dataset = tf.data.Dataset.from_tensor_slices(elements).shuffle(
-        n, seed=seed, reshuffle_each_iteration=True)
-    if bucket_by_length:
-        # Batches of similar lengths: less padding to cut, several times faster on CPU.
-        boundaries = _bucket_boundaries(seq_length)
-        dataset = dataset.bucket_by_sequence_length(
-            lambda *e: tf.reduce_sum(e[0]["input_mask"]), boundaries,
-            [batch_size] * (len(boundaries) + 1))
-    else:
-        dataset = dataset.batch(batch_size)
-    dataset = dataset.map(lambda *e: _trim_to_longest(e, seq_length))
-    return dataset.prefetch(tf.data.AUTOTUNE)
-
-
 def predict(model: keras.Model, features: Mapping[str, np.ndarray], batch_size: int = 64
             ) -> np.ndarray | dict[str, np.ndarray]:
     """Model outputs for NumPy features, batch by batch on similar lengths with
@@ -529,71 +474,37 @@ def predict(model: keras.Model, features: Mapping[str, np.ndarray], batch_size: 
     return keras.tree.map_structure(unsort, *pieces)
 
 
-def _single_run(config, task, train_data, dev_data, log_dir=None):
-    """Trains one model; returns (model, dev metrics of its best epoch, epoch)."""
-    keras.utils.set_random_seed(config.seed)
-    # Taggers and span extractors leave the pooler unused: no gradient is expected.
-    warnings.filterwarnings("ignore", message=r"Gradients do not exist for variables \['pooler")
-    encoder = load_encoder(config.init_checkpoint, config.preset)
-    if config.seq_length > encoder.config.max_position_embeddings:
-        raise ValueError(f"seq_length {config.seq_length} exceeds the encoder's "
-                         f"{encoder.config.max_position_embeddings} positions; use at most that")
-    model = task.build_model(encoder)
-    steps_per_epoch = config.steps_per_epoch or batches_per_epoch(
-        train_data, config.batch_size, config.seq_length, config.bucket_by_length)
-    epochs = math.ceil(config.epochs)
-    total_steps = max(int(steps_per_epoch * config.epochs), 1)
-    optimizer = create_adamw(config.learning_rate, total_steps,
-                             int(config.warmup_proportion * total_steps),
-                             weight_decay=config.weight_decay)
-    # The task model's own loss, metrics and loss weights (`TextTask.compile`).
-    model.compile(optimizer=optimizer)
-    callbacks = []
-    evaluation = None
-    if dev_data is not None:
-        evaluation = DevEvaluation(task, dev_data, config.early_stopping_patience)
-        callbacks.append(evaluation)
-    if log_dir and config.tensorboard:
-        callbacks.append(keras.callbacks.TensorBoard(log_dir, update_freq=50))
-    dataset = _train_dataset(train_data, config.batch_size, config.seed, config.seq_length,
-                             config.bucket_by_length)
-    # One epoch is one pass over the data. Keras keeps a finite dataset's
-    # iterator across epochs when given steps_per_epoch, so a count short of
-    # the real one leaves batches for the next epoch to run out on. Told the
-    # dataset's length instead (checked by tf.data), it starts each epoch
-    # afresh and stops exactly at its end.
-    fit_steps = None
-    if config.steps_per_epoch:
-        dataset, fit_steps = dataset.repeat(), steps_per_epoch
-    else:
-        dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
-    model.fit(dataset, epochs=epochs, steps_per_epoch=fit_steps,
-              callbacks=callbacks, verbose=keras_verbose(config.verbose), shuffle=False)
-    if evaluation is None:
-        return model, None, epochs
-    return model, evaluation.best_metrics, evaluation.best_epoch
+def _single_run(config: FinetuneConfig, task, train_data, dev_data, run_dir=None,
+                vocab_file=None) -> RunResult:
+    """Trains one model, resuming `run_dir`'s checkpoints (see `finetuning_run`)."""
+    return FinetuneRun(
+        config, task, train_data, dev_data, run_dir,
+        build_encoder=lambda dtype: load_encoder(config.init_checkpoint, config.preset, dtype),
+        save_model=lambda model, directory, results: save_finetuned(
+            model, config, task, vocab_file, directory, results)).run()
 
 
 def save_finetuned(model: keras.Model, config: FinetuneConfig,
                    task: _ClassificationTask | _TaggingTask | _SquadTask,
                    tokenizer_vocab: str, output_dir: str,
                    dev_results: dict[str, Any] | None = None) -> None:
-    """Writes model.keras, vocab.txt, finetune_config.json (and dev_results.json)."""
+    """Writes vocab.txt, finetune_config.json, dev_results.json and model.keras,
+    each whole, model.keras last: a folder with model.keras is complete."""
     os.makedirs(output_dir, exist_ok=True)
-    # A plain, uncompiled copy: loading it needs neither the optimizer nor its schedule.
+    shutil.copyfile(tokenizer_vocab, os.path.join(output_dir, "vocab.txt.partial"))
+    os.replace(os.path.join(output_dir, "vocab.txt.partial"), os.path.join(output_dir, "vocab.txt"))
+    saved = dataclasses.asdict(config)
+    saved["label_names"] = task.label_names
+    write_json(os.path.join(output_dir, "finetune_config.json"), saved)
+    if dev_results is not None:
+        write_json(os.path.join(output_dir, "dev_results.json"), dev_results)
+    # A plain, uncompiled copy outside any strategy: loading it needs neither
+    # the optimizer nor its schedule nor the devices it trained on.
     plain = model.__class__.from_config(model.get_config())
     plain.set_weights(model.get_weights())
     partial = os.path.join(output_dir, "model.partial.keras")
     plain.save(partial)
     os.replace(partial, os.path.join(output_dir, "model.keras"))
-    shutil.copyfile(tokenizer_vocab, os.path.join(output_dir, "vocab.txt"))
-    saved = dataclasses.asdict(config)
-    saved["label_names"] = task.label_names
-    with open(os.path.join(output_dir, "finetune_config.json"), "w") as f:
-        json.dump(saved, f, indent=2)
-    if dev_results is not None:
-        with open(os.path.join(output_dir, "dev_results.json"), "w") as f:
-            json.dump(dev_results, f, indent=2)
 
 
 def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict[str, Any]:
@@ -605,6 +516,10 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
     (texts, labels) tuple or an unbatched `tf.data.Dataset` of those; for
     tagging {"words": word lists or texts, "tags": tag lists}; for SQuAD the
     SQuAD JSON's `data` list.
+
+    With an `output_dir`, the run is checkpointed and rerunning the same
+    command after a kill resumes it (`keras_bert.training.finetuning_run`);
+    `overwrite` starts afresh.
 
     With `config.search == "paper"`, every (batch size, learning rate,
     epochs) of the paper's grid is run `config.restarts` times with different
@@ -627,49 +542,120 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
     except ValueError as e:
         raise ValueError(f"{e} (--task {config.task} reads {DATA_FORMATS[config.task]})") \
             from None
+    if config.output_dir and config.overwrite:
+        discard_run_state(config.output_dir)
+        shutil.rmtree(os.path.join(config.output_dir, RUNS), ignore_errors=True)
     if config.search is None:
         start = time.time()
-        log_dir = os.path.join(config.output_dir, "logs") if config.output_dir else None
-        model, dev_metrics, epoch = _single_run(config, task, train_data, dev_data, log_dir)
-        result = {"dev": dev_metrics, "best_epoch": epoch, "seconds": round(time.time() - start, 1),
-                  "primary_metric": task.primary_metric}
-        if config.output_dir:
-            save_finetuned(model, config, task, vocab_file, config.output_dir, result)
+        run = _single_run(config, task, train_data, dev_data, config.output_dir, vocab_file)
+        result = {"dev": run.dev, "best_epoch": run.best_epoch, "steps": run.steps,
+                  "seconds": round(time.time() - start, 1), "primary_metric": task.primary_metric}
+        config = _with_tuned_threshold(config, run.dev)
+        if config.output_dir and run.chief:
+            _finish(run.model, config, task, vocab_file, config.output_dir, result)
         return result
-    if config.search != "paper":
-        raise ValueError(f"unknown search {config.search!r}; the only one is 'paper'")
+    if config.search not in SEARCHES:
+        raise ValueError(f"unknown search {config.search!r}; choose one of {SEARCHES}")
     if dev_data is None:
         raise ValueError("--search needs --dev to choose the best run")
     return _paper_search(config, task, train_data, dev_data, vocab_file)
 
 
+RUNS = "runs"  # the search's runs, one folder each, under output_dir
+
+
+def load_finetune_config(path: str | None = None, overrides: Sequence[str] = (),
+                         **fields: Any) -> FinetuneConfig:
+    """A FinetuneConfig from a YAML/JSON recipe (`recipes/finetuning/*.yaml`),
+    then `key=value` overrides, then `fields` (the command's flags)."""
+    return read_recipe(FinetuneConfig, path, overrides, float_fields=(
+        "learning_rate", "epochs", "warmup_proportion", "weight_decay", "dropout",
+        "null_score_diff_threshold"), **fields)
+
+
+def _with_tuned_threshold(config, dev_metrics):
+    """SQuAD v2.0 with `tune_null_threshold`: the no-answer threshold that
+    maximises dev F1 (the official script's best_f1_thresh) becomes the
+    model's own, saved in finetune_config.json for evaluate, predict, export."""
+    if not (config.task == "squad" and config.version_2_with_negative
+            and config.tune_null_threshold and dev_metrics):
+        return config
+    threshold = float(dev_metrics["best_f1_thresh"])
+    print(f"null_score_diff_threshold tuned on dev: {threshold:.4f} "
+          f"(best_f1 {dev_metrics['best_f1']:.2f})", flush=True)
+    return dataclasses.replace(config, null_score_diff_threshold=threshold)
+
+
+def _finish(model, config, task, vocab_file, directory, results):
+    """The finished run's folder: the model whole, its training state gone."""
+    save_finetuned(model, config, task, vocab_file, directory, results)
+    discard_run_state(directory, keep_logs=True)
+
+
 def _paper_search(config, task, train_data, dev_data, vocab_file):
+    """The grid, one run after another; each run finished before is read back
+    (a killed search resumes at its first unfinished run, mid-run included)."""
     rows, best = [], None
-    grid = itertools.product(PAPER_GRID["batch_size"], PAPER_GRID["learning_rate"],
-                             PAPER_GRID["epochs"], range(config.restarts))
+    grid = PAPER_GRID if config.search == "paper" else GLUE_GRID
+    grid = itertools.product(grid["batch_size"], grid["learning_rate"], grid["epochs"],
+                             range(config.restarts))
     for batch_size, learning_rate, epochs, restart in grid:
         run_config = dataclasses.replace(config, batch_size=batch_size, learning_rate=learning_rate,
                                          epochs=epochs, seed=config.seed + restart, search=None)
         name = f"b{batch_size}_lr{learning_rate:g}_e{epochs}_s{run_config.seed}"
-        log_dir = os.path.join(config.output_dir, "logs", name) if config.output_dir else None
-        start = time.time()
-        model, dev_metrics, epoch = _single_run(run_config, task, train_data, dev_data, log_dir)
-        score = dev_metrics[task.primary_metric]
-        rows.append({"batch_size": batch_size, "learning_rate": learning_rate, "epochs": epochs,
-                     "seed": run_config.seed, "best_epoch": epoch, task.primary_metric: score,
-                     "seconds": round(time.time() - start, 1)})
-        if best is None or score > best[0]:
-            best = (score, rows[-1], dev_metrics)
-            if config.output_dir:
-                save_finetuned(model, run_config, task, vocab_file, config.output_dir,
-                               {"dev": dev_metrics, "run": rows[-1]})
+        run_dir = os.path.join(config.output_dir, RUNS, name) if config.output_dir else None
+        done = _finished_search_run(run_dir)
+        if done is not None:
+            print(f"{run_dir}: finished before, {task.primary_metric} "
+                  f"{done['dev'][task.primary_metric]:.4f}", flush=True)
+            row, dev_metrics = done["run"], done["dev"]
+        else:
+            start = time.time()
+            run = _single_run(run_config, task, train_data, dev_data, run_dir, vocab_file)
+            dev_metrics = run.dev
+            row = {"batch_size": batch_size, "learning_rate": learning_rate, "epochs": epochs,
+                   "seed": run_config.seed, "best_epoch": run.best_epoch,
+                   task.primary_metric: dev_metrics[task.primary_metric],
+                   "seconds": round(time.time() - start, 1)}
+            if run_dir and run.chief:
+                _finish(run.model, _with_tuned_threshold(run_config, dev_metrics), task,
+                        vocab_file, run_dir, {"dev": dev_metrics, "run": row})
+        rows.append(row)
+        if best is None or row[task.primary_metric] > best[1][task.primary_metric]:
+            if best is not None and best[0]:
+                _drop_model(best[0])  # only the best run's model stays on disk
+            best = (run_dir, row, dev_metrics)
+        elif run_dir:
+            _drop_model(run_dir)
     table = results_table(rows, task.primary_metric)
     if config.output_dir:
+        _adopt_run(best[0], config.output_dir)
         with open(os.path.join(config.output_dir, "search_results.md"), "w") as f:
             f.write(table)
     print(table, flush=True)
     return {"dev": best[2], "best_run": best[1], "runs": rows, "table": table,
             "primary_metric": task.primary_metric}
+
+
+def _finished_search_run(run_dir):
+    path = os.path.join(run_dir, "dev_results.json") if run_dir else None
+    if path is None or not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def _drop_model(run_dir):
+    path = os.path.join(run_dir, "model.keras")
+    if os.path.exists(path):
+        os.remove(path)
+
+
+def _adopt_run(run_dir, output_dir):
+    """The best run's files become output_dir's own, model.keras last."""
+    for name in ("vocab.txt", "finetune_config.json", "dev_results.json", "model.keras"):
+        shutil.copyfile(os.path.join(run_dir, name), os.path.join(output_dir, name + ".partial"))
+        os.replace(os.path.join(output_dir, name + ".partial"), os.path.join(output_dir, name))
 
 
 def results_table(rows: Sequence[Mapping[str, Any]], metric: str) -> str:

@@ -33,8 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import keras
 import tensorflow as tf
@@ -50,6 +49,8 @@ from keras_bert.training.checkpointing import (
     CheckpointWriter, checkpoint_step, optimizer_step, write_json)
 from keras_bert.training.distribute import resolve_jit_compile
 from keras_bert.training.optimization import create_optimizer
+from keras_bert.training.recipe_files import read_recipe
+from keras_bert.training.train_log import TrainingLog
 
 TRAIN_LOOPS = ("auto", "fit", "custom")
 
@@ -128,42 +129,8 @@ def load_config(path: str | None = None, overrides: Sequence[str] = (),
                 **fields: Any) -> PretrainConfig:
     """A PretrainConfig from a YAML/JSON file, then `key=value` overrides (values
     parsed as YAML: `--set train_steps=10`, `--set eval_files=null`), then `fields`."""
-    values = {}
-    source = path or "config"
-    if path:
-        import yaml  # JSON is a subset of YAML: one parser for both.
-        try:
-            with open(path, encoding="utf-8") as f:
-                values = yaml.safe_load(f) or {}
-        except FileNotFoundError:
-            raise FileNotFoundError(f"pretraining config not found: {path}") from None
-        except yaml.YAMLError as e:
-            raise ValueError(f"{path}: not valid YAML/JSON ({e})") from None
-        if not isinstance(values, dict):
-            raise ValueError(f"{path}: expected a mapping of config fields")
-    for item in overrides:
-        import yaml
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--set expects key=value, got {item!r}")
-        values[key.strip()] = yaml.safe_load(value)
-    values.update(fields)
-    known = {f.name for f in dataclasses.fields(PretrainConfig)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"{source}: unknown config field(s) {unknown}; known: {sorted(known)}")
-    for name in ("learning_rate", "weight_decay", "clipnorm"):
-        # YAML reads `1e-4` (no dot) as a string and `1` as an int.
-        if isinstance(values.get(name), (int, str)) and not isinstance(values.get(name), bool):
-            try:
-                values[name] = float(values[name])
-            except ValueError:
-                raise ValueError(f"{source}: config field {name} must be a number, "
-                                 f"got {values[name]!r}") from None
-    try:
-        return PretrainConfig(**values)
-    except ValueError as e:
-        raise ValueError(f"{source}: {e}") from None
+    return read_recipe(PretrainConfig, path, overrides,
+                       float_fields=("learning_rate", "weight_decay", "clipnorm"), **fields)
 
 
 # === Model ===
@@ -268,69 +235,6 @@ def export_tf1(pretrainer: BertPretrainer, directory: str) -> str:
 
 
 # === Logging ===
-
-class TrainingLog:
-    """TensorBoard scalars + `train_log.jsonl` every `log_every` steps: losses,
-    accuracies, learning rate and sequences/second, keyed by the optimizer step
-    (so a resumed run continues the same curves)."""
-
-    def __init__(self, config: PretrainConfig, optimizer: keras.optimizers.Optimizer,
-                 enabled: bool = True) -> None:
-        self.config = config
-        self.optimizer = optimizer
-        self.enabled = enabled
-        self.writer = tf.summary.create_file_writer(
-            os.path.join(config.model_dir, "tensorboard", "train")) if enabled else None
-        self.path = os.path.join(config.model_dir, "train_log.jsonl")
-        self.last_time = time.perf_counter()
-        self.last_step = optimizer_step(optimizer)
-        if enabled and tf.io.gfile.exists(self.path):
-            # Records past the restored step were lost with the killed process
-            # and will be written again: drop them so each step appears once.
-            # A kill while a record was written leaves a torn line: dropped too
-            # (it is past the restored step), never a reason not to resume.
-            kept = []
-            with tf.io.gfile.GFile(self.path) as f:
-                for number, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        record = json.loads(line)
-                        step = int(record["step"])
-                    except (ValueError, KeyError, TypeError):
-                        print(f"{self.path}, line {number}: not a complete record "
-                              "(a run killed while writing it): dropped", flush=True)
-                        continue
-                    if step <= self.last_step:
-                        kept.append(json.dumps(record) + "\n")
-            with tf.io.gfile.GFile(self.path, "w") as f:
-                f.write("".join(kept))
-
-    def restart_clock(self) -> None:
-        self.last_time = time.perf_counter()
-        self.last_step = optimizer_step(self.optimizer)
-
-    def write(self, metrics: Mapping[str, float], step: int | None = None) -> dict[str, float]:
-        step = optimizer_step(self.optimizer) if step is None else step
-        now = time.perf_counter()
-        sequences = (step - self.last_step) * self.config.batch_size * \
-            self.config.gradient_accumulation_steps
-        record = {"step": step, **{k: float(v) for k, v in metrics.items()},
-                  "learning_rate": float(keras.ops.convert_to_numpy(
-                      self.optimizer.learning_rate)),
-                  "sequences_per_second": sequences / max(now - self.last_time, 1e-9)}
-        self.last_time, self.last_step = now, step
-        if not self.enabled:
-            return record
-        with self.writer.as_default(step=step):
-            for name, value in record.items():
-                if name != "step":
-                    tf.summary.scalar(name, value)
-        self.writer.flush()
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        return record
-
 
 class _FitCallback(keras.callbacks.Callback):
     """Logs every `log_every` steps and checkpoints at each epoch end
@@ -486,7 +390,8 @@ def _pretrain(config, strategy):
         raise ValueError(f"{restored}: step {start_step} is not a multiple of checkpoint_every "
                          f"({config.checkpoint_every}); keep checkpoint_every when resuming")
 
-    log = TrainingLog(config, trainer.optimizer, enabled=chief)
+    log = TrainingLog(config.model_dir, trainer.optimizer,
+                      config.batch_size * config.gradient_accumulation_steps, enabled=chief)
     if start_step < config.train_steps:
         dataset = distributed_dataset(
             strategy, config, config.train_files, is_training=True, skip_steps=start_step)

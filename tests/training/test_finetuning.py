@@ -17,7 +17,7 @@ from keras_bert import checkpoints, cli
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
-from keras_bert.training import finetuning
+from keras_bert.training import finetuning, finetuning_data
 from keras_bert.tasks.tagging import read_conll
 from keras_bert.training.finetuning import FinetuneConfig
 
@@ -71,16 +71,19 @@ def test_every_epoch_is_one_full_pass(bucket_by_length, monkeypatch, tiny_vocab_
     there are more than n / batch_size)."""
     data = {"features": _features(n=70, seq_length=48),
             "targets": np.random.default_rng(0).integers(0, 2, 70), "weights": None}
-    expected = sum(1 for _ in finetuning._train_dataset(data, 8, 0, 48, bucket_by_length))
+    batches = list(finetuning_data.epoch_dataset(data, 8, 0, 0, 48,
+                                                 bucket_by_length=bucket_by_length))
+    expected = len(batches)
     assert expected > 9 if bucket_by_length else expected == 9
-    assert finetuning.batches_per_epoch(data, 8, 48, bucket_by_length) == expected
+    assert sum(len(b[1]) for b in batches) == 70  # every row once
+    assert finetuning_data.batches_per_epoch(data, 8, 48, bucket_by_length) == expected
     config = FinetuneConfig(task="classify", seq_length=48, batch_size=8, epochs=3, verbose=0,
                             bucket_by_length=bucket_by_length)
     task = finetuning.make_task(config, BertTokenizer(tiny_vocab_file))
     task.label_names = ["a", "b"]
     monkeypatch.setattr(finetuning, "load_encoder", lambda *args: BertEncoder(CONFIG))
-    model, _, _ = finetuning._single_run(config, task, data, dev_data=None)
-    assert int(model.optimizer.iterations) == 3 * expected
+    run = finetuning._single_run(config, task, data, dev_data=None)
+    assert run.steps == 3 * expected
 
 
 @pytest.mark.slow

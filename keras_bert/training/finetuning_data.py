@@ -1,0 +1,118 @@
+"""Fine-tuning batches: one epoch at a time, in an order that is a function of
+the seed and the epoch alone.
+
+That is what makes a fine-tuning run resumable at the exact step: a rerun
+rebuilds epoch e's order from (seed, e) and skips the batches the restored
+optimizer step has consumed, instead of depending on a shuffle buffer's state.
+Each element is one optimizer update (`batch_size` rows times the gradient
+accumulation steps). Under tf.distribute each input pipeline takes its share
+of every update's rows and splits it among its replicas, so the union of the
+replicas' batches is the one-device batch, row for row.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+import tensorflow as tf
+
+
+def epoch_order(rows: int, seed: int, epoch: int) -> np.ndarray:
+    """The permutation of `rows` that epoch `epoch` of a run with `seed` reads."""
+    return np.random.default_rng([seed, epoch]).permutation(rows)
+
+
+def bucket_boundaries(seq_length: int) -> list[int]:
+    return list(range(16, seq_length, 16))
+
+
+def num_rows(data: Mapping[str, Any]) -> int:
+    return len(data["features"]["input_mask"])
+
+
+def batches_per_epoch(data: Mapping[str, Any], batch_size: int, seq_length: int,
+                      bucket_by_length: bool = False, drop_remainder: bool = False) -> int:
+    """Batches `epoch_dataset` yields in one pass. With length buckets each
+    bucket ends on its own partial batch, so there are more than n / batch_size;
+    tf.data puts a length in bucket i when boundaries[i-1] <= length < boundaries[i]."""
+    lengths = np.asarray(data["features"]["input_mask"]).sum(axis=1)
+    count = (lambda n: n // batch_size) if drop_remainder else (
+        lambda n: math.ceil(n / batch_size))
+    if not bucket_by_length:
+        return count(len(lengths))
+    buckets = np.searchsorted(bucket_boundaries(seq_length), lengths, side="right")
+    return int(sum(count(n) for n in np.bincount(buckets)))
+
+
+def trim_to_longest(elements: Any, seq_length: int, multiple: int = 8) -> Any:
+    """Cuts every (B, seq_length) tensor of a batch to its longest real sequence
+    (rounded up to `multiple`, to bound retracing). Padding is masked out of
+    attention and carries no label, so outputs on real tokens are unchanged;
+    only the wasted work on padding goes."""
+    longest = tf.reduce_max(tf.reduce_sum(elements[0]["input_mask"], axis=1))
+    length = tf.minimum((longest + multiple - 1) // multiple * multiple, seq_length)
+
+    def trim(t):
+        if t.shape.rank == 2 and t.shape[1] == seq_length:
+            return t[:, :length]
+        return t
+
+    return tf.nest.map_structure(trim, elements)
+
+
+def epoch_dataset(data: Mapping[str, Any], batch_size: int, seed: int, epoch: int,
+                  seq_length: int, *, steps: int | None = None, skip: int = 0,
+                  bucket_by_length: bool = False, drop_remainder: bool = False,
+                  trim: bool = True, input_context: tf.distribute.InputContext | None = None
+                  ) -> tf.data.Dataset:
+    """Epoch `epoch`'s (features, targets[, weights]) batches of `batch_size`
+    rows, from batch `skip` on.
+
+    `steps`: the epoch's length when it is not one pass (smoke runs; the pass
+    repeats). `trim`: padding cut per batch (off where shapes must be static,
+    on TPUs). `input_context`: this input pipeline's share of each batch,
+    split into one element per replica it feeds.
+    """
+    elements = (data["features"], data["targets"])
+    if data["weights"] is not None:
+        elements += (data["weights"],)
+    tensors = tf.nest.map_structure(tf.convert_to_tensor, elements)
+    order = epoch_order(num_rows(data), seed, epoch)
+    dataset = tf.data.Dataset.from_tensor_slices(order).map(
+        lambda i: tf.nest.map_structure(lambda t: tf.gather(t, i), tensors))
+    if bucket_by_length:
+        # Batches of similar lengths: less padding to cut, several times faster on CPU.
+        boundaries = bucket_boundaries(seq_length)
+        dataset = dataset.bucket_by_sequence_length(
+            lambda *e: tf.reduce_sum(e[0]["input_mask"]), boundaries,
+            [batch_size] * (len(boundaries) + 1), drop_remainder=drop_remainder)
+    else:
+        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    if steps is not None:
+        dataset = dataset.repeat().take(steps)
+    dataset = dataset.skip(skip)
+    if input_context is not None and input_context.num_replicas_in_sync > 1:
+        dataset = _replica_shares(dataset, batch_size, input_context)
+    if trim:
+        dataset = dataset.map(lambda *e: trim_to_longest(e, seq_length))
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _replica_shares(dataset, batch_size, input_context):
+    """Full batches -> this pipeline's rows of each, one element per replica it
+    feeds (tf.distribute hands a pipeline's consecutive elements to its
+    replicas in turn)."""
+    replicas = input_context.num_replicas_in_sync
+    if batch_size % replicas:
+        raise ValueError(f"a batch of {batch_size} rows does not split among "
+                         f"{replicas} replicas")
+    per_replica = batch_size // replicas
+    per_pipeline = batch_size // input_context.num_input_pipelines
+    start = input_context.input_pipeline_id * per_pipeline
+
+    def share(*e):
+        return tf.nest.map_structure(lambda t: t[start:start + per_pipeline], e)
+
+    return dataset.map(share).unbatch().batch(per_replica, drop_remainder=True)
