@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import time
+import weakref
 from typing import Any, Mapping, Sequence
 
 import keras
@@ -438,6 +439,20 @@ def make_task(config: FinetuneConfig, tokenizer: BertTokenizer
 # === Training ===
 
 
+_FORWARD = weakref.WeakKeyDictionary()
+
+
+def _forward(model):
+    """`model(batch)` as one tf.function per model. Not `predict_on_batch`:
+    under MultiWorkerMirroredStrategy that runs on every worker's replicas
+    and gathers their outputs, while each worker here scores the whole dev
+    set on its own (the weights are the same everywhere)."""
+    if model not in _FORWARD:
+        _FORWARD[model] = tf.function(lambda batch: model(batch, training=False),
+                                      reduce_retracing=True)
+    return _FORWARD[model]
+
+
 def predict(model: keras.Model, features: Mapping[str, np.ndarray], batch_size: int = 64
             ) -> np.ndarray | dict[str, np.ndarray]:
     """Model outputs for NumPy features, batch by batch on similar lengths with
@@ -452,7 +467,7 @@ def predict(model: keras.Model, features: Mapping[str, np.ndarray], batch_size: 
             index = order[start:start + batch_size]
             length = min(-(-int(lengths[index].max()) // 8) * 8, seq_length)
             batch = {k: v[index, :length] for k, v in features.items()}
-            pieces.append(model.predict_on_batch(batch))
+            pieces.append(keras.tree.map_structure(np.asarray, _forward(model)(batch)))
             bar.advance(len(index))
 
     # Taggers and span extractors return a token axis, padded back to seq_length.
@@ -475,13 +490,13 @@ def predict(model: keras.Model, features: Mapping[str, np.ndarray], batch_size: 
 
 
 def _single_run(config: FinetuneConfig, task, train_data, dev_data, run_dir=None,
-                vocab_file=None) -> RunResult:
+                vocab_file=None, strategy=None) -> RunResult:
     """Trains one model, resuming `run_dir`'s checkpoints (see `finetuning_run`)."""
     return FinetuneRun(
         config, task, train_data, dev_data, run_dir,
         build_encoder=lambda dtype: load_encoder(config.init_checkpoint, config.preset, dtype),
         save_model=lambda model, directory, results: save_finetuned(
-            model, config, task, vocab_file, directory, results)).run()
+            model, config, task, vocab_file, directory, results), strategy=strategy).run()
 
 
 def save_finetuned(model: keras.Model, config: FinetuneConfig,
@@ -534,6 +549,9 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
         raise FileExistsError(f"{config.output_dir} already holds a fine-tuned model "
                               f"({finished}); pass --overwrite to replace it, or choose "
                               "another --output-dir")
+    # The strategy before the data is read: multi-worker collectives must be
+    # configured before TensorFlow's runtime starts, which tokenizing does.
+    strategy = distribute.build_strategy(config.strategy, tpu=config.tpu, devices=config.devices)
     tokenizer, vocab_file, config = resolve_tokenizer(config)
     task = make_task(config, tokenizer)
     try:
@@ -547,7 +565,8 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
         shutil.rmtree(os.path.join(config.output_dir, RUNS), ignore_errors=True)
     if config.search is None:
         start = time.time()
-        run = _single_run(config, task, train_data, dev_data, config.output_dir, vocab_file)
+        run = _single_run(config, task, train_data, dev_data, config.output_dir, vocab_file,
+                          strategy)
         result = {"dev": run.dev, "best_epoch": run.best_epoch, "steps": run.steps,
                   "seconds": round(time.time() - start, 1), "primary_metric": task.primary_metric}
         config = _with_tuned_threshold(config, run.dev)
@@ -558,7 +577,7 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
         raise ValueError(f"unknown search {config.search!r}; choose one of {SEARCHES}")
     if dev_data is None:
         raise ValueError("--search needs --dev to choose the best run")
-    return _paper_search(config, task, train_data, dev_data, vocab_file)
+    return _paper_search(config, task, train_data, dev_data, vocab_file, strategy)
 
 
 RUNS = "runs"  # the search's runs, one folder each, under output_dir
@@ -592,7 +611,7 @@ def _finish(model, config, task, vocab_file, directory, results):
     discard_run_state(directory, keep_logs=True)
 
 
-def _paper_search(config, task, train_data, dev_data, vocab_file):
+def _paper_search(config, task, train_data, dev_data, vocab_file, strategy):
     """The grid, one run after another; each run finished before is read back
     (a killed search resumes at its first unfinished run, mid-run included)."""
     rows, best = [], None
@@ -611,7 +630,8 @@ def _paper_search(config, task, train_data, dev_data, vocab_file):
             row, dev_metrics = done["run"], done["dev"]
         else:
             start = time.time()
-            run = _single_run(run_config, task, train_data, dev_data, run_dir, vocab_file)
+            run = _single_run(run_config, task, train_data, dev_data, run_dir, vocab_file,
+                              strategy)
             dev_metrics = run.dev
             row = {"batch_size": batch_size, "learning_rate": learning_rate, "epochs": epochs,
                    "seed": run_config.seed, "best_epoch": run.best_epoch,

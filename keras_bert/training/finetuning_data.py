@@ -93,10 +93,12 @@ def epoch_dataset(data: Mapping[str, Any], batch_size: int, seed: int, epoch: in
     if steps is not None:
         dataset = dataset.repeat().take(steps)
     dataset = dataset.skip(skip)
+    if trim:
+        # The whole batch's longest, before the replicas' split: every replica
+        # gets one shape (Keras builds a distributed model from their mean).
+        dataset = dataset.map(lambda *e: trim_to_longest(e, seq_length))
     if input_context is not None and input_context.num_replicas_in_sync > 1:
         dataset = _replica_shares(dataset, batch_size, input_context)
-    if trim:
-        dataset = dataset.map(lambda *e: trim_to_longest(e, seq_length))
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 

@@ -59,18 +59,20 @@ class FinetuneRun:
 
     `build_encoder(dtype)` makes the pretrained encoder inside the strategy's
     scope; `save_model(model, directory, dev_results)` writes a finetune
-    output (used for `best/`).
+    output (used for `best/`). `strategy`: the config's, built beforehand
+    (multi-worker collectives must be set up before TensorFlow runs an op).
     """
 
     def __init__(self, config: Any, task: Any, train_data: Mapping[str, Any],
                  dev_data: Mapping[str, Any] | None, run_dir: str | None,
                  build_encoder: Callable[[str | None], keras.Model],
-                 save_model: Callable[[keras.Model, str, dict], None]) -> None:
+                 save_model: Callable[[keras.Model, str, dict], None],
+                 strategy: tf.distribute.Strategy | None = None) -> None:
         self.config, self.task = config, task
         self.train_data, self.dev_data = train_data, dev_data
         self.run_dir, self.save_model = run_dir, save_model
-        self.strategy = distribute.build_strategy(config.strategy, tpu=config.tpu,
-                                                  devices=config.devices)
+        self.strategy = strategy or distribute.build_strategy(
+            config.strategy, tpu=config.tpu, devices=config.devices)
         self.chief = distribute.is_chief(self.strategy)
         self.custom_loop = config.train_loop == "custom" or (
             config.train_loop == "auto" and distribute.is_multi_worker(self.strategy))
@@ -214,7 +216,7 @@ class FinetuneRun:
         while self.step < end:
             chunk = min(end - self.step, self.config.log_every)
             run_updates(iterator, tf.constant(chunk))
-            self.after_steps(_metric_values(self.trainer))
+            self.after_steps(steps.metric_values(self.trainer))
 
     def after_steps(self, logs: Mapping[str, Any]) -> None:
         """After an update (or a chunk of them): the log and the step checkpoint
@@ -286,11 +288,6 @@ class _StepCallback(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.model.stop_training = True
-
-
-def _metric_values(trainer):
-    return {metric.name: float(keras.ops.convert_to_numpy(metric.result()))
-            for metric in trainer.metrics}
 
 
 def _check_same_run(path, config):

@@ -285,13 +285,8 @@ def _custom_loop(strategy, trainer, dataset, config, start_step, log, writer):
             done += chunk
             step = optimizer_step(optimizer)
             if step % config.log_every == 0 and step != log.last_step:
-                log.write(_metric_values(trainer), step)
+                log.write(steps.metric_values(trainer, skip=("loss",)), step)
         writer.save(optimizer_step(optimizer))
-
-
-def _metric_values(trainer):
-    return {metric.name: float(keras.ops.convert_to_numpy(metric.result()))
-            for metric in trainer.metrics if metric.name != "loss"}
 
 
 def evaluate(strategy: tf.distribute.Strategy, trainer: steps.Trainer, config: PretrainConfig,
@@ -313,7 +308,7 @@ def evaluate(strategy: tf.distribute.Strategy, trainer: steps.Trainer, config: P
 
     for _, batch in zip(range(config.eval_steps), dataset):
         eval_step(batch)
-    return _metric_values(trainer)
+    return steps.metric_values(trainer, skip=("loss",))
 
 
 def pretrain(config: PretrainConfig | dict | str) -> dict[str, float]:
@@ -400,7 +395,7 @@ def _pretrain(config, strategy):
         else:
             _fit(trainer, dataset, config, start_step, log, writer)
 
-    results = _metric_values(trainer)
+    results = steps.metric_values(trainer, skip=("loss",))
     if config.eval_files:
         results = evaluate(strategy, trainer, config, custom_loop)
     if chief:

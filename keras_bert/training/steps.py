@@ -52,6 +52,20 @@ def update_function(strategy: tf.distribute.Strategy, trainer: "Trainer") -> Any
     return run_updates
 
 
+def metric_values(trainer: keras.Model, skip: tuple[str, ...] = ()) -> dict[str, float]:
+    """The trainer's metric results as floats, read outside the replicas (the
+    custom loop's logs); a compiled metrics container gives its metrics' values."""
+    values = {}
+    for metric in trainer.metrics:
+        if metric.name in skip:
+            continue
+        result = metric.result()
+        results = result if isinstance(result, dict) else {metric.name: result}
+        values.update({name: float(keras.ops.convert_to_numpy(value))
+                       for name, value in results.items()})
+    return values
+
+
 def computes_in_float16(model: keras.Model) -> bool:
     """True when a layer of `model` computes in float16 (its gradients need loss
     scaling; Keras scales only when the outer model's own policy says so)."""
