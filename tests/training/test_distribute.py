@@ -4,7 +4,6 @@ path up to the strategy (static int32 inputs, the train step lowered by XLA)."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ from keras_bert.config import BertConfig
 from keras_bert.pretraining_data import inputs
 from keras_bert.training import distribute
 from keras_bert.training import pretraining
+from loopback_cluster import printed_json, run_workers
 from repo_paths import REPO_ROOT
 from synthetic_pretraining import write_records
 
@@ -188,31 +188,14 @@ WORKER_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_multi_worker_two_processes_write_one_consistent_checkpoint(tmp_path):
     fields = _cluster_fields(tmp_path)
     fields.update(train_files=f"{tmp_path / 'a.tfrecord'},{tmp_path / 'b.tfrecord'}",
                   eval_files=f"{tmp_path / 'a.tfrecord'},{tmp_path / 'b.tfrecord'}", eval_steps=2,
                   strategy="multi_worker", model_dir=str(tmp_path / "cluster"))
-    workers = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
-    processes = []
-    for index in range(2):
-        env = dict(os.environ, TF_CONFIG=json.dumps(
-            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
-        processes.append(subprocess.Popen(
-            [sys.executable, "-c", WORKER_SCRIPT, json.dumps(fields), REPO_ROOT],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outputs = [p.communicate(timeout=600)[0] for p in processes]
-    for p, output in zip(processes, outputs):
-        assert p.returncode == 0, output
-    results = [json.loads(line[len("RESULTS "):]) for output in outputs
-               for line in output.splitlines() if line.startswith("RESULTS ")]
+    outputs = run_workers(WORKER_SCRIPT, [json.dumps(fields), REPO_ROOT])
+    results = printed_json(outputs, "RESULTS ")
     assert len(results) == 2 and results[0] == results[1]  # one model on both workers
     state = tf.train.get_checkpoint_state(str(tmp_path / "cluster" / "checkpoints"))
     assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["ckpt-6", "ckpt-12"]

@@ -7,7 +7,6 @@ recipe files."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -21,6 +20,7 @@ import tensorflow as tf
 from keras_bert import BertConfig, BertEncoder
 from keras_bert.training import finetuning, finetuning_run
 from keras_bert.training.finetuning import FinetuneConfig
+from loopback_cluster import printed_json, run_workers
 from repo_paths import REPO_ROOT
 
 # No dropout anywhere: runs on different devices draw different masks.
@@ -305,12 +305,6 @@ WORKER_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_workers_on_loopback_equal_one_device(tmp_path, tiny_vocab_file):
     """MultiWorkerMirroredStrategy (the custom loop: Keras' fit does not run it)
@@ -318,21 +312,9 @@ def test_two_workers_on_loopback_equal_one_device(tmp_path, tiny_vocab_file):
     fields = _task_fields("classify", tmp_path, None, tiny_vocab_file, _encoder_file(tmp_path))
     fields.update(dev=_sentiment(tmp_path / "dev.tsv", 16, seed=1), checkpoint_every=2)
     one = finetuning.finetune(FinetuneConfig(**fields, output_dir=str(tmp_path / "one")))
-    workers = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
-    processes = []
-    for index in range(2):
-        env = dict(os.environ, TF_CONFIG=json.dumps(
-            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
-        processes.append(subprocess.Popen(
-            [sys.executable, "-c", WORKER_SCRIPT, REPO_ROOT,
-             json.dumps(dict(fields, strategy="multi_worker",
-                             output_dir=str(tmp_path / "cluster")))],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outputs = [p.communicate(timeout=600)[0] for p in processes]
-    for p, output in zip(processes, outputs):
-        assert p.returncode == 0, output
-    results = [json.loads(line[len("RESULT "):]) for output in outputs
-               for line in output.splitlines() if line.startswith("RESULT ")]
+    outputs = run_workers(WORKER_SCRIPT, [REPO_ROOT, json.dumps(
+        dict(fields, strategy="multi_worker", output_dir=str(tmp_path / "cluster")))])
+    results = printed_json(outputs, "RESULT ")
     assert len(results) == 2 and results[0] == results[1] == one["dev"]
     assert sorted(os.listdir(tmp_path / "cluster")) == [
         "dev_results.json", "finetune_config.json", "model.keras", "vocab.txt"]
