@@ -456,8 +456,11 @@ def _forward(model):
 def predict(model: keras.Model, features: Mapping[str, np.ndarray], batch_size: int = 64
             ) -> np.ndarray | dict[str, np.ndarray]:
     """Model outputs for NumPy features, batch by batch on similar lengths with
-    padding cut (see `_trim_to_longest`); outputs come back in the input order,
-    zero-padded to the full sequence length."""
+    padding cut (see `finetuning_data.trim_to_longest`); outputs come back in
+    the input order, zero-padded to the full sequence length. A model built
+    under a TPUStrategy predicts there, at full length (static shapes)."""
+    if isinstance(getattr(model, "distribute_strategy", None), tf.distribute.TPUStrategy):
+        return model.predict(dict(features), batch_size=batch_size, verbose=0)
     seq_length = features["input_ids"].shape[1]
     lengths = features["input_mask"].sum(axis=1)
     order = np.argsort(lengths, kind="stable")
