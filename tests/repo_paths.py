@@ -3,10 +3,25 @@
 Importable from every test module because tests/conftest.py's folder is on
 sys.path (pytest's default "prepend" import mode)."""
 
+import importlib.util
 import os
+import sys
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(TESTS_DIR)
 # Labelled real data (data/README.md); Austen's novels are package assets
 # (keras_bert.assets.AUSTEN_DIR).
 DATASETS_DIR = os.path.join(REPO_ROOT, "data")
+
+
+def recipe_script(folder, name):
+    """recipes/<folder>/<name>.py as a module, its folder on sys.path as when
+    it runs as a script (it imports its siblings)."""
+    directory = os.path.join(REPO_ROOT, "recipes", folder)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    spec = importlib.util.spec_from_file_location(f"recipe_{folder}_{name}",
+                                                  os.path.join(directory, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

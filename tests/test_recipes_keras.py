@@ -1,20 +1,15 @@
 """Each Keras script of recipes/keras/ runs end to end for one step on the
 shipped data and the real MiniLM weights."""
 
-import importlib.util
 import os
 
 import pytest
 
-from repo_paths import REPO_ROOT
+from repo_paths import recipe_script
 
 
 def script(name):
-    path = os.path.join(REPO_ROOT, "recipes", "keras", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"recipe_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return recipe_script("keras", name)
 
 
 @pytest.mark.slow

@@ -47,16 +47,15 @@ import argparse
 import csv
 import importlib.util
 import os
-import pickle
 import re
-import subprocess
-import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+
+from peer_process import PeerProcess  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
@@ -192,27 +191,15 @@ def keras_bert_peers(model, tokenizer, fast_tokenizer, exports, fixed, folder):
     return peers
 
 
-class TorchWorker:
-    """`torch_peers.py` in its own process (see there why)."""
+class TorchWorker(PeerProcess):
+    """`torch_peers.py` in its own process (see `peer_process` why)."""
 
     def __init__(self, model, checkpoint, threads):
         head = model.get_layer("classifier_output")
-        self.process = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "torch_peers.py")],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self.facts = self.ask({"checkpoint": checkpoint, "threads": threads,
-                               "head_kernel": np.asarray(head.kernel.numpy(), np.float32),
-                               "head_bias": np.asarray(head.bias.numpy(), np.float32)})
-
-    def ask(self, request):
-        pickle.dump(request, self.process.stdin)
-        self.process.stdin.flush()
-        return pickle.load(self.process.stdout)
-
-    def close(self):
-        pickle.dump(None, self.process.stdin)
-        self.process.stdin.close()
-        self.process.wait()
+        super().__init__(os.path.join(HERE, "torch_peers.py"), {
+            "checkpoint": checkpoint, "threads": threads,
+            "head_kernel": np.asarray(head.kernel.numpy(), np.float32),
+            "head_bias": np.asarray(head.bias.numpy(), np.float32)})
 
     def peers(self, fixed):
         self.ask(("padding", "max_length" if fixed else "longest"))

@@ -1,19 +1,14 @@
-"""The HuggingFace (PyTorch) peers of `inference.py`, in a process of their own.
-
-Why a separate process: with TensorFlow loaded in the same process, PyTorch's
-CPU forward pass ran 2-10x slower (and importing triton next to TensorFlow
-crashed), so the comparison would have been unfair to PyTorch. `inference.py`
-starts this script and talks to it over stdin / stdout with pickled requests;
-each request is timed here, so the pipe's cost is not counted.
+"""The HuggingFace (PyTorch) peers of `inference.py`, in a process of their own
+(`peer_process`: why, and how the two talk).
 
 Requests: ("setup", options) -> facts; ("time", peer, texts) -> seconds;
 ("logits", peer, texts) -> array; ("length", texts) -> padded length; None: exit.
 """
 
 import os
-import pickle
-import sys
 import time
+
+from peer_process import serve
 
 SEQ_LENGTH = 128
 
@@ -86,21 +81,7 @@ class TorchPeers:
 
 
 def main():
-    replies = os.fdopen(os.dup(1), "wb")
-    sys.stdout = sys.stderr  # library chatter must not reach the reply stream
-    requests = sys.stdin.buffer
-    setup = pickle.load(requests)
-    try:
-        peers = TorchPeers(**setup)
-        pickle.dump({"threads": peers.threads, "versions": peers.versions}, replies)
-    except ImportError as error:
-        pickle.dump({"missing": str(error)}, replies)
-        replies.flush()
-        return
-    replies.flush()
-    while (request := pickle.load(requests)) is not None:
-        pickle.dump(peers.serve(request), replies)
-        replies.flush()
+    serve(TorchPeers)
 
 
 if __name__ == "__main__":

@@ -74,6 +74,8 @@ def test_schedule_and_clipping():
     assert float(schedule(55)) == pytest.approx(1e-3 * 45 / 90)
     assert float(schedule(100)) == 0.0
     assert optimizer.global_clipnorm == 1.0 and optimizer.beta_2 == 0.999 and optimizer.epsilon == 1e-6
+    # Fine-tuning clips too, as google-research/bert's optimization.py (clip_norm=1.0).
+    assert optimization.create_adamw(5e-5, 100, 10).global_clipnorm == 1.0
     clipped = optimizer._clip_gradients([tf.constant([3.0, 4.0]), tf.constant([12.0])])
     np.testing.assert_allclose([c.numpy() for c in clipped][0], [3 / 13, 4 / 13], rtol=1e-6)
     with pytest.raises(ValueError, match="optimizer must be one of"):
@@ -93,7 +95,8 @@ def test_adamw_equals_a_numpy_adamw_and_sums_repeated_rows():
     start = {"embeddings": rng.normal(size=(3, 2)), "gamma": rng.normal(size=(2,))}
     lr, wd, b1, b2, eps = 0.05, 0.1, 0.9, 0.999, 1e-6
     variables = {k: keras.Variable(v.astype("float32"), name=k) for k, v in start.items()}
-    optimizer = optimization.create_adamw(lr, total_steps=10**6, warmup_steps=0, weight_decay=wd)
+    optimizer = optimization.create_adamw(lr, total_steps=10**6, warmup_steps=0, weight_decay=wd,
+                                          clipnorm=None)  # the rule alone, unclipped
     optimizer._learning_rate = lr  # a constant rate keeps the reference short
     expected = {k: v.copy() for k, v in start.items()}
     m = {k: np.zeros_like(v) for k, v in start.items()}

@@ -1,0 +1,48 @@
+"""The fine-tuning benchmark's own parts (recipes/benchmarks/finetuning.py and its
+HuggingFace peer): the label alignment, the tasks' data and metric, and
+keras_bert's side for one short run. The HuggingFace side needs torch and
+transformers, which the CI venv does not have."""
+
+import pytest
+
+from repo_paths import recipe_script
+
+
+def benchmark(name):
+    return recipe_script("benchmarks", name)
+
+
+def test_first_piece_labels_follow_huggingface_token_classification():
+    peer = benchmark("trainer_peer")
+    # [CLS] w0 w0## w1 [SEP] [PAD]: HuggingFace's word_ids for two words, the first in two pieces
+    word_ids = [None, 0, 0, 1, None, None]
+    assert peer.first_piece_labels(word_ids, [3, 5]) == [-100, 3, -100, 5, -100, -100]
+    assert peer.first_piece_predictions(word_ids, [9, 7, 8, 6, 9, 9]) == {0: 7, 1: 6}
+
+
+def test_tasks_read_the_shipped_splits_and_score_in_points():
+    finetuning = benchmark("finetuning")
+    reviews = finetuning.load_task("rotten_tomatoes")
+    tweets = finetuning.load_task("wnut16")
+    # data/README.md: train 8,965 / dev 1,280 reviews; train 1,675 / dev 239 tweets
+    assert (len(reviews["train_x"]), len(reviews["dev_x"])) == (8965, 1280)
+    assert (len(tweets["train_x"]), len(tweets["dev_x"])) == (1675, 239)
+    assert reviews["label_names"] == ["fresh", "rotten"]
+    assert tweets["label_names"][tweets["outside"]] == "O" and tweets["num_labels"] == 21
+    assert finetuning.total_steps(tweets) == 105 * 5  # ceil(1675 / 16) batches, 5 epochs
+    assert finetuning.dev_metric(reviews, reviews["dev_y"]) == 100.0
+    assert finetuning.dev_metric(tweets, tweets["dev_y"]) == 100.0
+    outside = [[tweets["outside"]] * len(row) for row in tweets["dev_y"]]
+    assert finetuning.dev_metric(tweets, outside) == 0.0
+
+
+@pytest.mark.slow
+def test_keras_bert_side_trains_and_predicts(minilm_path):
+    finetuning = benchmark("finetuning")
+    side = finetuning.KerasBertSide(minilm_path, "fast")
+    task = {**finetuning.load_task("wnut16", limit=48), "epochs": 1}
+    task["dev_x"], task["dev_y"] = task["dev_x"][:8], task["dev_y"][:8]
+    result = side.train(task, seed=0)
+    assert [len(row) for row in result["predictions"]] == [len(row) for row in task["dev_x"]]
+    assert result["examples"] == 48 - 2 * 16 and result["seconds"] > 0
+    assert side.time("wnut16", task, 1, seed=0) > 0
