@@ -75,6 +75,7 @@ class FinetuneConfig:
     epochs: float = 3
     warmup_proportion: float = 0.1
     weight_decay: float = 0.01
+    clipnorm: float = 1.0              # global-norm gradient clipping (the original's); null: none
     dropout: float = 0.1
     seed: int = 0
     # Tables and GLUE.
@@ -592,7 +593,7 @@ def load_finetune_config(path: str | None = None, overrides: Sequence[str] = (),
     then `key=value` overrides, then `fields` (the command's flags)."""
     return read_recipe(FinetuneConfig, path, overrides, float_fields=(
         "learning_rate", "epochs", "warmup_proportion", "weight_decay", "dropout",
-        "null_score_diff_threshold"), **fields)
+        "null_score_diff_threshold", "clipnorm"), **fields)
 
 
 def _with_tuned_threshold(config, dev_metrics):

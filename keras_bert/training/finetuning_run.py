@@ -115,7 +115,7 @@ class FinetuneRun:
                 self.model, gradient_accumulation_steps=config.gradient_accumulation_steps)
             optimizer = create_adamw(config.learning_rate, self.total_steps,
                                      int(config.warmup_proportion * self.total_steps),
-                                     weight_decay=config.weight_decay)
+                                     weight_decay=config.weight_decay, clipnorm=config.clipnorm)
             # The task model's own loss, metrics and loss weights (`TextTask.compile`);
             # a model with an `update_loss` (the tagger) computes its loss itself.
             own_loss = hasattr(self.model, "update_loss")
