@@ -49,3 +49,13 @@ def test_long_documents_script(capsys, minilm_path, datasets_dir):
                                    "--steps-per-epoch", "1", "--batch-size", "8"])
     printed = capsys.readouterr().out
     assert "logits averaged:" in printed and "truncated to 128:" in printed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["classify", "tag"])
+def test_lora_script(task, capsys, minilm_path):
+    script("lora").main(["--task", task, "--checkpoint", minilm_path, "--max-train-examples", "16",
+                         "--max-dev-examples", "8", "--batch-size", "8",
+                         "--steps-per-epoch", "2"])
+    printed = capsys.readouterr().out
+    assert "| full | 5e-05 |" in printed and "| lora | 0.001 |" in printed

@@ -316,6 +316,9 @@ def add_finetune(subparsers):
     parser.add_argument("--warmup-proportion", type=_number(float, 0, 1), default=0.1)
     parser.add_argument("--dropout", type=_number(float, 0, 0.99), default=0.1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lora-rank", type=positive_int, default=None,
+                        help="train rank-r LoRA adapters on the frozen encoder (try a higher "
+                             "--learning-rate, e.g. 5e-4); writes lora_weights.npz too")
     parser.add_argument("--doc-stride", type=positive_int, default=128)
     parser.add_argument("--max-query-length", type=positive_int, default=64)
     parser.add_argument("--max-train-examples", type=positive_int, default=None)
@@ -342,6 +345,7 @@ def run_finetune(args):
         preset=args.preset, seq_length=args.seq_length, batch_size=args.batch_size,
         learning_rate=args.learning_rate, epochs=args.epochs,
         warmup_proportion=args.warmup_proportion, dropout=args.dropout, seed=args.seed,
+        lora_rank=args.lora_rank,
         glue_task=args.glue_task,
         text_columns=args.text_columns.split(",") if args.text_columns else None,
         label_column=args.label_column, version_2_with_negative=args.version_2_with_negative,

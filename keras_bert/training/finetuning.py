@@ -72,6 +72,7 @@ class FinetuneConfig:
     weight_decay: float = 0.01
     dropout: float = 0.1
     seed: int = 0
+    lora_rank: int | None = None       # LoRA adapters of this rank, the encoder frozen
     # Tables and GLUE.
     glue_task: str = None              # read train/dev as this GLUE task (TSV or tfds)
     text_columns: list = None
@@ -103,7 +104,7 @@ class FinetuneConfig:
         for name in ("seq_length", "batch_size", "doc_stride", "max_query_length",
                      "max_answer_length", "n_best_size", "eval_batch_size", "restarts",
                      "max_train_examples", "max_dev_examples", "early_stopping_patience",
-                     "steps_per_epoch"):
+                     "steps_per_epoch", "lora_rank"):
             value = getattr(self, name)
             if value is None and name not in ("seq_length", "batch_size"):
                 continue
@@ -539,6 +540,8 @@ def _single_run(config, task, train_data, dev_data, log_dir=None):
         raise ValueError(f"seq_length {config.seq_length} exceeds the encoder's "
                          f"{encoder.config.max_position_embeddings} positions; use at most that")
     model = task.build_model(encoder)
+    if config.lora_rank:
+        model.enable_lora(config.lora_rank)
     steps_per_epoch = config.steps_per_epoch or batches_per_epoch(
         train_data, config.batch_size, config.seq_length, config.bucket_by_length)
     epochs = math.ceil(config.epochs)
@@ -580,6 +583,9 @@ def save_finetuned(model: keras.Model, config: FinetuneConfig,
                    dev_results: dict[str, Any] | None = None) -> None:
     """Writes model.keras, vocab.txt, finetune_config.json (and dev_results.json)."""
     os.makedirs(output_dir, exist_ok=True)
+    if getattr(model, "lora_rank", None):
+        model.save_lora_weights(os.path.join(output_dir, "lora_weights.npz"))
+        model = model.merge_lora()  # model.keras: the merged model, loadable without adapters
     # A plain, uncompiled copy: loading it needs neither the optimizer nor its schedule.
     plain = model.__class__.from_config(model.get_config())
     plain.set_weights(model.get_weights())
