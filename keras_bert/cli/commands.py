@@ -423,12 +423,21 @@ def add_export(subparsers):
     parser.add_argument("--length-multiple", type=positive_int, default=8,
                         help="with --padding longest: padded lengths are multiples of this")
     parser.add_argument("--quantize", choices=("int8",), default=None,
-                        help="store the dense layers' kernels as int8 (Keras' Model.quantize)")
+                        help="store the dense layers' kernels as int8 (Keras' Model.quantize; "
+                             "LiteRT: dynamic-range int8)")
+    parser.add_argument("--format", choices=("savedmodel", "litert"), default="savedmodel",
+                        help="litert: one .tflite classifier taking strings (--output FILE.tflite)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
     parser.set_defaults(run=run_export)
 
 
 def run_export(args):
+    if args.format == "litert":
+        from keras_bert.export.litert import export_litert_dir
+        path = export_litert_dir(args.model_dir, args.output, seq_length=args.seq_length,
+                                 quantize=args.quantize, overwrite=args.overwrite)
+        print(f"wrote {path}")
+        return
     from keras_bert.export import export_model_dir
     options = {} if args.max_windows is None else {"max_windows": args.max_windows}
     path = export_model_dir(args.model_dir, args.output, vocab_file=args.vocab_file,

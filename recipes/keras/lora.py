@@ -102,6 +102,9 @@ def run(mode, args, data):
         with tempfile.TemporaryDirectory() as folder:
             path = model.save_lora_weights(os.path.join(folder, "adapters.npz"))
             result["adapter_file_bytes"] = os.path.getsize(path)
+    if args.output_dir:
+        os.makedirs(args.output_dir, exist_ok=True)
+        model.save(os.path.join(args.output_dir, f"{mode}.keras"))  # a LoRA model: merged
     print(json.dumps(result), flush=True)
     return result
 
@@ -123,6 +126,8 @@ def main(argv=None):
     parser.add_argument("--lora-learning-rate", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps-per-epoch", type=int, default=None, help="for smoke tests")
+    parser.add_argument("--output-dir", default=None,
+                        help="where to save each mode's model as MODE.keras (LoRA: merged)")
     args = parser.parse_args(argv)
     args.batch_size = args.batch_size or (32 if args.task == "classify" else 16)
 

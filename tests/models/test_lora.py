@@ -24,10 +24,13 @@ TASKS = {"classifier": lambda encoder: BertClassifier(encoder, num_classes=3),
 
 @pytest.fixture
 def inputs():
-    rng = np.random.default_rng(0)
-    mask = np.array([[1] * 7 + [0], [1] * 5 + [0] * 3], np.int32)
-    return {"input_ids": (rng.integers(5, 40, size=(2, 8)) * mask).astype(np.int32),
-            "input_mask": mask, "segment_ids": np.array([[0] * 4 + [1] * 4] * 2, np.int32)}
+    """Three rows of lengths 8, 6 and 3, the second one a pair."""
+    lengths, pair_start = np.array([8, 6, 3]), np.array([8, 3, 3])
+    positions = np.arange(8)[None, :]
+    mask = (positions < lengths[:, None]).astype(np.int32)
+    ids = np.random.default_rng(2).integers(5, 40, size=(3, 8)) * mask
+    segments = ((positions >= pair_start[:, None]) & (mask == 1)).astype(np.int32)
+    return {"input_ids": ids.astype(np.int32), "input_mask": mask, "segment_ids": segments}
 
 
 def _outputs(model, inputs):
