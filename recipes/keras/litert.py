@@ -21,7 +21,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import keras_bert.models  # noqa: E402, F401 (registers the classes load_model looks up)
-from common import DATA  # noqa: E402
+from common import DATA, print_table  # noqa: E402
 from keras_bert.export.litert import export_litert, litert_interpreter, run_litert  # noqa: E402
 from text_classification import read_reviews  # noqa: E402
 
@@ -68,12 +68,10 @@ def main(argv=None):
                      "latency_ms": median_ms(lambda b: run_litert(interpreter, b),
                                              latency_texts)})
         print(json.dumps(rows[-1]), flush=True)
-    print(f"| model | dev accuracy ({len(texts)}) | file MB | median ms per review (batch 1) |")
-    print("|---|---|---|---|")
-    for row in rows:
-        print(f"| {row['model']} | {row['accuracy']:.4f} | {row.get('file_mb', '')} | "
-              f"{row['latency_ms']} |")
-
+    print_table(["model", f"dev accuracy ({len(texts)})", "file MB",
+                 "median ms per review (batch 1)"],
+                [[row["model"], f"{row['accuracy']:.4f}", row.get("file_mb", ""),
+                  row["latency_ms"]] for row in rows])
 
 if __name__ == "__main__":
     main()

@@ -25,7 +25,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import keras_bert  # noqa: E402
-from common import DATA, minilm_checkpoint  # noqa: E402
+from common import DATA, minilm_checkpoint, print_table  # noqa: E402
 from keras_bert.tasks.metrics import entity_scores  # noqa: E402
 from keras_bert.tasks.tagging import read_conll  # noqa: E402
 from keras_bert.training.optimization import create_adamw  # noqa: E402
@@ -135,12 +135,11 @@ def main(argv=None):
     modes = ("full", "lora") if args.mode == "both" else (args.mode,)
     results = [run(mode, args, data) for mode in modes]
     metric = next(k for k in results[0] if k in ("accuracy", "entity_f1"))
-    print(f"| mode | learning rate | dev {metric} | trainable parameters | train examples/s |")
-    print("|---|---|---|---|---|")
-    for r in results:
-        print(f"| {r['mode']} | {r['learning_rate']:g} | {r[metric]:.4f} | "
-              f"{r['trainable_parameters']:,} | {r['train_examples_per_second']} |")
-
+    print_table(["mode", "learning rate", f"dev {metric}", "trainable parameters",
+                 "train examples/s"],
+                [[r["mode"], f"{r['learning_rate']:g}", f"{r[metric]:.4f}",
+                  f"{r['trainable_parameters']:,}", r["train_examples_per_second"]]
+                 for r in results])
 
 if __name__ == "__main__":
     main()

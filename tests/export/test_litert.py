@@ -141,3 +141,24 @@ def test_litert_export_names_what_it_cannot_take(tmp_path):
         export_litert(BertTokenClassifier(model.encoder, 3), tmp_path / "model.tflite")
     with pytest.raises(ValueError, match="needs a model with a preprocessor"):
         export_litert(keras_model("classifier"), tmp_path / "model.tflite")
+
+
+def test_lora_models_export_merged(tmp_path):
+    """Both exports of a LoRA model answer as the LoRA model does."""
+    from keras_bert.export import export_saved_model
+    model = _classifier_with_preprocessor()
+    model.enable_lora(2)
+    rng = np.random.default_rng(0)
+    for variable in model.trainable_weights:
+        if "lora_kernel_b" in variable.path:
+            variable.assign(rng.normal(0, 0.5, size=variable.shape).astype(np.float32))
+    texts = ["a fine film", "a dull, tired retread"]
+    expected = model.classify(texts)["probabilities"]
+    assert not np.allclose(expected, _classifier_with_preprocessor().classify(texts)[
+        "probabilities"], atol=1e-3)
+    litert = run_litert(litert_interpreter(export_litert(model, tmp_path / "lora.tflite")), texts)
+    np.testing.assert_allclose(litert["probabilities"], expected, atol=1e-4)
+    served = tf.saved_model.load(export_saved_model(model, str(tmp_path / "lora" / "1")))
+    probabilities = served.signatures["serving_default"](
+        text=tf.constant(texts), text_pair=tf.constant([], tf.string))["probabilities"]
+    np.testing.assert_allclose(probabilities.numpy(), expected, atol=1e-5)
