@@ -84,7 +84,7 @@ def test_training_changes_only_the_adapters_and_the_head(inputs):
     model.enable_lora(2)
     before = {v.path: np.array(v) for v in model.weights}
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
-    model.fit(inputs, np.array([0, 2]), epochs=3, batch_size=2, verbose=0)
+    model.fit(inputs, np.array([0, 2, 1]), epochs=3, batch_size=3, verbose=0)
     changed = {v.path for v in model.weights if not np.array_equal(np.array(v), before[v.path])}
     adapters = {f"{layer.path}/{name}" for layer in lora_projections(model.encoder)
                 for name in ("lora_kernel_a", "lora_kernel_b")}
