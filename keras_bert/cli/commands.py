@@ -328,6 +328,9 @@ def add_finetune(subparsers):
     parser.add_argument("--seed", type=int, default=None, help="[0]")
     parser.add_argument("--doc-stride", type=positive_int, default=None, help="[128]")
     parser.add_argument("--max-query-length", type=positive_int, default=None, help="[64]")
+    parser.add_argument("--lora-rank", type=positive_int, default=None,
+                        help="train rank-r LoRA adapters on the frozen encoder (try a higher "
+                             "--learning-rate, e.g. 5e-4); writes lora_weights.npz too")
     parser.add_argument("--max-train-examples", type=positive_int, default=None)
     parser.add_argument("--max-dev-examples", type=positive_int, default=None)
     parser.add_argument("--early-stopping-patience", type=positive_int, default=None,
@@ -445,12 +448,21 @@ def add_export(subparsers):
     parser.add_argument("--length-multiple", type=positive_int, default=8,
                         help="with --padding longest: padded lengths are multiples of this")
     parser.add_argument("--quantize", choices=("int8",), default=None,
-                        help="store the dense layers' kernels as int8 (Keras' Model.quantize)")
+                        help="store the dense layers' kernels as int8 (Keras' Model.quantize; "
+                             "LiteRT: dynamic-range int8)")
+    parser.add_argument("--format", choices=("savedmodel", "litert"), default="savedmodel",
+                        help="litert: one .tflite classifier taking strings (--output FILE.tflite)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
     parser.set_defaults(run=run_export)
 
 
 def run_export(args):
+    if args.format == "litert":
+        from keras_bert.export.litert import export_litert_dir
+        path = export_litert_dir(args.model_dir, args.output, seq_length=args.seq_length,
+                                 quantize=args.quantize, overwrite=args.overwrite)
+        print(f"wrote {path}")
+        return
     from keras_bert.export import export_model_dir
     options = {} if args.max_windows is None else {"max_windows": args.max_windows}
     path = export_model_dir(args.model_dir, args.output, vocab_file=args.vocab_file,

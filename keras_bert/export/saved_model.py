@@ -123,6 +123,7 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
       quantize: "int8": the Dense / EinsumDense kernels of a copy of `model`
         stored as int8 with per-channel scales, activations quantized per row
         at run time (Keras' `Model.quantize`); `model` itself is unchanged.
+        A model with LoRA adapters is exported merged (`merge_lora`).
       **task_options: question answering only: `version_2_with_negative`,
         `doc_stride`, `max_query_length`, `max_answer_length`, `n_best_size`,
         `null_score_diff_threshold`, `max_windows` (see `export_squad`).
@@ -137,6 +138,8 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
         if not overwrite:
             raise FileExistsError(f"{path} exists (pass overwrite=True / --overwrite to replace it)")
     with Progress(2, "steps", detail="building the serving signatures") as bar:
+        if getattr(model, "lora_rank", None):
+            model = model.merge_lora()  # W + (alpha / r) A B: no adapter products per request
         if quantize is not None:
             model = quantized_copy(model, quantize)
         serving = task_serving(model, tokenizer, seq_length, label_names, **task_options)

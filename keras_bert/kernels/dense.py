@@ -65,20 +65,35 @@ def project(inputs: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
 class FastDense(keras.layers.Dense):
     """keras.layers.Dense (same weights, config and values) whose kernel
     gradient is `kernel_gradient`'s, and whose bias is a BiasAdd that
-    TensorFlow's CPU kernels fuse into the product. Quantized or LoRA layers
-    take Keras' own path."""
+    TensorFlow's CPU kernels fuse into the product. Quantized layers take
+    Keras' own path; LoRA layers (`Dense.enable_lora`) keep the adapters apart,
+    see `_lora_project`."""
 
     def call(self, inputs: tf.Tensor, training: bool | None = None) -> tf.Tensor:
-        if (not fast_kernels_enabled() or self.quantization_mode is not None or self.lora_enabled
+        if (not fast_kernels_enabled() or self.quantization_mode is not None
                 or len(inputs.shape) < 2):
             return super().call(inputs, training=training)
-        kernel = tf.cast(self.kernel, self.compute_dtype)
+        # `_kernel`: the stored (frozen) kernel; Keras' `kernel` adds the LoRA product.
+        kernel = tf.cast(self._kernel, self.compute_dtype)
         inputs = tf.cast(inputs, self.compute_dtype)
         rows = tf.reshape(inputs, (-1, kernel.shape[0]))  # (R, I)
-        outputs = project(rows, kernel)  # (R, O)
+        outputs = self._lora_project(rows, kernel) if self.lora_enabled else project(rows, kernel)
         if self.bias is not None:
             outputs = tf.nn.bias_add(outputs, tf.cast(self.bias, self.compute_dtype))
         outputs = tf.reshape(outputs, tf.concat([tf.shape(inputs)[:-1], [self.units]], axis=0))
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs
+
+    def _lora_project(self, rows: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
+        """rows (R, I) -> rows W + (alpha / r) (rows A) B, (R, O); A (I, r), B (r, O).
+
+        Keras' LoRA path multiplies by W + (alpha / r) A B, merged on every
+        call: its backward pass then forms the full (I, O) kernel gradient to
+        reach A and B. Kept apart, the frozen W needs no gradient (graph
+        pruning drops it) and A, B get theirs through rank-r products.
+        """
+        scale = tf.cast(self.lora_alpha / self.lora_rank, self.compute_dtype)
+        down = tf.matmul(rows, tf.cast(self.lora_kernel_a, self.compute_dtype))  # (R, r)
+        up = tf.matmul(down, tf.cast(self.lora_kernel_b, self.compute_dtype))  # (R, O)
+        return tf.matmul(rows, kernel) + scale * up

@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from keras_bert.checkpoints.source import (PretrainedSource, keras_saved_config, resolve,
                                            tokenizer_settings)
+from keras_bert.models import lora
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_text_spec
 
@@ -173,6 +174,33 @@ class TextTask:
             raise ValueError("predict on a dataset of text: pass the texts themselves (a list or "
                              "array), which predict answers batch by batch")
         return super().predict(x, batch_size, *args, **kwargs)
+
+    # === LoRA (keras_bert.models.lora) ===
+
+    def enable_lora(self, rank: int, alpha: float | None = None) -> None:
+        """Low-rank adapters (rank `rank`, scale `alpha / rank`, alpha defaulting
+        to the rank) on the encoder's attention and feed-forward projections;
+        the rest of the encoder is frozen, the head stays trainable. Call it
+        before `compile`. `keras_bert.models.lora` says what is adapted and why."""
+        lora.enable_lora(self, rank, alpha)
+
+    @property
+    def lora_rank(self) -> int | None:
+        return lora.lora_rank(self)
+
+    def save_lora_weights(self, path: str) -> str:
+        """Writes only the adapters and the head (`.npz`), for `load_lora_weights`."""
+        return lora.save_adapters(self, path)
+
+    def load_lora_weights(self, path: str) -> None:
+        """Loads `save_lora_weights`' file onto this model, built from the same
+        base checkpoint (LoRA is enabled at the file's rank if need be)."""
+        lora.load_adapters(self, path)
+
+    def merge_lora(self):
+        """A copy of this model without adapters, their product folded into the
+        kernels (same outputs): what `export_saved_model` exports."""
+        return lora.merged_copy(self)
 
     # === Shared ===
 

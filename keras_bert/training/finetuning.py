@@ -78,6 +78,7 @@ class FinetuneConfig:
     clipnorm: float = 1.0              # global-norm gradient clipping (the original's); null: none
     dropout: float = 0.1
     seed: int = 0
+    lora_rank: int | None = None       # LoRA adapters of this rank, the encoder frozen
     # Tables and GLUE.
     glue_task: str = None              # read train/dev as this GLUE task (TSV or tfds)
     text_columns: list = None
@@ -123,7 +124,7 @@ class FinetuneConfig:
                      "max_answer_length", "n_best_size", "eval_batch_size", "restarts",
                      "max_train_examples", "max_dev_examples", "early_stopping_patience",
                      "steps_per_epoch", "gradient_accumulation_steps", "checkpoint_every",
-                     "keep_checkpoints", "log_every"):
+                     "keep_checkpoints", "log_every", "lora_rank"):
             value = getattr(self, name)
             if value is None and name not in ("seq_length", "batch_size"):
                 continue
@@ -510,6 +511,9 @@ def save_finetuned(model: keras.Model, config: FinetuneConfig,
     """Writes vocab.txt, finetune_config.json, dev_results.json and model.keras,
     each whole, model.keras last: a folder with model.keras is complete."""
     os.makedirs(output_dir, exist_ok=True)
+    if getattr(model, "lora_rank", None):
+        model.save_lora_weights(os.path.join(output_dir, "lora_weights.npz"))
+        model = model.merge_lora()  # model.keras: the merged model, loadable without adapters
     shutil.copyfile(tokenizer_vocab, os.path.join(output_dir, "vocab.txt.partial"))
     os.replace(os.path.join(output_dir, "vocab.txt.partial"), os.path.join(output_dir, "vocab.txt"))
     saved = dataclasses.asdict(config)
@@ -677,7 +681,10 @@ def _drop_model(run_dir):
 
 def _adopt_run(run_dir, output_dir):
     """The best run's files become output_dir's own, model.keras last."""
-    for name in ("vocab.txt", "finetune_config.json", "dev_results.json", "model.keras"):
+    names = ["vocab.txt", "finetune_config.json", "dev_results.json", "model.keras"]
+    if os.path.exists(os.path.join(run_dir, "lora_weights.npz")):
+        names.insert(0, "lora_weights.npz")
+    for name in names:
         shutil.copyfile(os.path.join(run_dir, name), os.path.join(output_dir, name + ".partial"))
         os.replace(os.path.join(output_dir, name + ".partial"), os.path.join(output_dir, name))
 

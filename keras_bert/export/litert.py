@@ -1,0 +1,188 @@
+"""LiteRT (TensorFlow Lite) classifiers with tokenization inside: strings in, answers out.
+
+    export_litert(model, "reviews.tflite")               # a BertClassifier with a preprocessor
+    runner = litert_interpreter("reviews.tflite").get_signature_runner()
+    runner(text=np.array(["A gorgeous, witty, seductive movie."]))
+    # {"logits": (B, C), "probabilities": (B, C), "label": (B,)}; a regressor: {"score": (B,)}
+
+The tokenizer inside is tensorflow-text's `FastBertTokenizer`: its two ops,
+FastBertNormalize and FastWordpieceTokenize, have LiteRT kernels (registered
+from `tensorflow_text.tflite_registrar`), while the exact `BertTokenizer` of the
+SavedModels needs regex, ICU and string ops that LiteRT lacks. Its ids are the
+original `FullTokenizer`'s on real text but for one rule: uncased, it
+decomposes compatibility characters (NFKD: "…" -> "...", "½" -> "1⁄2", U+2011
+-> "-") where the original decomposes only canonically (NFD). Of the 12,381
+texts in data/ (rotten_tomatoes and wnut16 train and dev, bbc_news dev), 32
+differ, each through such a character (tests/export/test_litert.py checks the
+dev texts). Cased vocabularies do no
+decomposition at all, as the original.
+
+The rest is LiteRT's builtin ops: [CLS] text [SEP] padded to `seq_length` in
+dense ops, the encoder traced under `plain_kernels()` (Keras' exact GELU
+becomes LiteRT's GELU op; the fast kernels' erfc has no LiteRT kernel), every
+weight frozen into the file. `quantize="int8"`: dynamic-range quantization
+(int8 weights, activations quantized per call), the converter's
+`Optimize.DEFAULT`. One text per row (no pairs).
+
+Legend for shape comments: B = batch, P = word pieces, T = sequence length, C = classes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+# LiteRT's converter keeps tables read by ResourceGather (the embeddings) as
+# resource variables its interpreter leaves uninitialised (NaN outputs):
+# freezing the traced function first makes every weight a constant.
+from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+from keras_bert.kernels import plain_kernels
+from keras_bert.preprocessing.classification import class_names, classify_logits
+
+if TYPE_CHECKING:
+    import keras
+
+    from keras_bert.text.tokenizer import BertTokenizer
+
+LITERT_QUANTIZE_MODES = ("int8",)
+
+
+def litert_tokenizer(tokenizer: BertTokenizer) -> tf_text.FastBertTokenizer:
+    """`tokenizer`'s vocabulary and casing as a `FastBertTokenizer` (LiteRT kernels)."""
+    return tf_text.FastBertTokenizer(
+        vocab=tokenizer.vocab, suffix_indicator="##", unknown_token="[UNK]",
+        # Bytes, not characters, as BertTokenizer's own FastWordpieceTokenizer.
+        max_bytes_per_word=4 * tokenizer.max_chars_per_word + 4,
+        token_out_type=tf.int32, lower_case_nfd_strip_accents=tokenizer.lowercase)
+
+
+def pack_single(ids: tf.RaggedTensor, seq_length: int, cls_id: int, sep_id: int
+                ) -> dict[str, tf.Tensor]:
+    """Word pieces (B, P) -> [CLS] pieces [SEP], cut and padded to (B, T), in
+    dense ops only (ragged ops have no LiteRT kernels but RaggedTensorToTensor)."""
+    body = ids.to_tensor(default_value=0, shape=[None, seq_length - 2])  # (B, T - 2)
+    length = tf.minimum(ids.row_lengths(), seq_length - 2)[:, None]  # (B, 1)
+    batch = tf.shape(body)[0]
+    padded = tf.concat([tf.fill([batch, 1], cls_id), body, tf.zeros([batch, 1], tf.int32)], 1)
+    positions = tf.range(seq_length, dtype=length.dtype)[None, :]  # (1, T)
+    input_ids = tf.where(positions == length + 1, sep_id, padded)  # (B, T)
+    input_mask = tf.cast(positions <= length + 1, tf.int32)
+    return {"input_ids": input_ids, "input_mask": input_mask,
+            "segment_ids": tf.zeros_like(input_mask)}
+
+
+def classifier_function(model: keras.Model, tokenizer: BertTokenizer, seq_length: int
+                        ) -> tf.types.experimental.ConcreteFunction:
+    """text (B,) -> the classifier's answers, traced with the plain kernels."""
+    fast_tokenizer = litert_tokenizer(tokenizer)
+    labels = class_names(model.num_classes, getattr(model, "label_names", None))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")],
+                 autograph=False)
+    def serve(text):
+        features = pack_single(fast_tokenizer.tokenize(text), seq_length, tokenizer.cls_id,
+                               tokenizer.sep_id)
+        logits = tf.cast(model(features, training=False), tf.float32)  # (B, C)
+        return classify_logits(logits, labels)
+
+    with plain_kernels():
+        return serve.get_concrete_function()
+
+
+def export_litert(model: keras.Model, path: str | os.PathLike, seq_length: int | None = None,
+                  quantize: str | None = None, overwrite: bool = False) -> str:
+    """Writes `model` (a `BertClassifier` with a preprocessor) as a `.tflite`
+    file that takes strings; returns the path.
+
+    `seq_length`: default the preprocessor's. `quantize="int8"`: dynamic-range
+    int8 weights. A LoRA model is exported merged.
+    """
+    path = os.fspath(path)
+    if type(model).__name__ != "BertClassifier":
+        raise ValueError(f"LiteRT export takes a BertClassifier, got a {type(model).__name__} "
+                         "(export taggers and readers as SavedModels)")
+    preprocessor = getattr(model, "preprocessor", None)
+    if preprocessor is None:
+        raise ValueError("LiteRT export needs a model with a preprocessor (its vocabulary and "
+                         "casing go inside): build it with from_pretrained")
+    if quantize is not None and quantize not in LITERT_QUANTIZE_MODES:
+        raise ValueError(f"quantize must be one of {LITERT_QUANTIZE_MODES}, got {quantize!r}")
+    if not path.endswith(".tflite"):
+        raise ValueError(f"the LiteRT file must end in .tflite, got {path}")
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{path} exists (pass overwrite=True / --overwrite to replace it)")
+    seq_length = seq_length or preprocessor.seq_length
+    max_positions = model.encoder.config.max_position_embeddings
+    if not 3 <= seq_length <= max_positions:
+        raise ValueError(f"seq_length must be in [3, {max_positions}] (the encoder's "
+                         f"max_position_embeddings), got {seq_length}")
+    if getattr(model, "lora_rank", None):
+        model = model.merge_lora()
+    function = classifier_function(model, preprocessor.tokenizer, seq_length)
+    flatbuffer = convert(function, quantize)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    partial = path + ".partial"
+    with open(partial, "wb") as f:
+        f.write(flatbuffer)
+    os.replace(partial, path)
+    return path
+
+
+def convert(function: tf.types.experimental.ConcreteFunction, quantize: str | None = None
+            ) -> bytes:
+    """A traced function of one string input -> a LiteRT flatbuffer (builtin
+    ops and tensorflow-text's), its weights frozen, one `serving_default`."""
+    frozen = convert_variables_to_constants_v2(function)
+    (spec,) = function.structured_input_signature[0]
+
+    # Re-wrapped so the file keeps one signature with named outputs.
+    @tf.function(input_signature=[spec])
+    def serving_default(text):
+        return tf.nest.pack_sequence_as(function.structured_outputs, frozen(text))
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [serving_default.get_concrete_function()], tf.Module())
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    converter.allow_custom_ops = True  # tensorflow-text's tokenizer ops
+    if quantize == "int8":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    return converter.convert()
+
+
+def litert_interpreter(path: str | os.PathLike, num_threads: int | None = None):
+    """A LiteRT interpreter of `path` with tensorflow-text's kernels registered:
+    `ai-edge-litert`'s if it is installed, else the one TensorFlow still ships."""
+    try:
+        from ai_edge_litert.interpreter import InterpreterWithCustomOps
+    except ImportError:
+        from tensorflow.lite.python.interpreter import InterpreterWithCustomOps
+    interpreter = InterpreterWithCustomOps(
+        model_path=os.fspath(path), num_threads=num_threads,
+        custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS)
+    interpreter.allocate_tensors()
+    return interpreter
+
+
+def run_litert(interpreter, texts) -> dict[str, np.ndarray]:
+    """The `serving_default` answers for `texts` (a list of strings)."""
+    runner = interpreter.get_signature_runner()
+    return runner(text=np.array(list(texts), dtype=object))
+
+
+def export_litert_dir(model_dir: str, output: str, seq_length: int | None = None,
+                      quantize: str | None = None, overwrite: bool = False) -> str:
+    """`export_litert` of a `keras-bert finetune` output folder's `model.keras`."""
+    import keras
+
+    import keras_bert.models  # noqa: F401 (registers the classes load_model looks up)
+    model_file = os.path.join(model_dir, "model.keras")
+    if not os.path.exists(model_file):
+        raise FileNotFoundError(f"{model_dir}: no model.keras (expected a `keras-bert finetune` "
+                                "output folder)")
+    model = keras.models.load_model(model_file, compile=False)
+    return export_litert(model, output, seq_length=seq_length, quantize=quantize,
+                         overwrite=overwrite)
