@@ -54,7 +54,8 @@ class BertEncoder(keras.Model):
             epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="embeddings_layer_norm")
         embeddings_dropout = FastDropout(
             config.hidden_dropout_prob, dtype=dtype, name="embeddings_dropout")
-        mask_bias_layer = AttentionMaskBias(dtype=dtype, name="attention_mask_bias")
+        mask_bias_layer = AttentionMaskBias(
+            causal=config.attention == "left_to_right", dtype=dtype, name="attention_mask_bias")
         blocks = [
             TransformerBlock(
                 config.num_attention_heads, config.intermediate_size,
