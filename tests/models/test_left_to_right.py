@@ -102,3 +102,12 @@ def test_lm_objective_needs_left_to_right_attention():
         BertPretrainer(BertEncoder(TINY), objective="lm")
     with pytest.raises(ValueError, match="left_to_right"):
         BertPretrainer(BertEncoder(LEFT_TO_RIGHT), objective="nsp")
+
+
+def test_left_to_right_pooler_reads_the_last_real_token():
+    encoder = BertEncoder(LEFT_TO_RIGHT)
+    ids = np.array([[2, 7, 8, 9, 3, 0, 0], [2, 11, 12, 13, 14, 15, 3]], np.int32)
+    inputs = dict(_inputs(ids), input_mask=(ids > 0).astype(np.int32))
+    out = encoder(inputs)
+    last = np.asarray(out["sequence_output"])[[0, 1], [4, 6]]  # each row's [SEP]
+    np.testing.assert_allclose(out["pooled_output"], encoder.pooler(last), atol=1e-6)

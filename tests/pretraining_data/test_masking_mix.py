@@ -10,9 +10,10 @@ from keras_bert.pretraining_data.dynamic_masking import MaskingVocab, mask_batch
 from keras_bert.pretraining_data.options import PretrainingOptions, VocabInfo
 from keras_bert.pretraining_data.static_masking import mask_instances
 
-# MASK / RND / SAME of Devlin et al. (2018), Table 8 -> (mask, random, keep).
-PAPER_MIXES = [(0.8, 0.1, 0.1), (1.0, 0.0, 0.0), (0.8, 0.0, 0.2), (0.8, 0.2, 0.0),
-               (0.0, 0.2, 0.8), (0.0, 0.0, 1.0)]
+# Devlin et al. (2018), Table 8, whose columns are MASK / SAME / RND:
+# 80/10/10, 100/0/0, 80/0/20, 80/20/0, 0/20/80, 0/0/100 -> (mask, random, keep).
+PAPER_MIXES = [(0.8, 0.1, 0.1), (1.0, 0.0, 0.0), (0.8, 0.2, 0.0), (0.8, 0.0, 0.2),
+               (0.0, 0.8, 0.2), (0.0, 1.0, 0.0)]
 VOCAB_SIZE = 5000  # a random draw equals the original (or [MASK]) 1 time in 5000
 CLS, SEP, MASK = 1, 2, 3
 TOLERANCE = 0.015  # about 4 standard deviations at ~15,000 predictions
