@@ -290,8 +290,9 @@ def applies(row: Row, column: Column) -> bool:
 
 
 def run_table(name: str, output_dir: str, size: Size, seeds: list[int],
-              rows: list[str] | None = None) -> str:
-    """Runs the missing cells of table `name` (or of its `rows`), then writes it."""
+              rows: list[str] | None = None, task: str | None = None) -> str:
+    """Runs the missing cells of table `name` (or of its `rows`, or its `task`'s
+    columns), then writes it."""
     table = TABLES[name]
     unknown = sorted(set(rows or ()) - {row.name for row in table.rows})
     if unknown:
@@ -304,7 +305,7 @@ def run_table(name: str, output_dir: str, size: Size, seeds: list[int],
             continue
         export = pretrain(row.variant, output_dir, size, corpus_file, vocab_file)
         for column in table.columns:
-            if not applies(row, column):
+            if not applies(row, column) or (task and column.task != task):
                 continue
             for seed in seeds:
                 path = os.path.join(output_dir, "runs", _run_name(row, column, seed) + ".json")
@@ -376,7 +377,7 @@ def _plot(table, plotted, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     columns = [c.label for c in table.columns]
-    figure, axes = plt.subplots(1, len(columns), figsize=(4.5 * len(columns), 3.5), squeeze=False)
+    figure, axes = plt.subplots(1, len(columns), figsize=(5.5 * len(columns), 3.5), squeeze=False)
     for axis, column in zip(axes[0], columns):
         bars = [(r, m, s) for r, c, m, s in plotted if c == column]
         axis.barh([r for r, _, _ in bars], [m for _, m, _ in bars],
@@ -384,8 +385,8 @@ def _plot(table, plotted, path):
         axis.set_title(column, fontsize=9)
         axis.invert_yaxis()
         axis.set_yticks(range(len(bars)))
-        axis.set_yticklabels([r for r, _, _ in bars] if axis is axes[0][0] else [""] * len(bars),
-                             fontsize=8)
+        axis.set_yticklabels([r for r, _, _ in bars], fontsize=8)
+        axis.set_xlim(0, 100)
     figure.suptitle(table.title + " - miniature, mean ± std over seeds", fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
@@ -397,13 +398,15 @@ def main(argv=None):
     parser.add_argument("table", choices=sorted(TABLES))
     parser.add_argument("--row", action="append", default=None,
                         help="run only this row (repeatable); default: every row")
+    parser.add_argument("--task", choices=["classify", "tag"], default=None,
+                        help="run only the columns of this task; default: all")
     parser.add_argument("--seeds", default="0,1,2", help="fine-tuning seeds, comma-separated")
     parser.add_argument("--output-dir", default="ablations_output")
     parser.add_argument("--smoke", action="store_true", help="one step of everything, tiny")
     args = parser.parse_args(argv)
     seeds = [int(seed) for seed in args.seeds.split(",")]
     print(run_table(args.table, args.output_dir, SMOKE if args.smoke else DEFAULT, seeds,
-                    args.row))
+                    args.row, args.task))
 
 
 if __name__ == "__main__":
