@@ -65,7 +65,7 @@ def test_bad_feature_choice_is_named(inputs):
         BertTokenClassifier(small, num_labels=3, feature="concat_last_four")
 
 
-def test_feature_based_tagger_trains_only_its_head(inputs):
+def test_feature_based_tagger_trains_only_its_head(inputs, tmp_path):
     encoder = BertEncoder(CONFIG)
     tagger = BertTokenClassifier(encoder, num_labels=3, head="bilstm", head_layers=2,
                                  feature="concat_last_four")
@@ -78,6 +78,11 @@ def test_feature_based_tagger_trains_only_its_head(inputs):
                epochs=2, verbose=0)
     for old, new in zip(before, encoder.weights):
         np.testing.assert_array_equal(old, np.asarray(new))
+    path = str(tmp_path / "tagger.keras")
+    tagger.save(path)
+    loaded = keras.models.load_model(path, compile=False)
+    assert loaded.get_config()["feature"] == "concat_last_four"
+    np.testing.assert_allclose(loaded(inputs), tagger(inputs), atol=1e-5)
 
 
 def test_bilstm_heads_ignore_padding_and_round_trip(inputs, tmp_path):
