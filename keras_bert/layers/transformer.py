@@ -188,6 +188,9 @@ class TransformerBlock(keras.layers.Layer):
         positions: 21 of 128 rows at 20 predictions.
         """
         queries = hidden if query_positions is None else gather_positions(hidden, query_positions)
+        if query_positions is not None and mask_bias.shape[2] != 1:
+            # Left-to-right attention: a bias row per query (B, 1, T, T) -> (B, 1, Q, T).
+            mask_bias = gather_positions(mask_bias[:, 0], query_positions)[:, None]
         attended = self.attention(hidden, mask_bias, None if query_positions is None else queries,
                                   training=training)
         attended = self.hidden_dropout(attended, training=training)

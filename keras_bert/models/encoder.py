@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import keras
 import numpy as np
+from keras import ops
 
 from keras_bert.checkpoints.load import assign_encoder_weights, encoder_variables, head_variables
 from keras_bert.checkpoints.source import PretrainedSource, resolve
@@ -31,7 +32,9 @@ class BertEncoder(keras.Model):
 
     Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 of shape (B, T).
     Outputs: a dict with `sequence_output` (B, T, H), `pooled_output` (B, H)
-    and `encoder_outputs`, a list of every layer's (B, T, H) output.
+    and `encoder_outputs`, a list of every layer's (B, T, H) output. The
+    pooler reads [CLS]; left to right, [CLS] sees only itself, so it reads
+    the last real token, the one that has seen the whole input (as GPT).
     """
 
     def __init__(self, config: BertConfig | dict, dtype: str | keras.DTypePolicy | None = None,
@@ -54,7 +57,8 @@ class BertEncoder(keras.Model):
             epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="embeddings_layer_norm")
         embeddings_dropout = FastDropout(
             config.hidden_dropout_prob, dtype=dtype, name="embeddings_dropout")
-        mask_bias_layer = AttentionMaskBias(dtype=dtype, name="attention_mask_bias")
+        mask_bias_layer = AttentionMaskBias(
+            causal=config.attention == "left_to_right", dtype=dtype, name="attention_mask_bias")
         blocks = [
             TransformerBlock(
                 config.num_attention_heads, config.intermediate_size,
@@ -81,7 +85,7 @@ class BertEncoder(keras.Model):
         for block in blocks:
             hidden = block(hidden, mask_bias)  # (B, T, H)
             encoder_outputs.append(hidden)
-        pooled = pooler(hidden[:, 0, :])  # (B, H), from the [CLS] position
+        pooled = pooler(_pooled_token(hidden, input_mask, config.attention))  # (B, H)
         super().__init__(
             inputs={"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
             outputs={"sequence_output": hidden, "pooled_output": pooled,
@@ -124,6 +128,17 @@ class BertEncoder(keras.Model):
         reads: a HuggingFace folder, an original TF1 folder or prefix, a `.keras`
         file, a `keras-bert finetune` output or a `keras-bert pretrain` model_dir."""
         return load_encoder_and_heads(path, dtype)[0]
+
+
+def _pooled_token(hidden, input_mask, attention):
+    """The position the pooler reads, (B, H): [CLS], or left to right the last real token."""
+    if attention != "left_to_right":
+        return hidden[:, 0, :]
+    mask = ops.cast(input_mask, hidden.dtype)  # (B, T)
+    # 1 at the last real position: the running count of real tokens reaches their total there.
+    last = ops.cast(ops.equal(ops.cumsum(mask, axis=1), ops.sum(mask, axis=1, keepdims=True)),
+                    hidden.dtype) * mask  # (B, T)
+    return ops.einsum("bt,bth->bh", last, hidden)
 
 
 def _embed(token_embedding, segment_embedding, position_embedding, layer_norm, dropout,

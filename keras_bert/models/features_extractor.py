@@ -1,7 +1,7 @@
 """BertFeatureExtractor: the paper's feature-based setting and sentence embeddings.
 
 Legend for shape comments: B = batch, T = sequence length, H = hidden size,
-K = number of top layers concatenated.
+K = number of top layers concatenated, F = feature size (H, or K*H concatenated).
 """
 
 from __future__ import annotations
@@ -11,13 +11,69 @@ from typing import TYPE_CHECKING, Any
 import keras
 import numpy as np
 
-from keras_bert.layers.pooling import MeanPool
+from keras_bert.layers.pooling import MeanPool, WeightedLayerSum
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
 
 if TYPE_CHECKING:
+    import tensorflow as tf
+
     from keras_bert.models.encoder import BertEncoder
     from keras_bert.preprocessing.preprocessor import BertPreprocessor
+
+
+# The paper's feature-based choices (Table 7), each token's features from a
+# frozen encoder: the embedding layer's output, a layer, or a mix of the top layers.
+FEATURE_CHOICES = ("embeddings", "second_to_last_hidden", "last_hidden",
+                   "weighted_sum_last_four", "concat_last_four", "weighted_sum_all")
+
+
+class FrozenTokenFeatures(keras.layers.Layer):
+    """The encoder's inputs -> the `feature` choice (one of FEATURE_CHOICES) of
+    each token, (B, T, F), from the encoder in inference mode: features are
+    extracted, not trained, so no dropout even when the model around trains
+    (`call` takes no `training`, so a functional model passes none down). The
+    weighted sums own their (trainable) layer weights; the encoder is frozen."""
+
+    def __init__(self, encoder: BertEncoder, feature: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if feature not in FEATURE_CHOICES:
+            raise ValueError(f"feature must be one of {FEATURE_CHOICES}, got {feature!r}")
+        layers = encoder.config.num_hidden_layers
+        needed = {"second_to_last_hidden": 2, "weighted_sum_last_four": 4,
+                  "concat_last_four": 4}.get(feature, 1)
+        if layers < needed:
+            raise ValueError(f"feature {feature!r} needs {needed} layers; the encoder has {layers}")
+        encoder.trainable = False
+        self.encoder = encoder
+        self.feature = feature
+        self.mix = None
+        if feature.startswith("weighted_sum"):
+            self.mix = WeightedLayerSum(name=f"{feature}_mix")
+
+    def build(self, input_shape: dict) -> None:
+        if self.mix is not None:
+            mixed = 4 if self.feature == "weighted_sum_last_four" else (
+                self.encoder.config.num_hidden_layers)
+            self.mix.build([(None, None, self.encoder.config.hidden_size)] * mixed)
+
+    def call(self, inputs: dict) -> tf.Tensor:
+        if self.feature == "embeddings":
+            hidden, _ = self.encoder.embed(inputs["input_ids"], inputs["input_mask"],
+                                           inputs["segment_ids"], training=False)
+            return hidden  # (B, T, H)
+        layers = self.encoder(inputs, training=False)["encoder_outputs"]  # L x (B, T, H)
+        if self.feature == "second_to_last_hidden":
+            return layers[-2]
+        if self.feature == "last_hidden":
+            return layers[-1]
+        if self.feature == "concat_last_four":
+            return keras.ops.concatenate(layers[-4:], axis=-1)  # (B, T, 4H)
+        return self.mix(layers[-4:] if self.feature == "weighted_sum_last_four" else layers)
+
+    def compute_output_shape(self, input_shape: dict) -> tuple:
+        width = self.encoder.config.hidden_size * (4 if self.feature == "concat_last_four" else 1)
+        return tuple(input_shape["input_ids"]) + (width,)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -33,15 +89,20 @@ class BertFeatureExtractor(TextTask, keras.Model):
     Args:
       encoder: a `BertEncoder`; its weights are not trained through this model.
       num_top_layers: how many of the last layers to concatenate (4 in the paper).
+      feature: instead, one of the paper's choices (`FEATURE_CHOICES`, see
+        `FrozenTokenFeatures`); `BertTokenClassifier(feature=...)` trains a
+        tagger on them.
       preprocessor: optional `BertPreprocessor`; with it `predict` takes text
         (one segment or pairs) and returns the same two outputs as NumPy.
 
     Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 (B, T).
-    Outputs: `token_features` (B, T, K*H), `sentence_embedding` (B, H).
+    Outputs: `token_features` (B, T, K*H) (or (B, T, F) of `feature`),
+    `sentence_embedding` (B, H).
     """
 
     def __init__(self, encoder: BertEncoder | dict, num_top_layers: int = 4,
-                 preprocessor: BertPreprocessor | dict | None = None, **kwargs: Any) -> None:
+                 preprocessor: BertPreprocessor | dict | None = None,
+                 feature: str | None = None, **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
         preprocessor = deserialize_preprocessor(preprocessor)
         num_layers = encoder.config.num_hidden_layers
@@ -57,6 +118,9 @@ class BertFeatureExtractor(TextTask, keras.Model):
         outputs = encoder(inputs)
         top = outputs["encoder_outputs"][-num_top_layers:]  # K x (B, T, H)
         token_features = concat(top) if num_top_layers > 1 else top[0]  # (B, T, K*H)
+        if feature is not None:
+            token_features = FrozenTokenFeatures(encoder, feature, name="features")(
+                inputs)  # (B, T, F)
         sentence = pool(outputs["sequence_output"], inputs["input_mask"])  # (B, H)
         super().__init__(inputs=inputs, outputs={"token_features": token_features,
                                                  "sentence_embedding": sentence}, **kwargs)
@@ -65,6 +129,7 @@ class BertFeatureExtractor(TextTask, keras.Model):
         # === Config ===
         self.encoder = encoder
         self.num_top_layers = num_top_layers
+        self.feature = feature
         self.preprocessor = preprocessor
 
     def answer(self, x: Any, batch_size: int | None = None, **kwargs: Any
@@ -77,7 +142,8 @@ class BertFeatureExtractor(TextTask, keras.Model):
 
     def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder),
-                "num_top_layers": self.num_top_layers, "name": self.name,
+                "num_top_layers": self.num_top_layers, "feature": self.feature,
+                "name": self.name,
                 **self.preprocessor_config()}
 
     @classmethod

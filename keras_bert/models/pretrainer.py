@@ -69,8 +69,11 @@ def _encode_cls_and_masked(encoder, inputs, training=None):
 class BertPretrainer(keras.Model):
     """Masked LM (+ next-sentence or sentence-order prediction) over a BertEncoder.
 
-    Outputs: `masked_lm_logits` (B, P, V) and, unless `objective="none"`,
-    `next_sentence_logits` (B, 2), both float32.
+    Outputs: `masked_lm_logits` (B, P, V) and, unless `objective` is "none"
+    or "lm", `next_sentence_logits` (B, 2), both float32. `objective="lm"`
+    (a left-to-right encoder only) reads next-token targets in the masked-LM
+    features (`keras_bert.pretraining_data.next_token.next_token_targets`):
+    the same head and loss predict token t + 1 at every position t.
     Loss: masked-LM cross-entropy averaged with `masked_lm_weights` over the
     global batch (padded predictions weigh nothing) + mean next-sentence loss.
     Plain `compile` + `fit` train it with Keras' own step (through the
@@ -83,10 +86,16 @@ class BertPretrainer(keras.Model):
                  **kwargs: Any) -> None:
         if isinstance(encoder, dict):
             encoder = keras.saving.deserialize_keras_object(encoder)
-        if objective not in features.OBJECTIVES:
-            raise ValueError(f"objective must be one of {features.OBJECTIVES}, "
+        if objective not in features.PRETRAINER_OBJECTIVES:
+            raise ValueError(f"objective must be one of {features.PRETRAINER_OBJECTIVES}, "
                              f"got {objective!r}")
         config = encoder.config
+        if (objective == "lm") != (config.attention == "left_to_right"):
+            # Bidirectional attention sees the next token it should predict;
+            # a left-to-right encoder cannot see a masked token's context after it.
+            raise ValueError(f"objective {objective!r} does not fit BertConfig.attention "
+                             f"{config.attention!r}: the lm objective needs left_to_right "
+                             "attention, and left_to_right attention the lm objective")
 
         # === Layers ===
         masked_lm_head = MaskedLMHead(
@@ -94,7 +103,7 @@ class BertPretrainer(keras.Model):
             initializer_range=config.initializer_range, dtype=encoder.dtype_policy,
             name="masked_lm")
         next_sentence_head = None
-        if objective != "none":
+        if objective in ("nsp", "sop"):
             next_sentence_head = NextSentenceHead(
                 initializer_range=config.initializer_range, dtype=encoder.dtype_policy,
                 name="next_sentence")

@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_bert.layers.task_heads import SpanHead
+from keras_bert.layers.task_heads import HEADS, BiLSTMHead, SpanHead
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
 from keras_bert.preprocessing.preprocessor import is_text
@@ -45,22 +45,33 @@ class BertSpanExtractor(TextTask, keras.Model):
         {"text": [...], "answer_start": [...]} (character offsets, SQuAD's
         fields; an empty text is SQuAD 2.0's "no answer"), and `predict` on
         questions and contexts gives the answers.
+      head: "linear" (the paper's) or "bilstm": a randomly initialised BiLSTM
+        (H / 2 units per direction) before the span layer, the paper's
+        "LTR & No NSP + BiLSTM" ablation.
 
     Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 (B, T).
     Outputs: `start_logits` and `end_logits`, each (B, T).
     """
 
     def __init__(self, encoder: BertEncoder | dict, max_answer_length: int = 30,
-                 preprocessor: BertPreprocessor | dict | None = None, **kwargs: Any) -> None:
+                 preprocessor: BertPreprocessor | dict | None = None, head: str = "linear",
+                 **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
         preprocessor = deserialize_preprocessor(preprocessor)
+        if head not in HEADS:
+            raise ValueError(f"head must be one of {HEADS}, got {head!r}")
 
         # === Layers ===
+        bilstm = None
+        if head == "bilstm":
+            bilstm = BiLSTMHead(encoder.config.hidden_size // 2, name="span_bilstm")
         span_head = SpanHead(encoder.config.initializer_range, name="span_head")
 
         # === Functional Model ===
         inputs = encoder_inputs()
         sequence = encoder(inputs)["sequence_output"]  # (B, T, H)
+        if bilstm is not None:
+            sequence = bilstm(sequence, inputs["input_mask"])  # (B, T, H)
         start_logits, end_logits = span_head(sequence)  # (B, T) each
         outputs = {"start_logits": start_logits, "end_logits": end_logits}
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
@@ -69,6 +80,7 @@ class BertSpanExtractor(TextTask, keras.Model):
         self.encoder = encoder
         self.max_answer_length = max_answer_length
         self.preprocessor = preprocessor
+        self.head = head
 
     # === Questions in, answers out ===
 
@@ -154,7 +166,7 @@ class BertSpanExtractor(TextTask, keras.Model):
 
     def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder),
-                "max_answer_length": self.max_answer_length,
+                "max_answer_length": self.max_answer_length, "head": self.head,
                 "name": self.name, "trainable": self.trainable, **self.preprocessor_config()}
 
     @classmethod

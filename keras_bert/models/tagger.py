@@ -12,7 +12,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.layers.task_heads import HEADS, BiLSTMHead
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
+from keras_bert.models.features_extractor import FrozenTokenFeatures
 from keras_bert.models.global_batch import global_weight_sum
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
 from keras_bert.preprocessing.preprocessor import is_text
@@ -27,7 +29,8 @@ if TYPE_CHECKING:
 
 @keras.saving.register_keras_serializable(package="keras_bert")
 class BertTokenClassifier(TextTask, keras.Model):
-    """Dropout then one dense layer on every token of `sequence_output`.
+    """Dropout then one dense layer on every token of `sequence_output`
+    (or of a BiLSTM over it, or, in the feature-based setting, of frozen features).
 
     As in the paper, each word is labelled on its first word piece; training
     gives the other pieces zero weight (see `keras_bert.tasks.tagging`).
@@ -40,6 +43,13 @@ class BertTokenClassifier(TextTask, keras.Model):
       preprocessor: optional `BertPreprocessor`; with it `fit` / `evaluate`
         take texts (words split at whitespace) or word lists with one tag
         name per word, and `predict` on texts gives the entities.
+      head: "linear" (the paper's) or "bilstm": `head_layers` randomly
+        initialised BiLSTMs (H / 2 units per direction) before the output layer.
+      head_layers: BiLSTM layers of the "bilstm" head.
+      feature: None to fine-tune the encoder; one of the paper's feature-based
+        choices (`keras_bert.models.features_extractor.FEATURE_CHOICES`) to train
+        the head alone on that frozen encoder's features (the paper's
+        feature-based tagger: `head="bilstm", head_layers=2`).
 
     Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 (B, T).
     Output: logits (B, T, K).
@@ -47,21 +57,32 @@ class BertTokenClassifier(TextTask, keras.Model):
 
     def __init__(self, encoder: BertEncoder | dict, num_labels: int, dropout: float = 0.1,
                  label_names: Sequence[str] | None = None,
-                 preprocessor: BertPreprocessor | dict | None = None, **kwargs: Any) -> None:
+                 preprocessor: BertPreprocessor | dict | None = None, head: str = "linear",
+                 head_layers: int = 1, feature: str | None = None, **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
         preprocessor = deserialize_preprocessor(preprocessor)
         if label_names is not None and len(label_names) != num_labels:
             raise ValueError(f"{len(label_names)} label_names for num_labels={num_labels}")
+        if head not in HEADS:
+            raise ValueError(f"head must be one of {HEADS}, got {head!r}")
         init = keras.initializers.TruncatedNormal(stddev=encoder.config.initializer_range)
 
         # === Layers ===
+        bilstm = None
+        if head == "bilstm":
+            bilstm = BiLSTMHead(encoder.config.hidden_size // 2, head_layers, name="tagger_bilstm")
         dropout_layer = keras.layers.Dropout(dropout, name="tagger_dropout")
         output_layer = keras.layers.Dense(num_labels, kernel_initializer=init,
                                           name="tagger_output")
 
         # === Functional Model ===
         inputs = encoder_inputs()
-        sequence = encoder(inputs)["sequence_output"]  # (B, T, H)
+        if feature is None:
+            sequence = encoder(inputs)["sequence_output"]  # (B, T, H)
+        else:
+            sequence = FrozenTokenFeatures(encoder, feature, name="features")(inputs)  # (B, T, F)
+        if bilstm is not None:
+            sequence = bilstm(sequence, inputs["input_mask"])  # (B, T, H)
         logits = output_layer(dropout_layer(sequence))  # (B, T, K)
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
 
@@ -71,6 +92,9 @@ class BertTokenClassifier(TextTask, keras.Model):
         self.dropout = dropout
         self.label_names = list(label_names) if label_names is not None else None
         self.preprocessor = preprocessor
+        self.head = head
+        self.head_layers = head_layers
+        self.feature = feature
 
     # === Text in, entities out ===
 
@@ -177,6 +201,7 @@ class BertTokenClassifier(TextTask, keras.Model):
     def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder), "num_labels": self.num_labels,
                 "dropout": self.dropout, "label_names": self.label_names,
+                "head": self.head, "head_layers": self.head_layers, "feature": self.feature,
                 "name": self.name, "trainable": self.trainable, **self.preprocessor_config()}
 
     @classmethod

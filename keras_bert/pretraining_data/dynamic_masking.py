@@ -12,7 +12,8 @@ dynamic and static masking have the same statistics:
   taken in random order while they fit in that budget, skipping a unit that
   would exceed it;
 * a chosen unit becomes [MASK] 80 % of the time, stays 10 %, and each of its
-  pieces becomes a random token 10 %.
+  pieces becomes a random token 10 % (or another mix: `mask_token_rate`,
+  `random_token_rate`, `keep_token_rate`).
 
 tensorflow-text's `mask_language_model` does the gathering and scattering; the
 selection (its `RandomItemSelector` budgets `ceil(rate * selectable)` items, not
@@ -33,6 +34,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 # The base class is not exported at the top level of tensorflow_text.
 from tensorflow_text.python.ops import item_selector_ops
+
+from keras_bert.pretraining_data.options import check_masking_mix
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +98,8 @@ class BudgetItemSelector(item_selector_ops.ItemSelector):
 
 
 class StatelessMaskValuesChooser(tf_text.MaskValuesChooser):
-    """80 / 10 / 10 with one draw per unit, so a whole word is treated alike.
+    """80 / 10 / 10 (or `mask_token_rate` / `random_token_rate` / the rest
+    kept) with one draw per unit, so a whole word is treated alike.
 
     `mask_language_model` hands over the chosen tokens flattened, in order, so
     the unit of each token comes from the selector's choice (`selector.chosen`).
@@ -103,8 +107,12 @@ class StatelessMaskValuesChooser(tf_text.MaskValuesChooser):
 
     def __init__(self, vocab_size: int, mask_token: int, seed: tf.Tensor,
                  selector: BudgetItemSelector, token_units: tf.Tensor,
-                 num_units: tf.Tensor) -> None:
-        super().__init__(vocab_size, mask_token, mask_token_rate=0.8, random_token_rate=0.1)
+                 num_units: tf.Tensor, mask_token_rate: float = 0.8,
+                 random_token_rate: float = 0.1) -> None:
+        super().__init__(vocab_size, mask_token, mask_token_rate=mask_token_rate,
+                         random_token_rate=random_token_rate)
+        self._mask_rate = mask_token_rate
+        self._random_rate = random_token_rate
         self._vocab = vocab_size
         self._mask = mask_token
         self._seed = seed
@@ -120,14 +128,17 @@ class StatelessMaskValuesChooser(tf_text.MaskValuesChooser):
         action = tf.boolean_mask(tf.gather(per_unit, self._token_units), chosen)
         random_ids = tf.random.stateless_uniform(
             tf.shape(flat), seeds[1], minval=0, maxval=self._vocab, dtype=flat.dtype)
-        values = tf.where(action < 0.8, tf.cast(self._mask, flat.dtype),
-                          tf.where(action >= 0.9, random_ids, flat))
+        # As static masking: [0, mask) -> [MASK], [1 - random, 1) -> random.
+        values = tf.where(action < self._mask_rate, tf.cast(self._mask, flat.dtype),
+                          tf.where(action >= 1.0 - self._random_rate, random_ids, flat))
         return masked_lm_ids.with_flat_values(values)
 
 
 def mask_batch(features: Mapping[str, tf.Tensor], seed: tf.Tensor, vocab: MaskingVocab,
                max_predictions_per_seq: int, masked_lm_prob: float = 0.15,
-               whole_word_mask: bool = False) -> dict[str, tf.Tensor]:
+               whole_word_mask: bool = False, mask_token_rate: float = 0.8,
+               random_token_rate: float = 0.1, keep_token_rate: float = 0.1
+               ) -> dict[str, tf.Tensor]:
     """Adds fresh masks to a batch of unmasked records.
 
     Args:
@@ -137,6 +148,7 @@ def mask_batch(features: Mapping[str, tf.Tensor], seed: tf.Tensor, vocab: Maskin
     Returns the dict with `input_ids` masked and `masked_lm_positions`,
     `masked_lm_ids` (B, K) int32 and `masked_lm_weights` (B, K) float32 added.
     """
+    check_masking_mix(mask_token_rate, random_token_rate, keep_token_rate)
     input_ids = features["input_ids"]  # (B, T)
     input_mask = features["input_mask"]
     batch = tf.shape(input_ids)[0]
@@ -170,7 +182,8 @@ def mask_batch(features: Mapping[str, tf.Tensor], seed: tf.Tensor, vocab: Maskin
     selector = BudgetItemSelector(budget, selectable, seeds[0])
     token_units = tf.cumsum(tf.cast(unit_start, tf.int64)) - 1  # (tokens,)
     chooser = StatelessMaskValuesChooser(vocab.vocab_size, vocab.mask_id, seeds[1], selector,
-                                         token_units, tf.size(starts))
+                                         token_units, tf.size(starts), mask_token_rate,
+                                         random_token_rate)
     masked, positions, labels = tf_text.mask_language_model(words, selector, chooser, axis=1)
 
     out = dict(features)

@@ -161,7 +161,9 @@ def pretraining_dataset(file_pattern: str, seq_length: int, max_predictions_per_
                         dynamic_masking: bool = False, masked_lm_prob: float = 0.15,
                         whole_word_mask: bool = False, vocab_file: str | None = None,
                         vocab_size: int | None = None, cls_id: int = 101, sep_id: int = 102,
-                        mask_id: int = 103) -> tf.data.Dataset:
+                        mask_id: int = 103, mask_token_rate: float = 0.8,
+                        random_token_rate: float = 0.1, keep_token_rate: float = 0.1
+                        ) -> tf.data.Dataset:
     """Batches of pretraining examples from TFRecord shards.
 
     Each worker of a `tf.distribute` strategy reads its own files
@@ -174,7 +176,8 @@ def pretraining_dataset(file_pattern: str, seq_length: int, max_predictions_per_
     (`create-pretraining-data --no-mask`) and draws new masks inside tf.data
     every time a record is read, with the original's rules
     (`keras_bert.pretraining_data.dynamic_masking`): give `vocab_file` (needed for `whole_word_mask`),
-    or `vocab_size` and the special ids.
+    or `vocab_size` and the special ids; `mask_token_rate`, `random_token_rate`
+    and `keep_token_rate` are the masking mix (the original's 0.8 / 0.1 / 0.1).
     """
     files = list_files(file_pattern)
     spec = features.pretraining_feature_spec(seq_length, max_predictions_per_seq, with_next_sentence,
@@ -224,6 +227,6 @@ def pretraining_dataset(file_pattern: str, seq_length: int, max_predictions_per_
             tf.autograph.experimental.do_not_convert(
                 lambda batch, batch_seed: mask_batch(
                     batch, batch_seed, vocab, max_predictions_per_seq, masked_lm_prob,
-                    whole_word_mask)),
+                    whole_word_mask, mask_token_rate, random_token_rate, keep_token_rate)),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None or None)
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -22,6 +22,23 @@ BLOCK_CHARS = 1 << 20
 BLOCK_MIN_DOCUMENTS = 8
 
 
+MASKING_MIX_FIELDS = ("mask_token_rate", "random_token_rate", "keep_token_rate")
+
+
+def check_masking_mix(mask_token_rate: float, random_token_rate: float,
+                      keep_token_rate: float) -> None:
+    """What becomes of a chosen token: [MASK], a random token or itself (the
+    paper's 80 / 10 / 10, and its ablation's mixes); the three must sum to 1."""
+    rates = dict(zip(MASKING_MIX_FIELDS, (mask_token_rate, random_token_rate, keep_token_rate)))
+    for name, rate in rates.items():
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"{name} must lie in [0, 1], got {rate!r}")
+    if abs(sum(rates.values()) - 1.0) > 1e-6:
+        raise ValueError(f"{' + '.join(MASKING_MIX_FIELDS)} must sum to 1, got "
+                         + " + ".join(f"{rate:g}" for rate in rates.values())
+                         + f" = {sum(rates.values()):g}")
+
+
 @dataclasses.dataclass(frozen=True)
 class PretrainingOptions:
     """What `create-pretraining-data` makes; names and defaults of the original flags."""
@@ -34,6 +51,10 @@ class PretrainingOptions:
     do_whole_word_mask: bool = False
     objective: str = "nsp"  # nsp (BERT) | sop (ALBERT sentence order) | none (RoBERTa packing)
     mask: bool = True  # False: unmasked records for dynamic masking at read time
+    # A chosen token becomes [MASK], a random token or stays: the original's 80 / 10 / 10.
+    mask_token_rate: float = 0.8
+    random_token_rate: float = 0.1
+    keep_token_rate: float = 0.1
 
     def __post_init__(self):
         if self.objective not in features.OBJECTIVES:
@@ -57,6 +78,7 @@ class PretrainingOptions:
             raise ValueError("masked_lm_prob and short_seq_prob must lie in [0, 1]")
         if self.dupe_factor < 1:
             raise ValueError("dupe_factor must be at least 1")
+        check_masking_mix(self.mask_token_rate, self.random_token_rate, self.keep_token_rate)
 
     @property
     def with_next_sentence(self) -> bool:

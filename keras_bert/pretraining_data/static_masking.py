@@ -1,5 +1,6 @@
 """Static masking: `create_masked_lm_predictions` of google-research/bert in
-NumPy over all instances of a block (15 % of positions, 80/10/10, whole words).
+NumPy over all instances of a block (15 % of positions, 80/10/10 or another
+mix, whole words).
 
 Legend for shape comments: N = instances in a block, T = max_seq_length,
 P = max_predictions_per_seq.
@@ -22,7 +23,8 @@ def mask_instances(input_ids: np.ndarray, lengths: np.ndarray, options: Pretrain
     `##` pieces after it) are visited in random order and taken while they fit
     in the budget, skipping those that would exceed it, as the original does.
     A chosen unit becomes [MASK] 80 % of the time, stays itself 10 % and each
-    of its pieces becomes a random token 10 %.
+    of its pieces becomes a random token 10 % (`options.mask_token_rate`,
+    `keep_token_rate`, `random_token_rate`).
     """
     num, seq_length = input_ids.shape  # (N, T)
     max_predictions = options.max_predictions_per_seq
@@ -42,8 +44,10 @@ def mask_instances(input_ids: np.ndarray, lengths: np.ndarray, options: Pretrain
         chosen = _first_visited(np.where(candidate, keys, 2.0),
                                 np.minimum(budget, candidate.sum(axis=1)))
         action = rng.random((num, seq_length))
-    to_mask = chosen & (action < 0.8)
-    to_random = chosen & (action >= 0.9)
+    # [0, mask) -> [MASK], [1 - random, 1) -> random, between -> kept: at the
+    # defaults the original's `< 0.8` and `>= 0.9` (1.0 - 0.1 is exactly 0.9).
+    to_mask = chosen & (action < options.mask_token_rate)
+    to_random = chosen & (action >= 1.0 - options.random_token_rate)
     random_ids = rng.integers(0, vocab.size, (num, seq_length), dtype=np.int32)
     masked_ids = np.where(to_mask, vocab.mask_id, np.where(to_random, random_ids, input_ids))
 

@@ -43,6 +43,7 @@ from keras_bert.config import BertConfig
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining_data import inputs
+from keras_bert.pretraining_data.next_token import next_token_targets
 from keras_bert.progress import keras_verbose
 from keras_bert.training import distribute, steps
 from keras_bert.training.checkpointing import (
@@ -62,7 +63,8 @@ class PretrainConfig:
     # === Model ===
     model: str = "base"  # a BertConfig preset name or a bert_config.json path
     init_checkpoint: str = None  # HuggingFace / TF1 checkpoint, or an earlier phase's export/
-    objective: str = "nsp"  # "nsp", "sop" or "none"
+    objective: str = "nsp"  # "nsp", "sop", "none" or "lm" (next token, left_to_right attention)
+    attention: str = None  # "left_to_right" or "bidirectional" overrides the model's; null keeps it
     # === Data ===
     train_files: str = None  # comma-separated TFRecord patterns (local or gs://)
     eval_files: str = None
@@ -137,8 +139,16 @@ def load_config(path: str | None = None, overrides: Sequence[str] = (),
 
 def bert_config_of(config: PretrainConfig) -> BertConfig:
     if config.model.endswith(".json"):
-        return BertConfig.from_json_file(config.model)
-    return BertConfig.preset(config.model)
+        bert_config = BertConfig.from_json_file(config.model)
+    else:
+        bert_config = BertConfig.preset(config.model)
+    if config.attention is not None:
+        bert_config = dataclasses.replace(bert_config, attention=config.attention)
+    return bert_config
+
+
+def _with_next_sentence(config: PretrainConfig) -> bool:
+    return config.objective in ("nsp", "sop")
 
 
 def build_model(config: PretrainConfig) -> BertPretrainer:
@@ -181,8 +191,10 @@ def distributed_dataset(strategy: tf.distribute.Strategy, config: PretrainConfig
             per_replica *= config.gradient_accumulation_steps
         dataset = inputs.pretraining_dataset(
             file_pattern, config.seq_length, config.max_predictions_per_seq, per_replica,
-            is_training=is_training, with_next_sentence=config.objective != "none",
+            is_training=is_training, with_next_sentence=_with_next_sentence(config),
             input_context=input_context, seed=config.seed)
+        if config.objective == "lm":
+            dataset = dataset.map(next_token_targets, num_parallel_calls=tf.data.AUTOTUNE)
         if skip_steps:
             # Each input pipeline feeds this many replicas per step.
             replicas = input_context.num_replicas_in_sync // input_context.num_input_pipelines
@@ -335,7 +347,7 @@ def pretrain(config: PretrainConfig | dict | str) -> dict[str, float]:
         if getattr(config, field):
             inputs.check_pretraining_records(
                 getattr(config, field), config.seq_length, config.max_predictions_per_seq,
-                with_next_sentence=config.objective != "none", field=field)
+                with_next_sentence=_with_next_sentence(config), field=field)
     created = not tf.io.gfile.exists(config.model_dir)
     try:
         return _pretrain(config, strategy)

@@ -1,0 +1,103 @@
+"""The paper's feature-based choices (Table 7) equal the encoder's outputs sliced by
+hand; BiLSTM heads on the tagger and span extractor skip padding and save / load."""
+
+import numpy as np
+import pytest
+
+import keras
+from keras_bert import BertConfig, BertEncoder
+from keras_bert.models.features_extractor import FEATURE_CHOICES, BertFeatureExtractor
+from keras_bert.models.span_extractor import BertSpanExtractor
+from keras_bert.models.tagger import BertTokenClassifier
+
+CONFIG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=5, num_attention_heads=2,
+                    intermediate_size=32, max_position_embeddings=32)
+
+
+@pytest.fixture
+def inputs(task_inputs):
+    return task_inputs
+
+
+def _softmax(x):
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def _by_hand(encoder, inputs, feature, mix_weights):
+    layers = [np.asarray(h) for h in encoder(inputs, training=False)["encoder_outputs"]]
+    if feature == "embeddings":
+        hidden, _ = encoder.embed(inputs["input_ids"], inputs["input_mask"],
+                                  inputs["segment_ids"], training=False)
+        return np.asarray(hidden)
+    if feature == "second_to_last_hidden":
+        return layers[-2]
+    if feature == "last_hidden":
+        return layers[-1]
+    if feature == "concat_last_four":
+        return np.concatenate(layers[-4:], axis=-1)
+    chosen = layers[-4:] if feature == "weighted_sum_last_four" else layers
+    return sum(w * h for w, h in zip(_softmax(mix_weights), chosen))
+
+
+@pytest.mark.parametrize("feature", FEATURE_CHOICES)
+def test_features_equal_encoder_outputs_sliced_by_hand(inputs, feature):
+    encoder = BertEncoder(CONFIG)
+    extractor = BertFeatureExtractor(encoder, feature=feature)
+    mix_weights = None
+    if feature.startswith("weighted_sum"):
+        mix = extractor.get_layer("features").mix
+        mix_weights = np.linspace(-1.0, 1.0, mix.layer_weights.shape[0]).astype(np.float32)
+        mix.layer_weights.assign(mix_weights)
+    got = extractor(inputs)["token_features"]
+    np.testing.assert_allclose(got, _by_hand(encoder, inputs, feature, mix_weights),
+                               rtol=1e-5, atol=1e-5)
+    # No dropout in extracted features, even in a training call.
+    np.testing.assert_allclose(extractor(inputs, training=True)["token_features"], got, atol=1e-6)
+
+
+def test_bad_feature_choice_is_named(inputs):
+    with pytest.raises(ValueError, match="feature must be one of"):
+        BertFeatureExtractor(BertEncoder(CONFIG), feature="last_three")
+    small = BertEncoder(BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2,
+                                   num_attention_heads=2, intermediate_size=32))
+    with pytest.raises(ValueError, match="needs 4 layers"):
+        BertTokenClassifier(small, num_labels=3, feature="concat_last_four")
+
+
+def test_feature_based_tagger_trains_only_its_head(inputs, tmp_path):
+    encoder = BertEncoder(CONFIG)
+    tagger = BertTokenClassifier(encoder, num_labels=3, head="bilstm", head_layers=2,
+                                 feature="concat_last_four")
+    assert not any(w is v for w in tagger.trainable_weights for v in encoder.weights)
+    # Two BiLSTMs (kernel, recurrent kernel, bias per direction) and the output layer.
+    assert len(tagger.trainable_weights) == 2 * 2 * 3 + 2
+    before = [np.array(w) for w in encoder.weights]
+    tagger.compile(optimizer=keras.optimizers.Adam(1e-2), loss=tagger.default_loss())
+    tagger.fit(inputs, np.ones((2, 8), np.int32), sample_weight=inputs["input_mask"],
+               epochs=2, verbose=0)
+    for old, new in zip(before, encoder.weights):
+        np.testing.assert_array_equal(old, np.asarray(new))
+    path = str(tmp_path / "tagger.keras")
+    tagger.save(path)
+    loaded = keras.models.load_model(path, compile=False)
+    assert loaded.get_config()["feature"] == "concat_last_four"
+    np.testing.assert_allclose(loaded(inputs), tagger(inputs), atol=1e-5)
+
+
+def test_bilstm_heads_ignore_padding_and_round_trip(inputs, tmp_path):
+    padded = dict(inputs, input_ids=np.where(inputs["input_mask"] == 1, inputs["input_ids"], 7))
+    for model, output in ((BertTokenClassifier(BertEncoder(CONFIG), num_labels=3, head="bilstm"),
+                           lambda out: np.asarray(out)),
+                          (BertSpanExtractor(BertEncoder(CONFIG), head="bilstm"),
+                           lambda out: np.asarray(out["start_logits"])[..., None])):
+        logits = output(model(inputs))
+        real = inputs["input_mask"] == 1
+        np.testing.assert_allclose(output(model(padded))[real], logits[real], atol=1e-5)
+        path = str(tmp_path / "model.keras")
+        model.save(path)
+        loaded = keras.models.load_model(path)
+        assert loaded.get_config()["head"] == "bilstm"
+        np.testing.assert_allclose(output(loaded(inputs)), logits, atol=1e-5)
+    with pytest.raises(ValueError, match="head must be one of"):
+        BertSpanExtractor(BertEncoder(CONFIG), head="crf")
