@@ -19,6 +19,7 @@ import tensorflow as tf
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = (None, "float32", "mixed_bfloat16", "mixed_float16")
+TRAIN_LOOPS = ("auto", "fit", "custom")  # custom: strategy.run chunks (multi-worker's)
 
 
 def tf_config_task_count() -> int:
@@ -95,3 +96,18 @@ def model_dtype(mixed_precision: str | None, field: str = "mixed_precision") -> 
         raise ValueError(f"{field} must be one of bfloat16, float16, float32 (or "
                          f"mixed_bfloat16, mixed_float16), got {mixed_precision!r}")
     return None if mixed_precision == "float32" else mixed_precision
+
+
+def check_runtime_fields(config: object) -> None:
+    """Validates the runtime fields PretrainConfig and FinetuneConfig share:
+    strategy, train_loop, jit_compile, mixed_precision (errors name the field)."""
+    if config.strategy not in STRATEGIES:
+        raise ValueError(f"config field strategy must be one of {STRATEGIES}, "
+                         f"got {config.strategy!r}")
+    if config.train_loop not in TRAIN_LOOPS:
+        raise ValueError(f"config field train_loop must be one of {TRAIN_LOOPS}, "
+                         f"got {config.train_loop!r}")
+    if config.jit_compile not in (True, False, "auto"):
+        raise ValueError(f"config field jit_compile must be true, false or auto, "
+                         f"got {config.jit_compile!r}")
+    model_dtype(config.mixed_precision, "config field mixed_precision")

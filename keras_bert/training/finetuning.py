@@ -138,14 +138,7 @@ class FinetuneConfig:
                              f"untrained model), got {self.epochs!r}")
         if not 0 <= self.warmup_proportion <= 1 or not 0 <= self.dropout < 1:
             raise ValueError("warmup_proportion must lie in [0, 1] and dropout in [0, 1)")
-        if self.strategy not in distribute.STRATEGIES:
-            raise ValueError(f"strategy must be one of {distribute.STRATEGIES}, "
-                             f"got {self.strategy!r}")
-        if self.train_loop not in ("auto", "fit", "custom"):
-            raise ValueError(f"train_loop must be auto, fit or custom, got {self.train_loop!r}")
-        if self.jit_compile not in (True, False, "auto"):
-            raise ValueError(f"jit_compile must be true, false or auto, got {self.jit_compile!r}")
-        distribute.model_dtype(self.mixed_precision)  # validates
+        distribute.check_runtime_fields(self)
 
 
 # === Encoder and tokenizer ===

@@ -79,17 +79,19 @@ def epoch_dataset(data: Mapping[str, Any], batch_size: int, seed: int, epoch: in
     if data["weights"] is not None:
         elements += (data["weights"],)
     tensors = tf.nest.map_structure(tf.convert_to_tensor, elements)
-    order = epoch_order(num_rows(data), seed, epoch)
-    dataset = tf.data.Dataset.from_tensor_slices(order).map(
-        lambda i: tf.nest.map_structure(lambda t: tf.gather(t, i), tensors))
+    order = tf.data.Dataset.from_tensor_slices(epoch_order(num_rows(data), seed, epoch))
+
+    def rows(index):  # one row (index ()) or a batch of rows (index (B,))
+        return tf.nest.map_structure(lambda t: tf.gather(t, index), tensors)
+
     if bucket_by_length:
         # Batches of similar lengths: less padding to cut, several times faster on CPU.
         boundaries = bucket_boundaries(seq_length)
-        dataset = dataset.bucket_by_sequence_length(
+        dataset = order.map(rows).bucket_by_sequence_length(
             lambda *e: tf.reduce_sum(e[0]["input_mask"]), boundaries,
             [batch_size] * (len(boundaries) + 1), drop_remainder=drop_remainder)
-    else:
-        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    else:  # a batch's indices, then one gather per batch
+        dataset = order.batch(batch_size, drop_remainder=drop_remainder).map(rows)
     if steps is not None:
         dataset = dataset.repeat().take(steps)
     dataset = dataset.skip(skip)

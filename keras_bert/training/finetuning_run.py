@@ -142,6 +142,7 @@ class FinetuneRun:
                                    self.update_rows,
                                    enabled=self.chief and config.tensorboard)
         self.best_in_memory = None  # (weights, dev metrics) when there is no run_dir
+        self.run_updates = None  # the custom loop's tf.function
 
     @property
     def step(self) -> int:
@@ -211,13 +212,14 @@ class FinetuneRun:
                          verbose=keras_verbose(self.config.verbose), shuffle=False)
 
     def _custom_loop(self, dataset, end):
-        run_updates = steps.update_function(self.strategy, self.trainer)
+        if self.run_updates is None:  # traced once for the run, not once an epoch
+            self.run_updates = steps.update_function(self.strategy, self.trainer)
         iterator = iter(dataset)
         for metric in self.trainer.metrics:
             metric.reset_state()
         while self.step < end:
             chunk = min(end - self.step, self.config.log_every)
-            run_updates(iterator, tf.constant(chunk))
+            self.run_updates(iterator, tf.constant(chunk))
             self.after_steps(steps.metric_values(self.trainer))
 
     def after_steps(self, logs: Mapping[str, Any]) -> None:

@@ -53,7 +53,6 @@ from keras_bert.training.optimization import create_optimizer
 from keras_bert.training.recipe_files import read_recipe
 from keras_bert.training.train_log import TrainingLog
 
-TRAIN_LOOPS = ("auto", "fit", "custom")
 
 
 @dataclasses.dataclass
@@ -109,12 +108,7 @@ class PretrainConfig:
         if self.warmup_steps < 0 or self.warmup_steps > self.train_steps:
             raise ValueError(f"config field warmup_steps ({self.warmup_steps}) must be in "
                              f"[0, train_steps={self.train_steps}]")
-        if self.jit_compile not in (True, False, "auto"):
-            raise ValueError(f"config field jit_compile must be true, false or auto, "
-                             f"got {self.jit_compile!r}")
-        if self.train_loop not in TRAIN_LOOPS:
-            raise ValueError(f"config field train_loop must be one of {TRAIN_LOOPS}")
-        distribute.model_dtype(self.mixed_precision, "config field mixed_precision")
+        distribute.check_runtime_fields(self)
         if self.train_steps % self.checkpoint_every:
             raise ValueError(f"train_steps ({self.train_steps}) must be a multiple of "
                              f"checkpoint_every ({self.checkpoint_every})")

@@ -232,10 +232,9 @@ def pretrain(variant: Variant, output_dir: str, size: Size, corpus_file: str, vo
 # === Fine-tuning and scoring one cell ===
 
 def _read_reviews(path, limit):
-    import csv
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f, delimiter="\t"))[:limit]
-    return [row["sentence"] for row in rows], [row["label"] for row in rows]
+    from keras_bert.tasks.text_classification import read_text_examples
+    examples = read_text_examples(path, ["sentence"])
+    return examples.texts_a[:limit], examples.labels[:limit]
 
 
 def score(task: str, export: str, vocab_file: str, size: Size, seed: int, head: str = "linear",

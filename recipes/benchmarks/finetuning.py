@@ -60,7 +60,6 @@ arithmetic).
 
 import argparse
 import contextlib
-import csv
 import importlib.util
 import os
 import statistics
@@ -74,6 +73,8 @@ use_fast_cpu_training_settings()  # before TensorFlow loads: it reads them once
 
 import numpy as np  # noqa: E402
 
+from keras_bert.tasks.text_classification import read_text_examples  # noqa: E402
+
 from peer_process import PeerProcess  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -85,9 +86,8 @@ KEYS = ("kb", "hf")  # --quality-sides
 # === Tasks ===
 
 def read_reviews(path):
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f, delimiter="\t"))
-    return [row["sentence"] for row in rows], [row["label"] for row in rows]
+    examples = read_text_examples(path, ["sentence"])
+    return examples.texts_a, examples.labels
 
 
 def load_task(name, limit=None):

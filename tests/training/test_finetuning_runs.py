@@ -177,7 +177,7 @@ def test_recipes_load_and_name_bad_fields(tmp_path):
                                          r"\['learning_rte'\]"):
         finetuning.load_finetune_config(str(recipe))
     recipe.write_text("task: classify\nmixed_precision: float8\n")
-    with pytest.raises(ValueError, match="recipe.yaml: mixed_precision must be one of"):
+    with pytest.raises(ValueError, match="recipe.yaml: config field mixed_precision must be one of"):
         finetuning.load_finetune_config(str(recipe))
 
 
