@@ -98,6 +98,8 @@ class BertTokenClassifier(TextTask, keras.Model):
 
     # === Text in, entities out ===
 
+    token_level_targets = True  # tag ids and weights (B, T): cut with the padding
+
     def default_loss(self) -> keras.losses.Loss:
         # The mean over labelled pieces only, not over every padded position.
         return keras.losses.SparseCategoricalCrossentropy(

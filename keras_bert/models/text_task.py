@@ -11,7 +11,9 @@ wherever Keras accepts inputs, and keeps accepting the three id tensors:
 
 In-memory text is tokenized once, up front, into NumPy features; after that
 Keras' own `fit` runs unchanged (shuffling, validation_split, callbacks,
-distribution strategies), so strings train exactly as the same ids do. A
+distribution strategies), so strings train exactly as the same ids do; each
+training and evaluation batch is cut to its longest row in the graph
+(`keras_bert.models.batch_trimming`), ids or text alike. A
 `tf.data.Dataset` of text is tokenized batch by batch inside its pipeline.
 
 Each task model says how its labels and outputs read (`encode_targets`,
@@ -29,6 +31,7 @@ import tensorflow as tf
 from keras_bert.checkpoints.source import (PretrainedSource, keras_saved_config, resolve,
                                            tokenizer_settings)
 from keras_bert.models import lora
+from keras_bert.models.batch_trimming import trim_features_batch
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_text_spec
 
@@ -150,6 +153,28 @@ class TextTask:
         keras.Model.compile(self, **config)
         if getattr(self, "optimizer", None) is not None and self.built:
             self.optimizer.build(self.trainable_variables)
+
+    # Whether y and the sample weights have a token axis (a tagger's), cut
+    # with the inputs' padding in `train_step` / `test_step`.
+    token_level_targets = False
+
+    def train_step(self, data: Any) -> Any:
+        return super().train_step(self.trimmed(data))
+
+    def test_step(self, data: Any) -> Any:
+        return super().test_step(self.trimmed(data))
+
+    def trimmed(self, data: Any) -> Any:
+        """One batch (x[, y[, sample_weight]]) with the padding past its longest
+        row cut (`keras_bert.models.batch_trimming`): Keras hands batches of
+        in-memory arrays at their full width. Kept where shapes must be static
+        (XLA, TPUs)."""
+        if self.jit_compile or isinstance(tf.distribute.get_strategy(),
+                                          tf.distribute.TPUStrategy):
+            return data
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        return keras.utils.pack_x_y_sample_weight(*trim_features_batch(
+            x, y, sample_weight, token_level_targets=self.token_level_targets))
 
     def fit(self, x: Any = None, y: Any = None, *args: Any, sample_weight: Any = None,
             validation_data: Any = None, **kwargs: Any) -> keras.callbacks.History:

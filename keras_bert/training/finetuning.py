@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from keras_bert.checkpoints.source import resolve, tokenizer_settings
 from keras_bert.config import BertConfig
+from keras_bert.models.batch_trimming import LENGTH_MULTIPLE
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.span_extractor import BertSpanExtractor
@@ -451,7 +452,7 @@ def _forward(model):
 def predict(model: keras.Model, features: Mapping[str, np.ndarray], batch_size: int = 64
             ) -> np.ndarray | dict[str, np.ndarray]:
     """Model outputs for NumPy features, batch by batch on similar lengths with
-    padding cut (see `finetuning_data.trim_to_longest`); outputs come back in
+    padding cut (see `keras_bert.models.batch_trimming`); outputs come back in
     the input order, zero-padded to the full sequence length. A model built
     under a TPUStrategy predicts there, at full length (static shapes)."""
     if isinstance(getattr(model, "distribute_strategy", None), tf.distribute.TPUStrategy):
@@ -463,7 +464,8 @@ def predict(model: keras.Model, features: Mapping[str, np.ndarray], batch_size: 
     with Progress(len(order), "sequences", detail="predicting") as bar:
         for start in range(0, len(order), batch_size):
             index = order[start:start + batch_size]
-            length = min(-(-int(lengths[index].max()) // 8) * 8, seq_length)
+            length = min(-(-int(lengths[index].max()) // LENGTH_MULTIPLE) * LENGTH_MULTIPLE,
+                         seq_length)
             batch = {k: v[index, :length] for k, v in features.items()}
             pieces.append(keras.tree.map_structure(np.asarray, _forward(model)(batch)))
             bar.advance(len(index))

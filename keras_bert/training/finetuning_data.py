@@ -18,6 +18,8 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.models.batch_trimming import longest_width, trim_padding
+
 
 def epoch_order(rows: int, seed: int, epoch: int) -> np.ndarray:
     """The permutation of `rows` that epoch `epoch` of a run with `seed` reads."""
@@ -44,22 +46,6 @@ def batches_per_epoch(data: Mapping[str, Any], batch_size: int, seq_length: int,
         return count(len(lengths))
     buckets = np.searchsorted(bucket_boundaries(seq_length), lengths, side="right")
     return int(sum(count(n) for n in np.bincount(buckets)))
-
-
-def trim_to_longest(elements: Any, seq_length: int, multiple: int = 8) -> Any:
-    """Cuts every (B, seq_length) tensor of a batch to its longest real sequence
-    (rounded up to `multiple`, to bound retracing). Padding is masked out of
-    attention and carries no label, so outputs on real tokens are unchanged;
-    only the wasted work on padding goes."""
-    longest = tf.reduce_max(tf.reduce_sum(elements[0]["input_mask"], axis=1))
-    length = tf.minimum((longest + multiple - 1) // multiple * multiple, seq_length)
-
-    def trim(t):
-        if t.shape.rank == 2 and t.shape[1] == seq_length:
-            return t[:, :length]
-        return t
-
-    return tf.nest.map_structure(trim, elements)
 
 
 def epoch_dataset(data: Mapping[str, Any], batch_size: int, seed: int, epoch: int,
@@ -98,7 +84,8 @@ def epoch_dataset(data: Mapping[str, Any], batch_size: int, seed: int, epoch: in
     if trim:
         # The whole batch's longest, before the replicas' split: every replica
         # gets one shape (Keras builds a distributed model from their mean).
-        dataset = dataset.map(lambda *e: trim_to_longest(e, seq_length))
+        dataset = dataset.map(
+            lambda *e: trim_padding(e, seq_length, longest_width(e[0]["input_mask"], seq_length)))
     if input_context is not None and input_context.num_replicas_in_sync > 1:
         dataset = _replica_shares(dataset, batch_size, input_context)
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert import BertConfig, BertEncoder, BertTokenizer
+from keras_bert import BertEncoder, BertTokenizer
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.export import export_saved_model
 from keras_bert.models.classifier import BertClassifier
@@ -20,32 +20,8 @@ from keras_bert.models.tagger import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 from keras_bert.tasks import squad
 from keras_bert.tasks.tagging import TaggedSentences, encode_tagged, read_conll
-from keras_bert.tasks.text_classification import read_text_examples
 
-NAMES = ["rotten", "fresh"]
-
-
-def tiny_encoder(seed=0):
-    keras.utils.set_random_seed(seed)
-    # No dropout: two runs of the same data must take the same steps.
-    return BertEncoder(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
-                                  num_attention_heads=2, intermediate_size=64,
-                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
-
-
-def reviews(datasets_dir, count=16):
-    examples = read_text_examples(os.path.join(datasets_dir, "rotten_tomatoes", "dev.tsv"))
-    return examples.texts_a[:count], examples.labels[:count]
-
-
-def classifier(seq_length=32, seed=0, preprocessor=True):
-    pre = BertPreprocessor(VOCAB_FILE, seq_length=seq_length) if preprocessor else None
-    return BertClassifier(tiny_encoder(seed), 2, dropout=0.0, label_names=NAMES, preprocessor=pre)
-
-
-def assert_same_weights(a, b):
-    for x, y in zip(a.weights, b.weights):
-        np.testing.assert_allclose(x.numpy(), y.numpy(), atol=1e-6, err_msg=x.path)
+from task_models import NAMES, assert_same_weights, classifier, reviews, tiny_encoder
 
 
 def test_strings_train_as_their_ids_do(datasets_dir):
