@@ -30,10 +30,12 @@ IDS_SPECS = {name: tf.TensorSpec([None, None], tf.int32, name=name)
              for name in features.ENCODER_INPUTS}
 
 
-def signature(*specs: tf.TensorSpec) -> Callable[[Callable], Callable]:
+def signature(*specs: tf.TensorSpec, jit_compile: bool = False
+              ) -> Callable[[Callable], Callable]:
     """`tf.function` with an input signature and without AutoGraph: the serving
     code has no Python control flow on tensors, and converting the tokenizer and
-    every Keras layer would triple the export time.
+    every Keras layer would triple the export time. `jit_compile`: compiled
+    with XLA, once per input shape the server meets.
 
     A loaded SavedModel does not check its inputs against the signature's
     shapes, so a (B, 1) or scalar `text` would fail deep in the graph
@@ -44,7 +46,8 @@ def signature(*specs: tf.TensorSpec) -> Callable[[Callable], Callable]:
         def checked(*args):
             return function(*(tf.ensure_shape(arg, spec.shape, name=f"check_{name}")
                               for arg, spec, name in zip(args, specs, _arg_names(function))))
-        return tf.function(checked, input_signature=list(specs), autograph=False)
+        return tf.function(checked, input_signature=list(specs), autograph=False,
+                           jit_compile=jit_compile or None)
     return decorate
 
 
@@ -68,6 +71,9 @@ class TaskServing:
     PADDINGS = ("max_length",)
     padding = "max_length"
     length_multiple = 1
+    # `export_saved_model(jit_compile=True)`: the model part of every signature
+    # compiled with XLA (the string ops around it have no XLA kernels).
+    jit_compile = False
 
     def __init__(self, model: keras.Model, tokenizer: BertTokenizer, seq_length: int) -> None:
         max_positions = model_config(model).max_position_embeddings
@@ -78,8 +84,11 @@ class TaskServing:
         self.tokenizer = tokenizer
         self.seq_length = seq_length
         self.tokenize_with_offsets = traced_tokenizer(tokenizer)
-        # Likewise one trace of the Keras model for all signatures.
-        self._traced_model = signature(*IDS_SPECS.values())(self._run_model)
+
+    @functools.cached_property
+    def _traced_model(self) -> Callable[..., Any]:
+        """Likewise one trace of the Keras model for all signatures."""
+        return signature(*IDS_SPECS.values(), jit_compile=self.jit_compile)(self._run_model)
 
     def pack_function(self, pair: bool = False) -> Callable[..., dict[str, tf.Tensor]]:
         """`traced_pack` with this export's length and padding."""
@@ -128,7 +137,7 @@ class TaskServing:
     def metadata(self) -> dict[str, Any]:
         """JSON-able facts written to `assets/keras_bert_export.json`."""
         return {"task": self.task, "seq_length": self.seq_length, "padding": self.padding,
-                "length_multiple": self.length_multiple,
+                "length_multiple": self.length_multiple, "jit_compile": self.jit_compile,
                 "lowercase": self.tokenizer.lowercase,
                 "max_chars_per_word": self.tokenizer.max_chars_per_word}
 

@@ -94,7 +94,7 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
                        path: str | os.PathLike | None = None, seq_length: int | None = None,
                        label_names: Sequence[str] | None = None, overwrite: bool = False,
                        padding: str = "max_length", length_multiple: int = 8,
-                       quantize: str | None = None,
+                       quantize: str | None = None, jit_compile: bool = False,
                        **task_options: Any) -> str:
     """Writes `model` + `tokenizer` as a SavedModel at `path` and returns `path`.
 
@@ -124,6 +124,11 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
         stored as int8 with per-channel scales, activations quantized per row
         at run time (Keras' `Model.quantize`); `model` itself is unchanged.
         A model with LoRA adapters is exported merged (`merge_lora`).
+      jit_compile: the model part of the signatures compiled with XLA, once
+        per request shape (the first request of a shape waits ~1-2 s for it;
+        pair it with `padding="longest"` for a few shapes). It pays where the
+        per-op cost dominates, batch 1 and short texts: see README "Serving
+        speed". TensorFlow Serving runs it with `--xla_cpu_compilation_enabled`.
       **task_options: question answering only: `version_2_with_negative`,
         `doc_stride`, `max_query_length`, `max_answer_length`, `n_best_size`,
         `null_score_diff_threshold`, `max_windows` (see `export_squad`).
@@ -150,6 +155,9 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
             raise ValueError(f"length_multiple must be a positive integer, got {length_multiple!r}")
         serving.padding, serving.length_multiple = padding, length_multiple
         serving.quantize = quantize
+        if not isinstance(jit_compile, bool):
+            raise ValueError(f"jit_compile must be True or False, got {jit_compile!r}")
+        serving.jit_compile = jit_compile
         parent = (os.path.dirname(os.path.abspath(path)) if "://" not in path
                   else path.rsplit("/", 1)[0])
         tf.io.gfile.makedirs(parent)

@@ -11,7 +11,8 @@ read a local HuggingFace folder).
 
 - `kb strings`: `export_saved_model(...)` loaded with `tf.saved_model.load`, as a
   server would, `serving_default(text=...)`: tokenization in the graph. One row
-  per `--exports` setting (e.g. `padding=longest`, `quantize=int8`).
+  per `--exports` setting (e.g. `padding=longest`, `quantize=int8`,
+  `padding=longest+jit_compile=true`).
 - `kb ids`: `serve_ids` of the same SavedModel fed ids from HuggingFace's fast
   tokenizer (timed with it: end to end, as a client that tokenizes itself),
   padded to the width the string signature pads to.
@@ -155,14 +156,20 @@ class FastTokenizer:
                 "segment_ids": np.array([e.type_ids for e in encodings], np.int32)}
 
 
+def option_value(text):
+    """An --exports value: an integer, true / false, or the string itself."""
+    if text.isdigit():
+        return int(text)
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
 def keras_bert_peers(model, tokenizer, fast_tokenizer, exports, fixed, folder):
     import tensorflow as tf
     from keras_bert.export import export_saved_model
     peers = []
     for setting in exports:
-        options = dict(item.split("=") for item in setting.split("+") if item != "default")
-        if "length_multiple" in options:
-            options["length_multiple"] = int(options["length_multiple"])
+        options = {name: option_value(value) for name, value in (
+            item.split("=") for item in setting.split("+") if item != "default")}
         path = os.path.join(folder, setting, "1")
         if not os.path.exists(path):
             export_saved_model(model, tokenizer, path, seq_length=SEQ_LENGTH, **options)
@@ -286,7 +293,6 @@ def main(argv=None):
     import tensorflow as tf
 
     from keras_bert import BertConfig, BertEncoder, BertTokenizer
-    from keras_bert.checkpoints import load_pretrained
     from keras_bert.models.classifier import BertClassifier
     checkpoint = args.checkpoint
     if checkpoint is None:
@@ -294,7 +300,7 @@ def main(argv=None):
         checkpoint = os.path.join(spec.submodule_search_locations[0], "model")
     vocab_file = os.path.join(checkpoint, "vocab.txt")
     encoder = (BertEncoder(BertConfig.preset(args.preset)) if args.preset
-               else load_pretrained(checkpoint))
+               else BertEncoder.from_pretrained(checkpoint))
     config = encoder.config
     model = BertClassifier(encoder, 2)
     tokenizer = BertTokenizer(vocab_file, lowercase=True)
@@ -336,6 +342,9 @@ def main(argv=None):
                 peer.run(sample)  # warm-up
         for peer in peers:
             peer.run(texts[mode][:args.batch])  # warm-up (a new shape)
+            if "jit_compile" in peer.name:  # XLA compiles once per shape: the batch-1 ones
+                for text in texts[mode][:args.windows * args.calls]:
+                    peer.run([text])
 
         lengths = fast_tokenizer(texts[mode][:256], True)["input_mask"].sum(1)
         print(f"\n== {'fixed 128' if fixed else 'natural'} lengths "

@@ -1,6 +1,7 @@
 """Export options of issue 22: `padding="longest"` (same outputs as padding to
-seq_length) and `quantize="int8"` (the float32 outputs within a stated
-tolerance); both keep to the ops TensorFlow Serving links."""
+seq_length), `quantize="int8"` (the float32 outputs within a stated
+tolerance) and `jit_compile=True` (XLA: the same outputs); all keep to the ops
+TensorFlow Serving links."""
 
 import json
 import os
@@ -33,7 +34,8 @@ def exports(tmp_path_factory):
     model = keras_model("classifier")
     paths = {}
     for name, options in {"longest": {"padding": "longest", "length_multiple": 8},
-                          "int8": {"quantize": "int8"}}.items():
+                          "int8": {"quantize": "int8"},
+                          "xla": {"padding": "longest", "jit_compile": True}}.items():
         paths[name] = export_saved_model(model, tokenizer(), str(folder / name / "1"),
                                          seq_length=SEQ_LENGTH["classifier"], **options)
     return {name: tf.saved_model.load(path) for name, path in paths.items()} | {"paths": paths}
@@ -88,9 +90,37 @@ def test_options_are_recorded_and_keep_to_serving_ops(exports):
         assert ops_serving_lacks(path) == []
         with open(os.path.join(path, "assets", "keras_bert_export.json")) as f:
             metadata = json.load(f)
-        assert (metadata["padding"], metadata["quantize"]) == {
-            "longest": ("longest", None), "int8": ("max_length", "int8")}[name]
+        assert (metadata["padding"], metadata["quantize"], metadata["jit_compile"]) == {
+            "longest": ("longest", None, False), "int8": ("max_length", "int8", False),
+            "xla": ("longest", None, True)}[name]
         assert metadata["label_names"] == CLASS_NAMES
+
+
+def test_xla_gives_the_same_outputs_from_strings_and_ids(exports):
+    inputs = {"text": TEXTS, "text_pair": PAIRS}
+    fixed = call("classifier", **inputs)
+    compiled = run(exports["xla"], **inputs)
+    np.testing.assert_allclose(compiled["logits"], fixed["logits"], atol=1e-5)
+    np.testing.assert_array_equal(compiled["label"], fixed["label"])
+    features = tokenizer().pack(tf.constant(TEXTS), tf.constant(PAIRS),
+                                seq_length=SEQ_LENGTH["classifier"])
+    by_ids = run(exports["xla"], "serve_ids", **{k: v.numpy() for k, v in features.items()})
+    np.testing.assert_allclose(by_ids["logits"], fixed["logits"], atol=1e-5)
+
+
+def test_xla_marks_only_the_model_function_for_compilation(exports):
+    from tensorflow.core.protobuf import saved_model_pb2
+    compiled = {}
+    for name in ("longest", "xla"):
+        proto = saved_model_pb2.SavedModel()
+        with open(os.path.join(exports["paths"][name], "saved_model.pb"), "rb") as f:
+            proto.ParseFromString(f.read())
+        library = proto.meta_graphs[0].graph_def.library
+        compiled[name] = [f.signature.name for f in library.function
+                          if f.attr["_XlaMustCompile"].b]
+    assert compiled["longest"] == []
+    # the model's trace alone (the signatures around it hold the string ops)
+    assert compiled["xla"] and all("run_model" in name for name in compiled["xla"])
 
 
 def test_quantizing_leaves_the_model_float(exports):
@@ -101,7 +131,8 @@ def test_quantizing_leaves_the_model_float(exports):
 
 @pytest.mark.parametrize("options, field", [
     ({"quantize": "int4"}, "quantize"), ({"padding": "shortest"}, "padding"),
-    ({"padding": "longest", "length_multiple": 0}, "length_multiple")])
+    ({"padding": "longest", "length_multiple": 0}, "length_multiple"),
+    ({"jit_compile": "yes"}, "jit_compile")])
 def test_bad_options_name_the_field(tmp_path, options, field):
     with pytest.raises(ValueError, match=field):
         export_saved_model(keras_model("classifier"), tokenizer(), str(tmp_path / "m" / "1"),
