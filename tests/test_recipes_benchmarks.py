@@ -1,8 +1,11 @@
 """The fine-tuning benchmark's own parts (recipes/benchmarks/finetuning.py and its
-HuggingFace peer): the label alignment, the tasks' data and metric, and
-keras_bert's side for one short run. The HuggingFace side needs torch and
-transformers, which the CI venv does not have."""
+HuggingFace peer, finetuning_parity.py): the label alignment, the tasks' data and
+metric, keras_bert's side for one short run and for the step-by-step parity. The
+HuggingFace side needs torch and transformers, which the CI venv does not have."""
 
+import math
+
+import numpy as np
 import pytest
 
 from repo_paths import recipe_script
@@ -46,3 +49,21 @@ def test_keras_bert_side_trains_and_predicts(minilm_path):
     assert [len(row) for row in result["predictions"]] == [len(row) for row in task["dev_x"]]
     assert result["examples"] == 48 - 2 * 16 and result["seconds"] > 0
     assert side.time("wnut16", task, 1, seed=0) > 0
+
+
+@pytest.mark.slow
+def test_parity_keras_side_records_each_step_with_dropout_off(minilm_path):
+    parity = benchmark("finetuning_parity")
+    task = parity.benchmark.load_task("wnut16", limit=32)
+    records, kept, head = parity.keras_side(task, minilm_path, steps=2, keep_at=[1, 2], seed=0)
+    assert [len(records[key]) for key in ("loss", "learning_rate", "grad_norm")] == [2, 2, 2]
+    # A new head of small weights: about the uniform guess's cross-entropy over 21 tags.
+    assert records["loss"][0] == pytest.approx(math.log(21), abs=0.2)
+    # Warmup starts at rate 0 (as HuggingFace's linear schedule): step 1 moves nothing.
+    assert records["learning_rate"][0] == 0.0 < records["learning_rate"][1]
+    assert all(np.array_equal(kept[1][name], kept[0][name]) for name in kept[0])
+    assert not np.array_equal(kept[2]["head/kernel"], kept[0]["head/kernel"])
+    # Embeddings, 2 per block (MiniLM: 6), the head's: all at the checkpoint's 0.1.
+    assert len(records["dropout"]) == 1 + 2 * 6 + 1
+    assert all(line.endswith(" 0.1") for line in records["dropout"])
+    assert head["kernel"].shape == (384, task["num_labels"])

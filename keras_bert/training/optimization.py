@@ -89,15 +89,26 @@ class GlobalBatchClipping:
 
 @keras.saving.register_keras_serializable(package="keras_bert")
 class AdamW(GlobalBatchClipping, keras.optimizers.AdamW):
-    """keras.optimizers.AdamW with `GlobalBatchClipping` and a fused update.
+    """keras.optimizers.AdamW with `GlobalBatchClipping`, a fused update, and
+    epsilon where Adam's Algorithm 1 (and PyTorch, HuggingFace) put it.
+
+    The update is w <- w - lr * m_hat / (sqrt(v_hat) + epsilon), m_hat and
+    v_hat the bias-corrected moments (Kingma & Ba, Algorithm 1; torch.optim.AdamW).
+    Keras (and TensorFlow's Adam) add epsilon to sqrt(v) instead, the paper's
+    "epsilon hat" variant: in bias-corrected terms an epsilon of
+    epsilon / sqrt(1 - beta2^t), 32x larger at step 1 and still 3x at step 100.
+    With the gradient clipped to norm 1 over 22M weights most entries are far
+    below it, so early updates shrank: fine-tuning MiniLM, the encoder's first
+    updates came out 35-60 % off the HuggingFace Trainer's from the same
+    weights and batches (recipes/benchmarks/finetuning_parity.py).
 
     Keras's Adam update is about a dozen separate element-wise ops per
     variable, each a pass over the variable or its moments, which the (V, H)
     embedding table makes a visible share of a CPU step (figures in
-    recipes/benchmarks/README.md). TensorFlow's
-    `ResourceApplyAdam` kernel does the same arithmetic (Keras's bias-corrected
-    step size, epsilon outside the square root) in one pass. The decoupled
-    weight decay is Keras's, applied before the update, as one multiply.
+    recipes/benchmarks/README.md). TensorFlow's `ResourceApplyAdam` kernel
+    does the same arithmetic in one pass (given epsilon * sqrt(1 - beta2^t),
+    the kernel's epsilon-hat form is Algorithm 1's). The decoupled weight decay
+    is Keras's (and PyTorch's), applied before the update, as one multiply.
     """
 
     def _apply_weight_decay(self, variables):
@@ -132,13 +143,15 @@ class AdamW(GlobalBatchClipping, keras.optimizers.AdamW):
         m, v = self._momentums[index], self._velocities[index]
         step = ops.cast(self.iterations + 1, dtype)
         gradient = tf.convert_to_tensor(gradient)  # IndexedSlices: the kernel is dense
+        beta2_power = ops.power(ops.cast(self.beta_2, dtype), step)
+        # The kernel adds epsilon to sqrt(v) = sqrt(v_hat) * sqrt(1 - beta2^t):
+        # scaled so, it is epsilon added to sqrt(v_hat) (Algorithm 1, see above).
+        epsilon = ops.cast(self.epsilon, dtype) * ops.sqrt(1.0 - beta2_power)
         tf.raw_ops.ResourceApplyAdam(
             var=_handle(variable), m=_handle(m), v=_handle(v),
-            beta1_power=ops.power(ops.cast(self.beta_1, dtype), step),
-            beta2_power=ops.power(ops.cast(self.beta_2, dtype), step),
+            beta1_power=ops.power(ops.cast(self.beta_1, dtype), step), beta2_power=beta2_power,
             lr=ops.cast(learning_rate, dtype), beta1=ops.cast(self.beta_1, dtype),
-            beta2=ops.cast(self.beta_2, dtype), epsilon=ops.cast(self.epsilon, dtype),
-            grad=ops.cast(gradient, dtype))
+            beta2=ops.cast(self.beta_2, dtype), epsilon=epsilon, grad=ops.cast(gradient, dtype))
 
 
 def _handle(variable):

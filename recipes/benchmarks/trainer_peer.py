@@ -6,7 +6,8 @@ words and label ids, so both sides train on the same examples; this process
 tokenizes with the checkpoint's fast tokenizer, as a HuggingFace user does.
 
 Requests: ("task", name, spec) -> None;
-("threads", count) -> None;
+("threads", count) -> None; ("parity", name, head, steps, keep_at, folder) -> the
+per-step records of `parity` (the weights go to `folder`);
 ("time", name, steps, seed) -> seconds of the timed steps; ("train", name,
 seed) -> {"predictions": per dev row the label id (classification) or the
 label ids of its words (tagging), "seconds", "examples"}; None: exit.
@@ -119,7 +120,8 @@ class TrainerPeer:
                 else transformers.AutoModelForSequenceClassification)
         return auto.from_pretrained(self.checkpoint, num_labels=spec["num_labels"])
 
-    def trainer(self, spec, model, rows, seed, epochs, max_steps=-1, callbacks=()):
+    def trainer(self, spec, model, rows, seed, epochs, max_steps=-1, callbacks=(),
+                trainer_class=None):
         transformers = self.transformers
         steps = -(-len(rows) // spec["batch_size"]) * epochs if max_steps < 0 else max_steps
         args = transformers.TrainingArguments(
@@ -132,8 +134,9 @@ class TrainerPeer:
             adam_epsilon=spec["epsilon"], max_grad_norm=spec["clipnorm"] or 0.0,
             seed=seed, use_cpu=True, bf16=self.bf16, save_strategy="no", eval_strategy="no",
             logging_strategy="no", report_to=[], disable_tqdm=True, dataloader_num_workers=0)
-        return transformers.Trainer(model=model, args=args, train_dataset=rows,
-                                    data_collator=self.collator(spec), callbacks=list(callbacks))
+        return (trainer_class or transformers.Trainer)(
+            model=model, args=args, train_dataset=rows, data_collator=self.collator(spec),
+            callbacks=list(callbacks))
 
     def time(self, name, steps, seed, skip=2):
         """Seconds of `steps` training steps after `skip` warm-up steps, on a
@@ -181,6 +184,40 @@ class TrainerPeer:
                     predictions.append(int(labels))
         return predictions
 
+    def parity(self, name, head, steps, keep_at, folder):
+        """The first `steps` updates of the full budget's schedule, the rows in
+        order, dropout off, the head set to `head` ({"kernel" (H, K), "bias"}, as
+        Keras stores it): per step the loss, the learning rate used and the
+        gradient's global norm before clipping, as the Trainer computes them;
+        the weights before step 1 and after each step in `keep_at`, as
+        safetensors files `folder/step_<n>.safetensors`."""
+        from safetensors.torch import save_file
+        spec, torch = self.tasks[name], self.torch
+        auto = (self.transformers.AutoModelForTokenClassification if spec["kind"] == "tagging"
+                else self.transformers.AutoModelForSequenceClassification)
+        model = auto.from_pretrained(self.checkpoint, num_labels=spec["num_labels"],
+                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                     classifier_dropout=0.0)
+        with torch.no_grad():
+            model.classifier.weight.copy_(torch.from_numpy(head["kernel"].T))  # (K, H)
+            model.classifier.bias.copy_(torch.from_numpy(head["bias"]))
+        records = {"loss": [], "learning_rate": [], "grad_norm": []}
+
+        def save(step):
+            save_file({key: value.detach().contiguous()
+                       for key, value in model.state_dict().items()},
+                      f"{folder}/step_{step}.safetensors")
+
+        save(0)
+        trainer_class = parity_trainer(self.transformers, torch, records)
+        stop = stop_after(self.transformers, steps, keep_at, save)
+        self.trainer(spec, model, spec["train_rows"], 0, spec["epochs"], callbacks=[stop],
+                     trainer_class=trainer_class).train()
+        records["dropout"] = [f"{path} {module.p}" for path, module in auto.from_pretrained(
+            self.checkpoint, num_labels=spec["num_labels"]).named_modules()
+            if isinstance(module, torch.nn.Dropout)]
+        return records
+
     def serve(self, request):
         kind = request[0]
         if kind == "task":
@@ -192,7 +229,44 @@ class TrainerPeer:
             return self.time(*request[1:])
         if kind == "train":
             return self.train(*request[1:])
+        if kind == "parity":
+            return self.parity(*request[1:])
         raise ValueError(f"unknown request {kind}")
+
+
+def parity_trainer(transformers, torch, records):
+    """A Trainer that takes its rows in order and records each step's loss,
+    learning rate (the one the optimizer steps with) and pre-clipping norm."""
+
+    class InOrderTrainer(transformers.Trainer):
+        def _get_train_sampler(self, train_dataset=None):
+            return torch.utils.data.SequentialSampler(train_dataset or self.train_dataset)
+
+        def compute_loss(self, *args, **kwargs):
+            loss = super().compute_loss(*args, **kwargs)
+            records["loss"].append(float((loss[0] if isinstance(loss, tuple) else loss).detach()))
+            return loss
+
+        def _get_grad_norm(self, model, grad_norm=None):
+            norm = super()._get_grad_norm(model, grad_norm=grad_norm)
+            records["grad_norm"].append(float(norm))
+            records["learning_rate"].append(float(self.optimizer.param_groups[0]["lr"]))
+            return norm
+
+    return InOrderTrainer
+
+
+def stop_after(transformers, steps, keep_at, save):
+    """Callback: `save(step)` after each step in `keep_at`; stop after `steps`."""
+
+    class Stop(transformers.TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step in keep_at:
+                save(state.global_step)
+            if state.global_step >= steps:
+                control.should_training_stop = True
+
+    return Stop()
 
 
 def main():

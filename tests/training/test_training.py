@@ -87,10 +87,10 @@ def test_schedule_and_clipping():
 
 
 def test_adamw_equals_a_numpy_adamw_and_sums_repeated_rows():
-    # Written from the update rule (Loshchilov & Hutter, with Keras's bias
-    # correction and epsilon outside the square root): decoupled decay of
-    # lr * wd * w first, none on LayerNorm / bias. The embedding gradient comes
-    # as IndexedSlices with a repeated row: the moments see the summed row.
+    # Written from the update rule (Loshchilov & Hutter's decoupled decay of
+    # lr * wd * w first, none on LayerNorm / bias; then Adam's Algorithm 1,
+    # epsilon added to sqrt(v_hat), as torch.optim.AdamW). The embedding gradient
+    # comes as IndexedSlices with a repeated row: the moments see the summed row.
     rng = np.random.default_rng(0)
     start = {"embeddings": rng.normal(size=(3, 2)), "gamma": rng.normal(size=(2,))}
     lr, wd, b1, b2, eps = 0.05, 0.1, 0.9, 0.999, 1e-6
@@ -115,10 +115,24 @@ def test_adamw_equals_a_numpy_adamw_and_sums_repeated_rows():
                 expected[k] -= lr * wd * expected[k]
             m[k] = b1 * m[k] + (1 - b1) * dense[k]
             v2[k] = b2 * v2[k] + (1 - b2) * dense[k] ** 2
-            alpha = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
-            expected[k] -= alpha * m[k] / (np.sqrt(v2[k]) + eps)
+            m_hat, v_hat = m[k] / (1 - b1 ** t), v2[k] / (1 - b2 ** t)
+            expected[k] -= lr * m_hat / (np.sqrt(v_hat) + eps)
     for k in expected:
         np.testing.assert_allclose(variables[k].numpy(), expected[k], rtol=1e-5, atol=1e-6)
+
+
+def test_adamw_adds_epsilon_to_the_corrected_second_moment():
+    # A gradient entry as small as epsilon: at step 1 m_hat = g and
+    # sqrt(v_hat) = |g|, so Algorithm 1
+    # moves the weight by lr * g / (g + eps) = lr / 2. Keras's form (epsilon on
+    # sqrt(v), i.e. eps / sqrt(1 - 0.999) on sqrt(v_hat)) would move it by
+    # lr * 1e-6 / (1e-6 + 3.16e-5) = lr * 0.0307.
+    lr, eps = 0.01, 1e-6
+    bias = keras.Variable(np.zeros((2,), np.float32), name="bias")  # no weight decay
+    optimizer = optimization.create_adamw(lr, total_steps=10**6, warmup_steps=0, clipnorm=None)
+    optimizer._learning_rate = lr
+    optimizer.apply_gradients([(tf.constant([eps, -eps]), bias)])
+    np.testing.assert_allclose(bias.numpy(), [-lr / 2, lr / 2], rtol=1e-4)
 
 
 @pytest.mark.parametrize("name", ["adamw", "lamb"])
