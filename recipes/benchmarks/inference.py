@@ -201,10 +201,10 @@ def keras_bert_peers(model, tokenizer, fast_tokenizer, exports, fixed, folder):
 class TorchWorker(PeerProcess):
     """`torch_peers.py` in its own process (see `peer_process` why)."""
 
-    def __init__(self, model, checkpoint, threads):
+    def __init__(self, model, checkpoint, threads, config=None):
         head = model.get_layer("classifier_output")
         super().__init__(os.path.join(HERE, "torch_peers.py"), {
-            "checkpoint": checkpoint, "threads": threads,
+            "checkpoint": checkpoint, "threads": threads, "config": config,
             "head_kernel": np.asarray(head.kernel.numpy(), np.float32),
             "head_bias": np.asarray(head.bias.numpy(), np.float32)})
 
@@ -309,7 +309,11 @@ def main(argv=None):
     skip = set(filter(None, args.skip.split(",")))
     torch_worker = None
     if importlib.util.find_spec("torch") and importlib.util.find_spec("transformers"):
-        torch_worker = TorchWorker(model, checkpoint, args.torch_threads)
+        sizes = None if not args.preset else {  # HuggingFace's BertConfig, same names
+            name: getattr(config, name) for name in (
+                "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                "intermediate_size", "max_position_embeddings", "type_vocab_size")}
+        torch_worker = TorchWorker(model, checkpoint, args.torch_threads, sizes)
         if "missing" in torch_worker.facts:
             print(f"HuggingFace transformers / torch: not installed ({torch_worker.facts['missing']})")
             torch_worker = None
@@ -335,7 +339,8 @@ def main(argv=None):
         sample = texts[mode][:4]
         reference = peers[0].logits(sample)
         for peer in peers:
-            if peer.name.startswith(("kb ", "hf model")):
+            if peer.name.startswith("kb ") or (peer.name.startswith("hf model")
+                                               and not args.preset):  # --preset: random weights
                 gap = np.max(np.abs(np.asarray(peer.logits(sample)) - reference))
                 print(f"  [{mode}] {peer.name}: max |logit - kb strings| = {gap:.2e}")
             else:

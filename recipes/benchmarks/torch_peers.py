@@ -15,14 +15,18 @@ SEQ_LENGTH = 128
 
 class TorchPeers:
 
-    def __init__(self, checkpoint, head_kernel, head_bias, threads):
+    def __init__(self, checkpoint, head_kernel, head_bias, threads, config=None):
         import numpy as np
         import torch
         import transformers
         self.torch = torch
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint, use_fast=True)
-        self.model = transformers.AutoModelForSequenceClassification.from_pretrained(
-            checkpoint, num_labels=head_kernel.shape[1]).eval()
+        if config is None:
+            self.model = transformers.AutoModelForSequenceClassification.from_pretrained(
+                checkpoint, num_labels=head_kernel.shape[1]).eval()
+        else:  # another size (--preset): random weights; speed does not depend on them
+            self.model = transformers.BertForSequenceClassification(transformers.BertConfig(
+                **config, num_labels=head_kernel.shape[1])).eval()
         with torch.no_grad():  # the same head as keras_bert's classifier
             self.model.classifier.weight.copy_(torch.from_numpy(np.ascontiguousarray(head_kernel.T)))
             self.model.classifier.bias.copy_(torch.from_numpy(head_bias))
