@@ -32,6 +32,9 @@ def test_objectives_table(output_dir, capsys):
     assert "| LTR & No NSP | " in table and "| BERT (MLM + NSP) | not run | not run |" in table
     assert os.path.exists(os.path.join(output_dir, "objectives.png"))
     assert "(n=1)" in capsys.readouterr().out
+    # Cased: capitalisation is the strongest cue for entities in tweets.
+    with open(os.path.join(output_dir, "vocab.txt"), encoding="utf-8") as f:
+        assert any(token[:1].isupper() for token in f.read().split()[5:])
 
 
 @pytest.mark.slow
