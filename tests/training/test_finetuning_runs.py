@@ -51,14 +51,21 @@ def _encoder_file(tmp_path, config=ENCODER):
 
 
 def _weights(output_dir):
-    return keras.models.load_model(os.path.join(output_dir, "model.keras"),
-                                   compile=False).get_weights()
+    model = keras.models.load_model(os.path.join(output_dir, "model.keras"), compile=False)
+    return {weight.path: weight.numpy() for weight in model.weights}
+
+
+# The span head's bias shifts every position's start (end) logit alike, and a
+# softmax over positions ignores that: its gradient is 0 but for float noise,
+# which Adam's normalised update m / (sqrt(v) + epsilon) turns into steps of
+# the learning rate's size that differ with the summation order. Not compared.
+ZERO_GRADIENT_WEIGHTS = {"span_head/dense/bias"}
 
 
 def _assert_same_weights(actual, expected, atol):
-    assert len(actual) == len(expected)
-    for a, e in zip(actual, expected):
-        np.testing.assert_allclose(a, e, rtol=0, atol=atol)
+    assert actual.keys() == expected.keys()
+    for path in actual.keys() - ZERO_GRADIENT_WEIGHTS:
+        np.testing.assert_allclose(actual[path], expected[path], rtol=0, atol=atol, err_msg=path)
 
 
 class _Killed(Exception):
