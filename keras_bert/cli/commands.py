@@ -460,6 +460,9 @@ def add_export(subparsers):
                         help="compile the model part of the signatures with XLA, once per "
                              "request shape: faster at batch 1 (TF Serving: "
                              "--xla_cpu_compilation_enabled)")
+    parser.add_argument("--remove-padding", action="store_true",
+                        help="run the per-token layers on the real tokens only: faster on "
+                             "batches of texts of mixed lengths (not with --jit-compile)")
     parser.add_argument("--format", choices=("savedmodel", "litert"), default="savedmodel",
                         help="litert: one .tflite classifier taking strings (--output FILE.tflite)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
@@ -479,7 +482,8 @@ def run_export(args):
                             lowercase=args.lowercase, seq_length=args.seq_length,
                             overwrite=args.overwrite, padding=args.padding,
                             length_multiple=args.length_multiple, quantize=args.quantize,
-                            jit_compile=args.jit_compile, **options)
+                            jit_compile=args.jit_compile, remove_padding=args.remove_padding,
+                            **options)
     print(f"wrote {path}")
 
 

@@ -12,12 +12,14 @@ H = hidden size.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import tensorflow as tf
 
 from keras_bert import features
+from keras_bert.models.unpadded import unpadded_inference
 from keras_bert.preprocessing.traced import traced_pack, traced_tokenizer  # noqa: F401
 
 if TYPE_CHECKING:
@@ -74,6 +76,9 @@ class TaskServing:
     # `export_saved_model(jit_compile=True)`: the model part of every signature
     # compiled with XLA (the string ops around it have no XLA kernels).
     jit_compile = False
+    # `export_saved_model(remove_padding=True)`: the per-token layers skip the
+    # padding (keras_bert.models.unpadded), traced into every signature.
+    remove_padding = False
 
     def __init__(self, model: keras.Model, tokenizer: BertTokenizer, seq_length: int) -> None:
         max_positions = model_config(model).max_position_embeddings
@@ -130,14 +135,16 @@ class TaskServing:
                     "segment_ids": tf.identity(segment_ids)}
 
     def _run_model(self, input_ids, input_mask, segment_ids):
-        outputs = self.model({"input_ids": input_ids, "input_mask": input_mask,
-                              "segment_ids": segment_ids}, training=False)
+        with unpadded_inference() if self.remove_padding else contextlib.nullcontext():
+            outputs = self.model({"input_ids": input_ids, "input_mask": input_mask,
+                                  "segment_ids": segment_ids}, training=False)
         return tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), outputs)
 
     def metadata(self) -> dict[str, Any]:
         """JSON-able facts written to `assets/keras_bert_export.json`."""
         return {"task": self.task, "seq_length": self.seq_length, "padding": self.padding,
                 "length_multiple": self.length_multiple, "jit_compile": self.jit_compile,
+                "remove_padding": self.remove_padding,
                 "lowercase": self.tokenizer.lowercase,
                 "max_chars_per_word": self.tokenizer.max_chars_per_word}
 

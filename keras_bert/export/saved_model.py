@@ -95,7 +95,7 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
                        label_names: Sequence[str] | None = None, overwrite: bool = False,
                        padding: str = "max_length", length_multiple: int = 8,
                        quantize: str | None = None, jit_compile: bool = False,
-                       **task_options: Any) -> str:
+                       remove_padding: bool = False, **task_options: Any) -> str:
     """Writes `model` + `tokenizer` as a SavedModel at `path` and returns `path`.
 
     `export_saved_model(model, path)` exports a task model that carries its
@@ -129,6 +129,13 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
         pair it with `padding="longest"` for a few shapes). It pays where the
         per-op cost dominates, batch 1 and short texts: see README "Serving
         speed". TensorFlow Serving runs it with `--xla_cpu_compilation_enabled`.
+      remove_padding: the embeddings, projections, feed-forward layers and
+        LayerNorms run on the real tokens only, packed (attention alone sees
+        the padded batch): a batch padded to its longest is often half padding,
+        one padded to `seq_length` more. The same outputs at every real position
+        (to float rounding); padded positions of token-level outputs are 0.
+        Not with `jit_compile` (XLA would compile once per token count).
+        See `keras_bert.models.unpadded`.
       **task_options: question answering only: `version_2_with_negative`,
         `doc_stride`, `max_query_length`, `max_answer_length`, `n_best_size`,
         `null_score_diff_threshold`, `max_windows` (see `export_squad`).
@@ -158,6 +165,12 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
         if not isinstance(jit_compile, bool):
             raise ValueError(f"jit_compile must be True or False, got {jit_compile!r}")
         serving.jit_compile = jit_compile
+        if not isinstance(remove_padding, bool):
+            raise ValueError(f"remove_padding must be True or False, got {remove_padding!r}")
+        if remove_padding and jit_compile:
+            raise ValueError("remove_padding=True with jit_compile=True: XLA would compile the "
+                             "model once per number of real tokens; pick one")
+        serving.remove_padding = remove_padding
         parent = (os.path.dirname(os.path.abspath(path)) if "://" not in path
                   else path.rsplit("/", 1)[0])
         tf.io.gfile.makedirs(parent)

@@ -1,11 +1,12 @@
-"""Mean pooling of token outputs: sentence embeddings (as sentence-transformers pools);
-weighted sums of layers (the feature-based setting).
+"""Pooling of token outputs: the pooler's token; mean pooling, sentence embeddings
+(as sentence-transformers pools); weighted sums of layers (the feature-based setting).
 
 Legend for shape comments: B = batch, T = sequence length, H = hidden size.
 """
 
 import keras
 import tensorflow as tf
+from keras import ops
 
 
 def mean_pool(sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
@@ -14,6 +15,18 @@ def mean_pool(sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
     pooled = tf.reduce_sum(sequence_output * mask, axis=1) / tf.maximum(
         tf.reduce_sum(mask, axis=1), 1.0)
     return tf.math.l2_normalize(pooled, axis=-1)
+
+
+def pooled_token(hidden: tf.Tensor, input_mask: tf.Tensor, attention: str) -> tf.Tensor:
+    """(B, T, H), (B, T) -> (B, H): the position BERT's pooler reads, [CLS], or
+    left to right (`attention="left_to_right"`) the last real token."""
+    if attention != "left_to_right":
+        return hidden[:, 0, :]
+    mask = ops.cast(input_mask, hidden.dtype)  # (B, T)
+    # 1 at the last real position: the running count of real tokens reaches their total there.
+    last = ops.cast(ops.equal(ops.cumsum(mask, axis=1), ops.sum(mask, axis=1, keepdims=True)),
+                    hidden.dtype) * mask  # (B, T)
+    return ops.einsum("bt,bth->bh", last, hidden)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")

@@ -19,6 +19,8 @@ from keras_bert.config import BertConfig
 from keras_bert.kernels.dropout import FastDropout
 from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.layers import AttentionMaskBias, PositionEmbedding, TransformerBlock
+from keras_bert.layers.pooling import pooled_token
+from keras_bert.models.unpadded import unpadded_encoder_outputs, unpadded_inference_enabled
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -85,7 +87,7 @@ class BertEncoder(keras.Model):
         for block in blocks:
             hidden = block(hidden, mask_bias)  # (B, T, H)
             encoder_outputs.append(hidden)
-        pooled = pooler(_pooled_token(hidden, input_mask, config.attention))  # (B, H)
+        pooled = pooler(pooled_token(hidden, input_mask, config.attention))  # (B, H)
         super().__init__(
             inputs={"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
             outputs={"sequence_output": hidden, "pooled_output": pooled,
@@ -102,6 +104,13 @@ class BertEncoder(keras.Model):
         self.attention_mask_bias = mask_bias_layer
         self.transformer_blocks = blocks
         self.pooler = pooler
+
+    def call(self, inputs: Any, training: bool | None = None, mask: Any = None) -> Any:
+        # Under `unpadded_inference()` (the exports' `remove_padding`), inference
+        # skips the padding in every per-token layer: keras_bert.models.unpadded.
+        if unpadded_inference_enabled() and not training:
+            return unpadded_encoder_outputs(self, inputs)
+        return super().call(inputs, training=training, mask=mask)
 
     def embed(self, input_ids: tf.Tensor, input_mask: tf.Tensor, segment_ids: tf.Tensor,
               training: bool | None = None) -> tuple[tf.Tensor, tf.Tensor]:
@@ -128,17 +137,6 @@ class BertEncoder(keras.Model):
         reads: a HuggingFace folder, an original TF1 folder or prefix, a `.keras`
         file, a `keras-bert finetune` output or a `keras-bert pretrain` model_dir."""
         return load_encoder_and_heads(path, dtype)[0]
-
-
-def _pooled_token(hidden, input_mask, attention):
-    """The position the pooler reads, (B, H): [CLS], or left to right the last real token."""
-    if attention != "left_to_right":
-        return hidden[:, 0, :]
-    mask = ops.cast(input_mask, hidden.dtype)  # (B, T)
-    # 1 at the last real position: the running count of real tokens reaches their total there.
-    last = ops.cast(ops.equal(ops.cumsum(mask, axis=1), ops.sum(mask, axis=1, keepdims=True)),
-                    hidden.dtype) * mask  # (B, T)
-    return ops.einsum("bt,bth->bh", last, hidden)
 
 
 def _embed(token_embedding, segment_embedding, position_embedding, layer_norm, dropout,

@@ -86,12 +86,16 @@ def batches(texts, batch, count):
 
 # === Cost model ===
 
-def forward_flops(config, batch, length):
+def forward_flops(config, batch, length, real_tokens=None):
     """Multiply-adds x 2 of the encoder's matrix products for (batch, length)
-    (projections, attention, feed-forward; the pooler and head are negligible)."""
+    (projections, attention, feed-forward; the pooler and head are negligible).
+    `real_tokens`: the per-token products run on these rows only (an export
+    with remove_padding); attention still spans the padded length."""
     hidden, ffn = config.hidden_size, config.intermediate_size
-    per_layer = 2 * length * (4 * hidden * hidden + 2 * hidden * ffn) + 4 * length * length * hidden
-    return batch * config.num_hidden_layers * per_layer
+    rows = batch * length if real_tokens is None else real_tokens
+    per_layer = (2 * rows * (4 * hidden * hidden + 2 * hidden * ffn)
+                 + batch * 4 * length * length * hidden)
+    return config.num_hidden_layers * per_layer
 
 
 class MatmulPeak:
@@ -118,11 +122,13 @@ class MatmulPeak:
 # === Peers ===
 
 class Peer:
-    """A name, `seconds(texts)` (one timed call), `logits(texts)` and the padded
-    length it computes for a batch."""
+    """A name, `seconds(texts)` (one timed call), `logits(texts)`, the padded
+    length it computes for a batch and the rows its per-token products run on
+    (`real_tokens(texts)`, None: every padded position)."""
 
-    def __init__(self, name, run, length, logits=None, seconds=None):
+    def __init__(self, name, run, length, logits=None, seconds=None, real_tokens=None):
         self.name, self.run, self.length = name, run, length
+        self.real_tokens = real_tokens or (lambda texts: None)
         self.logits = logits or run
         self.seconds = seconds or self._seconds
 
@@ -192,9 +198,13 @@ def keras_bert_peers(model, tokenizer, fast_tokenizer, exports, fixed, folder):
             encoded = fast_tokenizer(texts, longest, multiple)
             return by_ids(**{k: tf.constant(v) for k, v in encoded.items()})["logits"].numpy()
 
+        def real_tokens(texts, unpadded=options.get("remove_padding", False)):
+            return int(fast_tokenizer(texts, True)["input_mask"].sum()) if unpadded else None
+
         label = "" if setting == "default" else f" [{setting}]"
-        peers.append(Peer(f"kb strings{label}", run_strings, padded_length))
-        peers.append(Peer(f"kb ids{label}", run_ids, padded_length))
+        peers.append(Peer(f"kb strings{label}", run_strings, padded_length,
+                          real_tokens=real_tokens))
+        peers.append(Peer(f"kb ids{label}", run_ids, padded_length, real_tokens=real_tokens))
     return peers
 
 
@@ -365,7 +375,8 @@ def main(argv=None):
               f"{'% peak':>6}")
         for peer in peers:
             p50, p99 = single[peer.name]
-            flops = np.mean([forward_flops(config, len(g), peer.length(g)) for g in groups])
+            flops = np.mean([forward_flops(config, len(g), peer.length(g), peer.real_tokens(g))
+                             for g in groups])
             gflops = flops * rates[peer.name] / args.batch / 1e9
             ratio_1 = f"{fastest_single / p50:5.2f}" if fastest_single else "  -  "
             ratio_b = f"{rates[peer.name] / fastest_rate:5.2f}" if fastest_rate else "  -  "
@@ -382,7 +393,8 @@ def main(argv=None):
     print(f"matmul peak over the run: {peak.best:.0f} GFLOP/s (% peak above: against the peak "
           "measured up to that table)")
     print("x: speed relative to the fastest peer outside keras_bert (higher is faster); "
-          "GFLOP/s: matrix products at the padded length each peer computes")
+          "GFLOP/s: matrix products at the padded length each peer computes (remove_padding: "
+          "the per-token ones on the real tokens)")
 
 
 if __name__ == "__main__":

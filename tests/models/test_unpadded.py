@@ -1,0 +1,125 @@
+"""`keras_bert.models.unpadded`: inference with the padding packed out of the
+per-token layers gives the padded model's outputs at every real position.
+
+The reference is the same encoder's ordinary padded call (itself checked
+against HuggingFace and Model Garden in test_encoder.py), run in the test."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert import BertConfig, BertEncoder, BertTokenizer
+from keras_bert.models.classifier import BertClassifier
+from keras_bert.models.span_extractor import BertSpanExtractor
+from keras_bert.models.tagger import BertTokenClassifier
+from keras_bert.models.unpadded import unpadded_inference, unpadded_inference_enabled
+from task_models import reviews
+
+# Different products over the same rows: float32 rounding only.
+TOLERANCE = 1e-5
+
+
+def random_encoder(attention="bidirectional", seed=0):
+    keras.utils.set_random_seed(seed)
+    # initializer_range 0.2: weights large enough that a wrong row or mask shows.
+    return BertEncoder(BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=3,
+                                  num_attention_heads=4, intermediate_size=48,
+                                  initializer_range=0.2, attention=attention))
+
+
+def ragged_batch(lengths, width, seed=0, pair_from=None):
+    """ids (B, width) with rows of `lengths` real tokens, 0 after; segment 1
+    from `pair_from` on (a sentence pair)."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1, 200, size=(len(lengths), width)).astype(np.int32)
+    mask = (np.arange(width)[None] < np.array(lengths)[:, None]).astype(np.int32)
+    segments = np.zeros_like(ids)
+    if pair_from is not None:
+        segments[:, pair_from:] = 1
+    return {"input_ids": ids * mask, "input_mask": mask, "segment_ids": segments * mask}
+
+
+def assert_same_at_real_positions(padded, unpadded, mask):
+    real = mask[..., None].astype(bool)
+    np.testing.assert_allclose(np.where(real, unpadded, 0), np.where(real, padded, 0),
+                               atol=TOLERANCE)
+
+
+def both_ways(model, features):
+    padded = model(features, training=False)
+    with unpadded_inference():
+        unpadded = model(features, training=False)
+    return padded, unpadded
+
+
+@pytest.mark.parametrize("attention", ["bidirectional", "left_to_right"])
+def test_encoder_outputs_match_at_real_positions(attention):
+    features = ragged_batch([9, 3, 1, 6], width=12, pair_from=5)
+    padded, unpadded = both_ways(random_encoder(attention), features)
+    mask = features["input_mask"]
+    assert_same_at_real_positions(padded["sequence_output"], unpadded["sequence_output"], mask)
+    for layer_padded, layer_unpadded in zip(padded["encoder_outputs"],
+                                            unpadded["encoder_outputs"]):
+        assert_same_at_real_positions(layer_padded, layer_unpadded, mask)
+    np.testing.assert_allclose(unpadded["pooled_output"], padded["pooled_output"], atol=TOLERANCE)
+    # padded positions come out 0, not the padded model's unread values
+    assert np.all(np.asarray(unpadded["sequence_output"])[mask == 0] == 0)
+
+
+def test_holes_in_the_mask_and_a_row_of_padding_only():
+    """Any mask works: a masked [CLS] (still the pooler's row) and masked
+    positions between real ones."""
+    features = ragged_batch([7, 7], width=8)
+    features["input_mask"][0, 0] = 0  # [CLS] masked out: the pooler still reads it
+    features["input_mask"][1, [2, 4]] = 0
+    padded, unpadded = both_ways(random_encoder(), features)
+    real = features["input_mask"].copy()
+    real[:, 0] = 1
+    assert_same_at_real_positions(padded["sequence_output"], unpadded["sequence_output"], real)
+    np.testing.assert_allclose(unpadded["pooled_output"], padded["pooled_output"], atol=TOLERANCE)
+
+
+def test_real_minilm_weights_on_real_reviews(minilm_path, datasets_dir):
+    encoder = BertEncoder.from_pretrained(minilm_path)
+    tokenizer = BertTokenizer(os.path.join(minilm_path, "vocab.txt"), lowercase=True)
+    texts, _ = reviews(datasets_dir, count=8)
+    features = tokenizer.pack(tf.constant(texts), seq_length=64, padding="longest")
+    padded, unpadded = both_ways(encoder, features)
+    assert_same_at_real_positions(padded["sequence_output"], unpadded["sequence_output"],
+                                  features["input_mask"].numpy())
+    np.testing.assert_allclose(unpadded["pooled_output"], padded["pooled_output"], atol=TOLERANCE)
+
+
+def test_task_models_take_the_unpadded_encoder():
+    features = ragged_batch([10, 4, 7], width=10, pair_from=6)
+    classifier = BertClassifier(random_encoder(seed=1), 3)
+    padded, unpadded = both_ways(classifier, features)
+    np.testing.assert_allclose(unpadded, padded, atol=TOLERANCE)
+    tagger = BertTokenClassifier(random_encoder(seed=2), 5)
+    padded, unpadded = both_ways(tagger, features)
+    assert_same_at_real_positions(padded, unpadded, features["input_mask"])
+    spans = BertSpanExtractor(random_encoder(seed=3))
+    padded, unpadded = both_ways(spans, features)
+    for name in ("start_logits", "end_logits"):
+        real = features["input_mask"].astype(bool)
+        np.testing.assert_allclose(np.asarray(unpadded[name])[real], np.asarray(padded[name])[real],
+                                   atol=TOLERANCE)
+
+
+def test_traced_and_switched_off_outside_the_context():
+    encoder = random_encoder()
+    features = ragged_batch([5, 2], width=6)
+    with unpadded_inference():
+        assert unpadded_inference_enabled()
+        traced = tf.function(lambda f: encoder(f, training=False)["sequence_output"])
+        unpadded = traced(features)
+        # training ignores the switch: dropout and gradients need the padded graph
+        trained = encoder(features, training=True)["sequence_output"]
+    assert not unpadded_inference_enabled()
+    assert np.all(np.asarray(unpadded)[features["input_mask"] == 0] == 0)
+    assert not np.all(np.asarray(trained)[features["input_mask"] == 0] == 0)
+    # the packed graph is in the trace: calling it after the context still skips the padding
+    np.testing.assert_array_equal(traced(features), unpadded)
