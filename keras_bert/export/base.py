@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import tensorflow as tf
 
 from keras_bert import features
-from keras_bert.models.unpadded import unpadded_inference
+from keras_bert.models.unpadded import remove_padding
 from keras_bert.preprocessing.traced import traced_pack, traced_tokenizer  # noqa: F401
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class TaskServing:
                     "segment_ids": tf.identity(segment_ids)}
 
     def _run_model(self, input_ids, input_mask, segment_ids):
-        with unpadded_inference() if self.remove_padding else contextlib.nullcontext():
+        with remove_padding() if self.remove_padding else contextlib.nullcontext():
             outputs = self.model({"input_ids": input_ids, "input_mask": input_mask,
                                   "segment_ids": segment_ids}, training=False)
         return tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), outputs)

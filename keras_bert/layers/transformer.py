@@ -63,8 +63,10 @@ class SelfAttention(keras.layers.Layer):
             dense.build(input_shape)
         self.attention_output.build(input_shape[:-1] + (self.num_heads * self.head_size,))
 
-    def _heads(self, hidden, projections, scales, training=None):
+    def _heads(self, hidden, projections, scales, training=None, packing=None):
         """hidden (B, T, H) -> one (B, N, T, D) per projection, each scaled.
+        With `packing` (a `keras_bert.layers.packing.TokenPacking`), hidden is
+        the batch's real positions (R, H): projected there, then unpacked.
 
         Training: the projections run as one product with their kernels side
         by side, (B * T, H) x (H, k * H), and their heads are split by one
@@ -81,10 +83,14 @@ class SelfAttention(keras.layers.Layer):
         def scaled(tensor, scale):
             return tensor if scale == 1.0 else tensor * ops.cast(scale, tensor.dtype)
 
-        batch, length = ops.shape(hidden)[0], ops.shape(hidden)[1]
+        if packing is None:
+            batch, length = ops.shape(hidden)[0], ops.shape(hidden)[1]
+            batched = lambda rows: rows  # noqa: E731 (already (B, T, ...) or B * T rows)
+        else:
+            (batch, length), batched = packing.shape, packing.unpack
         if not training or not fast_kernels_enabled() or any(
                 p.quantization_mode is not None or p.lora_enabled for p in projections):
-            return [ops.transpose(ops.reshape(scaled(p(hidden), s), (
+            return [ops.transpose(ops.reshape(batched(scaled(p(hidden), s)), (
                 batch, length, self.num_heads, self.head_size)), (0, 2, 1, 3))  # (B, N, T, D)
                 for p, s in zip(projections, scales)]
         kernel = tf.concat([scaled(tf.cast(p.kernel, self.compute_dtype), s)
@@ -92,22 +98,25 @@ class SelfAttention(keras.layers.Layer):
         bias = tf.concat([scaled(tf.cast(p.bias, self.compute_dtype), s)
                           for p, s in zip(projections, scales)], axis=0)  # (k * H,)
         rows = tf.reshape(tf.cast(hidden, self.compute_dtype), (-1, kernel.shape[0]))
-        hidden_outputs = tf.nn.bias_add(project(rows, kernel), bias)  # (B * T, k * H)
+        hidden_outputs = batched(tf.nn.bias_add(project(rows, kernel), bias))  # (B * T, k * H)
         heads = ops.reshape(hidden_outputs, (batch, length, len(projections), self.num_heads,
                                              self.head_size))  # (B, T, k, N, D)
         heads = ops.transpose(heads, (2, 0, 3, 1, 4))  # (k, B, N, T, D)
         return tf.unstack(heads, len(projections))
 
     def call(self, hidden: tf.Tensor, mask_bias: tf.Tensor, query_hidden: tf.Tensor | None = None,
-             training: bool | None = None) -> tf.Tensor:
+             packing: Any = None, training: bool | None = None) -> tf.Tensor:
         """hidden (B, T, H) -> (B, T, H); with `query_hidden` (B, Q, H), only those
-        Q positions attend (to all T): -> (B, Q, H)."""
+        Q positions attend (to all T): -> (B, Q, H). With `packing` (a
+        `TokenPacking`), hidden holds the real positions only, (R, H) -> (R, H):
+        attention runs on them put back in the (B, T) layout."""
         # Folded into the query kernel (`_heads`): bit for bit the scaled product at
         # head sizes 4^k (64: a scale of 1/8), within rounding elsewhere.
         query_scale = 1.0 / math.sqrt(self.head_size)
         if query_hidden is None:
             query, key, value = self._heads(
-                hidden, (self.query, self.key, self.value), (query_scale, 1.0, 1.0), training)
+                hidden, (self.query, self.key, self.value), (query_scale, 1.0, 1.0), training,
+                packing)
         else:
             (query,) = self._heads(query_hidden, (self.query,), (query_scale,),
                                    training)  # (B, N, Q, D)
@@ -123,7 +132,9 @@ class SelfAttention(keras.layers.Layer):
         context = ops.transpose(context, (0, 2, 1, 3))  # (B, Q, N, D)
         batch, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (batch, length, self.num_heads * self.head_size))
-        return self.attention_output(context)  # (B, Q, H)
+        if packing is not None:
+            context = packing.pack(context)  # (R, H)
+        return self.attention_output(context)  # (B, Q, H), or (R, H) packed
 
     def compute_output_shape(self, hidden_shape: tuple, mask_bias_shape: tuple,
                              query_hidden_shape: tuple | None = None) -> tuple:
@@ -178,8 +189,13 @@ class TransformerBlock(keras.layers.Layer):
         self.hidden_dropout = FastDropout(self.dropout, dtype=policy)
 
     def call(self, hidden: tf.Tensor, mask_bias: tf.Tensor,
-             query_positions: tf.Tensor | None = None, training: bool | None = None) -> tf.Tensor:
+             query_positions: tf.Tensor | None = None, packing: Any = None,
+             training: bool | None = None) -> tf.Tensor:
         """hidden (B, T, H) -> (B, T, H).
+
+        With `packing` (a `keras_bert.layers.packing.TokenPacking`), hidden
+        holds the batch's real positions only, (R, H) -> (R, H): everything but
+        attention's product runs on those rows.
 
         With `query_positions` (B, Q), the block's output only at those
         positions, (B, Q, H): they attend to all T positions, and the rest of
@@ -187,12 +203,14 @@ class TransformerBlock(keras.layers.Layer):
         of T. The pretrainer's last block needs only [CLS] and the masked
         positions: 21 of 128 rows at 20 predictions.
         """
+        if packing is not None and query_positions is not None:
+            raise ValueError("query_positions and packing: one or the other")
         queries = hidden if query_positions is None else gather_positions(hidden, query_positions)
         if query_positions is not None and mask_bias.shape[2] != 1:
             # Left-to-right attention: a bias row per query (B, 1, T, T) -> (B, 1, Q, T).
             mask_bias = gather_positions(mask_bias[:, 0], query_positions)[:, None]
         attended = self.attention(hidden, mask_bias, None if query_positions is None else queries,
-                                  training=training)
+                                  packing=packing, training=training)
         attended = self.hidden_dropout(attended, training=training)
         hidden = self.attention_layer_norm(queries + attended)
         intermediate = self.intermediate(hidden)  # (B, T, F)

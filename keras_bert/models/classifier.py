@@ -96,8 +96,10 @@ class BertClassifier(TextTask, keras.Model):
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     def predict_step(self, data: Any) -> Any:
-        # One row of logits per example at any width: the padding is cut here too.
-        return super().predict_step(self.trimmed(data))
+        # One row of logits per example at any width: the padding is cut (and
+        # packed out) here too.
+        with self.padding_removed():
+            return super().predict_step(self.trimmed(data))
 
     def default_metrics(self) -> list:
         if self.regression:

@@ -20,7 +20,7 @@ from keras_bert.kernels.dropout import FastDropout
 from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.layers import AttentionMaskBias, PositionEmbedding, TransformerBlock
 from keras_bert.layers.pooling import pooled_token
-from keras_bert.models.unpadded import unpadded_encoder_outputs, unpadded_inference_enabled
+from keras_bert.models.unpadded import padding_removed, unpadded_encoder_outputs
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -106,10 +106,10 @@ class BertEncoder(keras.Model):
         self.pooler = pooler
 
     def call(self, inputs: Any, training: bool | None = None, mask: Any = None) -> Any:
-        # Under `unpadded_inference()` (the exports' `remove_padding`), inference
-        # skips the padding in every per-token layer: keras_bert.models.unpadded.
-        if unpadded_inference_enabled() and not training:
-            return unpadded_encoder_outputs(self, inputs)
+        # Under `remove_padding()` (the exports' and fit's), the per-token
+        # layers skip the padding: keras_bert.models.unpadded.
+        if padding_removed():
+            return unpadded_encoder_outputs(self, inputs, training=training)
         return super().call(inputs, training=training, mask=mask)
 
     def embed(self, input_ids: tf.Tensor, input_mask: tf.Tensor, segment_ids: tf.Tensor,

@@ -93,6 +93,10 @@ class BertSpanExtractor(TextTask, keras.Model):
     # run_squad.py's total loss is the mean of the start and end losses.
     default_loss_weights = {"start_logits": 0.5, "end_logits": 0.5}
 
+    # The start / end softmax spans every position of the window, padding
+    # included (as run_squad's): packing would change the padding's logits.
+    removes_padding = False
+
     def encode_text(self, x: Any, y: Any = None) -> tuple[dict[str, np.ndarray], Any, Any]:
         """Questions, contexts (+ answers) -> run_squad's training windows and
         their start / end positions (`keras_bert.tasks.squad`)."""

@@ -22,6 +22,7 @@ Each task model says how its labels and outputs read (`encode_targets`,
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Mapping
 
 import keras
@@ -33,6 +34,7 @@ from keras_bert.checkpoints.source import (PretrainedSource, keras_saved_config,
 from keras_bert.models import lora
 from keras_bert.models.batch_trimming import trim_features_batch
 from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.unpadded import remove_padding
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_text_spec
 
 # keras-hub's task default; the paper's fine-tuning range is 2e-5 to 5e-5.
@@ -158,19 +160,36 @@ class TextTask:
     # with the inputs' padding in `train_step` / `test_step`.
     token_level_targets = False
 
+    # Whether the steps may run the encoder with the padding packed out of its
+    # per-token layers (keras_bert.models.unpadded): where the loss reads real
+    # positions only. Not a span extractor's: its softmax spans every position.
+    removes_padding = True
+
     def train_step(self, data: Any) -> Any:
-        return super().train_step(self.trimmed(data))
+        with self.padding_removed():
+            return super().train_step(self.trimmed(data))
 
     def test_step(self, data: Any) -> Any:
-        return super().test_step(self.trimmed(data))
+        with self.padding_removed():
+            return super().test_step(self.trimmed(data))
+
+    def static_shapes(self) -> bool:
+        """XLA and TPUs need static shapes: no trimming, no packing there."""
+        return bool(self.jit_compile) or isinstance(tf.distribute.get_strategy(),
+                                                    tf.distribute.TPUStrategy)
+
+    def padding_removed(self) -> contextlib.AbstractContextManager:
+        """`remove_padding()` for this model's steps, where it applies."""
+        if not self.removes_padding or self.static_shapes():
+            return contextlib.nullcontext()
+        return remove_padding()
 
     def trimmed(self, data: Any) -> Any:
         """One batch (x[, y[, sample_weight]]) with the padding past its longest
         row cut (`keras_bert.models.batch_trimming`): Keras hands batches of
         in-memory arrays at their full width. Kept where shapes must be static
         (XLA, TPUs)."""
-        if self.jit_compile or isinstance(tf.distribute.get_strategy(),
-                                          tf.distribute.TPUStrategy):
+        if self.static_shapes():
             return data
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         return keras.utils.pack_x_y_sample_weight(*trim_features_batch(

@@ -295,12 +295,22 @@ def main(argv=None):
     parser.add_argument("--groups", type=int, default=3, help="batches per window at --batch")
     parser.add_argument("--torch-threads", default="best",
                         help="an integer, or `best`: the faster of 1 .. all cores")
+    parser.add_argument("--tf-threads", type=int, default=0,
+                        help="TensorFlow intra-op threads (0: its default, all cores); as "
+                             "TensorFlow Serving's --tensorflow_intra_op_parallelism")
+    parser.add_argument("--tf-inter-threads", type=int, default=0,
+                        help="TensorFlow inter-op threads (0: its default); as "
+                             "--tensorflow_inter_op_parallelism")
     parser.add_argument("--keras-hub-xla", action="store_true")
     parser.add_argument("--lengths", default="natural,fixed")
     parser.add_argument("--skip", default="", help="comma-separated peer names to leave out")
     args = parser.parse_args(argv)
 
     import tensorflow as tf
+    if args.tf_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.tf_threads)
+    if args.tf_inter_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(args.tf_inter_threads)
 
     from keras_bert import BertConfig, BertEncoder, BertTokenizer
     from keras_bert.models.classifier import BertClassifier
@@ -335,7 +345,8 @@ def main(argv=None):
     print(f"{args.preset or checkpoint}: {config.num_hidden_layers} layers, hidden "
           f"{config.hidden_size}, {model.count_params():,} weights; float32 matmul peak "
           f"{peak.best:.0f} GFLOP/s (so far); TensorFlow {tf.__version__}, threads "
-          f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}"
+          f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'} intra / "
+          f"{tf.config.threading.get_inter_op_parallelism_threads() or 'default'} inter"
           + (f"; {torch_worker.facts['versions']}, torch threads {torch_worker.facts['threads']}"
              if torch_worker else "") + f"; best of {args.windows} windows")
     folder = tempfile.mkdtemp(prefix="inference_bench_")

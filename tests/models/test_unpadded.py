@@ -15,7 +15,7 @@ from keras_bert import BertConfig, BertEncoder, BertTokenizer
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
-from keras_bert.models.unpadded import unpadded_inference, unpadded_inference_enabled
+from keras_bert.models.unpadded import padding_removed, remove_padding
 from task_models import reviews
 
 # Different products over the same rows: float32 rounding only.
@@ -50,7 +50,7 @@ def assert_same_at_real_positions(padded, unpadded, mask):
 
 def both_ways(model, features):
     padded = model(features, training=False)
-    with unpadded_inference():
+    with remove_padding():
         unpadded = model(features, training=False)
     return padded, unpadded
 
@@ -112,14 +112,48 @@ def test_task_models_take_the_unpadded_encoder():
 def test_traced_and_switched_off_outside_the_context():
     encoder = random_encoder()
     features = ragged_batch([5, 2], width=6)
-    with unpadded_inference():
-        assert unpadded_inference_enabled()
+    with remove_padding():
+        assert padding_removed()
         traced = tf.function(lambda f: encoder(f, training=False)["sequence_output"])
         unpadded = traced(features)
-        # training ignores the switch: dropout and gradients need the padded graph
-        trained = encoder(features, training=True)["sequence_output"]
-    assert not unpadded_inference_enabled()
+    assert not padding_removed()
     assert np.all(np.asarray(unpadded)[features["input_mask"] == 0] == 0)
-    assert not np.all(np.asarray(trained)[features["input_mask"] == 0] == 0)
+    assert not np.all(np.asarray(encoder(features)["sequence_output"])[
+        features["input_mask"] == 0] == 0)
     # the packed graph is in the trace: calling it after the context still skips the padding
     np.testing.assert_array_equal(traced(features), unpadded)
+
+
+def test_gradients_match_the_padded_model():
+    """A loss on real positions only: the same gradient for every weight."""
+    encoder = random_encoder()
+    encoder_config = encoder.get_config()
+    no_dropout = BertEncoder.from_config({**encoder_config, "config": {
+        **encoder_config["config"], "hidden_dropout_prob": 0.0,
+        "attention_probs_dropout_prob": 0.0}})
+    no_dropout.set_weights(encoder.get_weights())
+    features = ragged_batch([8, 3, 6], width=8, pair_from=4)
+    weights = tf.constant(features["input_mask"], tf.float32)[..., None]
+
+    def gradients():
+        with tf.GradientTape() as tape:
+            outputs = no_dropout(features, training=True)
+            loss = (tf.reduce_sum(tf.square(outputs["sequence_output"]) * weights)
+                    + tf.reduce_sum(outputs["pooled_output"]))
+        return tape.gradient(loss, no_dropout.trainable_variables)
+
+    padded = gradients()
+    with remove_padding():
+        unpadded = gradients()
+    for variable, a, b in zip(no_dropout.trainable_variables, padded, unpadded):
+        np.testing.assert_allclose(tf.convert_to_tensor(b), tf.convert_to_tensor(a),
+                                   atol=1e-4, rtol=1e-4, err_msg=variable.path)
+
+
+def test_dropout_keeps_the_rate_on_packed_rows():
+    encoder = random_encoder()  # hidden dropout 0.1
+    features = ragged_batch([12] * 8, width=12)
+    with remove_padding():
+        noisy = encoder(features, training=True)["sequence_output"]
+    clean = encoder(features, training=False)["sequence_output"]
+    assert not np.allclose(noisy, clean, atol=1e-3)
