@@ -454,8 +454,8 @@ def add_export(subparsers):
     parser.add_argument("--length-multiple", type=positive_int, default=8,
                         help="with --padding longest: padded lengths are multiples of this")
     parser.add_argument("--quantize", choices=("int8",), default=None,
-                        help="store the dense layers' kernels as int8 (Keras' Model.quantize; "
-                             "LiteRT: dynamic-range int8)")
+                        help="store the dense layers' kernels as int8, run on oneDNN's int8 "
+                             "kernel (LiteRT: dynamic-range int8)")
     parser.add_argument("--jit-compile", action="store_true",
                         help="compile the model part of the signatures with XLA, once per "
                              "request shape: faster at batch 1 (TF Serving: "

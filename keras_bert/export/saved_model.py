@@ -120,10 +120,12 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
         same outputs, and short texts cost what their length costs: see
         `BertTokenizer.pack`). `serve_ids` takes whatever width it is sent.
       length_multiple: see `padding` (a handful of distinct shapes per server).
-      quantize: "int8": the Dense / EinsumDense kernels of a copy of `model`
-        stored as int8 with per-channel scales, activations quantized per row
-        at run time (Keras' `Model.quantize`); `model` itself is unchanged.
-        A model with LoRA adapters is exported merged (`merge_lora`).
+      quantize: "int8": the Dense kernels of a copy of `model` stored as int8
+        with per-column scales (Keras' `Model.quantize`); the encoder's
+        products run on oneDNN's int8 kernel, activations quantized per call
+        to 256 levels of their range (`keras_bert.kernels.int8_dense`; where
+        TensorFlow lacks that kernel, Keras' int8 path). `model` itself is
+        unchanged. A model with LoRA adapters is exported merged (`merge_lora`).
       jit_compile: the model part of the signatures compiled with XLA, once
         per request shape (the first request of a shape waits ~1-2 s for it;
         pair it with `padding="longest"` for a few shapes). It pays where the
@@ -164,6 +166,9 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
         serving.quantize = quantize
         if not isinstance(jit_compile, bool):
             raise ValueError(f"jit_compile must be True or False, got {jit_compile!r}")
+        if jit_compile and quantize is not None:
+            raise ValueError("jit_compile=True with quantize: XLA has no kernel for the "
+                             "int8 products; export with one of the two")
         serving.jit_compile = jit_compile
         if not isinstance(remove_padding, bool):
             raise ValueError(f"remove_padding must be True or False, got {remove_padding!r}")

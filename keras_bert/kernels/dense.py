@@ -9,6 +9,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from keras_bert.kernels.int8_dense import column_sums, int8_kernel_available, int8_project
 from keras_bert.kernels.switch import fast_kernels_enabled
 
 
@@ -65,9 +66,12 @@ def project(inputs: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
 class FastDense(keras.layers.Dense):
     """keras.layers.Dense (same weights, config and values) whose kernel
     gradient is `kernel_gradient`'s, and whose bias is a BiasAdd that
-    TensorFlow's CPU kernels fuse into the product. Quantized layers take
-    Keras' own path; LoRA layers (`Dense.enable_lora`) keep the adapters apart,
-    see `_lora_project`."""
+    TensorFlow's CPU kernels fuse into the product. int8-quantized layers
+    (`Model.quantize("int8")`) run their inference products on oneDNN's int8
+    kernel (`int8_dense.int8_project`; they also store their kernel's column
+    sums for it), other quantized layers and int8 training take Keras' own
+    path; LoRA layers (`Dense.enable_lora`) keep the adapters apart, see
+    `_lora_project`."""
 
     def call(self, inputs: tf.Tensor, training: bool | None = None) -> tf.Tensor:
         if (not fast_kernels_enabled() or self.quantization_mode is not None
@@ -97,3 +101,35 @@ class FastDense(keras.layers.Dense):
         down = tf.matmul(rows, tf.cast(self.lora_kernel_a, self.compute_dtype))  # (R, r)
         up = tf.matmul(down, tf.cast(self.lora_kernel_b, self.compute_dtype))  # (R, O)
         return tf.matmul(rows, kernel) + scale * up
+
+    # === int8 on oneDNN's kernel ===
+
+    def _int8_call(self, inputs: tf.Tensor, training: bool | None = None) -> tf.Tensor:
+        """Keras runs quantized layers through `quantized_call`, not `call`."""
+        # Inference only: the kernel has no gradient (training takes Keras' path).
+        if (not fast_kernels_enabled() or training or self.lora_enabled
+                or len(inputs.shape) < 2 or not int8_kernel_available()):
+            return super()._int8_call(inputs, training=training)
+        rows = tf.reshape(tf.cast(inputs, "float32"), (-1, self._kernel.shape[0]))  # (R, I)
+        outputs = int8_project(rows, self._kernel, self.kernel_scale,
+                               self.kernel_column_sums, self.bias)  # (R, O)
+        outputs = tf.reshape(tf.cast(outputs, self.compute_dtype),
+                             tf.concat([tf.shape(inputs)[:-1], [self.units]], axis=0))
+        return outputs if self.activation is None else self.activation(outputs)
+
+    def _int8_build(self, kernel_shape, config=None):
+        super()._int8_build(kernel_shape, config)
+        self.kernel_column_sums = self.add_weight(
+            name="kernel_column_sums", shape=(self.units,), initializer="zeros",
+            trainable=False)
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        super().quantize(mode, type_check=type_check, config=config)
+        if mode == "int8":
+            self.kernel_column_sums.assign(column_sums(self._kernel.numpy()))
+
+    @property
+    def variable_serialization_spec(self):
+        spec = dict(super().variable_serialization_spec)
+        spec["int8"] = [*spec["int8"], "kernel_column_sums"]  # saved with the int8 kernel
+        return spec

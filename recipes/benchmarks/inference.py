@@ -12,7 +12,10 @@ read a local HuggingFace folder).
 - `kb strings`: `export_saved_model(...)` loaded with `tf.saved_model.load`, as a
   server would, `serving_default(text=...)`: tokenization in the graph. One row
   per `--exports` setting (e.g. `padding=longest`, `quantize=int8`,
-  `padding=longest+jit_compile=true`).
+  `padding=longest+jit_compile=true`, `padding=longest+remove_padding=true`).
+  TensorFlow's threads: `--tf-threads` / `--tf-inter-threads`, as TensorFlow
+  Serving's `--tensorflow_intra_op_parallelism` / `_inter_op_` (run once per
+  setting: they are fixed for a process).
 - `kb ids`: `serve_ids` of the same SavedModel fed ids from HuggingFace's fast
   tokenizer (timed with it: end to end, as a client that tokenizes itself),
   padded to the width the string signature pads to.

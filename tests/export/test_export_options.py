@@ -12,7 +12,8 @@ import tensorflow as tf
 
 from export_helpers import CLASS_NAMES, SEQ_LENGTH, call, keras_model, tokenizer
 from keras_bert.export import export_saved_model
-from keras_bert.export.serving_ops import ops_serving_lacks
+from keras_bert.export.serving_ops import ops_in_saved_model, ops_serving_lacks
+from keras_bert.kernels.int8_dense import int8_kernel_available
 
 TEXTS = ["Emma Woodhouse, handsome, clever, and rich.", "naïve café — 東京", "",
          "She was the youngest of the two daughters of a most affectionate, indulgent "
@@ -21,10 +22,11 @@ TEXTS = ["Emma Woodhouse, handsome, clever, and rich.", "naïve café — 東京
 PAIRS = ["Was she?", "", "a b c", ""]
 NO_PAIR = tf.constant([], tf.string)
 
-# int8 tolerance: Keras' int8 Dense rounds each kernel column and each input row to
-# 127 levels of its largest magnitude, so each product carries a relative error of
-# about 1 / 127 of its operands' scale; over the tiny encoder's 2 blocks and head
-# that stays within 5 % of the logits' range (measured 1 %).
+# int8 tolerance: each kernel column is rounded to 255 levels of its largest
+# magnitude and each product's activations to 256 levels of their range (oneDNN's
+# kernel, `keras_bert.kernels.int8_dense`; Keras' own path: 255 levels per row), so
+# each product carries a relative error of about 1 / 255 of its operands' scale;
+# over the tiny encoder's 2 blocks and head that stays within 5 % of the logits' range.
 INT8_TOLERANCE = 0.05
 
 
@@ -83,6 +85,9 @@ def test_int8_is_close_to_float32(exports):
     scale = fixed.max() - fixed.min()
     assert np.abs(quantized["logits"] - fixed).max() <= INT8_TOLERANCE * scale
     assert quantized["label"].tolist() == call("classifier", **inputs)["label"].tolist()
+    if int8_kernel_available():  # the encoder's products on oneDNN's int8 kernel
+        assert "QuantizedMatMulWithBiasAndDequantize" in ops_in_saved_model(
+            exports["paths"]["int8"])
 
 
 def test_options_are_recorded_and_keep_to_serving_ops(exports):
@@ -132,7 +137,8 @@ def test_quantizing_leaves_the_model_float(exports):
 @pytest.mark.parametrize("options, field", [
     ({"quantize": "int4"}, "quantize"), ({"padding": "shortest"}, "padding"),
     ({"padding": "longest", "length_multiple": 0}, "length_multiple"),
-    ({"jit_compile": "yes"}, "jit_compile")])
+    ({"jit_compile": "yes"}, "jit_compile"),
+    ({"quantize": "int8", "jit_compile": True}, "jit_compile")])
 def test_bad_options_name_the_field(tmp_path, options, field):
     with pytest.raises(ValueError, match=field):
         export_saved_model(keras_model("classifier"), tokenizer(), str(tmp_path / "m" / "1"),

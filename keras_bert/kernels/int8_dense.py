@@ -1,0 +1,92 @@
+"""int8 products on oneDNN's u8 x s8 kernel, for quantized (exported) Dense layers.
+
+Keras' own int8 Dense (`Model.quantize("int8")`) emits an int8 `MatMul` that
+TensorFlow runs on a slow generic kernel: the int8 export was 5.6x slower than
+float32. TensorFlow's x86 Linux builds register oneDNN's int8 inner product as
+`QuantizedMatMulWithBiasAndDequantize` (AVX512-VNNI where the CPU has it): float
+out, a float bias added inside the kernel. It only takes activations as quint8
+and weights as qint8, each with one scalar range, so:
+
+- weights: Keras' quantization, int8 per output column, `w ~ q / kernel_scale`;
+  the kernel is told the range [-127, 127] (a scale of 1) and the per-column
+  scales are applied to its float output;
+- activations: quantized per call (per tensor, no calibration set) to 256
+  levels of their own range, `x ~ lo + step * x_q` (lo = min, step = (max - min) / 255),
+  the kernel told [0, 255] (a scale of 1 as well);
+- so `x w + b ~ step * (x_q q) / kernel_scale + lo * column_sums / kernel_scale + b`
+  (column_sums = q summed over its input axis, stored at quantization time): the
+  kernel computes `x_q q + bias'` with `bias' = (b + lo * column_sums / kernel_scale)
+  / output_scale`, `output_scale = step / kernel_scale`, and one multiply by
+  `output_scale` gives the float result.
+
+Why the ranges are fixed at [0, 255] and [-127, 127] rather than the real ones:
+oneDNN's primitive cache is keyed by the scales' values, so a per-call range
+would build a new primitive on every request; and in MIN_FIRST mode TensorFlow
+2.20's bias compensation is off by the scales (the products came out wrong by
+orders of magnitude), so the offset is applied here instead, in SCALED mode.
+
+Legend for shape comments: R = rows (every axis but the last), I = input
+width, O = output width (units).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import tensorflow as tf
+
+LEVELS = 255.0  # uint8 activations: 0 ... 255
+WEIGHT_LIMIT = 127.0  # int8 weights: -127 ... 127 (Keras' AbsMaxQuantizer range)
+
+
+def quantize_rows(rows: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """rows (R, I) float -> (x_q (R, I) quint8, lo (), step ()), x ~ lo + step * x_q.
+
+    One range for the whole tensor: the kernel takes one scalar range per operand.
+    """
+    lo, hi = tf.reduce_min(rows), tf.reduce_max(rows)
+    # A constant tensor (hi == lo): any positive step gives x_q = 0 and x = lo exactly.
+    step = tf.maximum(hi - lo, 1e-30) / LEVELS
+    levels = tf.round((rows - lo) * (1.0 / step))  # (R, I), 0 ... 255
+    return tf.bitcast(tf.cast(levels, tf.uint8), tf.quint8), lo, step
+
+
+def column_sums(kernel_q: tf.Tensor | np.ndarray) -> np.ndarray:
+    """kernel_q (I, O) int8 -> (O,) float32: each column's sum of levels, exact
+    (|sum| <= 127 I, far below float32's 2^24 integers)."""
+    return np.asarray(kernel_q, dtype=np.int64).sum(axis=0).astype(np.float32)
+
+
+def int8_project(rows: tf.Tensor, kernel_q: tf.Tensor, kernel_scale: tf.Tensor,
+                 kernel_column_sums: tf.Tensor, bias: tf.Tensor | None = None) -> tf.Tensor:
+    """rows (R, I) float32, kernel_q (I, O) int8 with w ~ kernel_q / kernel_scale (O,),
+    kernel_column_sums (O,) = `column_sums(kernel_q)`, bias (O,) -> rows w + bias (R, O)."""
+    rows_q, lo, step = quantize_rows(rows)
+    output_scale = step / kernel_scale  # (O,)
+    bias = tf.zeros_like(kernel_scale) if bias is None else bias
+    kernel_bias = (bias + lo * kernel_column_sums / kernel_scale) / output_scale  # (O,)
+    outputs = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
+        a=rows_q, b=tf.bitcast(kernel_q, tf.qint8), bias=kernel_bias,
+        min_a=0.0, max_a=LEVELS, min_b=-WEIGHT_LIMIT, max_b=WEIGHT_LIMIT,
+        # Only read for quantized outputs; this variant returns float32.
+        min_freezed_output=-1.0, max_freezed_output=1.0,
+        Toutput=tf.float32, input_quant_mode="SCALED")  # (R, O) = x_q q + bias'
+    return outputs * output_scale  # (R, O)
+
+
+@functools.lru_cache(maxsize=None)
+def int8_kernel_available() -> bool:
+    """Whether this TensorFlow runs the oneDNN int8 kernel: registered in the x86
+    Linux builds, absent elsewhere (it then fails with "Could not find device"),
+    and with TF_ENABLE_ONEDNN_OPTS=0 it runs but returns nothing ("Missing 0-th
+    output"). Checked once with a 1 x 2 product against its hand value."""
+    try:
+        with tf.init_scope():  # eagerly, also when first asked while a graph is traced
+            rows = tf.constant([[0.0, 2.0]])  # lo 0, step 2 / 255: levels 0 and 255
+            kernel_q = tf.constant([[1], [-3]], tf.int8)
+            value = int8_project(rows, kernel_q, tf.constant([1.0]),
+                                 tf.constant(column_sums([[1], [-3]])))
+            return bool(abs(float(value[0, 0]) + 6.0) < 1e-3)  # 0 * 1 + 2 * -3
+    except (tf.errors.OpError, RuntimeError):
+        return False

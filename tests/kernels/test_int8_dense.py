@@ -1,0 +1,141 @@
+"""The int8 product on oneDNN's kernel (`keras_bert.kernels.int8_dense`) against a
+numpy reference of the same scheme, and the quantized `FastDense` that runs it.
+
+Reference: activations to 256 levels of their range, x ~ lo + step * x_q;
+weights to 127 levels of each column's largest magnitude, w ~ w_q * absmax / 127;
+result (lo + step * x_q) (w_q * absmax / 127) + b, in float64. The levels are
+computed with the same float32 steps as the layer ((x - lo) * (1 / step)), so a
+value on a rounding boundary falls the same way and the comparison is tight.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert.kernels import int8_dense, plain_kernels
+from keras_bert.kernels.dense import FastDense
+from keras_bert.kernels.int8_dense import column_sums, int8_kernel_available, int8_project
+
+pytestmark = pytest.mark.skipif(not int8_kernel_available(),
+                                reason="this TensorFlow lacks oneDNN's int8 kernel")
+
+
+def reference_levels(rows):
+    rows = rows.astype(np.float32)
+    lo, hi = rows.min(), rows.max()
+    step = np.float32(hi - lo) / np.float32(255.0)
+    levels = np.round((rows - lo) * (np.float32(1.0) / step))
+    return levels.astype(np.float64), float(lo), float(step)
+
+
+def reference_weights(kernel):
+    absmax = np.abs(kernel).max(axis=0)  # (O,)
+    levels = np.round(kernel / absmax * 127.0)
+    return levels, absmax / 127.0
+
+
+def reference_product(rows, kernel, bias):
+    x_q, lo, step = reference_levels(rows)
+    w_q, w_step = reference_weights(kernel.astype(np.float64))
+    return (lo + step * x_q) @ (w_q * w_step) + bias
+
+
+def test_hand_computed_product():
+    # rows [-1, 0, 3]: lo -1, step 4 / 255, levels 0, 63.75 -> 64, 255
+    rows = tf.constant([[-1.0, 0.0, 3.0]])
+    kernel_q = tf.constant([[2, 0], [1, -1], [-1, 127]], tf.int8)
+    kernel_scale = tf.constant([1.0, 0.5])  # w = q / scale: [[2, 0], [1, -2], [-1, 254]]
+    bias = tf.constant([0.5, -1.0])
+    got = int8_project(rows, kernel_q, kernel_scale,
+                       tf.constant(column_sums(kernel_q.numpy())), bias).numpy()
+    x = -1.0 + 4.0 / 255.0 * np.array([0.0, 64.0, 255.0])  # [-1, 0.00392, 3]
+    expected = [x @ [2, 1, -1] + 0.5, x @ [0, -2, 254] - 1.0]
+    np.testing.assert_allclose(got[0], expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("rows_count, inputs, units", [(1, 16, 8), (37, 64, 96), (300, 128, 40)])
+def test_product_equals_the_numpy_reference(rows_count, inputs, units):
+    rng = np.random.default_rng(rows_count)
+    rows = rng.normal(size=(rows_count, inputs)).astype(np.float32)
+    rows[:, 3] *= 12.0  # an outlier feature, as after BERT's LayerNorms
+    kernel = (rng.normal(size=(inputs, units)) * 0.05).astype(np.float32)
+    bias = rng.normal(size=units).astype(np.float32)
+    w_q, w_step = reference_weights(kernel.astype(np.float64))
+    got = int8_project(tf.constant(rows), tf.constant(w_q.astype(np.int8)),
+                       tf.constant((1.0 / w_step).astype(np.float32)),
+                       tf.constant(column_sums(w_q.astype(np.int8))), tf.constant(bias))
+    expected = reference_product(rows, kernel, bias)
+    np.testing.assert_allclose(got.numpy(), expected, atol=1e-5 * np.abs(expected).max())
+    # and the quantization error itself is what 256 / 255 levels allow
+    exact = rows.astype(np.float64) @ kernel + bias
+    assert np.abs(got.numpy() - exact).max() < 0.05 * np.abs(exact).max()
+
+
+def test_constant_rows():
+    rows = tf.fill((4, 8), 0.75)  # max == min: every level 0, x = lo exactly
+    kernel_q = tf.constant(np.arange(-8, 8).reshape(8, 2), tf.int8)
+    got = int8_project(rows, kernel_q, tf.constant([2.0, 4.0]),
+                       tf.constant(column_sums(kernel_q.numpy())))
+    expected = 0.75 * np.arange(-8, 8).reshape(8, 2).sum(axis=0) / [2.0, 4.0]
+    np.testing.assert_allclose(got.numpy(), np.tile(expected, (4, 1)), rtol=1e-6)
+
+
+def quantized_dense(units=24, activation=None):
+    keras.utils.set_random_seed(3)
+    layer = FastDense(units, activation=activation)
+    layer.build((None, None, 40))
+    kernel = layer.kernel.numpy()
+    layer.bias.assign(np.linspace(-1.0, 1.0, units))
+    layer.quantize("int8", type_check=False)
+    return layer, kernel
+
+
+def test_quantized_fast_dense_runs_the_kernel_and_equals_the_reference():
+    layer, kernel = quantized_dense(activation="relu")
+    np.testing.assert_array_equal(layer._kernel.numpy(), reference_weights(kernel)[0])
+    np.testing.assert_array_equal(layer.kernel_column_sums.numpy(),
+                                  reference_weights(kernel)[0].sum(axis=0))
+    inputs = np.random.default_rng(0).normal(size=(3, 5, 40)).astype(np.float32)
+    expected = np.maximum(reference_product(inputs.reshape(-1, 40), kernel,
+                                            np.linspace(-1.0, 1.0, 24)), 0.0).reshape(3, 5, 24)
+    np.testing.assert_allclose(layer(inputs).numpy(), expected, atol=1e-5)
+    graph = tf.function(layer).get_concrete_function(tf.TensorSpec((None, None, 40))).graph
+    assert "QuantizedMatMulWithBiasAndDequantize" in {op.type for op in graph.get_operations()}
+
+
+def test_keras_int8_path_where_the_kernel_is_not_used(monkeypatch):
+    """Training (the kernel has no gradient), plain kernels, or a TensorFlow
+    without the kernel: Keras' own int8 product, per-row activations."""
+    layer, kernel = quantized_dense()
+    inputs = tf.constant(np.random.default_rng(1).normal(size=(6, 40)).astype(np.float32))
+    exact = inputs.numpy() @ kernel + np.linspace(-1.0, 1.0, 24)
+    fast = layer(inputs).numpy()
+    with tf.GradientTape() as tape:
+        tape.watch(inputs)
+        trained = layer(inputs, training=True)
+    assert tape.gradient(trained, inputs) is not None
+    with plain_kernels():
+        plain = layer(inputs).numpy()
+    monkeypatch.setattr(int8_dense, "int8_kernel_available", lambda: False)
+    monkeypatch.setattr("keras_bert.kernels.dense.int8_kernel_available", lambda: False)
+    missing = layer(inputs).numpy()
+    np.testing.assert_allclose(trained.numpy(), plain, atol=1e-6)
+    np.testing.assert_allclose(missing, plain, atol=1e-6)
+    assert np.abs(plain - fast).max() > 0  # the two schemes do differ
+    for outputs in (fast, plain):
+        assert np.abs(outputs - exact).max() < 0.03 * np.abs(exact).max()
+
+
+def test_column_sums_are_saved_and_loaded(tmp_path):
+    layer, _ = quantized_dense()
+    inputs = keras.Input((7, 40))
+    model = keras.Model(inputs, layer(inputs))
+    model.save(tmp_path / "int8.keras")
+    loaded = keras.models.load_model(tmp_path / "int8.keras")
+    loaded_layer = loaded.layers[-1]
+    assert loaded_layer.quantization_mode == "int8"
+    np.testing.assert_array_equal(loaded_layer.kernel_column_sums.numpy(),
+                                  layer.kernel_column_sums.numpy())
+    x = np.random.default_rng(2).normal(size=(2, 7, 40)).astype(np.float32)
+    np.testing.assert_array_equal(loaded(x).numpy(), model(x).numpy())
