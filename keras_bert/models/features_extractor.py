@@ -58,18 +58,39 @@ class FrozenTokenFeatures(keras.layers.Layer):
             self.mix.build([(None, None, self.encoder.config.hidden_size)] * mixed)
 
     def call(self, inputs: dict) -> tf.Tensor:
+        return self.combine(self.frozen(inputs))
+
+    def frozen(self, inputs: dict) -> list[tf.Tensor]:
+        """The frozen encoder's part: the layer outputs the choice reads, each
+        (B, T, H). They do not change while the tagger trains, so they can be
+        computed once and cached (`BertTokenClassifier.feature_head`)."""
         if self.feature == "embeddings":
             hidden, _ = self.encoder.embed(inputs["input_ids"], inputs["input_mask"],
                                            inputs["segment_ids"], training=False)
-            return hidden  # (B, T, H)
+            return [hidden]  # (B, T, H)
         layers = self.encoder(inputs, training=False)["encoder_outputs"]  # L x (B, T, H)
         if self.feature == "second_to_last_hidden":
-            return layers[-2]
+            return [layers[-2]]
         if self.feature == "last_hidden":
-            return layers[-1]
+            return [layers[-1]]
+        if self.feature in ("concat_last_four", "weighted_sum_last_four"):
+            return list(layers[-4:])
+        return list(layers)
+
+    def combine(self, frozen: list[tf.Tensor]) -> tf.Tensor:
+        """The outputs of `frozen` -> the features (B, T, F); the weighted sums'
+        layer weights are the only trained part."""
         if self.feature == "concat_last_four":
-            return keras.ops.concatenate(layers[-4:], axis=-1)  # (B, T, 4H)
-        return self.mix(layers[-4:] if self.feature == "weighted_sum_last_four" else layers)
+            return keras.ops.concatenate(frozen, axis=-1)  # (B, T, 4H)
+        if self.mix is not None:
+            return self.mix(frozen)  # (B, T, H)
+        return frozen[0]
+
+    @property
+    def num_frozen(self) -> int:
+        """How many tensors `frozen` returns."""
+        return {"embeddings": 1, "second_to_last_hidden": 1, "last_hidden": 1,
+                "weighted_sum_all": self.encoder.config.num_hidden_layers}.get(self.feature, 4)
 
     def compute_output_shape(self, input_shape: dict) -> tuple:
         width = self.encoder.config.hidden_size * (4 if self.feature == "concat_last_four" else 1)

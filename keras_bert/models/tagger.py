@@ -12,7 +12,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.features import ENCODER_INPUTS
 from keras_bert.layers.task_heads import HEADS, BiLSTMHead
+from keras_bert.models.batch_trimming import longest_width, trim_padding
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
 from keras_bert.models.features_extractor import FrozenTokenFeatures
 from keras_bert.models.global_batch import global_weight_sum
@@ -95,6 +97,58 @@ class BertTokenClassifier(TextTask, keras.Model):
         self.head = head
         self.head_layers = head_layers
         self.feature = feature
+
+    # === The feature-based setting: the head trained on cached features ===
+
+    def feature_head(self) -> keras.Model:
+        """The trainable part of a feature-based tagger as a model of its own,
+        sharing this model's weights: the frozen encoder's outputs
+        (`frozen_features`) and `input_mask` in, logits (B, T, K) out. Fitting
+        it on features computed once trains this model as `fit` on text would,
+        without rerunning the frozen encoder every epoch (the paper's way)."""
+        if self.feature is None:
+            raise ValueError("feature_head needs a feature-based tagger (feature=...); "
+                             "this one fine-tunes its encoder")
+        features = self.get_layer("features")
+        width = self.encoder.config.hidden_size
+        frozen = [keras.Input((None, width), name=f"frozen_{i}")
+                  for i in range(features.num_frozen)]  # each (B, T, H)
+        input_mask = keras.Input((None,), dtype="int32", name="input_mask")  # (B, T)
+        sequence = features.combine(frozen)  # (B, T, F)
+        if self.head == "bilstm":
+            sequence = self.get_layer("tagger_bilstm")(sequence, input_mask)  # (B, T, H)
+        logits = self.get_layer("tagger_output")(self.get_layer("tagger_dropout")(sequence))
+        return keras.Model([*frozen, input_mask], logits, name=f"{self.name}_feature_head")
+
+    def frozen_features(self, x: dict[str, np.ndarray], batch_size: int = 32
+                        ) -> list[np.ndarray]:
+        """Encoder features (`input_ids`, `input_mask`, `segment_ids`, (N, T))
+        -> the frozen encoder's outputs that `feature_head` reads, each (N, T, H)."""
+        extract = tf.function(self.get_layer("features").frozen)
+        parts = [extract({name: tf.constant(x[name][start:start + batch_size])
+                          for name in ENCODER_INPUTS})
+                 for start in range(0, len(x["input_ids"]), batch_size)]
+        return [np.concatenate([np.asarray(part[i]) for part in parts])
+                for i in range(len(parts[0]))]
+
+    def frozen_dataset(self, x: dict[str, np.ndarray], y: np.ndarray, sample_weight: np.ndarray,
+                       batch_size: int, seed: int | None = None) -> tf.data.Dataset:
+        """Encoder features, tag ids and weights (`encode_text`'s, (N, T)) ->
+        `feature_head`'s training batches: the frozen outputs computed once,
+        shuffled each epoch, each batch cut past its longest row
+        (`keras_bert.models.batch_trimming`, as `fit` on text does)."""
+        frozen = self.frozen_features(x, batch_size)
+        width = x["input_mask"].shape[1]
+
+        def trimmed(inputs, targets, weights):
+            length = longest_width(inputs[-1], width)
+            inputs = tuple(t[:, :length] for t in inputs)  # each (B, T', ...)
+            return inputs, *trim_padding((targets, weights), width, length)
+
+        data = tf.data.Dataset.from_tensor_slices(
+            ((*frozen, x["input_mask"]), y, sample_weight.astype("float32")))
+        return (data.shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
+                .batch(batch_size).map(trimmed).prefetch(1))
 
     # === Text in, entities out ===
 

@@ -101,3 +101,47 @@ def test_bilstm_heads_ignore_padding_and_round_trip(inputs, tmp_path):
         np.testing.assert_allclose(output(loaded(inputs)), logits, atol=1e-5)
     with pytest.raises(ValueError, match="head must be one of"):
         BertSpanExtractor(BertEncoder(CONFIG), head="crf")
+
+
+def _feature_tagger(feature):
+    tagger = BertTokenClassifier(BertEncoder(CONFIG), num_labels=3, head="bilstm", head_layers=2,
+                                 feature=feature)
+    mix = tagger.get_layer("features").mix
+    if mix is not None:  # unequal layer weights, so a wrong layer order shows
+        mix.layer_weights.assign(np.linspace(-1.0, 1.0, mix.layer_weights.shape[0]))
+    return tagger
+
+
+@pytest.mark.parametrize("feature", FEATURE_CHOICES)
+def test_cached_features_give_the_in_graph_features_and_logits(inputs, feature):
+    tagger = _feature_tagger(feature)
+    frozen = tagger.frozen_features(inputs, batch_size=1)  # two batches, concatenated
+    features = tagger.get_layer("features")
+    np.testing.assert_allclose(features.combine(frozen), features(inputs), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(tagger.feature_head()([*frozen, inputs["input_mask"]]),
+                               tagger(inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_feature_head_trains_the_taggers_own_head_on_trimmed_batches(inputs):
+    wide = {name: np.pad(value, ((0, 0), (0, 16))) for name, value in inputs.items()}  # (2, 24)
+    tagger = _feature_tagger("weighted_sum_all")
+    data = tagger.frozen_dataset(wide, np.ones((2, 24), np.int32), wide["input_mask"],
+                                 batch_size=2, seed=0)
+    (*frozen, mask), targets, weights = next(iter(data))
+    # 7 real pieces at most: cut to 8 columns (a multiple of 8), as `fit` on text cuts.
+    assert [t.shape for t in (*frozen, mask, targets, weights)] == [(2, 8, 16)] * 5 + [(2, 8)] * 3
+    encoder_before = [np.array(w) for w in tagger.encoder.weights]
+    head_before = [np.array(w) for w in tagger.trainable_weights]
+    head = tagger.feature_head()
+    head.compile(optimizer=keras.optimizers.Adam(1e-2), loss=tagger.default_loss())
+    head.fit(data, epochs=2, shuffle=False, verbose=0)
+    # The tagger's own BiLSTMs, output layer and layer mix moved; its encoder did not.
+    assert all(np.abs(old - np.asarray(new)).max() > 0
+               for old, new in zip(head_before, tagger.trainable_weights))
+    for old, new in zip(encoder_before, tagger.encoder.weights):
+        np.testing.assert_array_equal(old, np.asarray(new))
+
+
+def test_feature_head_needs_a_feature_based_tagger():
+    with pytest.raises(ValueError, match="feature_head needs a feature-based tagger"):
+        BertTokenClassifier(BertEncoder(CONFIG), num_labels=3).feature_head()
