@@ -98,7 +98,7 @@ class BertClassifier(TextTask, keras.Model):
     def predict_step(self, data: Any) -> Any:
         # One row of logits per example at any width: the padding is cut (and
         # packed out) here too.
-        with self.padding_removed():
+        with self.unpadded_steps():
             return super().predict_step(self.trimmed(data))
 
     def default_metrics(self) -> list:

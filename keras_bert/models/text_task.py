@@ -166,11 +166,11 @@ class TextTask:
     removes_padding = True
 
     def train_step(self, data: Any) -> Any:
-        with self.padding_removed():
+        with self.unpadded_steps():
             return super().train_step(self.trimmed(data))
 
     def test_step(self, data: Any) -> Any:
-        with self.padding_removed():
+        with self.unpadded_steps():
             return super().test_step(self.trimmed(data))
 
     def static_shapes(self) -> bool:
@@ -178,7 +178,7 @@ class TextTask:
         return bool(self.jit_compile) or isinstance(tf.distribute.get_strategy(),
                                                     tf.distribute.TPUStrategy)
 
-    def padding_removed(self) -> contextlib.AbstractContextManager:
+    def unpadded_steps(self) -> contextlib.AbstractContextManager:
         """`remove_padding()` for this model's steps, where it applies."""
         if not self.removes_padding or self.static_shapes():
             return contextlib.nullcontext()
