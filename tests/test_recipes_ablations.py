@@ -29,7 +29,9 @@ def test_objectives_table(output_dir, capsys):
     ablations().main(["objectives", "--smoke", "--seeds", "0", "--output-dir", output_dir,
                       "--row", "ltr", "--row", "ltr_bilstm"])
     table = open(os.path.join(output_dir, "objectives.md")).read()
-    assert "| LTR & No NSP | " in table and "| BERT (MLM + NSP) | not run | not run |" in table
+    assert "| LTR & No NSP | " in table and "| BERT (MLM + NSP) | not run | not run | not run |" in table
+    # The SQuAD smoke column runs the span path, the BiLSTM span head included.
+    assert "SQuAD samples F1 (smoke" in table and table.count("(n=1)") == 5
     assert os.path.exists(os.path.join(output_dir, "objectives.png"))
     assert "(n=1)" in capsys.readouterr().out
     # Cased: capitalisation is the strongest cue for entities in tweets.

@@ -52,6 +52,7 @@ class Size:
     feature_learning_rate: float  # the fresh BiLSTM tagger on frozen features
     classify_epochs: int
     tag_epochs: int
+    squad_epochs: int  # the SQuAD smoke check: 9 sample questions, trained and scored on
     max_train_examples: int | None
     max_dev_examples: int | None
     batch_size: int
@@ -67,7 +68,7 @@ DEFAULT = Size(vocab_size=4000, lowercase=False, max_book_chars=10**9,
                           intermediate_size=512),
                seq_length=64, pretrain_steps=1000, pretrain_batch=32,
                pretrain_learning_rate=1e-3, finetune_learning_rate=3e-4, tag_learning_rate=1e-3,
-               feature_learning_rate=1e-2, classify_epochs=1, tag_epochs=15,
+               feature_learning_rate=1e-2, classify_epochs=1, tag_epochs=15, squad_epochs=10,
                max_train_examples=None, max_dev_examples=None, batch_size=32)
 # The smoke test's: every step of the same path, on a sliver.
 SMOKE = Size(vocab_size=300, lowercase=False, max_book_chars=20_000,
@@ -76,7 +77,7 @@ SMOKE = Size(vocab_size=300, lowercase=False, max_book_chars=20_000,
              seq_length=32, pretrain_steps=1, pretrain_batch=4, pretrain_learning_rate=1e-3,
              finetune_learning_rate=1e-4, tag_learning_rate=1e-4, feature_learning_rate=1e-3,
              classify_epochs=1,
-             tag_epochs=1, max_train_examples=8, max_dev_examples=8, batch_size=4)
+             tag_epochs=1, squad_epochs=1, max_train_examples=8, max_dev_examples=8, batch_size=4)
 
 
 # === What is pretrained ===
@@ -112,7 +113,7 @@ class Row:
 
 @dataclasses.dataclass(frozen=True)
 class Column:
-    task: str  # classify (rotten_tomatoes accuracy) or tag (wnut16 entity F1)
+    task: str  # classify (rotten_tomatoes accuracy), tag (wnut16 entity F1) or squad (smoke)
     label: str
     feature: str | None = None  # feature-based column (Table 8: concatenated last four)
 
@@ -123,6 +124,13 @@ class Table:
     rows: tuple
     columns: tuple
     paper_columns: tuple  # which of the paper's figures stand beside
+
+
+# Only 9 real SQuAD-format questions ship (data/squad_samples): the span path
+# is checked to run and learn on every variant, fitted and scored on the same
+# questions, so the column says "smoke", not a comparison.
+SQUAD_SMOKE = "SQuAD samples F1 (smoke: 9 questions, trained on)"
+SQUAD_FILES = ("squad_v1_sample.json", "quoref_sample.json")
 
 
 # MASK / SAME / RND in the paper's Table 8 -> (mask, random, keep) here.
@@ -140,7 +148,8 @@ TABLES = {
             Row("ltr_bilstm", "+ BiLSTM", Variant("lm", "left_to_right"), head="bilstm",
                 paper=(91.6, 84.9)),
         ),
-        columns=(Column("classify", "rotten_tomatoes acc"), Column("tag", "wnut16 F1")),
+        columns=(Column("classify", "rotten_tomatoes acc"), Column("tag", "wnut16 F1"),
+                 Column("squad", SQUAD_SMOKE)),
         paper_columns=("paper SST-2", "paper SQuAD F1")),
     "masking": Table(
         "Masking mix MASK / SAME / RND (Devlin et al. 2018, Table 8)",
@@ -245,10 +254,47 @@ def _read_reviews(path, limit):
     return examples.texts_a[:limit], examples.labels[:limit]
 
 
+def _squad_samples():
+    """The shipped SQuAD-format questions: the official `data` list, the
+    question ids and the model's text inputs."""
+    from keras_bert.tasks.squad import load_squad_json
+    dataset = [article for name in SQUAD_FILES
+               for article in load_squad_json(os.path.join(DATA, "squad_samples", name))]
+    qas = [(qa, paragraph["context"]) for article in dataset
+           for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+    x = {"question": [qa["question"] for qa, _ in qas], "context": [c for _, c in qas]}
+    return dataset, [qa["id"] for qa, _ in qas], x
+
+
+def _squad_smoke(export: str, common: dict, size: Size, head: str) -> float:
+    """Fine-tunes a span extractor on the sample questions; their F1, in %.
+    Windows of the recipe's short length: the question cut to half of it
+    (run_squad's 64 leaves no room for a context at length 64)."""
+    import keras_bert
+    from keras_bert.tasks import squad
+    from keras_bert.tasks.metrics import squad_v1_scores
+    from keras_bert.training.optimization import create_adamw
+    dataset, ids, x = _squad_samples()
+    model = keras_bert.BertSpanExtractor.from_pretrained(export, head=head, **common)
+    windows = dict(doc_stride=size.seq_length // 2, max_query_length=size.seq_length // 2)
+    features = squad.feature_arrays(squad.convert_examples_to_features(
+        squad.read_squad_examples(dataset, is_training=True), model.preprocessor.tokenizer,
+        size.seq_length, is_training=True, **windows))
+    targets = {"start_logits": features.pop("start_positions"),
+               "end_logits": features.pop("end_positions")}
+    batch_size = 8  # a few dozen windows: batches of 32 would be one step an epoch
+    steps = -(-len(features["input_ids"]) // batch_size) * size.squad_epochs
+    model.compile(optimizer=create_adamw(size.tag_learning_rate, steps, steps // 10))
+    model.fit(features, targets, batch_size=batch_size, epochs=size.squad_epochs, verbose=0)
+    answers = model.answer(x, **windows)
+    return squad_v1_scores(dataset, {qid: a["answer"] for qid, a in zip(ids, answers)})["f1"]
+
+
 def score(task: str, export: str, vocab_file: str, size: Size, seed: int, head: str = "linear",
           feature: str | None = None) -> float:
     """Fine-tunes (or trains the feature-based tagger) with Keras' `fit` on
-    real text; returns dev accuracy (classify) or entity F1 (tag), in %."""
+    real text; returns dev accuracy (classify), entity F1 (tag) or the SQuAD
+    samples' F1 (squad, a smoke check), in %."""
     import keras
     import keras_bert
     from keras_bert.tasks.metrics import entity_scores
@@ -256,6 +302,8 @@ def score(task: str, export: str, vocab_file: str, size: Size, seed: int, head: 
     from keras_bert.training.optimization import create_adamw
     keras.utils.set_random_seed(seed)  # the head's initialisation, dropout, batch order
     common = dict(vocab_file=vocab_file, lowercase=size.lowercase, seq_length=size.seq_length)
+    if task == "squad":
+        return _squad_smoke(export, common, size, head)
     learning_rate = (size.feature_learning_rate if feature else size.tag_learning_rate
                      if task == "tag" else size.finetune_learning_rate)
     if task == "classify":
@@ -413,7 +461,7 @@ def main(argv=None):
     parser.add_argument("table", choices=sorted(TABLES))
     parser.add_argument("--row", action="append", default=None,
                         help="run only this row (repeatable); default: every row")
-    parser.add_argument("--task", choices=["classify", "tag"], default=None,
+    parser.add_argument("--task", choices=["classify", "tag", "squad"], default=None,
                         help="run only the columns of this task; default: all")
     parser.add_argument("--seeds", default="0,1,2", help="fine-tuning seeds, comma-separated")
     parser.add_argument("--output-dir", default="ablations_output")
