@@ -51,12 +51,13 @@ def _squared_norm(gradient):
     Keras and tf.clip_by_global_norm square the slices one by one instead,
     which is another number on one device and on several. Summed into the
     dense (static) shape, which XLA and TPUs want, and the clipped gradient
-    is dense anyway.
+    is dense anyway. `l2_loss` is one pass that writes nothing: squaring,
+    then summing, wrote a (V, H) temporary for the embedding every step.
     """
     gradient = tf.convert_to_tensor(gradient)  # IndexedSlices: repeated rows summed
     if gradient.dtype in (tf.float16, tf.bfloat16):
         gradient = tf.cast(gradient, tf.float32)
-    return tf.reduce_sum(tf.square(gradient))
+    return 2.0 * tf.nn.l2_loss(gradient)
 
 
 class GlobalBatchClipping:
@@ -74,11 +75,15 @@ class GlobalBatchClipping:
     def _clip_gradients(self, grads):
         if not self.global_clipnorm:
             return super()._clip_gradients(grads)
-        present = [g for g in grads if g is not None]
         context = tf.distribute.get_replica_context()
-        summed = present
-        if context is not None and context.num_replicas_in_sync > 1:
-            summed = context.all_reduce(tf.distribute.ReduceOp.SUM, present)
+        replicated = context is not None and context.num_replicas_in_sync > 1
+        if not replicated:
+            # Dense once, for the norm and the scaling both (an embedding's
+            # IndexedSlices were summed into a (V, H) table twice).
+            grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
+        present = [g for g in grads if g is not None]
+        summed = (context.all_reduce(tf.distribute.ReduceOp.SUM, present) if replicated
+                  else present)
         norm = tf.sqrt(tf.add_n([_squared_norm(g) for g in summed]))
         clip = tf.cast(self.global_clipnorm, norm.dtype)
         scale = clip / tf.maximum(norm, clip)  # 1 below the threshold
