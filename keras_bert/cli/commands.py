@@ -460,9 +460,11 @@ def add_export(subparsers):
                         help="compile the model part of the signatures with XLA, once per "
                              "request shape: faster at batch 1 (TF Serving: "
                              "--xla_cpu_compilation_enabled)")
-    parser.add_argument("--remove-padding", action="store_true",
-                        help="run the per-token layers on the real tokens only: faster on "
-                             "batches of texts of mixed lengths (not with --jit-compile)")
+    parser.add_argument("--remove-padding", action=argparse.BooleanOptionalAction,
+                        default=None,
+                        help="run the per-token layers on the real tokens only (default: on, "
+                             "except with --jit-compile); --no-remove-padding: every padded "
+                             "position too, 6-9 %% faster on batches of full-length texts")
     parser.add_argument("--format", choices=("savedmodel", "litert"), default="savedmodel",
                         help="litert: one .tflite classifier taking strings (--output FILE.tflite)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")

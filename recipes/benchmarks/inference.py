@@ -201,7 +201,9 @@ def keras_bert_peers(model, tokenizer, fast_tokenizer, exports, fixed, folder):
             encoded = fast_tokenizer(texts, longest, multiple)
             return by_ids(**{k: tf.constant(v) for k, v in encoded.items()})["logits"].numpy()
 
-        def real_tokens(texts, unpadded=options.get("remove_padding", False)):
+        unpadded = options.get("remove_padding", not options.get("jit_compile", False))
+
+        def real_tokens(texts, unpadded=unpadded):
             return int(fast_tokenizer(texts, True)["input_mask"].sum()) if unpadded else None
 
         label = "" if setting == "default" else f" [{setting}]"

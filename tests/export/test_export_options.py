@@ -95,9 +95,11 @@ def test_options_are_recorded_and_keep_to_serving_ops(exports):
         assert ops_serving_lacks(path) == []
         with open(os.path.join(path, "assets", "keras_bert_export.json")) as f:
             metadata = json.load(f)
-        assert (metadata["padding"], metadata["quantize"], metadata["jit_compile"]) == {
-            "longest": ("longest", None, False), "int8": ("max_length", "int8", False),
-            "xla": ("longest", None, True)}[name]
+        # remove_padding defaults to on, but not with XLA (one compile per token count).
+        assert (metadata["padding"], metadata["quantize"], metadata["jit_compile"],
+                metadata["remove_padding"]) == {
+            "longest": ("longest", None, False, True), "int8": ("max_length", "int8", False, True),
+            "xla": ("longest", None, True, False)}[name]
         assert metadata["label_names"] == CLASS_NAMES
 
 

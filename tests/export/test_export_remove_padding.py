@@ -1,7 +1,9 @@
-"""`export_saved_model(remove_padding=True)`: every signature gives the answers
-of the same model exported without it (test_export.py checks those against
-Keras, seqeval and Model Garden's run_squad), from strings and from ids, and
-keeps to the ops TensorFlow Serving links."""
+"""`export_saved_model`'s default `remove_padding` (on but for span extractors):
+every signature gives the answers of the same model exported with
+`remove_padding=False`, from strings and from ids, and keeps to the ops
+TensorFlow Serving links.
+(test_export.py checks the default exports against Keras, seqeval and Model
+Garden's run_squad.)"""
 
 import json
 import os
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from export_helpers import (SEQ_LENGTH, SQUAD_OPTIONS, call, keras_features, keras_model, kinds,
+from export_helpers import (SEQ_LENGTH, SQUAD_OPTIONS, keras_features, keras_model, kinds,
                             tokenizer)
 from keras_bert.export import export_saved_model
 from keras_bert.export.serving_ops import ops_serving_lacks
@@ -31,17 +33,21 @@ TOLERANCE = 1e-5
 _loaded = {}
 
 
-def unpadded(kind, **options):
-    """The `kind` export with remove_padding=True (cached per kind and options)."""
+def exported(kind, **options):
+    """The `kind` export with `options` (cached per kind and options)."""
     key = (kind, tuple(sorted(options.items())))
     if key not in _loaded:
         import tempfile
         path = os.path.join(tempfile.mkdtemp(prefix="keras_bert_unpadded_"), kind, "1")
         export_saved_model(keras_model(kind), tokenizer(), path, seq_length=SEQ_LENGTH[kind],
-                           remove_padding=True, **(SQUAD_OPTIONS if kind == "squad" else {}),
-                           **options)
+                           **(SQUAD_OPTIONS if kind == "squad" else {}), **options)
         _loaded[key] = (path, tf.saved_model.load(path))
     return _loaded[key]
+
+
+def padded(kind, **options):
+    """The reference: every position, padding included, through every layer."""
+    return exported(kind, remove_padding=False, **options)[1]
 
 
 def run(served, signature="serving_default", **inputs):
@@ -53,15 +59,18 @@ def run(served, signature="serving_default", **inputs):
 
 @pytest.mark.parametrize("padding", ["max_length", "longest"])
 def test_classifier_answers_from_strings_and_ids(padding):
-    path, served = unpadded("classifier", padding=padding)
+    path, served = exported("classifier", padding=padding)
     inputs = {"text": TEXTS, "text_pair": PAIRS}
-    reference = call("classifier", **inputs)
+    reference = run(padded("classifier", padding=padding), **inputs)
     outputs = run(served, **inputs)
     np.testing.assert_allclose(outputs["logits"], reference["logits"], atol=TOLERANCE)
     np.testing.assert_array_equal(outputs["label"], reference["label"])
     features = {k: v.numpy() for k, v in keras_features(TEXTS, PAIRS).items()}
     by_ids = run(served, "serve_ids", **features)
     np.testing.assert_allclose(by_ids["logits"], reference["logits"], atol=TOLERANCE)
+    # And the Keras model itself, as a fine-tuned model is served.
+    keras_logits = keras_model("classifier")(keras_features(TEXTS, PAIRS), training=False)
+    np.testing.assert_allclose(outputs["logits"], np.asarray(keras_logits), atol=TOLERANCE)
     assert ops_serving_lacks(path) == []
     with open(os.path.join(path, "assets", "keras_bert_export.json")) as f:
         metadata = json.load(f)
@@ -70,10 +79,12 @@ def test_classifier_answers_from_strings_and_ids(padding):
 
 @pytest.mark.parametrize("kind", kinds("embeddings", "tagger", "squad"))
 def test_other_tasks_give_the_same_answers(kind):
-    path, served = unpadded(kind)
+    # Span extractors keep the padding by default (their logits there are the
+    # padded model's, as run_squad's softmax spans them): asked for here.
+    path, served = exported(kind, **({"remove_padding": True} if kind == "squad" else {}))
     inputs = ({"question": QUESTIONS, "context": CONTEXTS} if kind == "squad"
               else {"text": TEXTS})
-    reference, outputs = call(kind, **inputs), run(served, **inputs)
+    reference, outputs = run(padded(kind), **inputs), run(served, **inputs)
     assert sorted(outputs) == sorted(reference)
     for name, value in reference.items():
         if value.dtype.kind in "fc":
@@ -81,10 +92,12 @@ def test_other_tasks_give_the_same_answers(kind):
         else:
             np.testing.assert_array_equal(outputs[name], value, err_msg=name)
     assert ops_serving_lacks(path) == []
+    with open(os.path.join(exported(kind)[0], "assets", "keras_bert_export.json")) as f:
+        assert json.load(f)["remove_padding"] == (kind != "squad")
 
 
 @pytest.mark.parametrize("options, fields", [
-    ({"remove_padding": "yes"}, "remove_padding"),
+    ({"remove_padding": "yes"}, "remove_padding must be True, False or None"),
     ({"remove_padding": True, "jit_compile": True}, "remove_padding=True with jit_compile")])
 def test_bad_options_name_the_field(tmp_path, options, fields):
     with pytest.raises(ValueError, match=fields):
