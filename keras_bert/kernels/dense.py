@@ -80,11 +80,14 @@ class FastDense(keras.layers.Dense):
         # `_kernel`: the stored (frozen) kernel; Keras' `kernel` adds the LoRA product.
         kernel = tf.cast(self._kernel, self.compute_dtype)
         inputs = tf.cast(inputs, self.compute_dtype)
-        rows = tf.reshape(inputs, (-1, kernel.shape[0]))  # (R, I)
+        # Rows in, rows out, with no reshape in between: TensorFlow fuses an
+        # activation into MatMul + BiasAdd only where it follows them directly.
+        rows = inputs if len(inputs.shape) == 2 else tf.reshape(inputs, (-1, kernel.shape[0]))
         outputs = self._lora_project(rows, kernel) if self.lora_enabled else project(rows, kernel)
         if self.bias is not None:
             outputs = tf.nn.bias_add(outputs, tf.cast(self.bias, self.compute_dtype))
-        outputs = tf.reshape(outputs, tf.concat([tf.shape(inputs)[:-1], [self.units]], axis=0))
+        if len(inputs.shape) != 2:
+            outputs = tf.reshape(outputs, tf.concat([tf.shape(inputs)[:-1], [self.units]], 0))
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs

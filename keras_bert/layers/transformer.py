@@ -15,7 +15,7 @@ from keras import ops
 
 from keras_bert.kernels.dense import FastDense, project
 from keras_bert.kernels.dropout import FastDropout
-from keras_bert.kernels.gelu import gelu_exact_compiled
+from keras_bert.kernels.gelu import gelu_exact_compiled, gelu_exact_fused
 from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.kernels.switch import fast_kernels_enabled
 from keras_bert.layers.activations import get_activation
@@ -213,12 +213,20 @@ class TransformerBlock(keras.layers.Layer):
                                   packing=packing, training=training)
         attended = self.hidden_dropout(attended, training=training)
         hidden = self.attention_layer_norm(queries + attended)
-        intermediate = self.intermediate(hidden)  # (B, T, F)
-        if training and self.activation == "gelu" and fast_kernels_enabled():  # XLA: training only
-            intermediate = gelu_exact_compiled(intermediate)
+        # The feed-forward layers on rows (R, H): the GELU then directly follows
+        # its product, which the CPU kernels fuse (`gelu_exact_fused`).
+        rows = hidden if len(hidden.shape) == 2 else tf.reshape(hidden, (-1, hidden.shape[-1]))
+        intermediate = self.intermediate(rows)  # (R, F)
+        if self.activation == "gelu" and fast_kernels_enabled():
+            # Training: XLA-compiled with its gradient; inference: the form the
+            # CPU's product takes as a post-op (`keras_bert.kernels.gelu`).
+            intermediate = (gelu_exact_compiled(intermediate) if training
+                            else gelu_exact_fused(intermediate))
         else:
             intermediate = self.intermediate_activation(intermediate)
-        feed_forward = self.ffn_output(intermediate)  # (B, T, H)
+        feed_forward = self.ffn_output(intermediate)  # (R, H)
+        if len(hidden.shape) != 2:
+            feed_forward = tf.reshape(feed_forward, tf.shape(hidden))  # (B, T, H)
         feed_forward = self.hidden_dropout(feed_forward, training=training)
         return self.output_layer_norm(hidden + feed_forward)  # (B, T, H)
 

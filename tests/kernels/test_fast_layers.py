@@ -1,6 +1,7 @@
-"""Layers written for speed in training: the XLA-compiled GELU, the 16-bit
-dropout and the Transformer block's fused query / key / value projection.
-Each is checked against plain TensorFlow / Keras ops with autodiff."""
+"""Layers written for speed: the XLA-compiled GELU (training), the GELU that
+fuses into its product (inference), the 16-bit dropout and the Transformer
+block's fused query / key / value projection. Each is checked against plain
+TensorFlow / Keras ops with autodiff, or float64."""
 
 import contextlib
 import math
@@ -12,7 +13,7 @@ import tensorflow as tf
 
 from keras_bert.kernels import plain_kernels
 from keras_bert.kernels.dropout import FastDropout, dropout_16_bit
-from keras_bert.kernels.gelu import gelu_exact, gelu_exact_compiled
+from keras_bert.kernels.gelu import gelu_exact, gelu_exact_compiled, gelu_exact_fused
 from keras_bert.layers import TransformerBlock
 
 
@@ -42,6 +43,32 @@ def test_gelu_equals_keras_exact_gelu_with_autodiff(gelu, dtype, jit_compile):
         assert mine.dtype == reference.dtype, name
         np.testing.assert_allclose(tf.cast(mine, tf.float32), tf.cast(reference, tf.float32),
                                    rtol=tolerance, atol=tolerance, err_msg=name)
+
+
+def test_fused_gelu_after_its_product_is_the_exact_gelu():
+    """In a tf.function grappler folds MatMul + BiasAdd + this GELU into one
+    oneDNN product (where TensorFlow has oneDNN): that kernel's values, and the
+    unfused ops' (eagerly), against the float64 exact GELU."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 32)).astype(np.float32)
+    kernel = rng.normal(0.0, 0.5, size=(32, 48)).astype(np.float32)
+    bias = rng.normal(size=48).astype(np.float32)
+    pre = x.astype(np.float64) @ kernel + bias  # N(0, ~2.9): both tails reached
+    erf = np.vectorize(math.erf)
+    expected = pre * 0.5 * (1.0 + erf(pre / math.sqrt(2.0)))
+
+    def layer(x):
+        return gelu_exact_fused(tf.nn.bias_add(tf.matmul(x, kernel), bias))
+
+    for outputs in (layer(tf.constant(x)), tf.function(layer)(tf.constant(x))):
+        np.testing.assert_allclose(outputs.numpy(), expected, rtol=1e-5, atol=2e-6)
+    # The derivative, by autodiff, is the exact GELU's too.
+    values = tf.constant(pre.astype(np.float32).ravel()[:500])
+    ours = _values_and_gradients(gelu_exact_fused, values, np.ones(500))
+    theirs = _values_and_gradients(lambda v: keras.activations.gelu(v, approximate=False),
+                                   values, np.ones(500))
+    for mine, reference in zip(ours, theirs):
+        np.testing.assert_allclose(mine.numpy(), reference.numpy(), rtol=1e-5, atol=2e-6)
 
 
 def test_dropout_16_bit_drops_at_the_rate_and_scales_the_rest():
