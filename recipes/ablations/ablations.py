@@ -61,8 +61,8 @@ class Size:
 # 4 layers: the feature-based choices read the last four. 15 tagging epochs
 # at 1e-3: at 3 the tagger stays on the tag prior, `O` for every word; cased:
 # capitals are the strongest entity cue in tweets. The BiLSTM tagger on frozen
-# features at 1e-2: at 1e-3 it too stayed on the prior (F1 0.0). About 1.5-2.3
-# hours for the three tables at one seed on 2 CPU cores (figures in README.md).
+# features at 1e-2: at 1e-3 it too stayed on the prior (F1 0.0). About two
+# hours for the three tables at three seeds on 2 CPU cores (measured: README.md).
 DEFAULT = Size(vocab_size=4000, lowercase=False, max_book_chars=10**9,
                model=dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=2,
                           intermediate_size=512),
