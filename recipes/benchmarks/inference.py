@@ -49,6 +49,7 @@ of their own that reuses the CI venv through a .pth file:
 
 import argparse
 import csv
+import json
 import importlib.util
 import os
 import re
@@ -175,6 +176,7 @@ def option_value(text):
 def keras_bert_peers(model, tokenizer, fast_tokenizer, exports, fixed, folder):
     import tensorflow as tf
     from keras_bert.export import export_saved_model
+    from keras_bert.export.saved_model import EXPORT_METADATA
     peers = []
     for setting in exports:
         options = {name: option_value(value) for name, value in (
@@ -201,7 +203,9 @@ def keras_bert_peers(model, tokenizer, fast_tokenizer, exports, fixed, folder):
             encoded = fast_tokenizer(texts, longest, multiple)
             return by_ids(**{k: tf.constant(v) for k, v in encoded.items()})["logits"].numpy()
 
-        unpadded = options.get("remove_padding", not options.get("jit_compile", False))
+        # What the export did, not a copy of its default rule (an older export may be reused).
+        with open(os.path.join(path, "assets", EXPORT_METADATA)) as f:
+            unpadded = json.load(f).get("remove_padding", False)
 
         def real_tokens(texts, unpadded=unpadded):
             return int(fast_tokenizer(texts, True)["input_mask"].sum()) if unpadded else None
