@@ -66,13 +66,15 @@ class SelfAttention(keras.layers.Layer):
     def _heads(self, hidden, projections, scales, training=None, packing=None):
         """hidden (B, T, H) -> one (B, N, T, D) per projection, each scaled.
         With `packing` (a `keras_bert.layers.packing.TokenPacking`), hidden is
-        the batch's real positions (R, H): projected there, then unpacked.
+        the batch's real positions (R, H): projected there, then split into
+        heads in the (B, T) layout by one gather (no transpose).
 
         Training: the projections run as one product with their kernels side
         by side, (B * T, H) x (H, k * H), and their heads are split by one
-        transpose: the backward pass has one product for the input instead of
-        three and their sum. A scale is folded into its kernel and bias (H x H)
-        rather than applied to the (B, N, T, D) output.
+        transpose (one gather when packed): the backward pass has one product
+        for the input instead of three and their sum. A scale is folded into
+        its kernel and bias (H x H) rather than applied to the (B, N, T, D)
+        output.
         Inference (and under `plain_kernels()`, or with LoRA or quantized
         projections): one product per projection. Side by side, the kernels
         would be concatenated (and the query's scaled) again on every call, a
@@ -83,26 +85,29 @@ class SelfAttention(keras.layers.Layer):
         def scaled(tensor, scale):
             return tensor if scale == 1.0 else tensor * ops.cast(scale, tensor.dtype)
 
-        if packing is None:
+        def split_heads(outputs, groups=1):  # (B, T, k * H) or (R, k * H) -> (k, B, N, T, D)
+            if packing is not None:  # one gather, no transpose (`TokenPacking.unpack_heads`)
+                return packing.unpack_heads(outputs, self.num_heads, groups)
             batch, length = ops.shape(hidden)[0], ops.shape(hidden)[1]
-            batched = lambda rows: rows  # noqa: E731 (already (B, T, ...) or B * T rows)
-        else:
-            (batch, length), batched = packing.shape, packing.unpack
+            if groups == 1:
+                return ops.transpose(ops.reshape(outputs, (
+                    batch, length, self.num_heads, self.head_size)), (0, 2, 1, 3))
+            heads = ops.reshape(outputs, (batch, length, groups, self.num_heads,
+                                          self.head_size))  # (B, T, k, N, D)
+            return ops.transpose(heads, (2, 0, 3, 1, 4))
+
         if not training or not fast_kernels_enabled() or any(
                 p.quantization_mode is not None or p.lora_enabled for p in projections):
-            return [ops.transpose(ops.reshape(batched(scaled(p(hidden), s)), (
-                batch, length, self.num_heads, self.head_size)), (0, 2, 1, 3))  # (B, N, T, D)
-                for p, s in zip(projections, scales)]
+            return [split_heads(scaled(p(hidden), s))  # (B, N, T, D)
+                    for p, s in zip(projections, scales)]
         kernel = tf.concat([scaled(tf.cast(p.kernel, self.compute_dtype), s)
                             for p, s in zip(projections, scales)], axis=1)  # (H, k * H)
         bias = tf.concat([scaled(tf.cast(p.bias, self.compute_dtype), s)
                           for p, s in zip(projections, scales)], axis=0)  # (k * H,)
         rows = tf.reshape(tf.cast(hidden, self.compute_dtype), (-1, kernel.shape[0]))
-        hidden_outputs = batched(tf.nn.bias_add(project(rows, kernel), bias))  # (B * T, k * H)
-        heads = ops.reshape(hidden_outputs, (batch, length, len(projections), self.num_heads,
-                                             self.head_size))  # (B, T, k, N, D)
-        heads = ops.transpose(heads, (2, 0, 3, 1, 4))  # (k, B, N, T, D)
-        return tf.unstack(heads, len(projections))
+        hidden_outputs = tf.nn.bias_add(project(rows, kernel), bias)  # (B * T or R, k * H)
+        heads = split_heads(hidden_outputs, len(projections))  # (k, B, N, T, D), or (B, N, T, D)
+        return tf.unstack(heads, len(projections)) if len(projections) > 1 else [heads]
 
     def call(self, hidden: tf.Tensor, mask_bias: tf.Tensor, query_hidden: tf.Tensor | None = None,
              packing: Any = None, training: bool | None = None) -> tf.Tensor:
@@ -129,12 +134,12 @@ class SelfAttention(keras.layers.Layer):
         probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), value.dtype)
         probs = self.probs_dropout(probs, training=training)
         context = ops.matmul(probs, value)  # (B, N, Q, D)
+        if packing is not None:
+            return self.attention_output(packing.pack_heads(context))  # (R, H)
         context = ops.transpose(context, (0, 2, 1, 3))  # (B, Q, N, D)
         batch, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (batch, length, self.num_heads * self.head_size))
-        if packing is not None:
-            context = packing.pack(context)  # (R, H)
-        return self.attention_output(context)  # (B, Q, H), or (R, H) packed
+        return self.attention_output(context)  # (B, Q, H)
 
     def compute_output_shape(self, hidden_shape: tuple, mask_bias_shape: tuple,
                              query_hidden_shape: tuple | None = None) -> tuple:

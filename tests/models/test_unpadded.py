@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert import BertConfig, BertEncoder, BertTokenizer
+from keras_bert.layers.packing import TokenPacking
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
@@ -157,3 +158,24 @@ def test_dropout_keeps_the_rate_on_packed_rows():
         noisy = encoder(features, training=True)["sequence_output"]
     clean = encoder(features, training=False)["sequence_output"]
     assert not np.allclose(noisy, clean, atol=1e-3)
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+def test_heads_go_between_the_layouts_in_one_gather(groups):
+    """`unpack_heads` is the padded layout's unpack, reshape and transpose at
+    every real position; `pack_heads` brings attention's output back."""
+    mask = np.array([[1, 1, 1, 0, 0], [0, 0, 0, 0, 0], [1, 0, 1, 1, 0], [1, 1, 1, 1, 1]], np.int32)
+    packing = TokenPacking(tf.constant(mask))
+    real = mask.astype(bool)
+    real[:, 0] = True  # [CLS] always counts
+    batch, length, heads, size = *mask.shape, 2, 3
+    packed = tf.random.stateless_normal([int(real.sum()), groups * heads * size], seed=(0, 1))
+    padded = np.reshape(packing.unpack(packed), (batch, length, groups, heads, size))
+    expected = np.transpose(padded, (2, 0, 3, 1, 4))  # (k, B, N, T, D)
+    split = np.asarray(packing.unpack_heads(packed, heads, groups))
+    split = split if groups > 1 else split[None]
+    assert split.shape == expected.shape
+    at_real = real[None, :, None, :, None] & np.ones(expected.shape, bool)
+    np.testing.assert_array_equal(split[at_real], expected[at_real])
+    back = packing.pack_heads(tf.constant(expected[0]))
+    np.testing.assert_array_equal(back, np.asarray(packed)[:, :heads * size])
