@@ -75,6 +75,7 @@ import numpy as np  # noqa: E402
 
 from keras_bert.tasks.text_classification import read_text_examples  # noqa: E402
 
+from mkl_shim import mkl_shim_env  # noqa: E402
 from peer_process import PeerProcess  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -324,6 +325,12 @@ def main(argv=None):
     parser.add_argument("--tf-threads", type=int, default=0,
                         help="TensorFlow's intra-op threads (0: its default, all cores)")
     parser.add_argument("--hf-bf16", action="store_true")
+    parser.add_argument("--no-mkl-shim", action="store_true",
+                        help="PyTorch without the MKL shim on AMD CPUs (see mkl_shim.py)")
+    parser.add_argument("--hf-compile", default="eager",
+                        help="comma-separated eager / compile (TrainingArguments(torch_compile="
+                             "True): inductor), each a peer with every --hf-padding; quality "
+                             "uses the first")
     parser.add_argument("--hf-python", default=sys.executable,
                         help="the Python with torch + transformers + accelerate")
     parser.add_argument("--quality-sides", default="kb,hf",
@@ -342,7 +349,8 @@ def main(argv=None):
     threads = list(range(1, cores + 1)) if args.torch_threads == "best" else [
         int(args.torch_threads)]
     worker = PeerProcess(os.path.join(HERE, "trainer_peer.py"), {
-        "checkpoint": checkpoint, "threads": threads[-1], "bf16": args.hf_bf16}, args.hf_python)
+        "checkpoint": checkpoint, "threads": threads[-1], "bf16": args.hf_bf16}, args.hf_python,
+        env=None if args.no_mkl_shim else mkl_shim_env())
     if "missing" in worker.facts:
         raise SystemExit(f"HuggingFace side not installed: {worker.facts['missing']}")
     kb_sides = {f"keras_bert fit ({setting})": KerasBertSide(checkpoint, setting)
@@ -358,8 +366,11 @@ def main(argv=None):
         task = load_task(name, args.max_train_examples)
         if args.clipnorm is not None:
             task["clipnorm"] = args.clipnorm or None
-        for padding in paddings:
-            worker.ask(("task", f"{name}/{padding}", {**task, "padding": padding}))
+        hf_settings = [(padding, compiled) for compiled in args.hf_compile.split(",")
+                       for padding in paddings]  # the first: the quality runs' setting
+        for padding, compiled in hf_settings:
+            worker.ask(("task", f"{name}/{padding}/{compiled}", {
+                **task, "padding": padding, "torch_compile": compiled == "compile"}))
         print(f"\n{name}: {len(task['train_x'])} train / {len(task['dev_x'])} dev, length "
               f"{task['seq_length']}, batch {task['batch_size']}, {task['epochs']} epochs, "
               f"{total_steps(task)} steps", flush=True)
@@ -367,11 +378,11 @@ def main(argv=None):
             peers = {side: (lambda steps, seed, s=kb_sides[side]: s.time(name, task, steps, seed))
                      for side in kb_sides}
             for count in threads:
-                for padding in paddings:
-                    peers[f"hf Trainer (pad {padding}, {count} thr)"] = (
-                        lambda steps, seed, p=padding, c=count:
-                        worker.ask(("threads", c)) or worker.ask(("time", f"{name}/{p}", steps,
-                                                                  seed)))
+                for padding, compiled in hf_settings:
+                    label = f"pad {padding}, {count} thr" + (", compiled" * (compiled == "compile"))
+                    peers[f"hf Trainer ({label})"] = (
+                        lambda steps, seed, key=f"{name}/{padding}/{compiled}", c=count:
+                        worker.ask(("threads", c)) or worker.ask(("time", key, steps, seed)))
             rates = timing(name, task, peers, args.windows, args.steps, seeds[0])
             report_timing(name, rates)
             if len(threads) > 1:  # the quality runs at the fastest thread count
@@ -379,9 +390,10 @@ def main(argv=None):
                 worker.ask(("threads", int(fastest.split(", ")[1].split()[0])))
         if not args.timing_only:
             kb_name = next(iter(kb_sides))
+            padding, compiled = hf_settings[0]
             sides = {kb_name: lambda seed: kb_sides[kb_name].train(task, seed),
-                     f"hf Trainer (pad {paddings[0]})":
-                     lambda seed: worker.ask(("train", f"{name}/{paddings[0]}", seed))}
+                     f"hf Trainer (pad {padding}, {compiled})":
+                     lambda seed: worker.ask(("train", f"{name}/{padding}/{compiled}", seed))}
             chosen = args.quality_sides.split(",")
             quality(name, task, {side: train for (side, train), key in zip(sides.items(), KEYS)
                                  if key in chosen}, seeds)

@@ -21,16 +21,21 @@ read a local HuggingFace folder).
   padded to the width the string signature pads to.
 - `hf model`: `AutoModelForSequenceClassification` + its fast tokenizer, padding
   to the batch's longest (or 128), under `torch.inference_mode()`,
-  `torch.set_num_threads(--torch-threads)` (default: all cores, its fastest here).
+  `torch.set_num_threads(--torch-threads)` (default: all cores, its fastest here);
+  on AMD CPUs with MKL's fast kernels switched on (`mkl_shim.py`).
 - `hf pipeline`: `pipeline("text-classification")` over the same model.
+- `hf compiled`: the same model under `torch.compile` (inductor, freezing,
+  dynamic shapes): PyTorch's fastest CPU inference here (`--no-hf-compile`:
+  left out; it needs a C++ compiler and about 30 s to compile).
 - `keras-hub`: `BertTextClassifier.predict_on_batch(texts)` (its preprocessor pads
   to `sequence_length`=128; `jit_compile` when `--keras-hub-xla`).
 
 Texts: rotten_tomatoes dev reviews at their natural lengths (~30 pieces) and
 Austen paragraphs that fill 128 pieces (`fixed 128`). Batch 1: p50 / p99 latency
-of single calls; batch 32: sequences per second. Peers alternate call by call
-(batch 1) or block by block (batch 32) inside each timing window, and each
-figure is from the best of `--windows` windows (the machine is shared).
+of single calls; batch 32: sequences per second. Peers take turns block by
+block inside each timing window (`--calls` single calls back to back, or
+`--groups` batches), and each figure is from the best of `--windows` windows
+(the machine is shared).
 GFLOP/s counts the matrix products of the shape each peer computes (padded
 length); the matmul peak is a (2048, 2048) float32 `tf.matmul` timed in the
 same run. A missing peer prints "not installed".
@@ -60,6 +65,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
+from mkl_shim import mkl_shim_env  # noqa: E402
 from peer_process import PeerProcess  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -220,19 +226,19 @@ def keras_bert_peers(model, tokenizer, fast_tokenizer, exports, fixed, folder):
 class TorchWorker(PeerProcess):
     """`torch_peers.py` in its own process (see `peer_process` why)."""
 
-    def __init__(self, model, checkpoint, threads, config=None):
+    def __init__(self, model, checkpoint, threads, config=None, compile=True, env=None):
         head = model.get_layer("classifier_output")
         super().__init__(os.path.join(HERE, "torch_peers.py"), {
             "checkpoint": checkpoint, "threads": threads, "config": config,
-            "head_kernel": np.asarray(head.kernel.numpy(), np.float32),
-            "head_bias": np.asarray(head.bias.numpy(), np.float32)})
+            "compile": compile, "head_kernel": np.asarray(head.kernel.numpy(), np.float32),
+            "head_bias": np.asarray(head.bias.numpy(), np.float32)}, env=env)
 
     def peers(self, fixed):
         self.ask(("padding", "max_length" if fixed else "longest"))
         return [Peer(name, lambda texts, name=name: self.ask(("logits", name, texts)),
                      lambda texts: self.ask(("length", texts)),
                      seconds=lambda texts, name=name: self.ask(("time", name, texts)))
-                for name in ("hf model", "hf pipeline")]
+                for name in self.ask(("peers",))]
 
 
 def keras_hub_peer(config, vocab_file, xla):
@@ -261,19 +267,22 @@ def keras_hub_peer(config, vocab_file, xla):
 
 def latencies(peers, texts, windows, calls):
     """Batch 1: per peer, (p50, p99) seconds of the window with the lowest p50.
-    Peers alternate call by call, on the same text."""
+    In each window every peer answers the same `calls` texts back to back, as
+    a server meets a stream of requests, after one untimed call; the peers
+    take turns in a rotating order. Alternating call by call instead, each
+    call started while the other process's threads still spun after theirs
+    (keras_bert's b1 p50, strings / ids: 6.6 / 5.8 ms that way, 6.0-6.4 / 5.3-5.7
+    ms alone, the same code)."""
     best = {peer.name: (float("inf"), float("inf")) for peer in peers}
     for window in range(windows):
-        times = {peer.name: [] for peer in peers}
-        for call in range(calls):
-            text = [texts[(window * calls + call) % len(texts)]]
-            for index in range(len(peers)):  # a rotating order: no peer always runs first
-                peer = peers[(call + index) % len(peers)]
-                times[peer.name].append(peer.seconds(text))
-        for name, values in times.items():
+        window_texts = [[texts[(window * calls + call) % len(texts)]] for call in range(calls)]
+        for index in range(len(peers)):  # a rotating order: no peer always runs first
+            peer = peers[(window + index) % len(peers)]
+            peer.seconds(window_texts[-1])
+            values = [peer.seconds(text) for text in window_texts]
             p50, p99 = np.percentile(values, 50), np.percentile(values, 99)
-            if p50 < best[name][0]:
-                best[name] = (p50, p99)
+            if p50 < best[peer.name][0]:
+                best[peer.name] = (p50, p99)
     return best
 
 
@@ -311,6 +320,10 @@ def main(argv=None):
                         help="TensorFlow inter-op threads (0: its default); as "
                              "--tensorflow_inter_op_parallelism")
     parser.add_argument("--keras-hub-xla", action="store_true")
+    parser.add_argument("--no-mkl-shim", action="store_true",
+                        help="PyTorch without the MKL shim on AMD CPUs (see mkl_shim.py)")
+    parser.add_argument("--no-hf-compile", action="store_true",
+                        help="leave out `hf compiled` (torch.compile with freezing)")
     parser.add_argument("--lengths", default="natural,fixed")
     parser.add_argument("--skip", default="", help="comma-separated peer names to leave out")
     args = parser.parse_args(argv)
@@ -342,7 +355,9 @@ def main(argv=None):
             name: getattr(config, name) for name in (
                 "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                 "intermediate_size", "max_position_embeddings", "type_vocab_size")}
-        torch_worker = TorchWorker(model, checkpoint, args.torch_threads, sizes)
+        torch_worker = TorchWorker(model, checkpoint, args.torch_threads, sizes,
+                                   compile=not args.no_hf_compile,
+                                   env=None if args.no_mkl_shim else mkl_shim_env())
         if "missing" in torch_worker.facts:
             print(f"HuggingFace transformers / torch: not installed ({torch_worker.facts['missing']})")
             torch_worker = None
@@ -369,7 +384,7 @@ def main(argv=None):
         sample = texts[mode][:4]
         reference = peers[0].logits(sample)
         for peer in peers:
-            if peer.name.startswith("kb ") or (peer.name.startswith("hf model")
+            if peer.name.startswith("kb ") or (peer.name in ("hf model", "hf compiled")
                                                and not args.preset):  # --preset: random weights
                 gap = np.max(np.abs(np.asarray(peer.logits(sample)) - reference))
                 print(f"  [{mode}] {peer.name}: max |logit - kb strings| = {gap:.2e}")

@@ -37,11 +37,12 @@ def serve(make_peer):
 
 
 class PeerProcess:
-    """The benchmark's side: starts `script` under `python`, sends `setup`;
-    `facts` holds the peer's answer."""
+    """The benchmark's side: starts `script` under `python` (with `env` added
+    to this process's environment), sends `setup`; `facts` holds the peer's
+    answer."""
 
-    def __init__(self, script, setup, python=sys.executable):
-        self.process = subprocess.Popen([python, script],
+    def __init__(self, script, setup, python=sys.executable, env=None):
+        self.process = subprocess.Popen([python, script], env={**os.environ, **(env or {})},
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.facts = self.ask(setup)
 

@@ -133,6 +133,7 @@ class TrainerPeer:
             weight_decay=spec["weight_decay"], adam_beta1=0.9, adam_beta2=0.999,
             adam_epsilon=spec["epsilon"], max_grad_norm=spec["clipnorm"] or 0.0,
             seed=seed, use_cpu=True, bf16=self.bf16, save_strategy="no", eval_strategy="no",
+            torch_compile=spec.get("torch_compile", False),
             logging_strategy="no", report_to=[], disable_tqdm=True, dataloader_num_workers=0)
         return (trainer_class or transformers.Trainer)(
             model=model, args=args, train_dataset=rows, data_collator=self.collator(spec),
