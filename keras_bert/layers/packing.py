@@ -39,9 +39,7 @@ class TokenPacking:
         # Each position's packed row, or R at padding: the zero row `unpack` appends.
         running = tf.cumsum(tf.cast(flat_real, tf.int32)) - 1  # (B * T,)
         self.row_of = tf.reshape(tf.where(flat_real, running, self.count), (batch, length))
-        # Padding reads row 0 instead where its values are never seen (`unpack_heads`).
-        self._real_row_of = tf.reshape(tf.where(flat_real, running, 0), (batch, length))
-        self._head_indices = {}
+        self._head_indices = {}  # gather indices of `unpack_heads` / `pack_heads`, built once
 
     @property
     def positions(self) -> tf.Tensor:
@@ -72,7 +70,8 @@ class TokenPacking:
         if key not in self._head_indices:
             group = tf.range(groups)[:, None, None, None] * num_heads  # (k, 1, 1, 1)
             head = tf.range(num_heads)[None, None, :, None]  # (1, 1, N, 1)
-            row = self._real_row_of[None, :, None, :] * (groups * num_heads)  # (1, B, 1, T)
+            real_row = tf.where(self.row_of < self.count, self.row_of, 0)  # padding: row 0
+            row = real_row[None, :, None, :] * (groups * num_heads)  # (1, B, 1, T)
             index = row + group + head  # (k, B, N, T)
             self._head_indices[key] = index if groups > 1 else index[0]
         return tf.gather(rows, self._head_indices[key])

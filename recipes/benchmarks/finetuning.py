@@ -47,7 +47,8 @@ plain kernels (the plain TensorFlow ops: what the fast ones buy here), at
 `--tf-threads` intra-op threads (one process per setting); PyTorch at
 `--torch-threads` (`best`: the faster of 1 .. all cores over each timing
 window), float32 (`--hf-bf16`: bfloat16 autocast, for CPUs with bfloat16
-arithmetic).
+arithmetic), eager or `torch_compile` (`--hf-compile eager,compile`: a peer
+each), on AMD CPUs with MKL's fast kernels (`mkl_shim.py`; `--no-mkl-shim`).
 
     python -m venv /tmp/ft_venv   # the inference benchmark's peers + accelerate
     printf '%s\\n' /tmp/infer_venv/lib/python3.11/site-packages \\

@@ -45,10 +45,9 @@ class TorchPeers:
         """The model under `torch.compile` (inductor) with freezing: weights as
         constants, prepacked for oneDNN, elementwise ops fused into generated
         C++; dynamic shapes, as lengths vary. PyTorch's fastest CPU inference
-        here (MiniLM reviews, 2 cores: b1 3.7 ms, b32 289 seq/s, against eager
-        7.8 ms and 151 seq/s, whose MKL matmul reached 190-205 GFLOP/s where
-        TensorFlow's oneDNN reached 478). None when it cannot compile (it needs
-        a C++ compiler)."""
+        here (MiniLM reviews, 2 cores, without `mkl_shim`: b1 3.7 ms, b32 289
+        seq/s, against eager 7.8 ms and 151 seq/s). None when it cannot compile
+        (it needs a C++ compiler)."""
         import torch._inductor.config as inductor_config
         inductor_config.freezing = True
         compiled = self.torch.compile(self.model, dynamic=True)
