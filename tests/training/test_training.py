@@ -78,6 +78,12 @@ def test_schedule_and_clipping():
     assert optimization.create_adamw(5e-5, 100, 10).global_clipnorm == 1.0
     clipped = optimizer._clip_gradients([tf.constant([3.0, 4.0]), tf.constant([12.0])])
     np.testing.assert_allclose([c.numpy() for c in clipped][0], [3 / 13, 4 / 13], rtol=1e-6)
+    # Below the threshold the gradients come back as they went in, None kept in place.
+    small = [tf.constant([0.3, 0.4]), None, tf.constant([1e-8])]
+    unclipped = optimizer._clip_gradients(small)
+    assert unclipped[1] is None
+    np.testing.assert_array_equal(unclipped[0].numpy(), np.float32([0.3, 0.4]))
+    np.testing.assert_array_equal(unclipped[2].numpy(), np.float32([1e-8]))
     with pytest.raises(ValueError, match="optimizer must be one of"):
         optimization.create_optimizer("sgd")
     # Keras' own accumulation (the optimizer's, not steps.Trainer's) calls the
