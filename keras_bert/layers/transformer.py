@@ -110,11 +110,13 @@ class SelfAttention(keras.layers.Layer):
         return tf.unstack(heads, len(projections)) if len(projections) > 1 else [heads]
 
     def call(self, hidden: tf.Tensor, mask_bias: tf.Tensor, query_hidden: tf.Tensor | None = None,
-             packing: Any = None, training: bool | None = None) -> tf.Tensor:
+             packing: Any = None, query_packing: Any = None,
+             training: bool | None = None) -> tf.Tensor:
         """hidden (B, T, H) -> (B, T, H); with `query_hidden` (B, Q, H), only those
         Q positions attend (to all T): -> (B, Q, H). With `packing` (a
         `TokenPacking`), hidden holds the real positions only, (R, H) -> (R, H):
-        attention runs on them put back in the (B, T) layout."""
+        attention runs on them put back in the (B, T) layout; with
+        `query_packing` too, only its rows attend: query_hidden (Q, H) -> (Q, H)."""
         # Folded into the query kernel (`_heads`): bit for bit the scaled product at
         # head sizes 4^k (64: a scale of 1/8), within rounding elsewhere.
         query_scale = 1.0 / math.sqrt(self.head_size)
@@ -122,11 +124,11 @@ class SelfAttention(keras.layers.Layer):
             query, key, value = self._heads(
                 hidden, (self.query, self.key, self.value), (query_scale, 1.0, 1.0), training,
                 packing)
-        else:
+        else:  # packed: the queries in the (B, T) layout of their own packing
             (query,) = self._heads(query_hidden, (self.query,), (query_scale,),
-                                   training)  # (B, N, Q, D)
+                                   training, query_packing)  # (B, N, Q or T, D)
             key, value = self._heads(hidden, (self.key, self.value), (1.0, 1.0),
-                                     training)  # (B, N, T, D)
+                                     training, packing)  # (B, N, T, D)
         # transpose_b: the kernel reads K as stored, no transposed copy (nor its gradient's).
         scores = tf.linalg.matmul(query, key, transpose_b=True)  # (B, N, Q, T)
         scores = scores + ops.cast(mask_bias, scores.dtype)
@@ -134,8 +136,8 @@ class SelfAttention(keras.layers.Layer):
         probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), value.dtype)
         probs = self.probs_dropout(probs, training=training)
         context = ops.matmul(probs, value)  # (B, N, Q, D)
-        if packing is not None:
-            return self.attention_output(packing.pack_heads(context))  # (R, H)
+        if packing is not None:  # (R or Q, H)
+            return self.attention_output((query_packing or packing).pack_heads(context))
         context = ops.transpose(context, (0, 2, 1, 3))  # (B, Q, N, D)
         batch, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (batch, length, self.num_heads * self.head_size))
@@ -195,12 +197,17 @@ class TransformerBlock(keras.layers.Layer):
 
     def call(self, hidden: tf.Tensor, mask_bias: tf.Tensor,
              query_positions: tf.Tensor | None = None, packing: Any = None,
-             training: bool | None = None) -> tf.Tensor:
+             query_packing: Any = None, training: bool | None = None) -> tf.Tensor:
         """hidden (B, T, H) -> (B, T, H).
 
         With `packing` (a `keras_bert.layers.packing.TokenPacking`), hidden
         holds the batch's real positions only, (R, H) -> (R, H): everything but
         attention's product runs on those rows.
+
+        With `query_packing` too (a second `TokenPacking`, of a subset of those
+        positions), the block's output only there, (R, H) -> (Q, H): keys and
+        values come from all R rows, everything else runs on the Q. A tagger's
+        last block needs only its labelled pieces, a classifier's only [CLS].
 
         With `query_positions` (B, Q), the block's output only at those
         positions, (B, Q, H): they attend to all T positions, and the rest of
@@ -209,13 +216,24 @@ class TransformerBlock(keras.layers.Layer):
         positions: 21 of 128 rows at 20 predictions.
         """
         if packing is not None and query_positions is not None:
-            raise ValueError("query_positions and packing: one or the other")
-        queries = hidden if query_positions is None else gather_positions(hidden, query_positions)
+            raise ValueError("query_positions and packing: one or the other (query_packing "
+                             "for the packed rows)")
+        if query_packing is not None:
+            if packing is None:
+                raise ValueError("query_packing needs packing (the rows its positions are in)")
+            # The real rows (of `packing`) at query_packing's positions.
+            rows = tf.gather(tf.reshape(packing.row_of, (-1,)), query_packing.flat_rows)
+            queries = tf.gather(hidden, rows)  # (Q, H)
+        elif query_positions is not None:
+            queries = gather_positions(hidden, query_positions)
+        else:
+            queries = hidden
         if query_positions is not None and mask_bias.shape[2] != 1:
             # Left-to-right attention: a bias row per query (B, 1, T, T) -> (B, 1, Q, T).
             mask_bias = gather_positions(mask_bias[:, 0], query_positions)[:, None]
-        attended = self.attention(hidden, mask_bias, None if query_positions is None else queries,
-                                  packing=packing, training=training)
+        attended = self.attention(
+            hidden, mask_bias, queries if query_positions is not None or query_packing is not None
+            else None, packing=packing, query_packing=query_packing, training=training)
         attended = self.hidden_dropout(attended, training=training)
         hidden = self.attention_layer_norm(queries + attended)
         # The feed-forward layers on rows (R, H): the GELU then directly follows

@@ -95,11 +95,18 @@ class BertClassifier(TextTask, keras.Model):
             return keras.losses.MeanSquaredError()
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
+    def read_positions(self, x: Any, y: Any = None, sample_weight: Any = None
+                       ) -> tf.Tensor | None:
+        """None of the last layer's positions but the pooler's ([CLS], or left
+        to right the last real token), which `remove_padding` always computes."""
+        return tf.zeros_like(x["input_mask"]) if isinstance(x, dict) else None
+
     def predict_step(self, data: Any) -> Any:
         # One row of logits per example at any width: the padding is cut (and
         # packed out) here too.
-        with self.unpadded_steps():
-            return super().predict_step(self.trimmed(data))
+        data = self.trimmed(data)
+        with self.unpadded_steps(data):
+            return super().predict_step(data)
 
     def default_metrics(self) -> list:
         if self.regression:

@@ -98,6 +98,15 @@ class BertTokenClassifier(TextTask, keras.Model):
         self.head_layers = head_layers
         self.feature = feature
 
+    def read_positions(self, x: Any, y: Any = None, sample_weight: Any = None
+                       ) -> tf.Tensor | None:
+        """The labelled pieces (weight > 0): the loss and metrics read no other
+        output of the linear head; a BiLSTM reads every position."""
+        if self.head != "linear" or self.feature is not None or not isinstance(
+                sample_weight, tf.Tensor) or sample_weight.shape.rank != 2:
+            return None
+        return sample_weight
+
     # === The feature-based setting: the head trained on cached features ===
 
     def feature_head(self) -> keras.Model:

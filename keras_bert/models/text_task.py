@@ -166,23 +166,35 @@ class TextTask:
     removes_padding = True
 
     def train_step(self, data: Any) -> Any:
-        with self.unpadded_steps():
-            return super().train_step(self.trimmed(data))
+        data = self.trimmed(data)
+        with self.unpadded_steps(data):
+            return super().train_step(data)
 
     def test_step(self, data: Any) -> Any:
-        with self.unpadded_steps():
-            return super().test_step(self.trimmed(data))
+        data = self.trimmed(data)
+        with self.unpadded_steps(data):
+            return super().test_step(data)
 
     def static_shapes(self) -> bool:
         """XLA and TPUs need static shapes: no trimming, no packing there."""
         return bool(self.jit_compile) or isinstance(tf.distribute.get_strategy(),
                                                     tf.distribute.TPUStrategy)
 
-    def unpadded_steps(self) -> contextlib.AbstractContextManager:
-        """`remove_padding()` for this model's steps, where it applies."""
+    def unpadded_steps(self, data: Any = None) -> contextlib.AbstractContextManager:
+        """`remove_padding()` for this model's steps, where it applies, with the
+        positions of the last layer that the step reads (`read_positions`)."""
         if not self.removes_padding or self.static_shapes():
             return contextlib.nullcontext()
-        return remove_padding()
+        if data is None:
+            return remove_padding()
+        return remove_padding(self.read_positions(*keras.utils.unpack_x_y_sample_weight(data)))
+
+    def read_positions(self, x: Any, y: Any = None, sample_weight: Any = None
+                       ) -> tf.Tensor | None:
+        """(B, T), nonzero where this step reads the encoder's last layer
+        (`remove_padding`), or None: everywhere. For models whose outputs come
+        from some positions only (a classifier's [CLS])."""
+        return None
 
     def trimmed(self, data: Any) -> Any:
         """One batch (x[, y[, sample_weight]]) with the padding past its longest

@@ -43,6 +43,13 @@ if TYPE_CHECKING:
     from keras_bert.models.encoder import BertEncoder
 
 _enabled = False
+_read_positions = None  # remove_padding's read_positions
+
+# Training rounds the count of real rows up to a multiple of this
+# (`TokenPacking`'s row_multiple): a few spare rows instead of kernels rebuilt
+# for each batch's count. Not at inference, where one request's spare rows
+# would be a large share of its work.
+TRAINING_ROW_MULTIPLE = 16
 
 
 def padding_removed() -> bool:
@@ -50,23 +57,32 @@ def padding_removed() -> bool:
 
 
 @contextlib.contextmanager
-def remove_padding() -> Iterator[None]:
+def remove_padding(read_positions: tf.Tensor | None = None) -> Iterator[None]:
     """`with remove_padding(): ...`: encoders called (or traced) inside skip
-    the padding in their per-token layers (see the module's docstring)."""
-    global _enabled
-    before = _enabled
-    _enabled = True
+    the padding in their per-token layers (see the module's docstring).
+
+    `read_positions` (B, T), nonzero where the caller reads the last layer's
+    output (besides the pooler's row, always computed): the last block runs its queries,
+    feed-forward layers and LayerNorms on those rows alone, and the other
+    positions of `sequence_output` (and of the last `encoder_outputs`) come
+    out 0. A tagger's loss reads its labelled pieces, a classifier only [CLS]
+    (an all-zero tensor).
+    """
+    global _enabled, _read_positions
+    before = _enabled, _read_positions
+    _enabled, _read_positions = True, read_positions
     try:
         yield
     finally:
-        _enabled = before
+        _enabled, _read_positions = before
 
 
 def unpadded_encoder_outputs(encoder: BertEncoder, inputs: Mapping[str, tf.Tensor],
                              training: bool | None = None) -> dict[str, Any]:
     """`encoder(inputs, training=training)`'s outputs, computed on the real positions."""
     input_mask = inputs["input_mask"]
-    packing = TokenPacking(input_mask)
+    row_multiple = TRAINING_ROW_MULTIPLE if training else 1
+    packing = TokenPacking(input_mask, row_multiple=row_multiple)
     input_ids, segment_ids = packing.pack(inputs["input_ids"]), packing.pack(inputs["segment_ids"])
     tokens = encoder.token_embedding(input_ids)  # (R, H)
     # Read outside the layer's call, so cast as Keras would under mixed precision.
@@ -76,10 +92,21 @@ def unpadded_encoder_outputs(encoder: BertEncoder, inputs: Mapping[str, tf.Tenso
     hidden = encoder.embeddings_dropout(encoder.embeddings_layer_norm(embeddings),
                                         training=training)
     mask_bias = encoder.attention_mask_bias(input_mask)  # (B, 1, 1, T) or (B, 1, T, T)
+    packings = [packing] * len(encoder.transformer_blocks)
+    if _read_positions is not None:  # the last block's output at those positions only
+        real = tf.not_equal(input_mask, 0)
+        read = tf.not_equal(_read_positions, 0) & real
+        if encoder.config.attention == "left_to_right":  # the pooler's row: the last real one
+            count = tf.cast(real, tf.int32)
+            read |= real & tf.equal(tf.cumsum(count, axis=1), tf.reduce_sum(count, 1, keepdims=True))
+        read = tf.cast(read, tf.int32)
+        packings[-1] = TokenPacking(read, row_multiple=row_multiple)
     packed_layers = []
-    for block in encoder.transformer_blocks:
-        hidden = block(hidden, mask_bias, packing=packing, training=training)  # (R, H)
+    for block, output_packing in zip(encoder.transformer_blocks, packings):
+        hidden = block(hidden, mask_bias, packing=packing, training=training,
+                       query_packing=None if output_packing is packing
+                       else output_packing)  # (R or Q, H)
         packed_layers.append(hidden)
-    layers = [packing.unpack(layer) for layer in packed_layers]  # L x (B, T, H)
+    layers = [p.unpack(layer) for p, layer in zip(packings, packed_layers)]  # L x (B, T, H)
     pooled = encoder.pooler(pooled_token(layers[-1], input_mask, encoder.config.attention))
     return {"sequence_output": layers[-1], "pooled_output": pooled, "encoder_outputs": layers}

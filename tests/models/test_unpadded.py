@@ -179,3 +179,78 @@ def test_heads_go_between_the_layouts_in_one_gather(groups):
     np.testing.assert_array_equal(split[at_real], expected[at_real])
     back = packing.pack_heads(tf.constant(expected[0]))
     np.testing.assert_array_equal(back, np.asarray(packed)[:, :heads * size])
+
+
+def no_dropout_copy(encoder):
+    config = encoder.get_config()
+    copy = BertEncoder.from_config({**config, "config": {
+        **config["config"], "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}})
+    copy.set_weights(encoder.get_weights())
+    return copy
+
+
+@pytest.mark.parametrize("attention", ["bidirectional", "left_to_right"])
+def test_read_positions_give_the_padded_model_there_and_its_gradients(attention):
+    """The last block on the read positions alone (training: spare rows too):
+    the padded model's outputs there and at [CLS], 0 elsewhere, and the same
+    gradients for a loss that reads only those."""
+    encoder = no_dropout_copy(random_encoder(attention))
+    features = ragged_batch([8, 3, 6, 1], width=8, pair_from=4)
+    read = np.zeros_like(features["input_mask"])
+    read[0, [1, 2, 5]] = read[1, 2] = read[2, [1, 3, 4, 5]] = 1
+    read[3, 4] = 1  # a padding position: not computed, as nothing real is there
+    weights = tf.constant(read * features["input_mask"], tf.float32)[..., None]
+
+    def run(**context):
+        with tf.GradientTape() as tape:
+            if context:
+                with remove_padding(**context):
+                    outputs = encoder(features, training=True)
+            else:
+                outputs = encoder(features, training=True)
+            loss = (tf.reduce_sum(tf.square(outputs["sequence_output"]) * weights)
+                    + tf.reduce_sum(outputs["pooled_output"]))
+        return outputs, tape.gradient(loss, encoder.trainable_variables)
+
+    (padded, padded_gradients), (unpadded, unpadded_gradients) = (
+        run(), run(read_positions=tf.constant(read)))
+    computed = (read * features["input_mask"]).astype(bool)
+    computed[:, 0] = True  # the pooler's row: [CLS], or left to right the last real one
+    if attention == "left_to_right":
+        computed[np.arange(4), features["input_mask"].sum(axis=1) - 1] = True
+    assert_same_at_real_positions(padded["sequence_output"], unpadded["sequence_output"],
+                                  computed)
+    assert np.all(np.asarray(unpadded["sequence_output"])[~computed] == 0)
+    np.testing.assert_allclose(unpadded["pooled_output"], padded["pooled_output"], atol=TOLERANCE)
+    for layer_padded, layer_unpadded in zip(padded["encoder_outputs"][:-1],
+                                            unpadded["encoder_outputs"][:-1]):
+        assert_same_at_real_positions(layer_padded, layer_unpadded, features["input_mask"])
+    for variable, a, b in zip(encoder.trainable_variables, padded_gradients, unpadded_gradients):
+        np.testing.assert_allclose(tf.convert_to_tensor(b), tf.convert_to_tensor(a),
+                                   atol=1e-4, rtol=1e-4, err_msg=variable.path)
+
+
+def test_spare_rows_round_the_count_up_and_are_never_read():
+    mask = np.array([[1, 1, 1, 0, 0], [0, 0, 0, 0, 0], [1, 0, 1, 1, 0]], np.int32)
+    real = int(mask.sum()) + 1  # + the masked row's [CLS]
+    plain, spare = TokenPacking(tf.constant(mask)), TokenPacking(tf.constant(mask), row_multiple=4)
+    assert int(plain.count) == real and int(spare.count) == 8
+    values = tf.random.stateless_normal([8, 3], seed=(0, 2))
+    np.testing.assert_array_equal(spare.unpack(values), plain.unpack(values[:real]))
+    np.testing.assert_array_equal(spare.unpack_heads(values, 1)[0], plain.unpack_heads(
+        values[:real], 1)[0])
+    np.testing.assert_array_equal(spare.pack(tf.constant(mask))[:real], plain.pack(
+        tf.constant(mask)))
+
+
+def test_classifier_and_tagger_steps_read_their_positions():
+    features = ragged_batch([6, 2], width=6)
+    classifier = BertClassifier(random_encoder(), 2)
+    np.testing.assert_array_equal(classifier.read_positions(
+        {k: tf.constant(v) for k, v in features.items()}), np.zeros((2, 6)))
+    tagger = BertTokenClassifier(random_encoder(), 3)
+    weights = tf.constant([[0, 1, 0, 1, 1, 0], [0, 1, 0, 0, 0, 0]], tf.float32)
+    assert tagger.read_positions(features, None, weights) is weights
+    assert tagger.read_positions(features, None, None) is None
+    assert BertTokenClassifier(random_encoder(), 3, head="bilstm").read_positions(
+        features, None, weights) is None
