@@ -135,9 +135,13 @@ class TaskServing:
                     "segment_ids": tf.identity(segment_ids)}
 
     def _run_model(self, input_ids, input_mask, segment_ids):
-        with remove_padding() if self.remove_padding else contextlib.nullcontext():
-            outputs = self.model({"input_ids": input_ids, "input_mask": input_mask,
-                                  "segment_ids": segment_ids}, training=False)
+        features = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+        # Packed, the last block runs only where the answer is read (a classifier's
+        # [CLS]: `TextTask.read_positions`).
+        read_positions = getattr(self.model, "read_positions", lambda features: None)
+        with (remove_padding(read_positions(features)) if self.remove_padding
+              else contextlib.nullcontext()):
+            outputs = self.model(features, training=False)
         return tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), outputs)
 
     def metadata(self) -> dict[str, Any]:
