@@ -27,25 +27,15 @@ class TokenPacking:
     Position 0 ([CLS], which the pooler reads) always counts as real, so a
     row's pooled output never depends on padding. Rows are in the batch's
     order, positions in order within a row.
-
-    `row_multiple` > 1 rounds R up to a multiple of it with spare rows after
-    the real ones (copies of the first sequence's position 0). Why: R is a new
-    number nearly every training batch, and every kernel specialised to its
-    shape (XLA's compiled GELU, oneDNN's products) was built anew for it; with
-    R in a few buckets they are built once each. Nothing reads the spare rows
-    (`unpack` and the heads' gathers skip them), so their gradients are 0.
     """
 
-    def __init__(self, input_mask: tf.Tensor, row_multiple: int = 1) -> None:
+    def __init__(self, input_mask: tf.Tensor) -> None:
         batch, length = tf.shape(input_mask)[0], tf.shape(input_mask)[1]
         real = tf.not_equal(input_mask, 0) | tf.equal(tf.range(length), 0)[None]  # (B, T)
         flat_real = tf.reshape(real, (-1,))  # (B * T,)
         self.shape = (batch, length)
         self.flat_rows = tf.cast(tf.where(flat_real)[:, 0], tf.int32)  # (R,) into B * T
-        if row_multiple > 1:
-            spare = -tf.size(self.flat_rows) % row_multiple
-            self.flat_rows = tf.concat([self.flat_rows, tf.zeros([spare], tf.int32)], 0)
-        self.count = tf.size(self.flat_rows)  # R, spare rows included
+        self.count = tf.size(self.flat_rows)  # R
         # Each position's packed row, or R at padding: the zero row `unpack` appends.
         running = tf.cumsum(tf.cast(flat_real, tf.int32)) - 1  # (B * T,)
         self.row_of = tf.reshape(tf.where(flat_real, running, self.count), (batch, length))

@@ -45,12 +45,6 @@ if TYPE_CHECKING:
 _enabled = False
 _read_positions = None  # remove_padding's read_positions
 
-# Training rounds the count of real rows up to a multiple of this
-# (`TokenPacking`'s row_multiple): a few spare rows instead of kernels rebuilt
-# for each batch's count. Not at inference, where one request's spare rows
-# would be a large share of its work.
-TRAINING_ROW_MULTIPLE = 16
-
 
 def padding_removed() -> bool:
     return _enabled
@@ -81,8 +75,7 @@ def unpadded_encoder_outputs(encoder: BertEncoder, inputs: Mapping[str, tf.Tenso
                              training: bool | None = None) -> dict[str, Any]:
     """`encoder(inputs, training=training)`'s outputs, computed on the real positions."""
     input_mask = inputs["input_mask"]
-    row_multiple = TRAINING_ROW_MULTIPLE if training else 1
-    packing = TokenPacking(input_mask, row_multiple=row_multiple)
+    packing = TokenPacking(input_mask)
     input_ids, segment_ids = packing.pack(inputs["input_ids"]), packing.pack(inputs["segment_ids"])
     tokens = encoder.token_embedding(input_ids)  # (R, H)
     # Read outside the layer's call, so cast as Keras would under mixed precision.
@@ -100,7 +93,7 @@ def unpadded_encoder_outputs(encoder: BertEncoder, inputs: Mapping[str, tf.Tenso
             count = tf.cast(real, tf.int32)
             read |= real & tf.equal(tf.cumsum(count, axis=1), tf.reduce_sum(count, 1, keepdims=True))
         read = tf.cast(read, tf.int32)
-        packings[-1] = TokenPacking(read, row_multiple=row_multiple)
+        packings[-1] = TokenPacking(read)
     packed_layers = []
     for block, output_packing in zip(encoder.transformer_blocks, packings):
         hidden = block(hidden, mask_bias, packing=packing, training=training,

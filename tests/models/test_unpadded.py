@@ -191,7 +191,7 @@ def no_dropout_copy(encoder):
 
 @pytest.mark.parametrize("attention", ["bidirectional", "left_to_right"])
 def test_read_positions_give_the_padded_model_there_and_its_gradients(attention):
-    """The last block on the read positions alone (training: spare rows too):
+    """The last block on the read positions alone (training: the fast kernels):
     the padded model's outputs there and at [CLS], 0 elsewhere, and the same
     gradients for a loss that reads only those."""
     encoder = no_dropout_copy(random_encoder(attention))
@@ -228,19 +228,6 @@ def test_read_positions_give_the_padded_model_there_and_its_gradients(attention)
     for variable, a, b in zip(encoder.trainable_variables, padded_gradients, unpadded_gradients):
         np.testing.assert_allclose(tf.convert_to_tensor(b), tf.convert_to_tensor(a),
                                    atol=1e-4, rtol=1e-4, err_msg=variable.path)
-
-
-def test_spare_rows_round_the_count_up_and_are_never_read():
-    mask = np.array([[1, 1, 1, 0, 0], [0, 0, 0, 0, 0], [1, 0, 1, 1, 0]], np.int32)
-    real = int(mask.sum()) + 1  # + the masked row's [CLS]
-    plain, spare = TokenPacking(tf.constant(mask)), TokenPacking(tf.constant(mask), row_multiple=4)
-    assert int(plain.count) == real and int(spare.count) == 8
-    values = tf.random.stateless_normal([8, 3], seed=(0, 2))
-    np.testing.assert_array_equal(spare.unpack(values), plain.unpack(values[:real]))
-    np.testing.assert_array_equal(spare.unpack_heads(values, 1)[0], plain.unpack_heads(
-        values[:real], 1)[0])
-    np.testing.assert_array_equal(spare.pack(tf.constant(mask))[:real], plain.pack(
-        tf.constant(mask)))
 
 
 def test_classifier_and_tagger_steps_read_their_positions():
