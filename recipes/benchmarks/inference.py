@@ -100,12 +100,17 @@ def forward_flops(config, batch, length, real_tokens=None):
     """Multiply-adds x 2 of the encoder's matrix products for (batch, length)
     (projections, attention, feed-forward; the pooler and head are negligible).
     `real_tokens`: the per-token products run on these rows only (an export
-    with remove_padding); attention still spans the padded length."""
+    with remove_padding), and the last block's query, output and feed-forward
+    products on [CLS] alone (the classifier's `read_positions`); attention
+    still spans the padded length."""
     hidden, ffn = config.hidden_size, config.intermediate_size
     rows = batch * length if real_tokens is None else real_tokens
-    per_layer = (2 * rows * (4 * hidden * hidden + 2 * hidden * ffn)
-                 + batch * 4 * length * length * hidden)
-    return config.num_hidden_layers * per_layer
+    attention = batch * 4 * length * length * hidden
+    key_value, query_side = 2 * hidden * hidden, 2 * hidden * hidden + 2 * hidden * ffn
+    per_layer = 2 * rows * (key_value + query_side) + attention
+    last_rows = rows if real_tokens is None else batch
+    last_layer = 2 * rows * key_value + 2 * last_rows * query_side + attention
+    return (config.num_hidden_layers - 1) * per_layer + last_layer
 
 
 class MatmulPeak:
