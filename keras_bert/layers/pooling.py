@@ -17,15 +17,20 @@ def mean_pool(sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
     return tf.math.l2_normalize(pooled, axis=-1)
 
 
+def last_real_positions(input_mask: tf.Tensor) -> tf.Tensor:
+    """(B, T) -> (B, T) bool, True at each row's last real position: where the
+    running count of real tokens reaches their total."""
+    mask = ops.cast(ops.not_equal(input_mask, 0), "int32")
+    return ops.logical_and(
+        ops.equal(ops.cumsum(mask, axis=1), ops.sum(mask, axis=1, keepdims=True)), mask > 0)
+
+
 def pooled_token(hidden: tf.Tensor, input_mask: tf.Tensor, attention: str) -> tf.Tensor:
     """(B, T, H), (B, T) -> (B, H): the position BERT's pooler reads, [CLS], or
-    left to right (`attention="left_to_right"`) the last real token."""
+    left to right the last real token."""
     if attention != "left_to_right":
         return hidden[:, 0, :]
-    mask = ops.cast(input_mask, hidden.dtype)  # (B, T)
-    # 1 at the last real position: the running count of real tokens reaches their total there.
-    last = ops.cast(ops.equal(ops.cumsum(mask, axis=1), ops.sum(mask, axis=1, keepdims=True)),
-                    hidden.dtype) * mask  # (B, T)
+    last = ops.cast(last_real_positions(input_mask), hidden.dtype)  # (B, T)
     return ops.einsum("bt,bth->bh", last, hidden)
 
 

@@ -180,13 +180,11 @@ class TextTask:
         return bool(self.jit_compile) or isinstance(tf.distribute.get_strategy(),
                                                     tf.distribute.TPUStrategy)
 
-    def unpadded_steps(self, data: Any = None) -> contextlib.AbstractContextManager:
-        """`remove_padding()` for this model's steps, where it applies, with the
-        positions of the last layer that the step reads (`read_positions`)."""
+    def unpadded_steps(self, data: Any) -> contextlib.AbstractContextManager:
+        """`remove_padding()` for this model's steps on `data`, where it applies,
+        with the positions of the last layer that the step reads (`read_positions`)."""
         if not self.removes_padding or self.static_shapes():
             return contextlib.nullcontext()
-        if data is None:
-            return remove_padding()
         return remove_padding(self.read_positions(*keras.utils.unpack_x_y_sample_weight(data)))
 
     def read_positions(self, x: Any, y: Any = None, sample_weight: Any = None

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 import tensorflow as tf
 
 from keras_bert.layers.packing import TokenPacking
-from keras_bert.layers.pooling import pooled_token
+from keras_bert.layers.pooling import last_real_positions, pooled_token
 
 if TYPE_CHECKING:
     from keras_bert.models.encoder import BertEncoder
@@ -85,21 +85,27 @@ def unpadded_encoder_outputs(encoder: BertEncoder, inputs: Mapping[str, tf.Tenso
     hidden = encoder.embeddings_dropout(encoder.embeddings_layer_norm(embeddings),
                                         training=training)
     mask_bias = encoder.attention_mask_bias(input_mask)  # (B, 1, 1, T) or (B, 1, T, T)
-    packings = [packing] * len(encoder.transformer_blocks)
-    if _read_positions is not None:  # the last block's output at those positions only
-        real = tf.not_equal(input_mask, 0)
-        read = tf.not_equal(_read_positions, 0) & real
-        if encoder.config.attention == "left_to_right":  # the pooler's row: the last real one
-            count = tf.cast(real, tf.int32)
-            read |= real & tf.equal(tf.cumsum(count, axis=1), tf.reduce_sum(count, 1, keepdims=True))
-        read = tf.cast(read, tf.int32)
-        packings[-1] = TokenPacking(read)
+    # The last block's own output rows (`remove_padding`'s read_positions), or all of them.
+    last_packing = (packing if _read_positions is None
+                    else TokenPacking(read_rows(_read_positions, input_mask, encoder)))
+    blocks = encoder.transformer_blocks
     packed_layers = []
-    for block, output_packing in zip(encoder.transformer_blocks, packings):
-        hidden = block(hidden, mask_bias, packing=packing, training=training,
-                       query_packing=None if output_packing is packing
-                       else output_packing)  # (R or Q, H)
+    for index, block in enumerate(blocks):
+        output_packing = last_packing if index == len(blocks) - 1 else packing
+        hidden = block(hidden, mask_bias, packing=packing, training=training, query_packing=(
+            None if output_packing is packing else output_packing))  # (R or Q, H)
         packed_layers.append(hidden)
-    layers = [p.unpack(layer) for p, layer in zip(packings, packed_layers)]  # L x (B, T, H)
+    layers = ([packing.unpack(layer) for layer in packed_layers[:-1]]
+              + [last_packing.unpack(packed_layers[-1])])  # L x (B, T, H)
     pooled = encoder.pooler(pooled_token(layers[-1], input_mask, encoder.config.attention))
     return {"sequence_output": layers[-1], "pooled_output": pooled, "encoder_outputs": layers}
+
+
+def read_rows(read_positions: tf.Tensor, input_mask: tf.Tensor, encoder: BertEncoder
+              ) -> tf.Tensor:
+    """(B, T) int32, 1 at the real positions read and at the pooler's row (left to
+    right the last real token; [CLS] `TokenPacking` keeps anyway)."""
+    read = tf.not_equal(read_positions, 0) & tf.not_equal(input_mask, 0)
+    if encoder.config.attention == "left_to_right":
+        read |= last_real_positions(input_mask)
+    return tf.cast(read, tf.int32)
