@@ -11,9 +11,16 @@ transpose: on the CPU a small transpose costs about four times a gather of the
 same rows (oneDNN's reorder, 39 against 11 microseconds for one MiniLM head
 split at batch 1), and the exported classifier ran 24 of them per request.
 
+Attention's layout spans only the batch's last real position (`span`, S <= T):
+past it every row is padding, whose keys the mask gives a weight of 0 and
+whose queries nobody reads, so the (B, N, S, S) products and softmax are the
+(B, N, T, T) ones without their all-padding columns. A batch of reviews padded
+to a fixed 128 attends over its longest review instead (~50 positions for 32
+rotten_tomatoes reviews), as if padded to its longest.
+
 Legend for shape comments: B = batch, T = sequence length, R = real
 positions in the batch, W = any width, N = attention heads, D = head size,
-k = projections side by side.
+k = projections side by side, S = the span attention needs.
 """
 
 from __future__ import annotations
@@ -29,13 +36,17 @@ class TokenPacking:
     order, positions in order within a row.
     """
 
-    def __init__(self, input_mask: tf.Tensor) -> None:
+    def __init__(self, input_mask: tf.Tensor, span: tf.Tensor | None = None) -> None:
+        """`span`: attention's length S (default: one past the last real position
+        of any row); a second packing of some of these positions (a last block's
+        queries) takes the first's, so both sides of attention line up."""
         batch, length = tf.shape(input_mask)[0], tf.shape(input_mask)[1]
         real = tf.not_equal(input_mask, 0) | tf.equal(tf.range(length), 0)[None]  # (B, T)
         flat_real = tf.reshape(real, (-1,))  # (B * T,)
         self.shape = (batch, length)
         self.flat_rows = tf.cast(tf.where(flat_real)[:, 0], tf.int32)  # (R,) into B * T
         self.count = tf.size(self.flat_rows)  # R
+        self.span = tf.reduce_max(self.positions) + 1 if span is None else span  # S
         # Each position's packed row, or R at padding: the zero row `unpack` appends.
         running = tf.cumsum(tf.cast(flat_real, tf.int32)) - 1  # (B * T,)
         self.row_of = tf.reshape(tf.where(flat_real, running, self.count), (batch, length))
@@ -56,8 +67,12 @@ class TokenPacking:
         with_zero_row = tf.concat([packed, tf.zeros_like(packed[:1])], 0)  # (R + 1, W)
         return tf.gather(with_zero_row, self.row_of)
 
+    def attention_mask(self, input_mask: tf.Tensor) -> tf.Tensor:
+        """(B, T) -> (B, S): the mask over the positions attention spans."""
+        return input_mask[:, :self.span]
+
     def unpack_heads(self, packed: tf.Tensor, num_heads: int, groups: int = 1) -> tf.Tensor:
-        """(R, k * N * D) -> (k, B, N, T, D), or (B, N, T, D) for `groups` k = 1:
+        """(R, k * N * D) -> (k, B, N, S, D), or (B, N, S, D) for `groups` k = 1:
         the rows split into heads in attention's layout, in one gather.
 
         Padding positions hold real row 0's values, not zeros: as keys and
@@ -70,14 +85,15 @@ class TokenPacking:
         if key not in self._head_indices:
             group = tf.range(groups)[:, None, None, None] * num_heads  # (k, 1, 1, 1)
             head = tf.range(num_heads)[None, None, :, None]  # (1, 1, N, 1)
-            real_row = tf.where(self.row_of < self.count, self.row_of, 0)  # padding: row 0
-            row = real_row[None, :, None, :] * (groups * num_heads)  # (1, B, 1, T)
-            index = row + group + head  # (k, B, N, T)
+            row_of = self.row_of[:, :self.span]  # (B, S)
+            real_row = tf.where(row_of < self.count, row_of, 0)  # padding: row 0
+            row = real_row[None, :, None, :] * (groups * num_heads)  # (1, B, 1, S)
+            index = row + group + head  # (k, B, N, S)
             self._head_indices[key] = index if groups > 1 else index[0]
         return tf.gather(rows, self._head_indices[key])
 
     def pack_heads(self, heads: tf.Tensor) -> tf.Tensor:
-        """(B, N, T, D) -> (R, N * D): the real positions of attention's output
+        """(B, N, S, D) -> (R, N * D): the real positions of attention's output
         with their heads side by side, in one gather."""
         num_heads, head_size = heads.shape[1], heads.shape[3]
         key = ("pack", num_heads)
@@ -85,7 +101,7 @@ class TokenPacking:
             length = self.shape[1]
             sequence, position = self.flat_rows // length, self.flat_rows % length  # (R,) each
             head = tf.range(num_heads)[None]  # (1, N)
-            self._head_indices[key] = ((sequence[:, None] * num_heads + head) * length
-                                       + position[:, None])  # (R, N) into B * N * T
+            self._head_indices[key] = ((sequence[:, None] * num_heads + head) * self.span
+                                       + position[:, None])  # (R, N) into B * N * S
         rows = tf.gather(tf.reshape(heads, (-1, head_size)), self._head_indices[key])
         return tf.reshape(rows, (-1, num_heads * head_size))  # (R, N * D)

@@ -7,9 +7,9 @@ position on its own, so on padding they compute values nobody reads. Here
 those run on the real positions only, packed into rows (R, H), R = the real
 tokens of the batch (`keras_bert.layers.packing.TokenPacking`); attention
 puts its queries, keys and values back in the (B, T) layout for the masked
-product, as the padded model does. A batch of 32 review sentences is about
-half padding when padded to its longest (the inference benchmark's reviews:
-51 % real), and 80 % at a fixed 128.
+product, as the padded model does, cut at the batch's last real position. A
+batch of 32 review sentences is about half padding when padded to its longest
+(the inference benchmark's reviews: 51 % real), and 80 % at a fixed 128.
 
 Every real position's outputs are the padded model's (the same products on
 the same rows, so equal to float rounding); padded positions of
@@ -84,10 +84,12 @@ def unpadded_encoder_outputs(encoder: BertEncoder, inputs: Mapping[str, tf.Tenso
     embeddings = tokens + encoder.segment_embedding(segment_ids) + positions  # (R, H)
     hidden = encoder.embeddings_dropout(encoder.embeddings_layer_norm(embeddings),
                                         training=training)
-    mask_bias = encoder.attention_mask_bias(input_mask)  # (B, 1, 1, T) or (B, 1, T, T)
+    # Attention spans the batch's real positions only (S <= T, `TokenPacking.span`).
+    mask_bias = encoder.attention_mask_bias(
+        packing.attention_mask(input_mask))  # (B, 1, 1, S) or (B, 1, S, S)
     # The last block's own output rows (`remove_padding`'s read_positions), or all of them.
-    last_packing = (packing if _read_positions is None
-                    else TokenPacking(read_rows(_read_positions, input_mask, encoder)))
+    last_packing = (packing if _read_positions is None else TokenPacking(
+        read_rows(_read_positions, input_mask, encoder), span=packing.span))
     blocks = encoder.transformer_blocks
     packed_layers = []
     for index, block in enumerate(blocks):

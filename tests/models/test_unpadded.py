@@ -133,7 +133,8 @@ def test_gradients_match_the_padded_model():
         **encoder_config["config"], "hidden_dropout_prob": 0.0,
         "attention_probs_dropout_prob": 0.0}})
     no_dropout.set_weights(encoder.get_weights())
-    features = ragged_batch([8, 3, 6], width=8, pair_from=4)
+    # width 11: attention spans the first 8 positions alone (`TokenPacking.span`)
+    features = ragged_batch([8, 3, 6], width=11, pair_from=4)
     weights = tf.constant(features["input_mask"], tf.float32)[..., None]
 
     def gradients():
@@ -181,6 +182,21 @@ def test_heads_go_between_the_layouts_in_one_gather(groups):
     np.testing.assert_array_equal(back, np.asarray(packed)[:, :heads * size])
 
 
+def test_attention_spans_up_to_the_last_real_position():
+    """Past the batch's last real position every row is padding: attention's
+    layout stops there, for the key and the query side alike."""
+    mask = np.array([[1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0]], np.int32)
+    packing = TokenPacking(tf.constant(mask))
+    assert int(packing.span) == 4
+    np.testing.assert_array_equal(packing.attention_mask(tf.constant(mask)), mask[:, :4])
+    packed = tf.reshape(tf.range(int(packing.count) * 6, dtype=tf.float32), (-1, 6))
+    heads = packing.unpack_heads(packed, 2)  # (B, N, S, D)
+    assert heads.shape == (3, 2, 4, 3)
+    np.testing.assert_array_equal(packing.pack_heads(heads), packed)
+    queries = TokenPacking(tf.constant([[1, 0, 0, 0, 0, 0]] * 3), span=packing.span)
+    assert queries.unpack_heads(tf.zeros([3, 6]), 2).shape == (3, 2, 4, 3)
+
+
 def no_dropout_copy(encoder):
     config = encoder.get_config()
     copy = BertEncoder.from_config({**config, "config": {
@@ -195,7 +211,7 @@ def test_read_positions_give_the_padded_model_there_and_its_gradients(attention)
     the padded model's outputs there and at [CLS], 0 elsewhere, and the same
     gradients for a loss that reads only those."""
     encoder = no_dropout_copy(random_encoder(attention))
-    features = ragged_batch([8, 3, 6, 1], width=8, pair_from=4)
+    features = ragged_batch([8, 3, 6, 1], width=10, pair_from=4)  # attention spans 8
     read = np.zeros_like(features["input_mask"])
     read[0, [1, 2, 5]] = read[1, 2] = read[2, [1, 3, 4, 5]] = 1
     read[3, 4] = 1  # a padding position: not computed, as nothing real is there
