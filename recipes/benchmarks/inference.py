@@ -30,6 +30,12 @@ read a local HuggingFace folder).
 - `keras-hub`: `BertTextClassifier.predict_on_batch(texts)` (its preprocessor pads
   to `sequence_length`=128; `jit_compile` when `--keras-hub-xla`).
 
+- `products alone: kb`: not a peer, a bound: the classifier's matrix products
+  alone, chained over its weights at the rows the packed export computes
+  (`ProductsAlone`); `products alone: hf eager`: the same for HuggingFace's
+  linear layers in eager PyTorch. Each table ends with what 1.5x the fastest
+  peer asks (batch-1 latency, batch-32 rate) against keras_bert's products alone.
+
 Texts: rotten_tomatoes dev reviews at their natural lengths (~30 pieces) and
 Austen paragraphs that fill 128 pieces (`fixed 128`). Batch 1: p50 / p99 latency
 of single calls; batch 32: sequences per second. Peers take turns block by
@@ -102,7 +108,7 @@ def forward_flops(config, batch, length, real_tokens=None):
     `real_tokens`: the per-token products run on these rows only (an export
     with remove_padding), and the last block's query, output and feed-forward
     products on [CLS] alone (the classifier's `read_positions`); attention
-    still spans the padded length."""
+    spans `length` (a packed export's: the batch's longest text)."""
     hidden, ffn = config.hidden_size, config.intermediate_size
     rows = batch * length if real_tokens is None else real_tokens
     attention = batch * 4 * length * length * hidden
@@ -137,8 +143,8 @@ class MatmulPeak:
 # === Peers ===
 
 class Peer:
-    """A name, `seconds(texts)` (one timed call), `logits(texts)`, the padded
-    length it computes for a batch and the rows its per-token products run on
+    """A name, `seconds(texts)` (one timed call), `logits(texts)`, the length
+    its attention spans for a batch and the rows its per-token products run on
     (`real_tokens(texts)`, None: every padded position)."""
 
     def __init__(self, name, run, length, logits=None, seconds=None, real_tokens=None):
@@ -151,6 +157,66 @@ class Peer:
         start = time.perf_counter()
         self.run(texts)
         return time.perf_counter() - start
+
+
+class ProductsAlone:
+    """keras_bert's side of the bound: the classifier's matrix products with
+    their bias adds (oneDNN's fused product, as in the export), chained over
+    its real weights at the rows a packed export computes (every real token;
+    the last block's query side on one row per text), and nothing else: no
+    attention, softmax, LayerNorm, GELU or gathers. No export built on these
+    kernels can answer faster (its row in the tables: `products alone: kb`)."""
+
+    def __init__(self, model, fast_tokenizer):
+        import tensorflow as tf
+        kernels = {w.path: w for w in model.weights}
+        layers = sorted({int(m.group(1)) for m in (
+            re.match(r"transformer_layer_(\d+)/", path) for path in kernels) if m})
+        parts = ("attention/key", "attention/value", "attention/query", "attention/output",
+                 "intermediate", "output")
+        self.blocks = [[(kernels[f"transformer_layer_{i}/{part}/kernel"],
+                         kernels[f"transformer_layer_{i}/{part}/bias"]) for part in parts]
+                       for i in layers]
+        self.pooler = (kernels["pooler/kernel"], kernels["pooler/bias"])
+        self.fast_tokenizer = fast_tokenizer
+        hidden = model.weights[0].shape[1]
+
+        @tf.function(input_signature=[tf.TensorSpec([None, hidden], tf.float32),
+                                      tf.TensorSpec([], tf.int32)])
+        def products(rows, texts):
+            def dense(x, weights):
+                return tf.nn.bias_add(tf.matmul(x, weights[0]), weights[1])
+            for index, block in enumerate(self.blocks):
+                keys = dense(rows, block[0])
+                values = dense(keys, block[1])  # chained: each product waits for the last
+                queries = values if index < len(self.blocks) - 1 else values[:texts]
+                for weights in block[2:]:
+                    queries = dense(queries, weights)
+                rows = queries
+            return dense(rows[:texts], self.pooler)
+        self.products = products
+        self.hidden = hidden
+
+    def inputs(self, texts):
+        import tensorflow as tf
+        rows = int(self.fast_tokenizer(texts, True)["input_mask"].sum())
+        return tf.fill([rows, self.hidden], 0.1), tf.constant(len(texts))
+
+    def run(self, texts):
+        return self.products(*self.inputs(texts)).numpy()
+
+    def seconds(self, texts):
+        """The products only: the row count is known before the clock starts."""
+        inputs = self.inputs(texts)
+        start = time.perf_counter()
+        self.products(*inputs).numpy()
+        return time.perf_counter() - start
+
+    def peer(self):
+        return Peer("products alone: kb", self.run, lambda texts: self.fast_tokenizer(
+                        texts, True)["input_ids"].shape[1], seconds=self.seconds,
+                    real_tokens=lambda texts: int(
+                        self.fast_tokenizer(texts, True)["input_mask"].sum()))
 
 
 def bucket(length, multiple):
@@ -221,10 +287,15 @@ def keras_bert_peers(model, tokenizer, fast_tokenizer, exports, fixed, folder):
         def real_tokens(texts, unpadded=unpadded):
             return int(fast_tokenizer(texts, True)["input_mask"].sum()) if unpadded else None
 
+        def attention_length(texts, unpadded=unpadded, padded_length=padded_length):
+            # packed: attention spans the batch's longest text (`TokenPacking.span`)
+            return (fast_tokenizer(texts, True)["input_ids"].shape[1] if unpadded
+                    else padded_length(texts))
+
         label = "" if setting == "default" else f" [{setting}]"
-        peers.append(Peer(f"kb strings{label}", run_strings, padded_length,
+        peers.append(Peer(f"kb strings{label}", run_strings, attention_length,
                           real_tokens=real_tokens))
-        peers.append(Peer(f"kb ids{label}", run_ids, padded_length, real_tokens=real_tokens))
+        peers.append(Peer(f"kb ids{label}", run_ids, attention_length, real_tokens=real_tokens))
     return peers
 
 
@@ -304,6 +375,16 @@ def throughputs(peers, groups, windows, peak):
     return best
 
 
+def print_bound(batch, fastest_single, fastest_rate, floor_single, floor_rate):
+    """What 1.5x the fastest peer asks of keras_bert against what its kernels can
+    do: its products alone (`ProductsAlone`) at batch 1 and at batch B."""
+    needed_single, needed_rate = fastest_single / 1.5, fastest_rate * 1.5
+    print(f"  1.5x the fastest peer: batch 1 in {needed_single * 1e3:.1f} ms (kb's products "
+          f"alone take {floor_single * 1e3:.1f} ms: {floor_single / needed_single:.2f}x that); "
+          f"batch {batch} at {needed_rate:.1f} seq/s (kb's products alone reach "
+          f"{floor_rate:.1f}: {floor_rate / needed_rate:.2f}x that)")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", default=None,
@@ -379,18 +460,22 @@ def main(argv=None):
           + (f"; {torch_worker.facts['versions']}, torch threads {torch_worker.facts['threads']}"
              if torch_worker else "") + f"; best of {args.windows} windows")
     folder = tempfile.mkdtemp(prefix="inference_bench_")
+    floor = ProductsAlone(model, fast_tokenizer)
     hub = keras_hub_peer(config, vocab_file, args.keras_hub_xla) if "keras-hub" not in skip else []
     for mode in args.lengths.split(","):
         fixed = mode == "fixed"
         peers = keras_bert_peers(model, tokenizer, fast_tokenizer, args.exports.split(","),
                                  fixed, folder)
         peers += (torch_worker.peers(fixed) if torch_worker else []) + hub
+        peers += [floor.peer()]
         peers = [peer for peer in peers if peer.name not in skip]
         sample = texts[mode][:4]
         reference = peers[0].logits(sample)
         for peer in peers:
-            if peer.name.startswith("kb ") or (peer.name in ("hf model", "hf compiled")
-                                               and not args.preset):  # --preset: random weights
+            if peer.name.startswith("products alone"):
+                peer.run(sample)  # not a classifier: its outputs are no logits
+            elif peer.name.startswith("kb ") or (peer.name in ("hf model", "hf compiled")
+                                                 and not args.preset):  # --preset: random weights
                 gap = np.max(np.abs(np.asarray(peer.logits(sample)) - reference))
                 print(f"  [{mode}] {peer.name}: max |logit - kb strings| = {gap:.2e}")
             else:
@@ -407,7 +492,7 @@ def main(argv=None):
         single = latencies(peers, texts[mode], args.windows, args.calls)
         groups = batches(texts[mode], args.batch, args.groups)
         rates = throughputs(peers, groups, args.windows, peak)
-        others = [p.name for p in peers if not p.name.startswith("kb ")]
+        others = [p.name for p in peers if not p.name.startswith(("kb ", "products alone"))]
         fastest_rate = max((rates[name] for name in others), default=None)
         fastest_single = min((single[name][0] for name in others), default=None)
         print(f"{'peer':<38} | {'b1 p50 ms':>9} | {'b1 p99 ms':>9} | {'b1 x':>5} | "
@@ -422,6 +507,9 @@ def main(argv=None):
             ratio_b = f"{rates[peer.name] / fastest_rate:5.2f}" if fastest_rate else "  -  "
             print(f"{peer.name:<38} | {p50 * 1e3:9.1f} | {p99 * 1e3:9.1f} | {ratio_1} | "
                   f"{rates[peer.name]:9.1f} | {ratio_b} | {gflops:7.1f} | {gflops / peak.best:6.1%}")
+        if fastest_rate and floor.peer().name in rates:
+            print_bound(args.batch, fastest_single, fastest_rate,
+                        single[floor.peer().name][0], rates[floor.peer().name])
         for name in (p.name for p in peers):
             if name.startswith("kb strings"):
                 ids_name = name.replace("kb strings", "kb ids")

@@ -80,8 +80,24 @@ class TorchPeers:
         return self.tokenizer(texts, padding=self.padding, truncation=True,
                               max_length=SEQ_LENGTH, return_tensors="pt")
 
+    def products_alone(self, x, texts):
+        """The bare model's linear layers alone, eager (`inference.py`'s
+        `products alone` rows), chained from `x`: one row per position it computes
+        (every position of the padded batch, in every layer). `hf compiled` can
+        be faster than this: freezing runs its products on prepacked weights."""
+        functional = self.torch.nn.functional
+        for layer in self.model.bert.encoder.layer:
+            for linear in (layer.attention.self.key, layer.attention.self.value,
+                           layer.attention.self.query, layer.attention.output.dense,
+                           layer.intermediate.dense, layer.output.dense):
+                x = functional.linear(x, linear.weight, linear.bias)
+        pooler = self.model.bert.pooler.dense
+        return functional.linear(x[:len(texts)], pooler.weight, pooler.bias).numpy()
+
     def run(self, peer, texts):
         with self.torch.inference_mode():
+            if peer == "products alone: hf eager":
+                return self.products_alone(self.floor_input(texts), texts)
             if peer == "hf model":
                 return self.model(**self.encode(texts)).logits.numpy()
             if peer == "hf compiled":
@@ -89,7 +105,17 @@ class TorchPeers:
             return self.pipe(texts, batch_size=len(texts), truncation=True,
                              max_length=SEQ_LENGTH, padding=self.padding)
 
+    def floor_input(self, texts):
+        rows = self.encode(texts)["input_ids"].numel()
+        return self.torch.full((rows, self.model.config.hidden_size), 0.1)
+
     def seconds(self, peer, texts):
+        if peer == "products alone: hf eager":  # the products only, rows known beforehand
+            x = self.floor_input(texts)
+            with self.torch.inference_mode():
+                start = time.perf_counter()
+                self.products_alone(x, texts)
+                return time.perf_counter() - start
         start = time.perf_counter()
         self.run(peer, texts)
         return time.perf_counter() - start
@@ -106,7 +132,7 @@ class TorchPeers:
                             request[2])
         if kind == "peers":
             compiled = ["hf compiled"] if self.compiled is not None else []
-            return ["hf model", "hf pipeline"] + compiled
+            return ["hf model", "hf pipeline"] + compiled + ["products alone: hf eager"]
         if kind == "length":
             return SEQ_LENGTH if self.padding == "max_length" else \
                 self.encode(request[1])["input_ids"].shape[1]
