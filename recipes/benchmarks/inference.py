@@ -102,16 +102,17 @@ def batches(texts, batch, count):
 
 # === Cost model ===
 
-def forward_flops(config, batch, length, real_tokens=None):
+def forward_flops(config, batch, length, real_tokens=None, attention=True):
     """Multiply-adds x 2 of the encoder's matrix products for (batch, length)
     (projections, attention, feed-forward; the pooler and head are negligible).
     `real_tokens`: the per-token products run on these rows only (an export
     with remove_padding), and the last block's query, output and feed-forward
     products on [CLS] alone (the classifier's `read_positions`); attention
-    spans `length` (a packed export's: the batch's longest text)."""
+    spans `length` (a packed export's: the batch's longest text); `attention`
+    False: its products are left out (the `products alone` bounds run none)."""
     hidden, ffn = config.hidden_size, config.intermediate_size
     rows = batch * length if real_tokens is None else real_tokens
-    attention = batch * 4 * length * length * hidden
+    attention = batch * 4 * length * length * hidden if attention else 0
     key_value, query_side = 2 * hidden * hidden, 2 * hidden * hidden + 2 * hidden * ffn
     per_layer = 2 * rows * (key_value + query_side) + attention
     last_rows = rows if real_tokens is None else batch
@@ -142,13 +143,18 @@ class MatmulPeak:
 
 # === Peers ===
 
+BOUND = "products alone"  # the name prefix of the bounds' rows
+
+
 class Peer:
     """A name, `seconds(texts)` (one timed call), `logits(texts)`, the length
     its attention spans for a batch and the rows its per-token products run on
-    (`real_tokens(texts)`, None: every padded position)."""
+    (`real_tokens(texts)`, None: every padded position). A `products alone`
+    bound (`BOUND`) is timed like a peer but runs no attention and is no peer."""
 
     def __init__(self, name, run, length, logits=None, seconds=None, real_tokens=None):
         self.name, self.run, self.length = name, run, length
+        self.is_bound = name.startswith(BOUND)
         self.real_tokens = real_tokens or (lambda texts: None)
         self.logits = logits or run
         self.seconds = seconds or self._seconds
@@ -213,7 +219,7 @@ class ProductsAlone:
         return time.perf_counter() - start
 
     def peer(self):
-        return Peer("products alone: kb", self.run, lambda texts: self.fast_tokenizer(
+        return Peer(f"{BOUND}: kb", self.run, lambda texts: self.fast_tokenizer(
                         texts, True)["input_ids"].shape[1], seconds=self.seconds,
                     real_tokens=lambda texts: int(
                         self.fast_tokenizer(texts, True)["input_mask"].sum()))
@@ -460,19 +466,19 @@ def main(argv=None):
           + (f"; {torch_worker.facts['versions']}, torch threads {torch_worker.facts['threads']}"
              if torch_worker else "") + f"; best of {args.windows} windows")
     folder = tempfile.mkdtemp(prefix="inference_bench_")
-    floor = ProductsAlone(model, fast_tokenizer)
+    floor = ProductsAlone(model, fast_tokenizer).peer()
     hub = keras_hub_peer(config, vocab_file, args.keras_hub_xla) if "keras-hub" not in skip else []
     for mode in args.lengths.split(","):
         fixed = mode == "fixed"
         peers = keras_bert_peers(model, tokenizer, fast_tokenizer, args.exports.split(","),
                                  fixed, folder)
         peers += (torch_worker.peers(fixed) if torch_worker else []) + hub
-        peers += [floor.peer()]
+        peers += [floor]
         peers = [peer for peer in peers if peer.name not in skip]
         sample = texts[mode][:4]
         reference = peers[0].logits(sample)
         for peer in peers:
-            if peer.name.startswith("products alone"):
+            if peer.is_bound:
                 peer.run(sample)  # not a classifier: its outputs are no logits
             elif peer.name.startswith("kb ") or (peer.name in ("hf model", "hf compiled")
                                                  and not args.preset):  # --preset: random weights
@@ -492,7 +498,7 @@ def main(argv=None):
         single = latencies(peers, texts[mode], args.windows, args.calls)
         groups = batches(texts[mode], args.batch, args.groups)
         rates = throughputs(peers, groups, args.windows, peak)
-        others = [p.name for p in peers if not p.name.startswith(("kb ", "products alone"))]
+        others = [p.name for p in peers if not p.name.startswith("kb ") and not p.is_bound]
         fastest_rate = max((rates[name] for name in others), default=None)
         fastest_single = min((single[name][0] for name in others), default=None)
         print(f"{'peer':<38} | {'b1 p50 ms':>9} | {'b1 p99 ms':>9} | {'b1 x':>5} | "
@@ -500,16 +506,16 @@ def main(argv=None):
               f"{'% peak':>6}")
         for peer in peers:
             p50, p99 = single[peer.name]
-            flops = np.mean([forward_flops(config, len(g), peer.length(g), peer.real_tokens(g))
-                             for g in groups])
+            flops = np.mean([forward_flops(config, len(g), peer.length(g), peer.real_tokens(g),
+                                           attention=not peer.is_bound) for g in groups])
             gflops = flops * rates[peer.name] / args.batch / 1e9
             ratio_1 = f"{fastest_single / p50:5.2f}" if fastest_single else "  -  "
             ratio_b = f"{rates[peer.name] / fastest_rate:5.2f}" if fastest_rate else "  -  "
             print(f"{peer.name:<38} | {p50 * 1e3:9.1f} | {p99 * 1e3:9.1f} | {ratio_1} | "
                   f"{rates[peer.name]:9.1f} | {ratio_b} | {gflops:7.1f} | {gflops / peak.best:6.1%}")
-        if fastest_rate and floor.peer().name in rates:
+        if fastest_rate and floor.name in rates:
             print_bound(args.batch, fastest_single, fastest_rate,
-                        single[floor.peer().name][0], rates[floor.peer().name])
+                        single[floor.name][0], rates[floor.name])
         for name in (p.name for p in peers):
             if name.startswith("kb strings"):
                 ids_name = name.replace("kb strings", "kb ids")
