@@ -152,6 +152,28 @@ def test_gradients_match_the_padded_model():
                                    atol=1e-4, rtol=1e-4, err_msg=variable.path)
 
 
+def test_packed_training_compiles_no_kernel_per_row_count():
+    """XLA compiles its GELU once per input shape: on packed rows (as many as
+    the batch's real tokens, a new count nearly every step) the training step
+    must not use it, while padded rows (a fixed shape) still do."""
+    from keras_bert.kernels import gelu
+    encoder = random_encoder()
+
+    def compiled_gelu_traces():
+        return gelu._compiled_gelu.experimental_get_tracing_count()
+
+    before = compiled_gelu_traces()
+    for lengths in ([8, 3, 6], [5, 5, 2], [9, 1, 4]):  # 17, 12, 14 real tokens
+        with tf.GradientTape() as tape, remove_padding():
+            loss = tf.reduce_sum(encoder(ragged_batch(lengths, width=11),
+                                         training=True)["pooled_output"])
+        tape.gradient(loss, encoder.trainable_variables)
+    assert compiled_gelu_traces() == before
+    # Padded: the compiled one (at a width no other test takes: a shape new to its cache).
+    encoder(ragged_batch([8, 3, 6], width=29), training=True)
+    assert compiled_gelu_traces() > before
+
+
 def test_dropout_keeps_the_rate_on_packed_rows():
     encoder = random_encoder()  # hidden dropout 0.1
     features = ragged_batch([12] * 8, width=12)
