@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from keras_bert.checkpoints.source import (PretrainedSource, keras_saved_config, resolve,
                                            tokenizer_settings)
+from keras_bert.dataset_options import keras_arrays_without_autotune
 from keras_bert.models import lora
 from keras_bert.models.batch_trimming import trim_features_batch
 from keras_bert.models.encoder import BertEncoder
@@ -210,13 +211,15 @@ class TextTask:
         x, y, sample_weight = self.features_for_training(x, y, sample_weight)
         if validation_data is not None:
             validation_data = self.validation_features(validation_data)
-        return super().fit(x, y, *args, sample_weight=sample_weight,
-                           validation_data=validation_data, **kwargs)
+        with keras_arrays_without_autotune():  # ends when its last step does
+            return super().fit(x, y, *args, sample_weight=sample_weight,
+                               validation_data=validation_data, **kwargs)
 
     def evaluate(self, x: Any = None, y: Any = None, *args: Any, sample_weight: Any = None,
                  **kwargs: Any) -> Any:
         x, y, sample_weight = self.features_for_training(x, y, sample_weight)
-        return super().evaluate(x, y, *args, sample_weight=sample_weight, **kwargs)
+        with keras_arrays_without_autotune():
+            return super().evaluate(x, y, *args, sample_weight=sample_weight, **kwargs)
 
     def predict(self, x: Any, batch_size: int | None = None, *args: Any, **kwargs: Any) -> Any:
         """Features in: Keras' predict (the raw outputs, logits). Raw text in:
@@ -227,7 +230,8 @@ class TextTask:
                 _x_spec(x.element_spec)):
             raise ValueError("predict on a dataset of text: pass the texts themselves (a list or "
                              "array), which predict answers batch by batch")
-        return super().predict(x, batch_size, *args, **kwargs)
+        with keras_arrays_without_autotune():
+            return super().predict(x, batch_size, *args, **kwargs)
 
     # === LoRA (keras_bert.models.lora) ===
 

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.dataset_options import without_autotune
 from keras_bert.models.batch_trimming import longest_width, trim_padding
 
 
@@ -88,7 +89,8 @@ def epoch_dataset(data: Mapping[str, Any], batch_size: int, seed: int, epoch: in
             lambda *e: trim_padding(e, seq_length, longest_width(e[0]["input_mask"], seq_length)))
     if input_context is not None and input_context.num_replicas_in_sync > 1:
         dataset = _replica_shares(dataset, batch_size, input_context)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    # A new iterator every epoch: autotuning's thread could hold up its end.
+    return without_autotune(dataset.prefetch(tf.data.AUTOTUNE))
 
 
 def _replica_shares(dataset, batch_size, input_context):
