@@ -3,10 +3,11 @@
 Why: with autotuning on (tf.data's default), every iterator runs a model
 thread that wakes at doubling intervals (10 ms up to 60 s) to retune buffer
 sizes and parallelism. Deleting the iterator cancels that thread and waits
-for it, and the wait races: the cancellation's wake-up runs before
-TensorFlow marks the cancellation done, so the thread often sees nothing,
-sleeps out its interval, and only then exits (TensorFlow 2.20,
-`Model::OptimizeLoop` against `CancellationManager::StartCancel`). Keras
+for it, and about half the time the thread sleeps out its interval first
+(seen with gdb in TensorFlow 2.20: the deleting thread in
+`~LogicalThreadWrapper`, the model thread waiting in `Model::OptimizeLoop`;
+our reading of the cause: `CancellationManager::StartCancel` wakes it before
+marking the cancellation done, so it may find nothing cancelled). Keras
 deletes its iterator at the end of every `fit`, `evaluate` and `predict`:
 fine-tuning wnut16 (an epoch of ~27 s on 2 cores), `fit` returned 9-22 s
 after its last step in about half the calls, and a plain one-layer Keras
