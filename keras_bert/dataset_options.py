@@ -1,7 +1,7 @@
 """Input pipelines whose iterators end at once: tf.data's autotuning left off.
 
 Why: with autotuning on (tf.data's default), every iterator runs a model
-thread that wakes at doubling intervals (10 ms up to 60 s) to retune buffer
+thread that wakes at growing intervals (tens of seconds into a run) to retune buffer
 sizes and parallelism. Deleting the iterator cancels that thread and waits
 for it, and about half the time the thread sleeps out its interval first
 (seen with gdb in TensorFlow 2.20: the deleting thread in
@@ -29,19 +29,16 @@ from typing import Iterator
 import tensorflow as tf
 
 
-def autotune_off() -> tf.data.Options:
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    return options
-
-
 def without_autotune(dataset: tf.data.Dataset) -> tf.data.Dataset:
     """`dataset` with tf.data's autotuning (and its model thread) off."""
-    return dataset.with_options(autotune_off())
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
 
 
 _lock = threading.Lock()
 _depth = 0  # nested keras_arrays_without_autotune() calls (evaluate inside fit)
+_keras_build = None  # Keras' own ArrayDataAdapter.get_tf_dataset while wrapped
 
 
 @contextlib.contextmanager
@@ -53,7 +50,7 @@ def keras_arrays_without_autotune() -> Iterator[None]:
     (`ArrayDataAdapter.get_tf_dataset`) is wrapped for the duration; where a
     Keras version lacks it, nothing changes.
     """
-    global _depth
+    global _depth, _keras_build
     try:
         from keras.src.trainers.data_adapters.array_data_adapter import ArrayDataAdapter
     except ImportError:  # another Keras layout: its pipelines as they are
@@ -61,9 +58,8 @@ def keras_arrays_without_autotune() -> Iterator[None]:
         return
     with _lock:
         if _depth == 0:
-            build = ArrayDataAdapter.get_tf_dataset
+            _keras_build = build = ArrayDataAdapter.get_tf_dataset
             ArrayDataAdapter.get_tf_dataset = lambda self: without_autotune(build(self))
-            ArrayDataAdapter._keras_bert_original_get_tf_dataset = build
         _depth += 1
     try:
         yield
@@ -71,6 +67,4 @@ def keras_arrays_without_autotune() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0:
-                ArrayDataAdapter.get_tf_dataset = (
-                    ArrayDataAdapter._keras_bert_original_get_tf_dataset)
-                del ArrayDataAdapter._keras_bert_original_get_tf_dataset
+                ArrayDataAdapter.get_tf_dataset, _keras_build = _keras_build, None

@@ -1,5 +1,5 @@
 """Pipelines without tf.data's autotuning thread (`keras_bert.dataset_options`),
-whose deletion could hold up the end of `fit` by up to a minute: Keras' own
+whose deletion could hold up the end of `fit` by tens of seconds: Keras' own
 array pipelines while a task model's fit / evaluate / predict run, the
 fine-tuning command's epochs."""
 
