@@ -1,8 +1,9 @@
 """Evaluation metrics, computed exactly as the official scripts compute them.
 
 Classification: accuracy, binary F1, Matthews correlation (CoLA); regression:
-Pearson and Spearman (STS-B); tagging: entity-level precision / recall / F1 with
-seqeval's (conlleval's) chunking rules; SQuAD v1.1 exact match / F1 and v2.0
+Pearson and Spearman (STS-B); tagging: entity-level precision / recall / F1 as
+seqeval computes them, in its lenient (conlleval's) and strict modes, for the
+IOB1, IOB2, IOE1, IOE2, IOBES and BILOU schemes; SQuAD v1.1 exact match / F1 and v2.0
 HasAns / NoAns / best-threshold figures with the official normalisation.
 Plain NumPy and Python: predictions are small and exactness matters more than speed.
 """
@@ -85,24 +86,79 @@ def spearman(labels: ArrayLike, predictions: ArrayLike) -> float:
 
 
 # === Tagging: entity-level F1 (seqeval / conlleval) ===
+#
+# A tag is read as seqeval reads it: "B-PER" is prefix B, type PER; a bare
+# prefix ("B", "I") has the empty type; "O" (and "O-...") is outside. A tag with
+# no prefix letter ("PER", IO tagging) is I-PER, as the in-graph tagger reads it
+# (`keras_bert.preprocessing.tagging`); seqeval would read "PER" as prefix P,
+# type "ER", and "ORG" as outside.
+#
+# Two modes, seqeval's:
+# - lenient (mode=None, the default): conlleval's chunk rules, which read
+#   IOB1, IOB2, IOE1, IOE2 and IOBES alike. BILOU's L and U are read as E and S:
+#   seqeval's own lenient rules know only B/I/E/S, so on L-/U- tags its chunks
+#   change only where the type does (U-PER U-PER is one entity there).
+# - strict (mode="strict", a scheme required): an entity counts only if its
+#   tags follow that scheme exactly (seqeval's `mode="strict", scheme=IOB2`).
+# With a scheme, a tag whose prefix the scheme lacks is an error in both modes.
+
+SCHEMES = ("IOB1", "IOB2", "IOE1", "IOE2", "IOBES", "BILOU")
+MODES = (None, "strict")
+_PREFIX_LETTERS = "BIESLUO"
+_SCHEME_PREFIXES = {"IOB1": "IOB", "IOB2": "IOB", "IOE1": "IOE", "IOE2": "IOE",
+                    "IOBES": "IOBES", "BILOU": "BILOU"}
+# Lenient reading: BILOU is IOBES spelled with L (last) for E and U (unit) for S.
+_LENIENT_PREFIX = {"L": "E", "U": "S"}
+
+# The strict schemes' rules, seqeval's tables. Each rule is three characters:
+# the previous tag's prefix, this tag's prefix ("." any prefix), and whether
+# their types must match: "=" the same type, "!" a different one, "*" either.
+# An entity starts at a tag matching `start` (given the tag before it), grows
+# while the next tag matches `inside` (given the last tag taken), and counts
+# if the tag after it (or the end of the sentence, an O) matches `end`.
+_STRICT_RULES = {
+    "IOB1": {"start": "OI* II! BI* IB= BB=", "inside": "BI= II=",
+             "end": "II! IO* IB* BO* BI! BB="},
+    "IOB2": {"start": ".B*", "inside": "BI= II=", "end": "IO* II! IB* BO* BI! BB*"},
+    "IOE1": {"start": "OI* II! EI* EE=", "inside": "II= IE=", "end": "II! IO* IE! EI= EE="},
+    "IOE2": {"start": "OI* OE* EI* EE* II! IE!", "inside": "IE= II=", "end": "E.*"},
+    "IOBES": {"start": ".B* .S*", "inside": "BI= BE= II= IE=", "end": "S.* E.*"},
+    "BILOU": {"start": ".B* .U*", "inside": "BI= BL= II= IL=", "end": "U.* L.*"},
+}
 
 
-def _split_tag(tag):
-    if tag in ("O", "", None):
+def _split_tag(tag: str | None, scheme: str | None, mode: str | None) -> tuple[str, str]:
+    """One tag -> (prefix, entity type) as the given scheme and mode read it
+    (see above); ValueError for a tag the scheme does not allow."""
+    if tag is None or tag == "" or tag == "O" or tag.startswith("O-"):
         return "O", ""
-    prefix, _, entity = tag.partition("-")
-    if prefix not in ("B", "I", "E", "S") or not entity:
-        # A bare label such as "PER" (IO scheme): conlleval reads it as I-PER.
-        return "I", tag
-    return prefix, entity
+    if tag[0] in _PREFIX_LETTERS and (len(tag) == 1 or tag[1] == "-"):
+        prefix, entity = tag[0], tag[2:]
+    else:
+        prefix, entity = "", tag  # an IO label
+    if scheme is not None and prefix not in set(_SCHEME_PREFIXES[scheme]):
+        raise ValueError(f"tag {tag!r} does not follow the {scheme} scheme: its prefix must be "
+                         f"one of {', '.join(_SCHEME_PREFIXES[scheme])} (as in B-PER)")
+    if mode == "strict":  # a scheme is given, so the prefix is one of its letters
+        return prefix, entity
+    return _LENIENT_PREFIX.get(prefix, prefix or "I"), entity
+
+
+def _check_scheme(scheme, mode):
+    if mode not in MODES:
+        raise ValueError(f"mode must be None (lenient, conlleval's rules) or 'strict', "
+                         f"got {mode!r}")
+    if scheme is not None and scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {', '.join(SCHEMES)} or None, got {scheme!r}")
+    if mode == "strict" and scheme is None:
+        raise ValueError(f"strict mode needs the tagging scheme: scheme= one of "
+                         f"{', '.join(SCHEMES)}")
 
 
 def _ends_chunk(prev_prefix, prefix, prev_type, type_):
     if prev_prefix in ("E", "S"):
         return True
-    if prev_prefix == "B" and prefix in ("B", "S", "O"):
-        return True
-    if prev_prefix == "I" and prefix in ("B", "S", "O"):
+    if prev_prefix in ("B", "I") and prefix in ("B", "S", "O"):
         return True
     return prev_prefix != "O" and prev_type != type_
 
@@ -110,19 +166,15 @@ def _ends_chunk(prev_prefix, prefix, prev_type, type_):
 def _starts_chunk(prev_prefix, prefix, prev_type, type_):
     if prefix in ("B", "S"):
         return True
-    if prev_prefix in ("E", "S") and prefix in ("E", "I"):
-        return True
-    if prev_prefix == "O" and prefix in ("E", "I"):
+    if prev_prefix in ("E", "S", "O") and prefix in ("E", "I"):
         return True
     return prefix != "O" and prev_type != type_
 
 
-def get_entities(tags: Iterable[str]) -> set[tuple[str, int, int]]:
-    """Tags of one sentence -> set of (type, first, last) chunks, conlleval's rules."""
+def _lenient_entities(split):
     entities = set()
     prev_prefix, prev_type, begin = "O", "", 0
-    for i, tag in enumerate(list(tags) + ["O"]):
-        prefix, type_ = _split_tag(tag)
+    for i, (prefix, type_) in enumerate(split + [("O", "")]):
         if _ends_chunk(prev_prefix, prefix, prev_type, type_):
             entities.add((prev_type, begin, i - 1))
         if _starts_chunk(prev_prefix, prefix, prev_type, type_):
@@ -131,23 +183,92 @@ def get_entities(tags: Iterable[str]) -> set[tuple[str, int, int]]:
     return entities
 
 
-def entity_scores(true_tags: Sequence[Sequence[str]], predicted_tags: Sequence[Sequence[str]]
-                  ) -> dict[str, float]:
-    """Lists of tag sequences -> entity-level precision, recall and F1 (micro)."""
+def _matches(rules, prev, current):
+    """Whether (prefix, type) `current` after `prev` matches one of `rules`."""
+    for rule in rules.split():
+        want_prev, want_current, types = rule
+        if (want_prev in (".", prev[0]) and want_current in (".", current[0])
+                and (types == "*" or (types == "=") == (prev[1] == current[1]))):
+            return True
+    return False
+
+
+def _strict_entities(split, scheme):
+    rules = _STRICT_RULES[scheme]
+    tags = split + [("O", "")]  # the end of the sentence reads as an O
+    entities, i = set(), 0
+    while i < len(tags):
+        prev = tags[i - 1] if i else ("O", "")
+        if not _matches(rules["start"], prev, tags[i]):
+            i += 1
+            continue
+        after = i + 1
+        while _matches(rules["inside"], tags[after - 1], tags[after]):
+            after += 1  # never past the final O: nothing continues into an O
+        if _matches(rules["end"], tags[after - 1], tags[after]):
+            entities.add((tags[i][1], i, after - 1))
+        i = after
+    return entities
+
+
+def get_entities(tags: Iterable[str], scheme: str | None = None, mode: str | None = None
+                 ) -> set[tuple[str, int, int]]:
+    """Tags of one sentence -> set of (type, first, last) entities, read as
+    seqeval reads them in `mode` (None: lenient, conlleval's rules; "strict":
+    `scheme`'s rules; see the comment above)."""
+    _check_scheme(scheme, mode)
+    split = [_split_tag(tag, scheme, mode) for tag in tags]
+    return _strict_entities(split, scheme) if mode == "strict" else _lenient_entities(split)
+
+
+def _entity_counts(true_tags, predicted_tags, scheme, mode):
+    """Per entity type: [correct, true, predicted] entity counts."""
     if len(true_tags) != len(predicted_tags):
         raise ValueError(f"{len(true_tags)} gold sentences but {len(predicted_tags)} predicted")
-    correct = n_true = n_pred = 0
+    counts = collections.defaultdict(lambda: [0, 0, 0])
     for index, (gold, pred) in enumerate(zip(true_tags, predicted_tags)):
         if len(gold) != len(pred):
             raise ValueError(f"sentence {index}: {len(gold)} gold tags, {len(pred)} predicted")
-        gold_entities, pred_entities = get_entities(gold), get_entities(pred)
-        correct += len(gold_entities & pred_entities)
-        n_true += len(gold_entities)
-        n_pred += len(pred_entities)
+        gold_entities = get_entities(gold, scheme, mode)
+        pred_entities = get_entities(pred, scheme, mode)
+        for entity in gold_entities & pred_entities:
+            counts[entity[0]][0] += 1
+        for entity in gold_entities:
+            counts[entity[0]][1] += 1
+        for entity in pred_entities:
+            counts[entity[0]][2] += 1
+    return counts
+
+
+def _scores(correct, n_true, n_pred):
+    """Precision, recall, F1; 0 where undefined (seqeval's zero_division default)."""
     precision = correct / n_pred if n_pred else 0.0
     recall = correct / n_true if n_true else 0.0
     f1_score = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"precision": precision, "recall": recall, "f1": f1_score}
+
+
+def entity_scores(true_tags: Sequence[Sequence[str]], predicted_tags: Sequence[Sequence[str]],
+                  scheme: str | None = None, mode: str | None = None) -> dict[str, float]:
+    """Lists of tag sequences -> entity-level precision, recall and F1 (micro),
+    as seqeval's `f1_score(true, predicted)` (mode=None) or
+    `f1_score(true, predicted, mode="strict", scheme=...)`."""
+    _check_scheme(scheme, mode)
+    counts = _entity_counts(true_tags, predicted_tags, scheme, mode)
+    totals = [sum(c[i] for c in counts.values()) for i in range(3)]
+    return _scores(*totals)
+
+
+def entity_report(true_tags: Sequence[Sequence[str]], predicted_tags: Sequence[Sequence[str]],
+                  scheme: str | None = None, mode: str | None = None
+                  ) -> dict[str, dict[str, float]]:
+    """Per entity type (those of the gold or predicted entities, sorted):
+    precision, recall, F1 and support (gold entities), as seqeval's
+    `classification_report` (its type "_" is the empty type "" here)."""
+    _check_scheme(scheme, mode)
+    counts = _entity_counts(true_tags, predicted_tags, scheme, mode)
+    return {entity: {**_scores(*counts[entity]), "support": counts[entity][1]}
+            for entity in sorted(counts)}
 
 
 # === SQuAD ===

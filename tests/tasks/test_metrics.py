@@ -2,16 +2,20 @@
 sklearn (accuracy, F1, MCC), scipy (Pearson, Spearman), seqeval (entity F1) and the
 official SQuAD v1.1 / v2.0 scripts shipped in tf-models-official."""
 
+import itertools
 import json
 import os
 import random
+import warnings
 
 import numpy as np
 import pytest
 import scipy.stats
 import seqeval.metrics
+import seqeval.scheme
 import sklearn.metrics
 from official.nlp.tools import squad_evaluate_v1_1, squad_evaluate_v2_0
+from seqeval.metrics.sequence_labeling import get_entities as seqeval_get_entities
 
 from keras_bert.tasks import metrics
 
@@ -90,6 +94,161 @@ def test_entity_f1_matches_seqeval_on_iobes_and_real_wnut_tags(datasets_dir):
                 for tags in dev.tags]
     assert metrics.entity_scores(dev.tags, shuffled)["f1"] == pytest.approx(
         seqeval.metrics.f1_score(dev.tags, shuffled))
+
+
+# === Entity F1 in every scheme and mode, against seqeval ===
+
+# Each scheme's prefixes besides O, written out here rather than read from ours.
+SCHEME_LETTERS = {"IOB1": "IB", "IOB2": "IB", "IOE1": "IE", "IOE2": "IE", "IOBES": "IBES",
+                  "BILOU": "BILU"}
+SEQEVAL_SCHEMES = {name: getattr(seqeval.scheme, name) for name in SCHEME_LETTERS}
+# seqeval's lenient rules know B/I/E/S only; ours read BILOU as that IOBES spelling.
+AS_IOBES = {"L": "E", "U": "S"}
+
+
+def _iobes_spelling(sentence):
+    return [AS_IOBES.get(tag[:1], tag[:1]) + tag[1:] for tag in sentence]
+
+
+def _seqeval_args(scheme, mode, true, pred):
+    """The sequences and keyword arguments that make seqeval read them as we do."""
+    if mode == "strict":
+        return true, pred, {"mode": "strict", "scheme": SEQEVAL_SCHEMES[scheme]}
+    return ([_iobes_spelling(s) for s in true], [_iobes_spelling(s) for s in pred], {})
+
+
+def _seqeval_entities(tags, scheme, mode):
+    """seqeval's entities of one sentence as (type, first, last); its type "_" is our ""."""
+    if mode == "strict":
+        found = [(e.tag, e.start, e.end - 1)
+                 for e in seqeval.scheme.Tokens(tags, SEQEVAL_SCHEMES[scheme]).entities]
+    else:
+        found = seqeval_get_entities(_iobes_spelling(tags))
+    return {("" if kind == "_" else kind, first, last) for kind, first, last in found}
+
+
+def _alphabet(scheme, types=("PER", "ORG")):
+    """O, each prefix with each type, and each bare prefix (seqeval's empty type)."""
+    letters = SCHEME_LETTERS[scheme]
+    return ["O"] + [f"{p}-{t}" for p in letters for t in types] + list(letters)
+
+
+# seqeval's own cases (its test_scheme / test_metrics / test_v1), rewritten:
+# (gold, predicted) corpora; expected figures come from seqeval itself.
+SEQEVAL_CORPORA = [
+    ([["B-ORG", "I-ORG"]], [["I-ORG", "I-ORG"]]),  # conlleval 1, strict IOB2 0
+    ([["B-A", "B-B", "O", "B-A"]], [["O", "B-B", "B-C", "B-A"]]),
+    ([["O", "O", "O", "B-MISC", "I-MISC", "O", "B-ORG"], ["B-PER", "I-PER", "O", "B-PER"]],
+     [["O", "O", "B-MISC", "I-MISC", "I-MISC", "O", "O"], ["B-PER", "I-PER", "O", "B-MISC"]]),
+    ([["O", "O", "O", "B", "I", "I", "O"], ["B", "I", "O"]],  # bare prefixes: the empty type
+     [["O", "O", "B", "I", "I", "I", "O"], ["B", "O", "O"]]),
+    ([["B-PER"]], [["B-ORG"]]),
+    ([["B-PER", "I-PER"]], [["B-PER", "B-PER"]]),
+    ([[]], [[]]),
+    ([["O"]], [["O"]]),
+]
+
+
+@pytest.mark.parametrize("scheme", list(SCHEME_LETTERS))
+def test_entities_of_every_short_sequence_match_seqeval_in_both_modes(scheme):
+    """Every sequence of up to 3 tags over the scheme's alphabet (seqeval's
+    test_scheme tables are its pairs), strict and lenient."""
+    alphabet = _alphabet(scheme)
+    sequences = [[]] + [list(s) for n in (1, 2, 3) for s in itertools.product(alphabet, repeat=n)]
+    for mode in (None, "strict"):
+        for tags in sequences:
+            assert metrics.get_entities(tags, scheme, mode) == _seqeval_entities(
+                tags, scheme, mode), (scheme, mode, tags)
+
+
+@pytest.mark.parametrize("true, pred", SEQEVAL_CORPORA)
+@pytest.mark.parametrize("mode", [None, "strict"])
+def test_seqeval_cases_score_as_seqeval(true, pred, mode):
+    scheme = "IOB2" if mode == "strict" else None
+    _assert_scores_match_seqeval(true, pred, scheme or "IOB2", mode)
+
+
+def _assert_scores_match_seqeval(true, pred, scheme, mode):
+    # Lenient: the plain call, as existing callers make it.
+    ours = (metrics.entity_scores(true, pred) if mode is None
+            else metrics.entity_scores(true, pred, scheme=scheme, mode=mode))
+    seq_true, seq_pred, kwargs = _seqeval_args(scheme, mode, true, pred)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # seqeval warns where a figure is undefined (0)
+        assert ours["f1"] == pytest.approx(seqeval.metrics.f1_score(seq_true, seq_pred, **kwargs))
+        assert ours["precision"] == pytest.approx(
+            seqeval.metrics.precision_score(seq_true, seq_pred, **kwargs))
+        assert ours["recall"] == pytest.approx(
+            seqeval.metrics.recall_score(seq_true, seq_pred, **kwargs))
+        if not any(true) and not any(pred):
+            return  # seqeval's report has no rows to compare
+        expected = seqeval.metrics.classification_report(seq_true, seq_pred, output_dict=True,
+                                                         **kwargs)
+    report = metrics.entity_report(true, pred, scheme=scheme if mode else None, mode=mode)
+    expected = {("" if kind == "_" else kind): row for kind, row in expected.items()
+                if not kind.endswith(" avg")}
+    assert sorted(report) == sorted(expected)
+    for kind, row in expected.items():
+        assert report[kind]["precision"] == pytest.approx(row["precision"]), kind
+        assert report[kind]["recall"] == pytest.approx(row["recall"]), kind
+        assert report[kind]["f1"] == pytest.approx(row["f1-score"]), kind
+        assert report[kind]["support"] == row["support"], kind
+
+
+def _random_scheme_tags(rng, scheme, length, types=("PER", "LOC", "ORG", "MISC")):
+    alphabet = _alphabet(scheme, types) + ["O"] * 6  # mostly O, as real text
+    return [alphabet[i] for i in rng.integers(len(alphabet), size=length)]
+
+
+@pytest.mark.parametrize("scheme", list(SCHEME_LETTERS))
+@pytest.mark.parametrize("mode", [None, "strict"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_random_tags_of_each_scheme_score_as_seqeval(scheme, mode, seed):
+    rng = np.random.default_rng(seed)
+    true = [_random_scheme_tags(rng, scheme, int(rng.integers(0, 20))) for _ in range(80)]
+    # Predictions: gold with some tags replaced, so that many entities match.
+    pred = [[tag if rng.random() < 0.75 else _random_scheme_tags(rng, scheme, 1)[0]
+             for tag in sentence] for sentence in true]
+    _assert_scores_match_seqeval(true, pred, scheme, mode)
+
+
+@pytest.mark.parametrize("scheme", list(SCHEME_LETTERS))
+def test_lenient_reading_ignores_the_scheme(scheme):
+    """The scheme only checks the tags in lenient mode: conlleval's rules read
+    every scheme the same way."""
+    rng = np.random.default_rng(3)
+    true = [_random_scheme_tags(rng, scheme, 12) for _ in range(30)]
+    pred = [_random_scheme_tags(rng, scheme, 12) for _ in range(30)]
+    assert metrics.entity_scores(true, pred, scheme=scheme) == metrics.entity_scores(true, pred)
+
+
+@pytest.mark.parametrize("tag, scheme", [("E-PER", "IOB1"), ("S-PER", "IOB1"), ("E", "IOB2"),
+                                         ("S-PER", "IOB2"), ("B-PER", "IOE1"), ("S", "IOE1"),
+                                         ("B-PER", "IOE2"), ("S-PER", "IOE2"), ("L-PER", "IOBES"),
+                                         ("E-PER", "BILOU")])
+def test_a_tag_outside_the_scheme_is_an_error_as_in_seqeval(tag, scheme):
+    with pytest.raises(ValueError):
+        seqeval.metrics.f1_score([[tag]], [["O"]], mode="strict", scheme=SEQEVAL_SCHEMES[scheme])
+    for mode in (None, "strict"):
+        with pytest.raises(ValueError, match=f"{tag}.*{scheme}"):
+            metrics.entity_scores([[tag]], [["O"]], scheme=scheme, mode=mode)
+
+
+def test_entity_f1_argument_errors():
+    with pytest.raises(ValueError, match="strict mode needs the tagging scheme"):
+        metrics.entity_scores([["B-PER"]], [["B-PER"]], mode="strict")
+    with pytest.raises(ValueError, match="scheme must be one of"):
+        metrics.entity_scores([["B-PER"]], [["B-PER"]], scheme="BIO")
+    with pytest.raises(ValueError, match="mode must be"):
+        metrics.entity_scores([["B-PER"]], [["B-PER"]], mode="exact")
+    with pytest.raises(ValueError, match="'PER' does not follow the IOB2 scheme"):
+        metrics.get_entities(["PER"], "IOB2", "strict")  # an IO label has no prefix
+    # Different sentence counts or lengths: an error, as seqeval's.
+    for true, pred in (([["O"]], [[]]), ([["O"]], [["O"], ["O"]])):
+        with pytest.raises(ValueError):
+            seqeval.metrics.f1_score(true, pred)
+        with pytest.raises(ValueError):
+            metrics.entity_scores(true, pred)
 
 
 def _squad_data(datasets_dir):
