@@ -8,7 +8,10 @@ A source is any of
                    `keras-bert pretrain` model_dir (its export/ folder);
   keras            a `.keras` file holding a BertEncoder or a model with an `encoder`;
   finetune_output  a `keras-bert finetune` output folder (model.keras, vocab.txt,
-                   finetune_config.json).
+                   finetune_config.json);
+or a name for one of them, found in the local caches (`caches`: HuggingFace's
+`ORG/NAME`, an original release's `uncased_L-12_H-768_A-12`, `bert-base-uncased`);
+a local path that exists wins over a name.
 `resolve` reads only the small files: the config, where the vocabulary is, what
 says the model is cased or uncased. The weights are read on demand
 (`read_tensors`), or loaded by Keras for `.keras` files (`BertEncoder.from_pretrained`).
@@ -26,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert.assets import VOCAB_FILE
+from keras_bert.checkpoints import caches
 from keras_bert.checkpoints.casing import (
     Casing, casing_from_tf1_name, casing_from_tokenizer_config, casing_from_vocabulary,
     choose_lowercase)
@@ -76,7 +80,8 @@ class PretrainedSource:
 
 
 def resolve(path: str) -> PretrainedSource:
-    """The source at `path` (any of the module docstring's kinds)."""
+    """The source at `path` (any of the module docstring's kinds), or of the
+    checkpoint of that name in the local caches (never the network)."""
     path = os.fspath(path)
     if os.path.isdir(path):
         return _resolve_folder(path, path)
@@ -89,6 +94,8 @@ def resolve(path: str) -> PretrainedSource:
     if tf.io.gfile.exists(path + ".index"):
         return _tf1_prefix(path, path)
     if not os.path.exists(path):
+        if caches.is_name(path):
+            return _resolve_folder(caches.find_cached(path), path)
         raise FileNotFoundError(f"pretrained checkpoint not found: {path}")
     raise ValueError(f"{path}: not a checkpoint; give {_LAYOUTS}")
 

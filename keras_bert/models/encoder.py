@@ -138,6 +138,8 @@ class BertEncoder(keras.Model):
         file, a `keras-bert finetune` output or a `keras-bert pretrain` model_dir."""
         return load_encoder_and_heads(path, dtype)[0]
 
+    from_preset = from_pretrained  # keras-hub's name for the same loader
+
 
 def _embed(token_embedding, segment_embedding, position_embedding, layer_norm, dropout,
            mask_bias_layer, input_ids, input_mask, segment_ids, training=None):
