@@ -34,6 +34,13 @@ HEAD_TENSORS = (
     "cls/seq_relationship/output_weights",
     "cls/seq_relationship/output_bias",
 )
+# Fine-tuned heads of the original scripts (`keras_bert.checkpoints.task_heads`
+# loads them into task models): an encoder loaded from such a checkpoint leaves
+# them, and refuses only tensors nobody knows.
+TASK_HEAD_TENSORS = (
+    "output_weights", "output_bias",                       # run_classifier.py
+    "cls/squad/output_weights", "cls/squad/output_bias",   # run_squad.py
+)
 
 
 def encoder_variables(encoder: keras.Model) -> dict[str, keras.Variable]:
@@ -74,14 +81,16 @@ def assign_encoder_weights(encoder: keras.Model, tensors: Mapping[str, np.ndarra
     """Assigns canonical tensors to the encoder; all-or-nothing.
 
     Every encoder variable must be present with its exact shape, and no tensor
-    outside the encoder and the known heads may be left over.
+    outside the encoder and the known heads (pretraining and fine-tuned) may
+    be left over.
     """
     variables = encoder_variables(encoder)
     missing = sorted(set(variables) - set(tensors))
     if missing:
         raise ValueError(f"{source}: missing tensor(s) for the encoder: {missing[:5]}"
                          + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
-    unexpected = sorted(set(tensors) - set(variables) - set(HEAD_TENSORS))
+    unexpected = sorted(set(tensors) - set(variables) - set(HEAD_TENSORS)
+                        - set(TASK_HEAD_TENSORS))
     if unexpected:
         raise ValueError(f"{source}: unexpected tensor(s) not part of BERT: {unexpected[:5]}"
                          + (f" and {len(unexpected) - 5} more" if len(unexpected) > 5 else ""))
