@@ -16,7 +16,15 @@ Every export also has `serve_examples` (serialized `tf.Example` under `inputs`,
 for TensorFlow Serving's Classify / Regress / Predict APIs) and `serve_ids`
 (`input_ids`, `input_mask`, `segment_ids` for clients that tokenize
 themselves). The vocabulary, the label names and the export settings travel
-as assets: `assets/vocab.txt`, `assets/labels.txt`, `assets/keras_bert_export.json`.
+as assets: `assets/vocab.txt`, `assets/labels.txt`, `assets/keras_bert_export.json`;
+`assets.extra/README.txt` says how to load it and lists the signatures.
+
+Each signature is also an attribute of the loaded object under its name
+(`served.serving_default(text)`): the inputs in order or by name, as Keras'
+`TFSMLayer(path, call_endpoint="serving_default")` calls them.
+
+Loading needs tensorflow-text's ops registered (`import tensorflow_text`, or
+its op libraries linked, as TensorFlow Serving does): the tokenizer runs on them.
 """
 
 from __future__ import annotations
@@ -38,6 +46,11 @@ if TYPE_CHECKING:
     from keras_bert.text.tokenizer import BertTokenizer
 
 EXPORT_METADATA = "keras_bert_export.json"
+ASSETS_EXTRA = "assets.extra"
+# The tokenizer's ops (NormalizeUTF8, FastWordpieceTokenizeWithOffsets, ...) are
+# tensorflow-text's custom ops: a process registers them by importing it before
+# it loads the SavedModel (TensorFlow Serving links them).
+IMPORT_TEXT_OPS = "import tensorflow_text"
 
 
 def task_serving(model: keras.Model, tokenizer: BertTokenizer, seq_length: int | None = None,
@@ -192,14 +205,26 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
         root = tf.Module()
         # Only what the graphs read: the weights and the assets (see TaskServing).
         root.model_variables = list(serving.model.variables)
+        signatures = serving.signatures()
+        # The same functions as attributes, under the signatures' names: a loaded
+        # signature with more than one input is keyword-only (a SignatureDef's
+        # inputs are an unordered map), and Keras' TFSMLayer calls its endpoint
+        # with the inputs positionally, looking the name up as an attribute
+        # before the signature map. A loaded attribute takes its inputs in order
+        # or by name and fills `text_pair`'s default. The SignatureDefs, all
+        # that TensorFlow Serving reads, come from `signatures` alone.
+        for name, function in signatures.items():
+            setattr(root, name, function)
         bar.update(1, "tracing and writing the SavedModel")
         with tempfile.TemporaryDirectory() as scratch:
             root.assets = _write_assets(serving, scratch)
-            tf.saved_model.save(root, staging, signatures=serving.signatures())
+            tf.saved_model.save(root, staging, signatures=signatures)
+        _write_readme(staging, serving, signatures)
         if tf.io.gfile.exists(path):
             tf.io.gfile.rmtree(path)
         tf.io.gfile.rename(staging, path)
-        bar.update(2, f"wrote {path}")
+        bar.update(2, f"wrote {path}; in Python, load it after "
+                       f"`{IMPORT_TEXT_OPS}`")
     return path
 
 
@@ -232,6 +257,41 @@ def _write_assets(serving, folder):
             f.write(content)
         assets[name.split(".")[0]] = tf.saved_model.Asset(os.path.join(folder, name))
     return assets
+
+
+def load_instructions(path: str) -> str:
+    """How to load and call the SavedModel at `path` from Python: what
+    `assets.extra/README.txt` says and what the export command prints."""
+    return (f"Load it in Python after `{IMPORT_TEXT_OPS}`: the tokenizer's ops "
+            "are tensorflow-text's (without it, tf.saved_model.load fails with "
+            "\"Op type not registered 'NormalizeUTF8'\" or another of them).\n\n"
+            "    import tensorflow as tf\n"
+            f"    {IMPORT_TEXT_OPS}  # registers the tokenizer's ops\n"
+            f"    served = tf.saved_model.load({path!r})\n"
+            "    served.signatures[\"serving_default\"](text=tf.constant([...]))  # by name\n"
+            "    served.serving_default(tf.constant([...]))  # in order or by name, defaults filled\n"
+            "\n"
+            f"In Keras: keras.layers.TFSMLayer({path!r}, call_endpoint=\"serving_default\") "
+            "(its first input positionally, any others by name).\n")
+
+
+def _write_readme(folder, serving, signatures):
+    """`assets.extra/README.txt`: what the export is, how to load it, and its
+    signatures' inputs (in order) and outputs. `assets.extra` is SavedModel's
+    folder for files beside the graph: loaders leave it alone and TensorFlow
+    Serving reads only `tf_serving_warmup_requests` there."""
+    lines = [f"A keras_bert export of a {type(serving.model).__name__} ({serving.task}): "
+             "strings in, answers out, the tokenizer inside the graph.", "",
+             load_instructions("path/to/this/folder"),
+             "Signatures (inputs in order -> outputs):"]
+    for name, function in signatures.items():
+        inputs = ", ".join(spec.name for spec in function.input_signature)
+        outputs = ", ".join(sorted(function.get_concrete_function().structured_outputs))
+        lines.append(f"  {name}({inputs}) -> {outputs}")
+    extra = f"{folder.rstrip('/')}/{ASSETS_EXTRA}"
+    tf.io.gfile.makedirs(extra)
+    with tf.io.gfile.GFile(f"{extra}/README.txt", "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 # === From a fine-tuning output folder (the `keras-bert export` command) ===

@@ -8,7 +8,9 @@ Keras model then do not hinge on float rounding.
 """
 
 import atexit
+import contextlib
 import functools
+import io
 import json
 import os
 import shutil
@@ -81,15 +83,33 @@ def keras_model(kind):
     return model
 
 
+_EXPORT_LOGS = {}
+
+
 @functools.lru_cache(maxsize=None)
 def export_path(kind):
     """EXPORT_DIR/<kind>/1 of the exported model."""
     from keras_bert.export import export_saved_model
+    from keras_bert.progress import show_progress
     options = dict(SQUAD_OPTIONS) if kind == "squad" else {}
     path = os.path.join(_ROOT, kind, "1")
-    export_saved_model(keras_model(kind), tokenizer(), path, seq_length=SEQ_LENGTH[kind],
-                       **options)
+    # Progress lines on, as the `keras-bert` command shows them, kept for `export_log`.
+    log = io.StringIO()
+    show_progress(True)
+    try:
+        with contextlib.redirect_stderr(log):
+            export_saved_model(keras_model(kind), tokenizer(), path,
+                               seq_length=SEQ_LENGTH[kind], **options)
+    finally:
+        show_progress(None)
+    _EXPORT_LOGS[kind] = log.getvalue()
     return path
+
+
+def export_log(kind):
+    """What the export of `kind` wrote on stderr (its progress lines)."""
+    export_path(kind)
+    return _EXPORT_LOGS[kind]
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,5 +1,5 @@
 """SavedModel export: layout, assets, signatures, and the same answers as the
-Keras model on ids from `keras_bert.BertTokenizer` (issue 6, parts 1 and 3).
+Keras model on ids from `keras_bert.BertTokenizer`.
 
 References are independent where one exists: seqeval's chunking for entities,
 Model Garden's SQuAD feature writer and post-processing (`squad_lib`, a copy of
@@ -16,8 +16,8 @@ import pytest
 import tensorflow as tf
 
 from export_helpers import (CLASS_NAMES, SEQ_LENGTH, SIGNATURES, SQUAD_OPTIONS, TAG_NAMES, call,
-                            decode, export_metadata, export_path, keras_features, keras_model,
-                            kinds, signature_defs, tokenizer)
+                            decode, export_log, export_metadata, export_path, keras_features,
+                            keras_model, kinds, signature_defs, tokenizer)
 from keras_bert.layers.pooling import mean_pool
 
 SENTENCES = ["It is a truth universally acknowledged.",
@@ -35,7 +35,9 @@ PAIRS = ["A second sentence.", "Another one, a bit longer than the first of them
 def test_layout_assets_and_metadata(kind):
     path = export_path(kind)
     assert os.path.basename(path) == "1"  # EXPORT_DIR/NAME/VERSION
-    assert sorted(os.listdir(path)) == ["assets", "fingerprint.pb", "saved_model.pb", "variables"]
+    assert sorted(os.listdir(path)) == ["assets", "assets.extra", "fingerprint.pb",
+                                        "saved_model.pb", "variables"]
+    assert os.listdir(os.path.join(path, "assets.extra")) == ["README.txt"]
     with open(os.path.join(path, "assets", "vocab.txt"), encoding="utf-8") as f:
         assert f.read().split("\n")[:-1] == tokenizer().vocab
     metadata = export_metadata(kind)
@@ -47,6 +49,42 @@ def test_layout_assets_and_metadata(kind):
             assert f.read().splitlines() == CLASS_NAMES
     assert set(signature_defs(kind)) >= SIGNATURES
     assert not os.path.exists(path + ".partial")
+
+
+@pytest.mark.parametrize("kind", kinds("embeddings", "classifier", "tagger", "squad"))
+def test_readme_says_how_to_load_and_lists_the_signatures(kind):
+    """Beside the graph, for whoever finds the folder: loading needs
+    `import tensorflow_text` first, and each signature's inputs in order (as
+    `served.NAME(...)` and Keras' TFSMLayer take them)."""
+    with open(os.path.join(export_path(kind), "assets.extra", "README.txt"),
+              encoding="utf-8") as f:
+        readme = f.read()
+    assert "    import tensorflow_text  # registers the tokenizer's ops\n" in readme
+    assert "Op type not registered 'NormalizeUTF8'" in readme
+    assert 'TFSMLayer(' in readme and 'call_endpoint="serving_default"' in readme
+    text_inputs = {"embeddings": "text", "classifier": "text, text_pair", "tagger": "text",
+                   "squad": "question, context"}[kind]
+    listed = [line.strip().split(" -> ") for line in readme.splitlines()
+              if line.startswith("  serv")]
+    assert [signature for signature, _ in listed] == [
+        f"serving_default({text_inputs})", "serve_examples(inputs)",
+        "serve_ids(input_ids, input_mask, segment_ids)"]
+    defs = signature_defs(kind)
+    for signature, outputs in listed:
+        name = signature.split("(")[0]
+        assert outputs.split(", ") == sorted(defs[name].outputs), name
+
+
+def test_export_progress_names_the_import_loading_needs():
+    assert "load it after `import tensorflow_text`" in export_log("classifier")
+
+
+def test_load_instructions_name_the_path_and_the_import():
+    from keras_bert.export.saved_model import load_instructions
+    text = load_instructions("models/sentiment/1")
+    assert "import tensorflow_text  # registers the tokenizer's ops" in text
+    assert "tf.saved_model.load('models/sentiment/1')" in text
+    assert "TFSMLayer('models/sentiment/1', call_endpoint=\"serving_default\")" in text
 
 
 def test_existing_version_is_not_overwritten_without_asking(tmp_path):
