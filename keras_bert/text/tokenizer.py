@@ -41,6 +41,7 @@ import os
 import unicodedata
 from typing import Sequence
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
@@ -621,7 +622,27 @@ class BertTokenizer(tf.Module):
 
     @_no_autograph
     def id_to_token(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
-        return tf.gather(tf.constant(self.vocab), ids)
+        """ids (any shape, or ragged) -> their tokens. An id outside
+        [0, vocab_size) is a ValueError naming it where the ids are known (eager
+        or constant); in a graph, an assertion with that message fails when run
+        (tf.gather's own error names neither the id's meaning nor the range)."""
+        ids = ids if isinstance(ids, tf.RaggedTensor) else tf.convert_to_tensor(ids)
+        values = ids.flat_values if isinstance(ids, tf.RaggedTensor) else ids
+        size = self.vocab_size
+        message = (f"token ids must be in [0, {size}), this vocabulary's {size} tokens; "
+                   "out of range:")
+        known = tf.get_static_value(values)
+        if known is not None:
+            outside = sorted({int(i) for i in np.ravel(known) if not 0 <= i < size})
+            if outside:
+                shown = ", ".join(map(str, outside[:10])) + (", ..." if len(outside) > 10 else "")
+                raise ValueError(f"{message} {shown}")
+            return tf.gather(tf.constant(self.vocab), ids)
+        valid = (values >= 0) & (values < tf.cast(size, values.dtype))
+        check = tf.debugging.Assert(tf.reduce_all(valid),
+                                    [message, tf.boolean_mask(values, ~valid)], summarize=10)
+        with tf.control_dependencies([check]):
+            return tf.gather(tf.constant(self.vocab), ids)
 
     # === Packing ===
 
