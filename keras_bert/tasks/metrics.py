@@ -144,6 +144,14 @@ def _split_tag(tag: str | None, scheme: str | None, mode: str | None) -> tuple[s
     return _LENIENT_PREFIX.get(prefix, prefix or "I"), entity
 
 
+def lenient_tag(tag: str | None, scheme: str | None = None) -> tuple[str, str]:
+    """One tag -> (prefix, entity type) as the lenient rules read it: the prefix
+    is one of O, B, I, E, S (BILOU's L and U read as E and S, an IO label as I).
+    With a scheme, ValueError for a tag whose prefix the scheme lacks."""
+    _check_scheme(scheme, None)
+    return _split_tag(tag, scheme, None)
+
+
 def _check_scheme(scheme, mode):
     if mode not in MODES:
         raise ValueError(f"mode must be None (lenient, conlleval's rules) or 'strict', "
