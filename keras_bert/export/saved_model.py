@@ -268,9 +268,9 @@ def load_instructions(path: str) -> str:
             "    import tensorflow as tf\n"
             f"    {IMPORT_TEXT_OPS}  # registers the tokenizer's ops\n"
             f"    served = tf.saved_model.load({path!r})\n"
-            "    served.signatures[\"serving_default\"](text=tf.constant([...]))  # by name\n"
-            "    served.serving_default(tf.constant([...]))  # in order or by name, defaults filled\n"
-            "\n"
+            "    served.serving_default(tf.constant([\"...\"]))  # inputs in order or by name; "
+            "defaults filled\n"
+            "    served.signatures[\"serving_default\"](**inputs)  # every input by name\n\n"
             f"In Keras: keras.layers.TFSMLayer({path!r}, call_endpoint=\"serving_default\") "
             "(its first input positionally, any others by name).\n")
 

@@ -1,8 +1,12 @@
-"""Every exported SavedModel loads and runs in a fresh process where only
-`tensorflow` and `tensorflow_text` can be imported, and uses no custom op that
-TensorFlow Serving's model server does not link (issue 6, part 2).
+"""Every exported SavedModel loads and runs in a fresh process, and uses no
+custom op that TensorFlow Serving's model server does not link.
 
-One subprocess checks all exports at once (tests/export/export_portability_check.py).
+Two fresh processes (tests/export/export_portability_check.py), each checking
+every export at once: one as a model server (`keras` / `keras_bert` cannot be
+imported, tensorflow-text's op libraries loaded alone), one as a Python user
+who imports only `tensorflow` and `tensorflow_text` (the contract README.md
+states: without `import tensorflow_text` the tokenizer's ops are not
+registered and loading fails).
 """
 
 import json
@@ -14,6 +18,7 @@ import numpy as np
 import pytest
 
 from export_helpers import KINDS, SIGNATURES, call, export_path, keras_features
+from keras_bert.features import ENCODER_INPUTS
 
 try:
     from keras_bert.export.serving_ops import SERVING_TEXT_OPS
@@ -50,25 +55,44 @@ def save_model_with_a_newer_op(path):
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def request_file(tmp_path_factory):
+    """The check's request: every export, with inputs for its string and ids
+    signatures (each signature's inputs in its order)."""
     folder = tmp_path_factory.mktemp("portability")
     request = {"allowed_ops": sorted(SERVING_TEXT_OPS), "models": {
         "newer_op": {"path": save_model_with_a_newer_op(str(folder / "newer_op" / "1")),
                      "inputs": {}}}}
     for kind in KINDS:
         inputs = dict(INPUTS[kind])
-        features = {k: v.numpy().tolist() for k, v in keras_features(TEXTS, kind=kind).items()}
-        inputs["serve_ids"] = features
+        features = keras_features(TEXTS, kind=kind)
+        inputs["serve_ids"] = {name: features[name].numpy().tolist() for name in ENCODER_INPUTS}
         request["models"][kind] = {"path": export_path(kind), "inputs": inputs}
-    request_file = folder / "request.json"
-    request_file.write_text(json.dumps(request))
+    path = folder / "request.json"
+    path.write_text(json.dumps(request))
+    return path
+
+
+def run_check(request_file, *flags):
     script = os.path.join(os.path.dirname(__file__), "export_portability_check.py")
-    run = subprocess.run([sys.executable, script, str(request_file)], capture_output=True,
-                         text=True, timeout=600, cwd=os.path.dirname(__file__))
+    run = subprocess.run([sys.executable, script, *flags, str(request_file)],
+                         capture_output=True, text=True, timeout=600,
+                         cwd=os.path.dirname(__file__))
     assert run.stdout, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
     result["_returncode"] = run.returncode
     return result
+
+
+@pytest.fixture(scope="module")
+def report(request_file):
+    """As on a model server: no Keras, tensorflow-text's op libraries alone."""
+    return run_check(request_file)
+
+
+@pytest.fixture(scope="module")
+def user_report(request_file):
+    """As a Python user: `import tensorflow` and `import tensorflow_text` only."""
+    return run_check(request_file, "--import-tensorflow-text")
 
 
 @pytest.mark.slow
@@ -79,9 +103,29 @@ def test_loads_without_keras_and_keras_bert(report):
 
 
 @pytest.mark.slow
+def test_loads_with_only_tensorflow_and_tensorflow_text_imported(user_report):
+    process = user_report["_process"]
+    assert process["tensorflow_text_imported"]
+    assert process["loaded_blocked_modules"] == []  # keras_bert
+    assert user_report["_returncode"] == 0, user_report
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
-def test_fresh_process_gives_the_same_outputs(report, kind):
-    signatures = report[kind]["signatures"]
+def test_without_tensorflow_text_loading_names_the_missing_op(user_report, kind):
+    """The failure the README's `import tensorflow_text` line prevents: TensorFlow
+    names one of the export's tensorflow-text ops as not registered."""
+    entry = user_report[kind]
+    error = entry["load_without_tensorflow_text"]
+    assert error is not None and "Op type not registered" in error, error
+    assert any(f"'{op}'" in error for op in entry["custom_ops"]), (error, entry["custom_ops"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("process", ["report", "user_report"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_fresh_process_gives_the_same_outputs(request, process, kind):
+    signatures = request.getfixturevalue(process)[kind]["signatures"]
     assert set(signatures) >= SIGNATURES
     for signature in ("serving_default", "serve_ids"):
         inputs = INPUTS[kind][signature] if signature == "serving_default" else {
@@ -89,15 +133,17 @@ def test_fresh_process_gives_the_same_outputs(report, kind):
         if kind in ("classifier", "regressor") and signature == "serving_default":
             inputs = {**inputs, "text_pair": np.array(inputs["text_pair"], dtype=object)}
         here = call(kind, signature, **inputs)
-        there = signatures[signature]["outputs"]
-        assert set(there) == set(here)
-        for name, value in here.items():
-            if value.dtype == object:
-                assert np.array(there[name], dtype=object).tolist() == np.vectorize(
-                    lambda b: b.decode("utf-8", "replace"), otypes=[object])(value).tolist()
-            else:
-                np.testing.assert_allclose(np.array(there[name], dtype=value.dtype), value,
-                                           atol=1e-5, err_msg=f"{kind}/{signature}/{name}")
+        for called in ("outputs", "outputs_in_order"):
+            there = signatures[signature][called]
+            assert set(there) == set(here), called
+            for name, value in here.items():
+                if value.dtype == object:
+                    assert np.array(there[name], dtype=object).tolist() == np.vectorize(
+                        lambda b: b.decode("utf-8", "replace"), otypes=[object])(value).tolist()
+                else:
+                    np.testing.assert_allclose(np.array(there[name], dtype=value.dtype), value,
+                                               atol=1e-5,
+                                               err_msg=f"{kind}/{signature}/{name}/{called}")
 
 
 @pytest.mark.slow
