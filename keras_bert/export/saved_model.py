@@ -261,7 +261,8 @@ def _write_assets(serving, folder):
 
 def load_instructions(path: str) -> str:
     """How to load and call the SavedModel at `path` from Python: what
-    `assets.extra/README.txt` says and what the export command prints."""
+    `assets.extra/README.txt` says, and the text for the export command to
+    print after writing it."""
     return (f"Load it in Python after `{IMPORT_TEXT_OPS}`: the tokenizer's ops "
             "are tensorflow-text's (without it, tf.saved_model.load fails with "
             "\"Op type not registered 'NormalizeUTF8'\" or another of them).\n\n"
