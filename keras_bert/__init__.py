@@ -4,8 +4,8 @@ Submodules and the public classes load on first use: importing Keras and
 TensorFlow takes seconds, which commands that need neither (or only the
 tokenizer) should not pay. `keras_bert.checkpoints`, `keras_bert.export`,
 `from keras_bert import BertEncoder` and the like all work after a plain
-`import keras_bert`; the first touch of a model class also registers the Keras
-classes that `keras.models.load_model` needs.
+`import keras_bert`, which also makes every keras_bert class known to
+`keras.models.load_model` (`keras_bert._registration`).
 """
 
 import importlib
@@ -21,6 +21,7 @@ if _QUIETED_TENSORFLOW:
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 
 from keras_bert._lazy import submodule_getattr, submodule_names  # noqa: E402
+from keras_bert._registration import register_serializable_classes  # noqa: E402
 from keras_bert.config import BertConfig  # noqa: E402
 from keras_bert.version import __version__  # noqa: E402
 
@@ -32,9 +33,11 @@ _LAZY_CLASSES = {
     "BertSpanExtractor": "keras_bert.models",
     "BertTokenClassifier": "keras_bert.models",
     "BertPretrainer": "keras_bert.models.pretrainer",
+    "BertPreprocessor": "keras_bert.preprocessing.preprocessor",
     "BertTokenizer": "keras_bert.text.tokenizer",
 }
 _SUBMODULES = submodule_names(__path__)
+register_serializable_classes()
 _submodule = submodule_getattr(__name__, __path__)
 
 __all__ = ["BertConfig", "__version__", *_LAZY_CLASSES, *_SUBMODULES]

@@ -486,7 +486,9 @@ def run_export(args):
                             length_multiple=args.length_multiple, quantize=args.quantize,
                             jit_compile=args.jit_compile, remove_padding=args.remove_padding,
                             **options)
+    from keras_bert.export.saved_model import load_instructions
     print(f"wrote {path}")
+    print(load_instructions(path))
 
 
 # === quickstart ===

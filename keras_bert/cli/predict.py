@@ -80,8 +80,8 @@ def _answers(model, task, chunk, saved):
         options = {name: saved[name] for name in (
             "version_2_with_negative", "doc_stride", "max_query_length", "n_best_size",
             "null_score_diff_threshold") if name in saved}
-        answers = model.predict({"question": [r["question"] for r in chunk],
-                                 "context": [r["context"] for r in chunk]}, **options)
+        answers = model.predict_answers({"question": [r["question"] for r in chunk],
+                                         "context": [r["context"] for r in chunk]}, **options)
         for row, answer in zip(chunk, answers):
             yield {"id": row["id"], **answer} if "id" in row else answer
         return

@@ -36,6 +36,9 @@ def encoder_inputs() -> dict[str, keras.KerasTensor]:
             for name in features.ENCODER_INPUTS}
 
 
+ACTIVATIONS = (None, "softmax")
+
+
 @keras.saving.register_keras_serializable(package="keras_bert")
 class BertClassifier(TextTask, keras.Model):
     """The paper's classifier: dropout then one dense layer on the pooled `[CLS]`.
@@ -51,31 +54,43 @@ class BertClassifier(TextTask, keras.Model):
       preprocessor: optional `BertPreprocessor`; with it the model also takes
         text (one string per example, or pairs) in `fit` / `evaluate` /
         `predict` (see `keras_bert.models.text_task`).
+      activation: None (logits, the default, as keras-hub's classifiers) or
+        "softmax" (probabilities out of the model, `predict` and exports alike;
+        the default loss follows).
 
     Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 (B, T).
-    Output: logits (B, C) (for `num_classes=1`, the score (B, 1)).
-    `predict` on text: probabilities (N, C) (a regressor: scores (N,)).
+    Output: logits (B, C) (for `num_classes=1`, the score (B, 1)), from
+    `predict` on ids or on text alike; `predict_proba` and `predict_labels`
+    answer text with probabilities and class names.
     """
 
     def __init__(self, encoder: BertEncoder | dict, num_classes: int, dropout: float = 0.1,
                  label_names: Sequence[str] | None = None,
-                 preprocessor: BertPreprocessor | dict | None = None, **kwargs: Any) -> None:
+                 preprocessor: BertPreprocessor | dict | None = None,
+                 activation: str | None = None, **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
         preprocessor = deserialize_preprocessor(preprocessor)
         if label_names is not None and len(label_names) != num_classes:
             raise ValueError(f"{len(label_names)} label_names for num_classes={num_classes}")
+        if activation not in ACTIVATIONS or (activation and num_classes == 1):
+            raise ValueError(f"activation must be one of {ACTIVATIONS} (a regressor, "
+                             f"num_classes=1: None), got {activation!r}")
         init = keras.initializers.TruncatedNormal(stddev=encoder.config.initializer_range)
 
         # === Layers ===
         dropout_layer = keras.layers.Dropout(dropout, name="classifier_dropout")
         output_layer = keras.layers.Dense(num_classes, kernel_initializer=init,
                                           name="classifier_output")
+        # Softmax in float32: mixed precision's float16 probabilities round to 0 / 1.
+        softmax = (keras.layers.Activation("softmax", dtype="float32", name="probabilities")
+                   if activation == "softmax" else None)
 
         # === Functional Model ===
         inputs = encoder_inputs()
         pooled = encoder(inputs)["pooled_output"]  # (B, H)
         logits = output_layer(dropout_layer(pooled))  # (B, C)
-        super().__init__(inputs=inputs, outputs=logits, **kwargs)
+        outputs = logits if softmax is None else softmax(logits)
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         # === Config ===
         self.encoder = encoder
@@ -83,6 +98,7 @@ class BertClassifier(TextTask, keras.Model):
         self.dropout = dropout
         self.label_names = list(label_names) if label_names is not None else None
         self.preprocessor = preprocessor
+        self.activation = activation
 
     # === Text in, answers out ===
 
@@ -90,10 +106,14 @@ class BertClassifier(TextTask, keras.Model):
     def regression(self) -> bool:
         return self.num_classes == 1
 
+    @property
+    def outputs_logits(self) -> bool:
+        return self.activation is None
+
     def default_loss(self) -> keras.losses.Loss:
         if self.regression:
             return keras.losses.MeanSquaredError()
-        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=self.outputs_logits)
 
     def read_positions(self, x: Any, y: Any = None, sample_weight: Any = None
                        ) -> tf.Tensor | None:
@@ -153,20 +173,32 @@ class BertClassifier(TextTask, keras.Model):
         preprocessor, parts = self.require_preprocessor(), []
         for chunk in batches(x, batch_size or 32):
             if window_stride is None:
-                logits = self(preprocessor(chunk), training=False)  # (B, C)
+                logits = self.logits(preprocessor(chunk))  # (B, C)
             else:
                 features, count = preprocessor.windows(chunk, window_stride)
-                per_window = self(features, training=False)  # (N, C)
+                per_window = self.logits(features)  # (N, C)
                 logits = tf.RaggedTensor.from_row_lengths(per_window, count).to_tensor()
                 logits = tf.reduce_sum(logits, axis=1) / tf.cast(count, logits.dtype)[:, None]
             parts.append(classify_logits(logits, self.answer_names()))
         return {name: np.concatenate([part[name].numpy() for part in parts])
                 for name in parts[0]}
 
-    def answer(self, x: Any, batch_size: int | None = None, window_stride: int | None = None,
-               **kwargs: Any) -> np.ndarray:
-        outputs = self.classify(x, batch_size, window_stride)
-        return outputs["score"] if self.regression else outputs["probabilities"]
+    def logits(self, features: dict[str, tf.Tensor]) -> tf.Tensor:
+        """The output layer's values (B, C), before any `activation`."""
+        if self.outputs_logits:
+            return self(features, training=False)
+        if not hasattr(self, "_logits_model"):
+            self._logits_model = keras.Model(self.inputs,
+                                             self.get_layer("classifier_output").output)
+        return self._logits_model(features, training=False)
+
+    def predict_proba(self, x: Any, batch_size: int | None = None,
+                      window_stride: int | None = None) -> np.ndarray:
+        """Text -> class probabilities (N, C) (softmax of the logits)."""
+        if self.regression:
+            raise ValueError("a regressor (num_classes=1) has no class probabilities: "
+                             "predict gives its scores")
+        return self.classify(x, batch_size, window_stride)["probabilities"]
 
     def predict_labels(self, x: Any, batch_size: int | None = None,
                        window_stride: int | None = None) -> list[str]:
@@ -181,7 +213,8 @@ class BertClassifier(TextTask, keras.Model):
     def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder), "num_classes": self.num_classes,
                 "dropout": self.dropout, "label_names": self.label_names,
-                "name": self.name, "trainable": self.trainable, **self.preprocessor_config()}
+                "activation": self.activation, "name": self.name, "trainable": self.trainable,
+                **self.preprocessor_config()}
 
     @classmethod
     def from_config(cls, config: dict) -> BertClassifier:

@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import keras
-import numpy as np
 
 from keras_bert.layers.pooling import MeanPool, WeightedLayerSum
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
-from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
+from keras_bert.models.text_task import TextTask, deserialize_preprocessor
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -153,13 +152,7 @@ class BertFeatureExtractor(TextTask, keras.Model):
         self.feature = feature
         self.preprocessor = preprocessor
 
-    def answer(self, x: Any, batch_size: int | None = None, **kwargs: Any
-               ) -> dict[str, np.ndarray]:
-        """Text -> {token_features (N, T, K*H), sentence_embedding (N, H)}."""
-        parts = [self(self.require_preprocessor()(chunk), training=False)
-                 for chunk in batches(x, batch_size or 32)]
-        return {name: np.concatenate([part[name].numpy() for part in parts])
-                for name in parts[0]}
+    outputs_logits = False  # features, not scores
 
     def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder),

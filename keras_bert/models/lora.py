@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 import keras
 import numpy as np
 
+from keras_bert.preprocessing.preprocessor import config_sharing_preprocessor
+
 if TYPE_CHECKING:
     from keras_bert.models.encoder import BertEncoder
 
@@ -176,10 +178,7 @@ def merged_copy(model: keras.Model) -> keras.Model:
     source = {v.path: v for v in model.weights}
     if len(source) != len(model.weights):
         raise ValueError(f"{type(model).__name__}: variable paths are not unique, cannot merge")
-    config = model.get_config()
-    if getattr(model, "preprocessor", None) is not None:
-        config["preprocessor"] = model.preprocessor  # shared: it holds no weights
-    copy = type(model).from_config(config)
+    copy = type(model).from_config(config_sharing_preprocessor(model))
     for variable in copy.weights:
         value = merged[variable.path] if variable.path in merged else source[variable.path]
         variable.assign(keras.ops.cast(value, variable.dtype))

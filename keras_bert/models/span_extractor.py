@@ -15,7 +15,7 @@ from keras_bert.layers.task_heads import HEADS, BiLSTMHead, SpanHead
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
 from keras_bert.preprocessing.preprocessor import is_text
-from keras_bert.preprocessing.squad import SpanFinder
+from keras_bert.preprocessing.squad import SpanFinder, check_window_room
 from keras_bert.tasks import squad
 
 if TYPE_CHECKING:
@@ -55,11 +55,14 @@ class BertSpanExtractor(TextTask, keras.Model):
 
     def __init__(self, encoder: BertEncoder | dict, max_answer_length: int = 30,
                  preprocessor: BertPreprocessor | dict | None = None, head: str = "linear",
-                 **kwargs: Any) -> None:
+                 max_query_length: int = 64, doc_stride: int = 128, **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
         preprocessor = deserialize_preprocessor(preprocessor)
         if head not in HEADS:
             raise ValueError(f"head must be one of {HEADS}, got {head!r}")
+        if preprocessor is not None:
+            # Here, not at the first predict after a whole training run.
+            check_window_room(preprocessor.seq_length, max_query_length)
 
         # === Layers ===
         bilstm = None
@@ -77,6 +80,8 @@ class BertSpanExtractor(TextTask, keras.Model):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         # === Config ===
+        self.max_query_length = max_query_length
+        self.doc_stride = doc_stride
         self.encoder = encoder
         self.max_answer_length = max_answer_length
         self.preprocessor = preprocessor
@@ -112,8 +117,8 @@ class BertSpanExtractor(TextTask, keras.Model):
             dataset, is_training=y is not None,
             version_2_with_negative=any(qa["is_impossible"] for qa in qas), source="fit")
         features = squad.feature_arrays(squad.convert_examples_to_features(
-            examples, preprocessor.tokenizer, preprocessor.seq_length,
-            is_training=y is not None))
+            examples, preprocessor.tokenizer, preprocessor.seq_length, doc_stride=self.doc_stride,
+            max_query_length=self.max_query_length, is_training=y is not None))
         targets = {"start_logits": features.pop("start_positions"),
                    "end_logits": features.pop("end_positions")}
         return features, (targets if y is not None else None), None
@@ -135,10 +140,15 @@ class BertSpanExtractor(TextTask, keras.Model):
     def span_finder(self, **options: Any) -> SpanFinder:
         preprocessor = self.require_preprocessor()
         options.setdefault("max_answer_length", self.max_answer_length)
+        options.setdefault("max_query_length", self.max_query_length)
+        options.setdefault("doc_stride", self.doc_stride)
         return SpanFinder(preprocessor.tokenizer, preprocessor.seq_length, **options)
 
-    def answer(self, x: Any, batch_size: int | None = None, n_best: int = 1,
-               **options: Any) -> list[dict]:
+    def unused_weights(self) -> list:
+        return self.encoder.pooler.weights  # spans read the sequence output only
+
+    def predict_answers(self, x: Any, batch_size: int | None = None, n_best: int = 1,
+                        **options: Any) -> list[dict]:
         """{"question": [...], "context": [...]} (or a (questions, contexts)
         tuple) -> per question {"answer", "start", "end", "score"} (character
         offsets into the context; "" and -1 without an answer), plus
@@ -171,6 +181,7 @@ class BertSpanExtractor(TextTask, keras.Model):
     def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder),
                 "max_answer_length": self.max_answer_length, "head": self.head,
+                "max_query_length": self.max_query_length, "doc_stride": self.doc_stride,
                 "name": self.name, "trainable": self.trainable, **self.preprocessor_config()}
 
     @classmethod

@@ -22,6 +22,7 @@ from keras_bert.models.text_task import TextTask, batches, deserialize_preproces
 from keras_bert.preprocessing.preprocessor import is_text
 from keras_bert.preprocessing.tagging import WordTagger, tag_names
 from keras_bert.preprocessing.text_ops import clean_utf8
+from keras_bert.tasks.entity_f1 import EntityF1
 from keras_bert.tasks.tagging import TaggedSentences, encode_tagged
 
 if TYPE_CHECKING:
@@ -57,12 +58,18 @@ class BertTokenClassifier(TextTask, keras.Model):
     Output: logits (B, T, K).
     """
 
-    def __init__(self, encoder: BertEncoder | dict, num_labels: int, dropout: float = 0.1,
+    def __init__(self, encoder: BertEncoder | dict, num_labels: int | None = None,
+                 dropout: float = 0.1,
                  label_names: Sequence[str] | None = None,
                  preprocessor: BertPreprocessor | dict | None = None, head: str = "linear",
                  head_layers: int = 1, feature: str | None = None, **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
         preprocessor = deserialize_preprocessor(preprocessor)
+        if num_labels is None:
+            if label_names is None:
+                raise ValueError("BertTokenClassifier needs label_names (the tags, e.g. "
+                                 "['O', 'B-PER', 'I-PER']) or num_labels")
+            num_labels = len(label_names)
         if label_names is not None and len(label_names) != num_labels:
             raise ValueError(f"{len(label_names)} label_names for num_labels={num_labels}")
         if head not in HEADS:
@@ -167,6 +174,13 @@ class BertTokenClassifier(TextTask, keras.Model):
 
     token_level_targets = True  # tag ids and weights (B, T): cut with the padding
 
+    def default_weighted_metrics(self) -> list:
+        # Only with tag names: "0", "1", ... mean nothing as entities. No
+        # scheme: IO, IOB2, IOBES and BILOU tags all read (leniently, conlleval's way).
+        if self.label_names is None:
+            return []
+        return [EntityF1(self.label_names, scheme=None)]
+
     def default_loss(self) -> keras.losses.Loss:
         # The mean over labelled pieces only, not over every padded position.
         return keras.losses.SparseCategoricalCrossentropy(
@@ -261,7 +275,10 @@ class BertTokenClassifier(TextTask, keras.Model):
                                  for e in range(entities)]})
         return results
 
-    def answer(self, x: Any, batch_size: int | None = None, **kwargs: Any) -> list[list[dict]]:
+    def unused_weights(self) -> list:
+        return self.encoder.pooler.weights  # tags read the sequence output only
+
+    def predict_entities(self, x: Any, batch_size: int | None = None) -> list[list[dict]]:
         """Texts -> their entities (see `tag`)."""
         return [row["entities"] for row in self.tag(x, batch_size)]
 

@@ -7,7 +7,8 @@ wherever Keras accepts inputs, and keeps accepting the three id tensors:
     model.compile()                                  # the paper's defaults, see `compile`
     model.fit(["a fine film", "a dull one"], ["pos", "neg"], epochs=2)
     model.fit(dataset_of_text_and_labels)            # tf.data: (text, label) batches
-    model.predict(["a film"])                        # the task's answers (probabilities, ...)
+    model.predict(["a film"])                        # logits, as for ids (Keras' convention)
+    model.predict_labels(["a film"])                 # the task's answers (see each model)
 
 In-memory text is tokenized once, up front, into NumPy features; after that
 Keras' own `fit` runs unchanged (shuffling, validation_split, callbacks,
@@ -16,21 +17,25 @@ training and evaluation batch is cut to its longest row in the graph
 (`keras_bert.models.batch_trimming`), ids or text alike. A
 `tf.data.Dataset` of text is tokenized batch by batch inside its pipeline.
 
-Each task model says how its labels and outputs read (`encode_targets`,
-`answer`); the shared parts live here.
+`predict` returns what the model computes (logits), for text and ids
+alike, as keras-hub's task models do; each task model has named helpers for
+its answers (`predict_labels` / `predict_proba`, `predict_entities`,
+`predict_answers`) and says how its labels read (`encode_targets`); the
+shared parts live here.
 """
 
 from __future__ import annotations
 
 import contextlib
+import warnings
 from typing import Any, Mapping
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_bert.checkpoints.source import (PretrainedSource, keras_saved_config, resolve,
-                                           tokenizer_settings)
+from keras_bert.checkpoints.source import PretrainedSource, keras_saved_config, resolve
+from keras_bert.checkpoints.task_heads import load_original_task_head
 from keras_bert.dataset_options import keras_arrays_without_autotune
 from keras_bert.models import lora
 from keras_bert.models.batch_trimming import trim_features_batch
@@ -67,7 +72,9 @@ class TextTask:
         `keras-bert finetune` output). The configuration, the vocabulary and
         the casing come from the checkpoint (`lowercase=` that contradicts
         it fails, naming both). `model_kwargs` go to the model (`num_classes`,
-        `label_names`, `dropout`, ...): a new, randomly initialised head. A
+        `label_names`, `dropout`, ...): a new, randomly initialised head, or
+        the checkpoint's own where an original run_classifier.py / run_squad.py
+        checkpoint holds one (`keras_bert.checkpoints.task_heads`). A
         `.keras` file or finetune output holding this very task model, with
         no `model_kwargs`, comes back whole (its head and its preprocessor).
         """
@@ -78,17 +85,19 @@ class TextTask:
                 return cls._load_whole(source, seq_length, lowercase, vocab_file)
         encoder = BertEncoder.from_pretrained(source, dtype=dtype)
         preprocessor = cls._preprocessor_for(source, encoder, seq_length, lowercase, vocab_file)
-        return cls(encoder, preprocessor=preprocessor, **model_kwargs)
+        model = cls(encoder, preprocessor=preprocessor, **model_kwargs)
+        # An original run_classifier.py / run_squad.py checkpoint keeps its fine-tuned head.
+        load_original_task_head(model, source)
+        return model
+
+    from_preset = from_pretrained  # keras-hub's name for the same loader
 
     @classmethod
     def _preprocessor_for(cls, source, encoder, seq_length, lowercase, vocab_file):
         seq_length = seq_length or min(cls.default_seq_length,
                                        encoder.config.max_position_embeddings)
-        if seq_length > encoder.config.max_position_embeddings:
-            raise ValueError(f"seq_length {seq_length} exceeds the encoder's "
-                             f"{encoder.config.max_position_embeddings} positions")
-        vocab_file, lowercase = tokenizer_settings(source, vocab_file, lowercase)
-        return BertPreprocessor(vocab_file, lowercase=lowercase, seq_length=seq_length)
+        return BertPreprocessor.from_pretrained(source, seq_length=seq_length,
+                                                lowercase=lowercase, vocab_file=vocab_file)
 
     @classmethod
     def _load_whole(cls, source, seq_length, lowercase, vocab_file):
@@ -104,6 +113,12 @@ class TextTask:
         raise NotImplementedError
 
     def default_metrics(self) -> list:
+        return []
+
+    def default_weighted_metrics(self) -> list:
+        """Metrics that read the sample weights (Keras hands them to
+        `weighted_metrics` only): a tagger's entity F1, whose weights mark
+        each word's first piece."""
         return []
 
     default_loss_weights: dict[str, float] | None = None
@@ -127,9 +142,19 @@ class TextTask:
         """Whether a dataset's `x` element spec is raw text for this task."""
         return is_text_spec(spec)
 
-    def answer(self, x: Any, batch_size: int | None, **kwargs: Any) -> Any:
-        """What `predict` returns for raw text."""
-        raise NotImplementedError
+    # Whether the outputs are logits (a probability-expecting loss is then a mistake).
+    outputs_logits = True
+
+    def unused_weights(self) -> list:
+        """Weights the task's outputs never depend on (a tagger's pooler): left
+        out of training, so the optimizer neither tracks them nor warns that
+        they have no gradients."""
+        return []
+
+    @property
+    def trainable_weights(self) -> list:
+        unused = {id(weight) for weight in self.unused_weights()}
+        return [w for w in super().trainable_weights if id(w) not in unused]
 
     # === Keras entry points ===
 
@@ -147,6 +172,10 @@ class TextTask:
                 kwargs.setdefault("loss_weights", self.default_loss_weights)
         if metrics == "auto":
             metrics = self.default_metrics()
+            if self.default_weighted_metrics():
+                kwargs.setdefault("weighted_metrics", self.default_weighted_metrics())
+        if self.outputs_logits:
+            _warn_if_expects_probabilities(loss, type(self).__name__)
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def compile_from_config(self, config: dict) -> None:
@@ -222,14 +251,12 @@ class TextTask:
             return super().evaluate(x, y, *args, sample_weight=sample_weight, **kwargs)
 
     def predict(self, x: Any, batch_size: int | None = None, *args: Any, **kwargs: Any) -> Any:
-        """Features in: Keras' predict (the raw outputs, logits). Raw text in:
-        the task's answers (see the model's `answer`)."""
-        if self.preprocessor is not None and self.is_text(x):
-            return self.answer(x, batch_size, **kwargs)
-        if isinstance(x, tf.data.Dataset) and self.preprocessor is not None and self.is_text_spec(
-                _x_spec(x.element_spec)):
-            raise ValueError("predict on a dataset of text: pass the texts themselves (a list or "
-                             "array), which predict answers batch by batch")
+        """Keras' predict: the model's outputs (logits), whether `x` holds the
+        three id features or raw text (tokenized as `fit` tokenizes it: in
+        memory, or batch by batch in a `tf.data.Dataset`). The task's answers
+        come from its named helpers (`predict_labels`, `predict_entities`, ...)."""
+        if self.preprocessor is not None:
+            x = self.features_for_training(x, None, None)[0]
         with keras_arrays_without_autotune():
             return super().predict(x, batch_size, *args, **kwargs)
 
@@ -300,6 +327,41 @@ class TextTask:
         if self.preprocessor is None:
             return {}
         return {"preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
+
+
+# Keras losses that read probabilities unless told `from_logits=True`: their
+# names as strings, as functions and (without underscores, lowercased) as classes.
+_PROBABILITY_LOSSES = ("sparse_categorical_crossentropy", "categorical_crossentropy",
+                       "binary_crossentropy", "categorical_focal_crossentropy",
+                       "binary_focal_crossentropy")
+
+
+def _loss_key(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+def _warn_if_expects_probabilities(loss: Any, model_name: str) -> None:
+    """Keras' cross-entropies default to `from_logits=False`; on a model that
+    outputs logits they train, silently, on the wrong values."""
+    if isinstance(loss, Mapping):
+        losses = list(loss.values())
+    else:
+        losses = list(loss) if isinstance(loss, (list, tuple)) else [loss]
+    for one in losses:
+        if isinstance(one, str):
+            name, from_logits = one, False
+        elif isinstance(one, keras.losses.Loss):
+            name = type(one).__name__
+            from_logits = bool(one.get_config().get("from_logits", True))
+        elif callable(one):  # keras.losses.sparse_categorical_crossentropy and friends
+            name, from_logits = getattr(one, "__name__", ""), False
+        else:
+            continue
+        if _loss_key(name) in {_loss_key(n) for n in _PROBABILITY_LOSSES} and not from_logits:
+            warnings.warn(
+                f"{model_name} outputs logits, but the loss {one!r} expects probabilities "
+                "(Keras' from_logits=False default): pass from_logits=True, or leave "
+                "loss='auto' for the task's own loss", UserWarning, stacklevel=3)
 
 
 def _x_spec(element_spec):

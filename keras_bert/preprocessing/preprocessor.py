@@ -9,8 +9,9 @@ carried into the exported SavedModel) and also maps over a `tf.data.Dataset`:
     preprocessor({"text": [...], "text_pair": [...]})  # pairs, by name
     dataset.map(lambda x, y: (preprocessor(x), y))
 
-It carries its vocabulary (in its config: a `.keras` file is self-contained),
-its casing and its sequence length. Packing is the original's: `[CLS] A [SEP]`
+It carries its vocabulary (saved as an asset of the `.keras` file, as
+keras-hub's tokenizers are, so configs and error messages stay small), its
+casing and its sequence length. Packing is the original's: `[CLS] A [SEP]`
 or `[CLS] A [SEP] B [SEP]`, over-long pairs trimmed one piece at a time from
 the longer segment (`BertTokenizer.pack`), so the ids equal those of
 `keras_bert.tasks.text_classification.encode_texts` and of the exported
@@ -21,6 +22,7 @@ Legend for shape comments: B = batch, T = sequence length.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping, Sequence
 
 import keras
@@ -32,6 +34,8 @@ from keras_bert.text.tokenizer import BertTokenizer
 
 TEXT = "text"
 TEXT_PAIR = "text_pair"
+# The vocabulary's file among the layer's assets in a `.keras` file.
+VOCAB_ASSET = "vocabulary.txt"
 
 
 def as_text_batch(value: Any, name: str = TEXT) -> tf.Tensor:
@@ -49,8 +53,30 @@ def as_text_batch(value: Any, name: str = TEXT) -> tf.Tensor:
     return tensor
 
 
+def config_sharing_preprocessor(model: keras.Model) -> dict:
+    """`model.get_config()` with the model's preprocessor itself in place of its
+    config, for a copy in this process (`type(model).from_config(...)`): the
+    config carries no vocabulary, and sharing the layer is safe (no weights)."""
+    config = model.get_config()
+    if getattr(model, "preprocessor", None) is not None:
+        config["preprocessor"] = model.preprocessor
+    return config
+
+
+def _is_pair_list(inputs: Any) -> bool:
+    """[(text, text_pair), ...]: pairs row by row, as a list of tuples."""
+    return (isinstance(inputs, list) and len(inputs) > 0 and isinstance(inputs[0], tuple)
+            and len(inputs[0]) == 2 and isinstance(inputs[0][0], (str, bytes)))
+
+
 def split_segments(inputs: Any) -> tuple[Any, Any | None]:
     """The layer's accepted inputs -> (text, text_pair or None)."""
+    if _is_pair_list(inputs):
+        if any(not isinstance(row, tuple) or len(row) != 2 for row in inputs):
+            row = next(i for i, r in enumerate(inputs) if not isinstance(r, tuple) or len(r) != 2)
+            raise ValueError(f"text pairs as a list of tuples: row {row} is not a "
+                             f"(text, text_pair) tuple: {inputs[row]!r:.80}")
+        return [row[0] for row in inputs], [row[1] for row in inputs]
     if isinstance(inputs, Mapping):
         unknown = sorted(set(inputs) - {TEXT, TEXT_PAIR})
         if TEXT not in inputs or unknown:
@@ -65,6 +91,19 @@ def split_segments(inputs: Any) -> tuple[Any, Any | None]:
     return inputs, None
 
 
+def check_same_rows(text: tf.Tensor, text_pair: tf.Tensor) -> tf.Operation | None:
+    """One `text_pair` per `text`: a ValueError now where the sizes are known,
+    else an assertion in the graph, naming both inputs either way."""
+    rows, pair_rows = text.shape[0], text_pair.shape[0]
+    message = f"one `{TEXT_PAIR}` per `{TEXT}`"
+    if rows is not None and pair_rows is not None:
+        if rows != pair_rows:
+            raise ValueError(f"{message}: got {rows} texts and {pair_rows} pairs")
+        return None
+    return tf.debugging.assert_equal(tf.shape(text)[0], tf.shape(text_pair)[0],
+                                     message=f"{message}: the two have different sizes")
+
+
 def is_text(inputs: Any) -> bool:
     """Whether `inputs` (what a user hands to fit / predict) is raw text rather
     than features: strings, a (text, text_pair) tuple or a {"text": ...} dict."""
@@ -77,7 +116,7 @@ def is_text(inputs: Any) -> bool:
     if isinstance(inputs, (tf.Tensor, np.ndarray)):
         return inputs.dtype == tf.string or inputs.dtype.kind in "OSU"
     if isinstance(inputs, (list, tuple)):
-        return len(inputs) > 0 and isinstance(inputs[0], (str, bytes))
+        return len(inputs) > 0 and (isinstance(inputs[0], (str, bytes)) or _is_pair_list(inputs))
     return False
 
 
@@ -103,21 +142,54 @@ class BertPreprocessor(keras.layers.Layer):
     Output: a dict of int32 (B, seq_length) tensors.
     """
 
-    def __init__(self, vocabulary: Sequence[str] | str, lowercase: bool = True,
+    def __init__(self, vocabulary: Sequence[str] | str | None = None, lowercase: bool = True,
                  seq_length: int = 128, max_chars_per_word: int = 200, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not isinstance(seq_length, int) or seq_length < 3:
             raise ValueError(f"seq_length must be an integer >= 3 ([CLS], [SEP] and one piece), "
                              f"got {seq_length!r}")
-        self.tokenizer = BertTokenizer(vocabulary, lowercase=lowercase,
-                                       max_chars_per_word=max_chars_per_word)
         self.lowercase = bool(lowercase)
         self.seq_length = seq_length
         self.max_chars_per_word = max_chars_per_word
+        # None until `set_vocabulary`: a config alone (no vocabulary in it) gives
+        # a layer that `keras.models.load_model` completes from its assets.
+        self._tokenizer: BertTokenizer | None = None
+        if vocabulary is not None:
+            self.set_vocabulary(vocabulary)
         # Strings in: no float casting, plain Python lists allowed.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
         self.built = True
+
+    @classmethod
+    def from_pretrained(cls, path: Any, *, seq_length: int = 128, lowercase: bool | None = None,
+                        vocab_file: str | None = None, **kwargs: Any) -> BertPreprocessor:
+        """The preprocessor of a pretrained checkpoint: its vocabulary and casing
+        (`path`: anything `keras_bert.checkpoints.resolve` reads, or what it
+        returned; `lowercase=` that contradicts the checkpoint fails, naming both)."""
+        from keras_bert.checkpoints.source import PretrainedSource, resolve, tokenizer_settings
+        source = path if isinstance(path, PretrainedSource) else resolve(path)
+        if seq_length > source.config.max_position_embeddings:
+            raise ValueError(f"seq_length {seq_length} exceeds the {source.path} encoder's "
+                             f"{source.config.max_position_embeddings} positions")
+        vocab_file, lowercase = tokenizer_settings(source, vocab_file, lowercase)
+        return cls(vocab_file, lowercase=lowercase, seq_length=seq_length, **kwargs)
+
+    from_preset = from_pretrained
+
+    def set_vocabulary(self, vocabulary: Sequence[str] | str) -> None:
+        """The word pieces (a list, `vocabulary[id]`, or a vocab.txt path)."""
+        self._tokenizer = BertTokenizer(vocabulary, lowercase=self.lowercase,
+                                        max_chars_per_word=self.max_chars_per_word)
+
+    @property
+    def tokenizer(self) -> BertTokenizer:
+        if self._tokenizer is None:
+            raise ValueError(f"BertPreprocessor {self.name!r} has no vocabulary: it was built "
+                             "from a config alone; call set_vocabulary(...), or load the whole "
+                             "model with keras.models.load_model, which reads it from the "
+                             "file's assets")
+        return self._tokenizer
 
     @property
     def vocabulary(self) -> list[str]:
@@ -128,7 +200,10 @@ class BertPreprocessor(keras.layers.Layer):
         ids_a = self.tokenizer.tokenize(clean_utf8(as_text_batch(text, TEXT)))  # (B, P)
         if text_pair is None:
             return self.tokenizer.pack(ids_a, seq_length=self.seq_length)
-        ids_b = self.tokenizer.tokenize(clean_utf8(as_text_batch(text_pair, TEXT_PAIR)))
+        text, text_pair = as_text_batch(text, TEXT), as_text_batch(text_pair, TEXT_PAIR)
+        check = check_same_rows(text, text_pair)
+        with tf.control_dependencies([check] if check is not None else []):
+            ids_b = self.tokenizer.tokenize(clean_utf8(text_pair))
         return self.tokenizer.pack(ids_a, ids_b, seq_length=self.seq_length)  # (B, T) each
 
     def windows(self, text: Any, stride: int) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
@@ -158,9 +233,7 @@ class BertPreprocessor(keras.layers.Layer):
         text = as_text_batch(text, TEXT)
         if text_pair is not None:
             text_pair = as_text_batch(text_pair, TEXT_PAIR)
-            if text_pair.shape[0] != text.shape[0]:
-                raise ValueError(f"one `{TEXT_PAIR}` per `{TEXT}`: got {text.shape[0]} texts "
-                                 f"and {text_pair.shape[0]} pairs")
+            check_same_rows(text, text_pair)
         parts = []
         for start in range(0, max(int(text.shape[0]), 1), chunk_size):
             chunk = text[start:start + chunk_size]
@@ -174,6 +247,20 @@ class BertPreprocessor(keras.layers.Layer):
                 for name in ("input_ids", "input_mask", "segment_ids")}
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "vocabulary": list(self.vocabulary),
-                "lowercase": self.lowercase, "seq_length": self.seq_length,
-                "max_chars_per_word": self.max_chars_per_word}
+        # No vocabulary: it is an asset (`save_assets`), not 30,000 config strings.
+        return {**super().get_config(), "lowercase": self.lowercase,
+                "seq_length": self.seq_length, "max_chars_per_word": self.max_chars_per_word}
+
+    def save_assets(self, dir_path: str) -> None:
+        with open(os.path.join(dir_path, VOCAB_ASSET), "w", encoding="utf-8") as f:
+            f.writelines(f"{token}\n" for token in self.vocabulary)
+
+    def load_assets(self, dir_path: str) -> None:
+        path = os.path.join(dir_path, VOCAB_ASSET)
+        if os.path.exists(path):
+            self.set_vocabulary(path)
+        elif self._tokenizer is None:
+            # `.keras` files written before the vocabulary became an asset
+            # carry it in the config instead, and have a tokenizer by now.
+            raise ValueError(f"BertPreprocessor {self.name!r}: the saved model has no "
+                             f"{VOCAB_ASSET} among its assets, nor a vocabulary in its config")

@@ -43,6 +43,15 @@ if TYPE_CHECKING:
     from keras_bert.text.tokenizer import BertTokenizer
 
 
+def check_window_room(seq_length: int, max_query_length: int) -> None:
+    """A window holds [CLS] question [SEP] context [SEP]: room for some context."""
+    if seq_length - max_query_length - 3 < 1:
+        raise ValueError(f"seq_length ({seq_length}) leaves no room for the context after "
+                         f"max_query_length ({max_query_length}) and 3 special tokens: pass a "
+                         f"larger seq_length= (the paper's 384) or a smaller max_query_length= "
+                         f"(at most {max(seq_length - 4, 1)})")
+
+
 class SpanFinder:
     """run_squad's windows before the model and its span search after it."""
 
@@ -54,9 +63,7 @@ class SpanFinder:
         self.tokenizer = tokenizer
         self.seq_length = seq_length
         self.tokenize_with_offsets = traced_tokenizer(tokenizer)
-        if seq_length - max_query_length - 3 < 1:
-            raise ValueError(f"seq_length ({seq_length}) leaves no room for the context after "
-                             f"max_query_length ({max_query_length}) and 3 special tokens")
+        check_window_room(seq_length, max_query_length)
         for name, value in (("doc_stride", doc_stride), ("max_query_length", max_query_length),
                             ("max_answer_length", max_answer_length),
                             ("n_best_size", n_best_size), ("max_windows", max_windows)):

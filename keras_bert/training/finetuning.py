@@ -37,7 +37,7 @@ from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
-from keras_bert.preprocessing.preprocessor import BertPreprocessor
+from keras_bert.preprocessing.preprocessor import BertPreprocessor, config_sharing_preprocessor
 from keras_bert.progress import Progress
 from keras_bert.text.tokenizer import BertTokenizer
 from keras_bert.training import distribute
@@ -518,7 +518,7 @@ def save_finetuned(model: keras.Model, config: FinetuneConfig,
         write_json(os.path.join(output_dir, "dev_results.json"), dev_results)
     # A plain, uncompiled copy outside any strategy: loading it needs neither
     # the optimizer nor its schedule nor the devices it trained on.
-    plain = model.__class__.from_config(model.get_config())
+    plain = model.__class__.from_config(config_sharing_preprocessor(model))
     plain.set_weights(model.get_weights())
     partial = os.path.join(output_dir, "model.partial.keras")
     plain.save(partial)

@@ -5,7 +5,7 @@
 The classifier is fine-tuned on each article's first `--seq-length` pieces,
 then read on dev two ways: truncated (the first window only, what a plain
 `predict` does) and as overlapping windows `--stride` pieces apart whose
-logits are averaged (`predict(..., window_stride=...)`). Most BBC articles run
+logits are averaged (`predict_labels(..., window_stride=...)`). Most BBC articles run
 to 400-1,000 pieces, so the windows see all of the article. The repository
 ships the dev split only (data/README.md); the train split is the same
 source's `train.tsv`.

@@ -48,7 +48,7 @@ def main(argv=None):
     # seqeval-style entity F1 on dev, from the tags `predict` gives raw text.
     predicted = [row["tags"] for row in model.tag([" ".join(w) for w in dev_words])]
     print("dev entity F1:", entity_scores(dev.tags[:len(dev_words)], predicted)["f1"])
-    print(model.predict(["Going to see Taylor Swift in London tonight"]))
+    print(model.predict_entities(["Going to see Taylor Swift in London tonight"]))
 
 
 if __name__ == "__main__":

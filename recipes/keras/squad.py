@@ -52,7 +52,7 @@ def main(argv=None):
     model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs)
 
     data, ids, dev_x, _ = questions(args.dev)
-    answers = model.predict(dev_x)
+    answers = model.predict_answers(dev_x)
     print("dev:", squad_v1_scores(data, {i: a["answer"] for i, a in zip(ids, answers)}))
     print(answers[0])
 

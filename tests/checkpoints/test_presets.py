@@ -101,7 +101,7 @@ def test_a_task_model_from_a_hub_name_takes_text(caches, minilm_path):
     with open(os.path.join(snapshot, "vocab.txt"), encoding="utf-8") as f:
         assert model.preprocessor.tokenizer.vocab == f.read().splitlines()
     assert model.preprocessor.lowercase is True
-    probabilities = model.predict(["a charming film", "a dull one"], verbose=0)
+    probabilities = model.predict_proba(["a charming film", "a dull one"])
     assert probabilities.shape == (2, 2)
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-6)
 

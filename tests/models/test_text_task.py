@@ -62,9 +62,11 @@ def test_pairs_validation_data_and_regression(datasets_dir):
                         validation_data=((texts, pairs), scores))
     assert set(history.history) == {"loss", "val_loss"}
     predicted = model.predict((texts, pairs))
-    assert predicted.shape == (8,)
+    assert predicted.shape == (8, 1)  # as for ids: one output per example
     features = BertTokenizer(VOCAB_FILE).pack(tf.constant(texts), tf.constant(pairs), 32)
-    np.testing.assert_allclose(predicted, model(features)[:, 0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(predicted, model(features).numpy(), atol=1e-5)
+    np.testing.assert_allclose(model.classify((texts, pairs))["score"], predicted[:, 0],
+                               atol=1e-5)
 
 
 def test_unknown_label_names_fail_clearly(datasets_dir):
@@ -86,7 +88,8 @@ def test_predict_equals_the_exported_model_and_keras_file_keeps_strings(tmp_path
     path = export_saved_model(model, str(tmp_path / "export" / "1"))
     served = tf.saved_model.load(path).signatures["serving_default"](
         text=tf.constant(texts), text_pair=tf.constant([], tf.string))
-    np.testing.assert_allclose(model.predict(texts), served["probabilities"].numpy(), atol=1e-5)
+    np.testing.assert_allclose(model.predict_proba(texts), served["probabilities"].numpy(),
+                               atol=1e-5)
     assert model.predict_labels(texts) == [x.decode() for x in served["label"].numpy()]
 
     model.compile()
@@ -181,7 +184,7 @@ def test_tagger_and_span_extractor_predict_equal_their_exports(tmp_path, dataset
                                                     **options))
     out = served.signatures["serving_default"](question=tf.constant(questions),
                                                context=tf.constant(contexts))
-    answers = reader.predict({"question": questions, "context": contexts}, **options)
+    answers = reader.predict_answers({"question": questions, "context": contexts}, **options)
     assert [a["answer"] for a in answers] == [x.decode() for x in out["answer"].numpy()]
     assert [a["start"] for a in answers] == list(out["start"].numpy())
     np.testing.assert_allclose([a["null_score_diff"] for a in answers],
@@ -284,9 +287,9 @@ def test_span_extractor_n_best_matches_the_original_postprocessing(datasets_dir)
                                                                             seq_length=96))
     head = reader.get_layer("span_head").dense
     head.kernel.assign(head.kernel * 50)
-    answers = reader.predict({"question": [e.question_text for e in examples],
-                              "context": [e.context for e in examples]},
-                             n_best=5, doc_stride=32, max_query_length=24)
+    answers = reader.predict_answers({"question": [e.question_text for e in examples],
+                                      "context": [e.context for e in examples]},
+                                     n_best=5, doc_stride=32, max_query_length=24)
     # run_squad.py's Python post-processing of the same logits (keras_bert.tasks.squad).
     features = squad.convert_examples_to_features(examples, tokenizer, 96, doc_stride=32,
                                                   max_query_length=24)

@@ -55,8 +55,15 @@ def test_maps_over_a_dataset_and_survives_its_config():
         lambda x, y: (preprocessor(x), y))
     ids = np.concatenate([x["input_ids"].numpy() for x, _ in dataset])
     np.testing.assert_array_equal(ids, original_features(TEXTS, None, 16)["input_ids"])
-    restored = BertPreprocessor.from_config(preprocessor.get_config())
+    # The config holds the settings, not the 30,522 pieces (a `.keras` file
+    # stores them as an asset: tests/models/test_fresh_process.py).
+    config = preprocessor.get_config()
+    assert "vocabulary" not in config and len(str(config)) < 1000
+    restored = BertPreprocessor.from_config(config)
     assert (restored.seq_length, restored.lowercase) == (16, True)
+    with pytest.raises(ValueError, match="has no vocabulary.*set_vocabulary"):
+        restored(TEXTS)
+    restored.set_vocabulary(VOCAB_FILE)
     np.testing.assert_array_equal(restored(TEXTS)["input_ids"].numpy(), ids)
 
 

@@ -118,7 +118,7 @@ def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(tmp_path, ti
     answers = [json.loads(line) for line in open(answers_file)]
     assert [a["label"] for a in answers] == labels
     np.testing.assert_allclose([[a["probabilities"][n] for n in ("neg", "pos")] for a in answers],
-                               model.predict(texts), atol=1e-6)
+                               model.predict_proba(texts), atol=1e-6)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n{"txt": "typo"}\n')
     assert cli.main(["predict", "--model-dir", output, "--input", str(bad),
