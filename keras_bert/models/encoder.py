@@ -20,6 +20,7 @@ from keras_bert.kernels.dropout import FastDropout
 from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.layers import AttentionMaskBias, PositionEmbedding, TransformerBlock
 from keras_bert.layers.pooling import pooled_token
+from keras_bert.models import lora
 from keras_bert.models.unpadded import padding_removed, unpadded_encoder_outputs
 
 if TYPE_CHECKING:
@@ -139,6 +140,22 @@ class BertEncoder(keras.Model):
         return load_encoder_and_heads(path, dtype)[0]
 
     from_preset = from_pretrained  # keras-hub's name for the same loader
+
+    # === LoRA (keras_bert.models.lora) ===
+
+    def enable_lora(self, rank: int, alpha: float | None = None) -> None:
+        """Low-rank adapters on the attention and feed-forward projections, the
+        rest frozen: for an encoder inside a model of your own (task models
+        have the same method)."""
+        lora.enable_lora(self, rank, alpha)
+
+    @property
+    def lora_rank(self) -> int | None:
+        return lora.lora_rank(self)
+
+    def merge_lora(self) -> BertEncoder:
+        """A copy without adapters, their product folded into the kernels."""
+        return lora.merged_copy(self)
 
 
 def _embed(token_embedding, segment_embedding, position_embedding, layer_norm, dropout,

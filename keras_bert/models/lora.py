@@ -52,14 +52,20 @@ def lora_projections(encoder: BertEncoder) -> list[keras.layers.Dense]:
     return layers
 
 
+def encoder_of(model: keras.Model) -> BertEncoder:
+    """A task model's encoder, or the encoder itself."""
+    return getattr(model, "encoder", model)
+
+
 def lora_rank(model: keras.Model) -> int | None:
     """The adapters' rank, None without LoRA."""
-    first = lora_projections(model.encoder)[0]
+    first = lora_projections(encoder_of(model))[0]
     return first.lora_rank if first.lora_enabled else None
 
 
 def enable_lora(model: keras.Model, rank: int, alpha: float | None = None) -> None:
-    """Adds rank-`rank` adapters to `model.encoder` and freezes its other weights."""
+    """Adds rank-`rank` adapters to the encoder of `model` (or to `model`, an
+    encoder) and freezes the encoder's other weights."""
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
         raise ValueError(f"LoRA rank must be a positive integer, got {rank!r}")
     if alpha is not None and not alpha > 0:
@@ -67,10 +73,11 @@ def enable_lora(model: keras.Model, rank: int, alpha: float | None = None) -> No
     if lora_rank(model) is not None:
         raise ValueError(f"LoRA is already enabled (rank {lora_rank(model)}); build a new model "
                          "to change the rank")
-    for layer in lora_projections(model.encoder):
+    encoder = encoder_of(model)
+    for layer in lora_projections(encoder):
         layer.enable_lora(rank, lora_alpha=alpha)
-    adapters = {id(v) for v in _adapter_variables(model.encoder).values()}
-    for variable in model.encoder.weights:
+    adapters = {id(v) for v in _adapter_variables(encoder).values()}
+    for variable in encoder.weights:
         variable.trainable = id(variable) in adapters
 
 
@@ -168,7 +175,7 @@ def merged_copy(model: keras.Model) -> keras.Model:
     """A plain model of `model`'s class and config whose kernels are W + (alpha / r) A B."""
     _require_lora(model)
     merged = {}
-    for layer in lora_projections(model.encoder):
+    for layer in lora_projections(encoder_of(model)):
         # `_kernel`: the stored kernel (Keras' `kernel` property adds the adapters).
         kernel, a, b = (keras.ops.convert_to_numpy(v) for v in (
             layer._kernel, layer.lora_kernel_a, layer.lora_kernel_b))

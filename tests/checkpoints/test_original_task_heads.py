@@ -108,3 +108,16 @@ def test_unknown_tensors_are_still_refused(tmp_path):
     with pytest.raises(ValueError, match=r"unexpected tensor\(s\) not part of BERT: "
                                          r"\['my_head/kernel'\]"):
         BertEncoder.from_pretrained(folder)
+
+
+def test_from_pretrained_keeps_an_original_fine_tuned_head(tmp_path, features):
+    """Where a user meets it: the task model's own from_pretrained / from_preset."""
+    folder, tensors = fine_tuned(tmp_path / "mnli_output", CLASSIFIER_3)
+    for load in (BertClassifier.from_pretrained, BertClassifier.from_preset):
+        model = load(folder, num_classes=3, seq_length=12)
+        np.testing.assert_array_equal(model.get_layer("classifier_output").kernel.numpy(),
+                                      tensors["output_weights"].T)
+        np.testing.assert_array_equal(model.get_layer("classifier_output").bias.numpy(),
+                                      tensors["output_bias"])
+    with pytest.raises(ValueError, match="pass num_classes=3"):
+        BertClassifier.from_pretrained(folder, num_classes=2, seq_length=12)
