@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING
 
 import keras
 import numpy as np
 
 from keras_bert.preprocessing.preprocessor import config_sharing_preprocessor
 
-if TYPE_CHECKING:
-    from keras_bert.models.encoder import BertEncoder
 
 ADAPTER_NAMES = ("lora_kernel_a", "lora_kernel_b")
 _METADATA_KEY = "__lora__"
@@ -41,7 +38,7 @@ _FINGERPRINT_VALUES = 2
 _FINGERPRINT_TOLERANCE = 1e-2
 
 
-def lora_projections(encoder: BertEncoder) -> list[keras.layers.Dense]:
+def lora_projections(encoder: keras.Model) -> list[keras.layers.Dense]:
     """The adapted Dense layers, block by block: query, key, value, attention
     output, intermediate, feed-forward output."""
     layers = []
@@ -52,7 +49,7 @@ def lora_projections(encoder: BertEncoder) -> list[keras.layers.Dense]:
     return layers
 
 
-def encoder_of(model: keras.Model) -> BertEncoder:
+def encoder_of(model: keras.Model) -> keras.Model:
     """A task model's encoder, or the encoder itself."""
     return getattr(model, "encoder", model)
 
@@ -99,7 +96,7 @@ def trained_variables(model: keras.Model) -> dict[str, keras.Variable]:
     return {**_adapter_variables(model.encoder), **_head_variables(model)}
 
 
-def base_fingerprint(encoder: BertEncoder) -> list[float]:
+def base_fingerprint(encoder: keras.Model) -> list[float]:
     """The first values of every frozen encoder weight: tells base checkpoints
     apart (a sum over all weights did not always: two random initialisations
     of a small encoder summed alike within a part per thousand)."""

@@ -40,7 +40,9 @@ from keras_bert.layers.packing import TokenPacking
 from keras_bert.layers.pooling import last_real_positions, pooled_token
 
 if TYPE_CHECKING:
-    from keras_bert.models.encoder import BertEncoder
+    # The encoder is typed as the Keras model it is: importing BertEncoder
+    # here, even for types, would make the two modules import each other.
+    import keras
 
 _enabled = False
 _read_positions = None  # remove_padding's read_positions
@@ -71,7 +73,7 @@ def remove_padding(read_positions: tf.Tensor | None = None) -> Iterator[None]:
         _enabled, _read_positions = before
 
 
-def unpadded_encoder_outputs(encoder: BertEncoder, inputs: Mapping[str, tf.Tensor],
+def unpadded_encoder_outputs(encoder: keras.Model, inputs: Mapping[str, tf.Tensor],
                              training: bool | None = None) -> dict[str, Any]:
     """`encoder(inputs, training=training)`'s outputs, computed on the real positions."""
     input_mask = inputs["input_mask"]
@@ -103,7 +105,7 @@ def unpadded_encoder_outputs(encoder: BertEncoder, inputs: Mapping[str, tf.Tenso
     return {"sequence_output": layers[-1], "pooled_output": pooled, "encoder_outputs": layers}
 
 
-def read_rows(read_positions: tf.Tensor, input_mask: tf.Tensor, encoder: BertEncoder
+def read_rows(read_positions: tf.Tensor, input_mask: tf.Tensor, encoder: keras.Model
               ) -> tf.Tensor:
     """(B, T) int32, 1 at the real positions read and at the pooler's row (left to
     right the last real token; [CLS] `TokenPacking` keeps anyway)."""
