@@ -51,6 +51,8 @@ class MaskedLMHead(keras.layers.Layer):
 
     def build(self, sequence_output_shape: tuple,
               masked_lm_positions_shape: tuple | None = None) -> None:
+        if not self.token_embedding.built:  # one rebuilt by from_config, not yet shared
+            self.token_embedding.build()
         hidden_shape = (None, None, self.token_embedding.output_dim)
         self.dense.build(hidden_shape)
         self.layer_norm.build(hidden_shape)
@@ -106,13 +108,25 @@ class MaskedLMHead(keras.layers.Layer):
         return (rows[0], rows[1], self.token_embedding.input_dim)
 
     def get_config(self) -> dict:
-        # The embedding layer is shared with the encoder, not owned: the
-        # pretrainer passes it again when it is rebuilt from its config.
+        # The embedding layer is shared with the encoder: the pretrainer passes
+        # the encoder's again when it is rebuilt from its own config. The head's
+        # config still holds it (as keras-hub's MaskedLMHead), so that
+        # from_config(get_config()) builds a head on its own.
         config = super().get_config()
-        config.update({"activation": self.activation,
+        config.update({"token_embedding": keras.saving.serialize_keras_object(
+                           self.token_embedding),
+                       "activation": self.activation,
                        "initializer_range": self.initializer_range,
                        "layer_norm_epsilon": self.layer_norm_epsilon})
         return config
+
+    @classmethod
+    def from_config(cls, config: dict) -> MaskedLMHead:
+        config = dict(config)
+        if isinstance(config.get("token_embedding"), dict):
+            config["token_embedding"] = keras.saving.deserialize_keras_object(
+                config["token_embedding"])
+        return cls(**config)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
