@@ -22,10 +22,11 @@ iterator for a whole run.
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from typing import Iterator
+import math
+from typing import Any, Mapping
 
+import keras
+import numpy as np
 import tensorflow as tf
 
 
@@ -36,35 +37,115 @@ def without_autotune(dataset: tf.data.Dataset) -> tf.data.Dataset:
     return dataset.with_options(options)
 
 
-_lock = threading.Lock()
-_depth = 0  # nested keras_arrays_without_autotune() calls (evaluate inside fit)
-_keras_build = None  # Keras' own ArrayDataAdapter.get_tf_dataset while wrapped
+# === In-memory arrays, batched as Keras batches them ===
+#
+# Keras offers no setting for the options of the pipeline it builds over
+# arrays, so task models build that pipeline themselves (`array_batches`) and
+# hand Keras a dataset. What Keras does with arrays is kept: the batch size
+# (32, or enough rows for `steps` batches), a fresh permutation of all rows per
+# epoch (or `shuffle="batch"`: rows shuffled within each batch), the last
+# partial batch, `validation_split` (the last rows, before shuffling),
+# `class_weight` (one weight per row from its label), floats in Keras' floatx,
+# and data-sharding across workers.
 
 
-@contextlib.contextmanager
-def keras_arrays_without_autotune() -> Iterator[None]:
-    """Keras' own pipelines over in-memory arrays (what `fit`, `evaluate` and
-    `predict` build from NumPy inputs) made without autotuning while inside.
+def are_arrays(*structures: Any) -> bool:
+    """True when every leaf of `structures` (x, y, sample_weight; Nones aside)
+    is a NumPy array of numbers or booleans or a dense eager tf.Tensor: what
+    `array_batches` takes. Anything else (text, generators, PyDatasets,
+    DataFrames, ragged or sparse tensors) is left to Keras."""
+    leaves = [leaf for leaf in tf.nest.flatten(structures) if leaf is not None]
+    return bool(leaves) and all(
+        (isinstance(leaf, np.ndarray) and leaf.dtype.kind in "biuf" and leaf.ndim >= 1)
+        or (isinstance(leaf, tf.Tensor) and hasattr(leaf, "numpy") and leaf.shape.rank)
+        for leaf in leaves)
 
-    Keras offers no setting for that pipeline's options, so its builder
-    (`ArrayDataAdapter.get_tf_dataset`) is wrapped for the duration; where a
-    Keras version lacks it, nothing changes.
-    """
-    global _depth, _keras_build
-    try:
-        from keras.src.trainers.data_adapters.array_data_adapter import ArrayDataAdapter
-    except ImportError:  # another Keras layout: its pipelines as they are
-        yield
-        return
-    with _lock:
-        if _depth == 0:
-            _keras_build = build = ArrayDataAdapter.get_tf_dataset
-            ArrayDataAdapter.get_tf_dataset = lambda self: without_autotune(build(self))
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                ArrayDataAdapter.get_tf_dataset, _keras_build = _keras_build, None
+
+def default_batch_size(x: Any, batch_size: int | None, steps: int | None) -> int:
+    """Keras' batch size for arrays: the one given, else enough rows for
+    `steps` batches, else 32."""
+    if batch_size:
+        return int(batch_size)
+    return int(math.ceil(_num_rows(x) / steps)) if steps else 32
+
+
+def split_validation(x: Any, y: Any, sample_weight: Any, validation_split: float):
+    """((x, y, sample_weight) for training, the same for validation): the last
+    `validation_split` of the rows validate, taken before any shuffling (as Keras)."""
+    rows = _num_rows(x)
+    split_at = int(math.floor(rows * (1.0 - validation_split)))
+    if split_at == 0 or split_at == rows:
+        raise ValueError(f"the training data has {rows} rows, which is not enough to split "
+                         f"with validation_split={validation_split}: the split leaves "
+                         f"{split_at} for training and {rows - split_at} for validation")
+    head = tf.nest.map_structure(lambda a: None if a is None else a[:split_at],
+                                 (x, y, sample_weight))
+    tail = tf.nest.map_structure(lambda a: None if a is None else a[split_at:],
+                                 (x, y, sample_weight))
+    return head, tail
+
+
+def class_weights_per_row(y: Any, sample_weight: Any, class_weight: Mapping[int, float]
+                          ) -> np.ndarray:
+    """Keras' `class_weight` for arrays as one sample weight per row: the weight
+    of the row's label (an integer, a (n, 1) column rounded, or the argmax of a
+    one-hot row), 1.0 for labels the mapping lacks."""
+    if sample_weight is not None:
+        raise ValueError("`class_weight` and `sample_weight` cannot both be given")
+    if tf.nest.is_nested(y) or y is None:
+        raise ValueError("`class_weight` needs a single array of labels `y` (one output)")
+    labels = np.asarray(y)
+    if labels.ndim > 1:
+        labels = labels[..., 0] if labels.shape[-1] == 1 else np.argmax(labels, axis=-1)
+    labels = np.round(labels).astype(np.int64)
+    if labels.ndim != 1:
+        raise ValueError(f"`class_weight` needs one label per row; y has shape {np.shape(y)}")
+    return np.asarray([class_weight.get(int(label), 1.0) for label in labels],
+                      dtype=keras.config.floatx())
+
+
+def array_batches(x: Any, y: Any = None, sample_weight: Any = None, *, batch_size: int,
+                  shuffle: bool | str = False) -> tf.data.Dataset:
+    """(x[, y[, sample_weight]]) batches of `batch_size` rows of in-memory arrays,
+    the last one partial, in order, or with `shuffle=True` in a fresh
+    permutation of all rows each time the dataset is iterated (each epoch);
+    without autotuning."""
+    rows = _num_rows(x)
+    # Whole arrays once, beside the index batches: captured by the map instead,
+    # they would be copied into its graph as constants.
+    inputs = keras.tree.lists_to_tuples(keras.utils.pack_x_y_sample_weight(
+        *tf.nest.map_structure(_floatx, (x, y, sample_weight))))
+    indices = tf.data.Dataset.range(rows)
+    if shuffle and shuffle != "batch":
+        indices = indices.shuffle(rows, reshuffle_each_iteration=True)
+    indices = indices.batch(batch_size)
+    if shuffle == "batch":
+        indices = indices.map(tf.random.shuffle)
+    dataset = tf.data.Dataset.zip((indices, tf.data.Dataset.from_tensors(inputs).repeat()))
+    dataset = dataset.map(
+        lambda index, arrays: tf.nest.map_structure(lambda a: tf.gather(a, index), arrays),
+        num_parallel_calls=tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    # As Keras' own array pipeline: each worker reads its share of every batch.
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    if shuffle:  # the shuffles' random state need not be checkpointed or shipped
+        options.experimental_external_state_policy = (
+            tf.data.experimental.ExternalStatePolicy.IGNORE)
+    return without_autotune(dataset.with_options(options).prefetch(tf.data.AUTOTUNE))
+
+
+def _floatx(array):
+    """Floats in Keras' floatx, as Keras casts the arrays it is given."""
+    if array is None:
+        return None
+    dtype = tf.as_dtype(array.dtype)
+    if dtype.is_floating and dtype.name != keras.config.floatx():
+        return tf.cast(array, keras.config.floatx())
+    return array
+
+
+def _num_rows(x):
+    rows = {int(leaf.shape[0]) for leaf in tf.nest.flatten(x) if leaf is not None}
+    if len(rows) != 1:
+        raise ValueError(f"the arrays have different numbers of rows: {sorted(rows)}")
+    return rows.pop()

@@ -27,6 +27,7 @@ shared parts live here.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import warnings
 from typing import Any, Mapping
 
@@ -36,7 +37,8 @@ import tensorflow as tf
 
 from keras_bert.checkpoints.source import PretrainedSource, keras_saved_config, resolve
 from keras_bert.checkpoints.task_heads import load_original_task_head
-from keras_bert.dataset_options import keras_arrays_without_autotune
+from keras_bert.dataset_options import (are_arrays, array_batches, class_weights_per_row,
+                                        default_batch_size, split_validation)
 from keras_bert.models import lora
 from keras_bert.models.batch_trimming import trim_features_batch
 from keras_bert.models.encoder import BertEncoder
@@ -235,30 +237,48 @@ class TextTask:
         return keras.utils.pack_x_y_sample_weight(*trim_features_batch(
             x, y, sample_weight, token_level_targets=self.token_level_targets))
 
-    def fit(self, x: Any = None, y: Any = None, *args: Any, sample_weight: Any = None,
-            validation_data: Any = None, **kwargs: Any) -> keras.callbacks.History:
-        x, y, sample_weight = self.features_for_training(x, y, sample_weight)
-        if validation_data is not None:
-            validation_data = self.validation_features(validation_data)
-        with keras_arrays_without_autotune():  # ends when its last step does
-            return super().fit(x, y, *args, sample_weight=sample_weight,
-                               validation_data=validation_data, **kwargs)
+    def fit(self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any
+            ) -> keras.callbacks.History:
+        """Keras' fit (same arguments), text tokenized first. In-memory arrays
+        (ids or tokenized text) are batched by `dataset_options.array_batches`
+        with Keras' semantics (batch size, per-epoch shuffle, validation_split,
+        validation arrays, sample and class weights), its pipeline without
+        autotuning: `fit` then ends when its last step does."""
+        call = inspect.signature(super().fit).bind(x, y, *args, **kwargs)
+        given = call.arguments
+        given["x"], given["y"], given["sample_weight"] = self.features_for_training(
+            given.get("x"), given.get("y"), given.get("sample_weight"))
+        if given.get("validation_data") is not None:
+            given["validation_data"] = self.validation_features(given["validation_data"])
+        _fit_arrays_as_datasets(given)
+        return super().fit(*call.args, **call.kwargs)
 
-    def evaluate(self, x: Any = None, y: Any = None, *args: Any, sample_weight: Any = None,
-                 **kwargs: Any) -> Any:
-        x, y, sample_weight = self.features_for_training(x, y, sample_weight)
-        with keras_arrays_without_autotune():
-            return super().evaluate(x, y, *args, sample_weight=sample_weight, **kwargs)
+    def evaluate(self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """Keras' evaluate, text tokenized first; arrays batched as `fit` batches them."""
+        call = inspect.signature(super().evaluate).bind(x, y, *args, **kwargs)
+        given = call.arguments
+        given["x"], given["y"], given["sample_weight"] = self.features_for_training(
+            given.get("x"), given.get("y"), given.get("sample_weight"))
+        if are_arrays(given["x"], given["y"], given["sample_weight"]):
+            given["x"] = array_batches(
+                given["x"], given.pop("y"), given.pop("sample_weight"),
+                batch_size=default_batch_size(given["x"], given.pop("batch_size", None),
+                                              given.get("steps")))
+        return super().evaluate(*call.args, **call.kwargs)
 
     def predict(self, x: Any, batch_size: int | None = None, *args: Any, **kwargs: Any) -> Any:
         """Keras' predict: the model's outputs (logits), whether `x` holds the
         three id features or raw text (tokenized as `fit` tokenizes it: in
         memory, or batch by batch in a `tf.data.Dataset`). The task's answers
         come from its named helpers (`predict_labels`, `predict_entities`, ...)."""
+        call = inspect.signature(super().predict).bind(x, batch_size, *args, **kwargs)
+        given = call.arguments
         if self.preprocessor is not None:
-            x = self.features_for_training(x, None, None)[0]
-        with keras_arrays_without_autotune():
-            return super().predict(x, batch_size, *args, **kwargs)
+            given["x"] = self.features_for_training(given["x"], None, None)[0]
+        if are_arrays(given["x"]):  # in order, the last batch partial
+            given["x"] = array_batches(given["x"], batch_size=default_batch_size(
+                given["x"], given.pop("batch_size", None), given.get("steps")))
+        return super().predict(*call.args, **call.kwargs)
 
     # === LoRA (keras_bert.models.lora) ===
 
@@ -327,6 +347,37 @@ class TextTask:
         if self.preprocessor is None:
             return {}
         return {"preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
+
+
+def _fit_arrays_as_datasets(given: dict) -> None:
+    """Keras fit's bound arguments `given`, in-memory training and validation
+    arrays replaced by `array_batches` datasets with Keras' array semantics."""
+    x, y, sample_weight = given.get("x"), given.get("y"), given.get("sample_weight")
+    batch_size = given.get("batch_size")
+    validation_data = given.get("validation_data")
+    if are_arrays(x, y, sample_weight):
+        split = given.pop("validation_split", 0.0)
+        if split and validation_data is None:  # Keras: the last rows, before shuffling
+            (x, y, sample_weight), validation_data = split_validation(x, y, sample_weight, split)
+        class_weight = given.pop("class_weight", None)
+        if class_weight is not None:
+            sample_weight = class_weights_per_row(y, sample_weight, class_weight)
+        given["x"] = array_batches(
+            x, y, sample_weight, shuffle=given.pop("shuffle", True),
+            batch_size=default_batch_size(x, given.pop("batch_size", None),
+                                          given.get("steps_per_epoch")))
+        given["shuffle"] = False  # done above (Keras warns of a shuffle it cannot do)
+        given.pop("y", None)
+        given.pop("sample_weight", None)
+    if validation_data is not None and not isinstance(validation_data, tf.data.Dataset):
+        val_x, val_y, val_weight = keras.utils.unpack_x_y_sample_weight(validation_data)
+        if are_arrays(val_x, val_y, val_weight):
+            # Keras' batch size for validation: validation_batch_size or batch_size.
+            validation_data = array_batches(val_x, val_y, val_weight, batch_size=default_batch_size(
+                val_x, given.pop("validation_batch_size", None) or batch_size,
+                given.get("validation_steps")))
+    if validation_data is not None:
+        given["validation_data"] = validation_data
 
 
 # Keras losses that read probabilities unless told `from_logits=True`: their
