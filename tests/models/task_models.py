@@ -5,11 +5,12 @@ import os
 import keras
 import numpy as np
 
-from keras_bert import BertConfig, BertEncoder
+from keras_bert import BertEncoder
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 from keras_bert.tasks.text_classification import read_text_examples
+from harness import tiny_config
 
 NAMES = ["rotten", "fresh"]
 
@@ -17,9 +18,7 @@ NAMES = ["rotten", "fresh"]
 def tiny_encoder(seed=0):
     keras.utils.set_random_seed(seed)
     # No dropout: two runs of the same data must take the same steps.
-    return BertEncoder(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
-                                  num_attention_heads=2, intermediate_size=64,
-                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    return BertEncoder(tiny_config(vocab_size=30522))
 
 
 def reviews(datasets_dir, count=16):

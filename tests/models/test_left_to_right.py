@@ -13,10 +13,9 @@ from keras_bert.layers.embeddings import AttentionMaskBias
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining_data.next_token import next_token_targets
+from harness import tiny_config
 
-TINY = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=32, max_position_embeddings=16,
-                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+TINY = tiny_config(hidden_size=16, intermediate_size=32, max_position_embeddings=16)
 LEFT_TO_RIGHT = dataclasses.replace(TINY, attention="left_to_right")
 
 

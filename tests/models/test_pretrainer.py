@@ -16,11 +16,10 @@ from keras_bert.layers.heads import MaskedLMHead, NextSentenceHead
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining_data import inputs
+from harness import tiny_config
 from synthetic_pretraining import write_records
 
-TINY = BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=32, max_position_embeddings=16,
-                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+TINY = tiny_config(vocab_size=32, hidden_size=16, intermediate_size=32, max_position_embeddings=16)
 
 
 def batch_of(path, size=8):

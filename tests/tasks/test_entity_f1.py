@@ -17,12 +17,14 @@ import seqeval.metrics
 import tensorflow as tf
 from seqeval.metrics.sequence_labeling import get_entities as seqeval_get_entities
 
-from keras_bert import BertConfig, BertEncoder
+from keras_bert import BertEncoder
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.models.tagger import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 from keras_bert.tasks.entity_f1 import EntityF1
 from keras_bert.tasks.tagging import read_conll, tag_vocabulary
+
+from harness import tiny_config
 
 # Each scheme's prefixes besides O; None reads any of B/I/E/S.
 SCHEME_LETTERS = {"IOB1": "IB", "IOB2": "IB", "IOE1": "IE", "IOE2": "IE", "IOBES": "IBES",
@@ -200,8 +202,8 @@ def test_a_token_classifier_fits_and_evaluates_with_it(datasets_dir):
     words, tags = tweets.words[:16], tweets.tags[:16]
     names = tag_vocabulary(tweets.tags)
     keras.utils.set_random_seed(0)
-    encoder = BertEncoder(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
-                                     num_attention_heads=2, intermediate_size=64))
+    encoder = BertEncoder(tiny_config(vocab_size=30522, num_hidden_layers=1,
+                                      hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1))
     model = BertTokenClassifier(encoder, len(names), dropout=0.0, label_names=names,
                                 preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=48))
     metric = EntityF1(names)

@@ -8,17 +8,15 @@ import keras
 import numpy as np
 import pytest
 
-from keras_bert.config import BertConfig
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining_data import inputs
 from keras_bert.training import optimization
 from keras_bert.training.steps import Trainer
+from harness import tiny_config
 from synthetic_pretraining import write_records
 
-TINY = BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=32, max_position_embeddings=32,
-                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+TINY = tiny_config(vocab_size=32, hidden_size=16, intermediate_size=32, max_position_embeddings=32)
 
 
 def _weights_after_updates(batches, accumulation, updates=3, objective="nsp", dtype=None,

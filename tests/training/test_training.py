@@ -19,11 +19,10 @@ from keras_bert.config import BertConfig
 from keras_bert.models.encoder import load_encoder_and_heads
 from keras_bert.training import distribute, optimization
 from keras_bert.training import pretraining
+from harness import tiny_config
 from synthetic_pretraining import write_records
 
-TINY = BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=32, max_position_embeddings=32,
-                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+TINY = tiny_config(vocab_size=32, hidden_size=16, intermediate_size=32, max_position_embeddings=32)
 
 
 @pytest.fixture(scope="module")
