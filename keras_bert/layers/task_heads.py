@@ -71,8 +71,11 @@ class BiLSTMHead(keras.layers.Layer):
             raise ValueError(f"BiLSTMHead needs num_layers >= 1, got {num_layers}")
         self.units = units
         self.num_layers = num_layers
+        # The head's dtype policy on its LSTMs too: under mixed precision they
+        # would otherwise compute (and return) float32.
         self.bilstms = [keras.layers.Bidirectional(
-            keras.layers.LSTM(units, return_sequences=True), name=f"bilstm_{i}")
+            keras.layers.LSTM(units, return_sequences=True, dtype=self.dtype_policy),
+            name=f"bilstm_{i}", dtype=self.dtype_policy)
             for i in range(num_layers)]
 
     def build(self, sequence_shape: tuple, input_mask_shape: tuple | None = None) -> None:

@@ -83,10 +83,7 @@ def test_bilstm_head():
     run_layer_test(BiLSTMHead, dict(units=4, num_layers=2),
                    dict(sequence=HIDDEN, input_mask=INPUT_MASK), (B, T, 2 * 4),
                    # Two BiLSTMs of two LSTMs, each a kernel, a recurrent kernel and a bias.
-                   expected_num_trainable_weights=12,
-                   # Not yet: its LSTMs are built without the head's dtype policy, so
-                   # BiLSTMHead(dtype="mixed_float16") computes and returns float32.
-                   run_precision_test=False)
+                   expected_num_trainable_weights=12)
 
 
 def test_masked_lm_head():
