@@ -32,7 +32,7 @@ setup(
     install_requires=[
         "tensorflow~=2.20.0",
         "tensorflow-text~=2.20.0",
-        "keras>=3.10,<4",
+        "keras>=3.15,<3.16",  # the tested minor: tests/test_keras_internals.py
         "tensorflow-datasets",
         "safetensors",
         "numpy",

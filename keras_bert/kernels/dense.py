@@ -62,6 +62,17 @@ def project(inputs: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
     return tf.matmul(inputs, kernel), grad
 
 
+# Private Keras that FastDense overrides or reads (tests/test_keras_internals.py):
+# were one renamed, Keras would stop calling the override (int8 layers would
+# lose oneDNN's kernel, and the column sums it reads would never be created).
+_KERAS_HOOKS = ("_int8_call", "_int8_build")
+if not all(callable(getattr(keras.layers.Dense, name, None)) for name in _KERAS_HOOKS):
+    raise ImportError(
+        f"keras_bert.kernels.dense overrides keras.layers.Dense's {', '.join(_KERAS_HOOKS)}, "
+        f"which Keras {keras.__version__} does not all have; keras_bert is tested with "
+        "Keras 3.15 (tests/test_keras_internals.py)")
+
+
 @keras.saving.register_keras_serializable(package="keras_bert")
 class FastDense(keras.layers.Dense):
     """keras.layers.Dense (same weights, config and values) whose kernel

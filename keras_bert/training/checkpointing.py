@@ -27,12 +27,26 @@ def optimizer_step(optimizer: keras.optimizers.Optimizer) -> int:
 
 
 def dropout_seed_states(model: keras.Model) -> list[tf.Variable]:
-    """The model's Keras seed-generator states (the dropout RNG), in a stable order."""
-    states = {}
+    """The model's Keras seed-generator states (the dropout RNG), in the order of
+    its layers: the same for every build of the same model. (Not by the states'
+    paths: those carry process-wide counters, `seed_generator_9` in one build
+    and `seed_generator_10` in the next sort differently, and a resumed run
+    built in the process that ran the first would get its states swapped.)"""
+    states = {}  # id -> state, in first-seen order (a shared layer counted once)
+    # Private Keras (tests/test_keras_internals.py): `_flatten_layers` reaches
+    # nested layers; `_seed_generators`, every Keras layer's list of its
+    # SeedGenerators. Read directly, never with a default: a renamed list would
+    # otherwise drop the dropout RNG from every checkpoint without a word.
     for layer in model._flatten_layers(include_self=True, recursive=True):
-        for generator in getattr(layer, "_seed_generators", []):
-            states[generator.state.path] = generator.state.value  # the tf.Variable
-    return [states[path] for path in sorted(states)]
+        if not hasattr(layer, "_seed_generators"):
+            raise RuntimeError(
+                f"Keras {keras.__version__}: the layer {layer.name!r} has no `_seed_generators` "
+                "(Keras 3.15's list of a layer's SeedGenerators), so checkpoints cannot save the "
+                "dropout RNG and a resumed run would draw other masks; keras_bert is tested with "
+                "Keras 3.15 (tests/test_keras_internals.py)")
+        for generator in layer._seed_generators:
+            states.setdefault(id(generator), generator.state.value)  # the tf.Variable
+    return list(states.values())
 
 
 class CheckpointWriter:

@@ -98,6 +98,26 @@ class GlobalBatchClipping:
         return [None if g is None else next(scaled) for g in grads]
 
 
+def _require_keras_hooks(base: type, hooks: dict[str, str]) -> None:
+    """Raises naming the Keras version when `base` lacks a private method this
+    module overrides: Keras would no longer call the override, and what it
+    does would silently stop happening (tests/test_keras_internals.py checks
+    that Keras still calls them)."""
+    missing = [name for name in hooks if not callable(getattr(base, name, None))]
+    if missing:
+        raise ImportError(
+            f"keras_bert.training.optimization overrides {base.__name__}."
+            + f", {base.__name__}.".join(missing) + f", which Keras {keras.__version__} lacks: "
+            + "; ".join(hooks[name] for name in missing)
+            + ". keras_bert is tested with Keras 3.15 (tests/test_keras_internals.py)")
+
+
+_require_keras_hooks(keras.optimizers.Optimizer, {
+    "_clip_gradients": "global-norm clipping would fall back to Keras' per-replica clipping",
+    "_apply_weight_decay": "AdamW's one-pass decay and LAMB's decay inside its trust ratio "
+                           "would be bypassed"})
+
+
 @keras.saving.register_keras_serializable(package="keras_bert")
 class AdamW(GlobalBatchClipping, keras.optimizers.AdamW):
     """keras.optimizers.AdamW with `GlobalBatchClipping`, a fused update, and
