@@ -10,9 +10,11 @@ wherever Keras accepts inputs, and keeps accepting the three id tensors:
     model.predict(["a film"])                        # logits, as for ids (Keras' convention)
     model.predict_labels(["a film"])                 # the task's answers (see each model)
 
-In-memory text is tokenized once, up front, into NumPy features; after that
-Keras' own `fit` runs unchanged (shuffling, validation_split, callbacks,
-distribution strategies), so strings train exactly as the same ids do; each
+In-memory text is tokenized once, up front, into NumPy features, batched
+with Keras' own array semantics (shuffling, validation_split, class and
+sample weights: `keras_bert.dataset_options.array_batches`) and handed to
+Keras' `fit` (callbacks, distribution strategies), so strings train exactly
+as the same ids do; each
 training and evaluation batch is cut to its longest row in the graph
 (`keras_bert.models.batch_trimming`), ids or text alike. A
 `tf.data.Dataset` of text is tokenized batch by batch inside its pipeline.
