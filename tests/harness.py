@@ -7,6 +7,7 @@ Importable from every test module because tests/conftest.py's folder is on
 sys.path (pytest's default "prepend" import mode), as tests/repo_paths.py is.
 """
 
+import contextlib
 import inspect
 
 import keras
@@ -32,6 +33,24 @@ def tiny_config(**overrides):
                   intermediate_size=64, hidden_dropout_prob=0.0,
                   attention_probs_dropout_prob=0.0)
     return BertConfig(**{**values, **overrides})
+
+
+@contextlib.contextmanager
+def running_plain_ops(*layers):
+    """These layers (and every layer inside them) run the plain ops while
+    inside, their weights unchanged: the fast and the plain path of one layer
+    compared on the same weights. (Users choose with `fast_kernels=False`, or
+    KERAS_BERT_FAST_KERNELS=0, when a layer is built.)"""
+    switched = [inner for layer in layers for inner in layer._flatten_layers(include_self=True)
+                if hasattr(inner, "runs_fast_kernels")]
+    before = [inner.runs_fast_kernels for inner in switched]
+    for inner in switched:
+        inner.runs_fast_kernels = False
+    try:
+        yield
+    finally:
+        for inner, value in zip(switched, before):
+            inner.runs_fast_kernels = value
 
 
 def _call(layer, input_data, training=None):
@@ -97,7 +116,10 @@ def _check_config(layer_cls, init_kwargs, config):
         parameters = inspect.signature(layer_cls.__init__).parameters
         named = {name for name, p in parameters.items()
                  if name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
-        assert named == set(own), (
+        # `*args` passes the Keras parent's arguments on (FastDense(fast_kernels=...,
+        # *Dense's)): its own must be in the config, the parent's are as above.
+        passes_on = any(p.kind == p.VAR_POSITIONAL for p in parameters.values())
+        assert named <= set(own) if passes_on else named == set(own), (
             f"{layer_cls.__name__}.get_config() returns {sorted(own)}, "
             f"its constructor takes {sorted(named)}")
 

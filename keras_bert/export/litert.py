@@ -18,7 +18,7 @@ dev texts). Cased vocabularies do no
 decomposition at all, as the original.
 
 The rest is LiteRT's builtin ops: [CLS] text [SEP] padded to `seq_length` in
-dense ops, the encoder traced under `plain_kernels()` (Keras' exact GELU
+dense ops, the encoder traced on the plain ops (`with_fast_kernels(model, False)`: Keras' exact GELU
 becomes LiteRT's GELU op; the fast kernels' erfc has no LiteRT kernel), every
 weight frozen into the file. `quantize="int8"`: dynamic-range quantization
 (int8 weights, activations quantized per call), the converter's
@@ -40,7 +40,7 @@ import tensorflow_text as tf_text
 # freezing the traced function first makes every weight a constant.
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-from keras_bert.kernels import plain_kernels
+from keras_bert.models.fast_path import with_fast_kernels
 from keras_bert.preprocessing.classification import class_names, classify_logits
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def pack_single(ids: tf.RaggedTensor, seq_length: int, cls_id: int, sep_id: int
 
 def classifier_function(model: keras.Model, tokenizer: BertTokenizer, seq_length: int
                         ) -> tf.types.experimental.ConcreteFunction:
-    """text (B,) -> the classifier's answers, traced with the plain kernels."""
+    """text (B,) -> the classifier's answers (pass a model on the plain ops)."""
     fast_tokenizer = litert_tokenizer(tokenizer)
     labels = class_names(model.num_classes, getattr(model, "label_names", None))
 
@@ -89,8 +89,7 @@ def classifier_function(model: keras.Model, tokenizer: BertTokenizer, seq_length
         logits = tf.cast(model(features, training=False), tf.float32)  # (B, C)
         return classify_logits(logits, labels)
 
-    with plain_kernels():
-        return serve.get_concrete_function()
+    return serve.get_concrete_function()
 
 
 def export_litert(model: keras.Model, path: str | os.PathLike, seq_length: int | None = None,
@@ -122,7 +121,8 @@ def export_litert(model: keras.Model, path: str | os.PathLike, seq_length: int |
                          f"max_position_embeddings), got {seq_length}")
     if getattr(model, "lora_rank", None):
         model = model.merge_lora()
-    function = classifier_function(model, preprocessor.tokenizer, seq_length)
+    function = classifier_function(with_fast_kernels(model, False), preprocessor.tokenizer,
+                                   seq_length)
     flatbuffer = convert(function, quantize)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     partial = path + ".partial"

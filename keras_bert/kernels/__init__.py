@@ -1,6 +1,7 @@
 """The fast paths: hand-written gradients and fused ops that give the values of
-the plain TensorFlow / Keras ops they replace, faster. One switch (`switch`)
-chooses them, on by default; tests/kernels/test_fast_*.py prove fast == plain, values and
+the plain TensorFlow / Keras ops they replace, faster. One switch (`switch`: a
+model option, `BertEncoder(fast_kernels=...)`, saved in its config) chooses
+them, on by default; tests/kernels/test_fast_*.py prove fast == plain, values and
 gradients; measured figures are in recipes/benchmarks/README.md.
 
 - `dense`: `FastDense`, whose kernel gradient uses the layout CPUs are fast at
@@ -10,8 +11,7 @@ gradients; measured figures are in recipes/benchmarks/README.md.
 - `masked_lm_loss`: the masked-LM output layer fused with its cross-entropy
 """
 
-from keras_bert.kernels.switch import (  # noqa: F401
-    fast_kernels_enabled, plain_kernels, use_fast_kernels)
+from keras_bert.kernels.switch import FAST_KERNELS_ENV, fast_kernels_in_effect  # noqa: F401
 
 from keras_bert._lazy import submodule_getattr  # noqa: E402
 

@@ -6,11 +6,13 @@ width, O = output width (units).
 
 from __future__ import annotations
 
+from typing import Any
+
 import keras
 import tensorflow as tf
 
 from keras_bert.kernels.int8_dense import column_sums, int8_kernel_available, int8_project
-from keras_bert.kernels.switch import fast_kernels_enabled
+from keras_bert.kernels.switch import FastKernelsOption
 
 
 def _transposed_copy(matrix):
@@ -74,7 +76,7 @@ if not all(callable(getattr(keras.layers.Dense, name, None)) for name in _KERAS_
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class FastDense(keras.layers.Dense):
+class FastDense(FastKernelsOption, keras.layers.Dense):
     """keras.layers.Dense (same weights, config and values) whose kernel
     gradient is `kernel_gradient`'s, and whose bias is a BiasAdd that
     TensorFlow's CPU kernels fuse into the product. int8-quantized layers
@@ -84,8 +86,15 @@ class FastDense(keras.layers.Dense):
     path; LoRA layers (`Dense.enable_lora`) keep the adapters apart, see
     `_lora_project`."""
 
+    def __init__(self, *args: Any, fast_kernels: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_fast_kernels(fast_kernels)
+
+    def get_config(self) -> dict:
+        return self._fast_kernels_config(super().get_config())
+
     def call(self, inputs: tf.Tensor, training: bool | None = None) -> tf.Tensor:
-        if (not fast_kernels_enabled() or self.quantization_mode is not None
+        if (not self.runs_fast_kernels or self.quantization_mode is not None
                 or len(inputs.shape) < 2):
             return super().call(inputs, training=training)
         # `_kernel`: the stored (frozen) kernel; Keras' `kernel` adds the LoRA product.
@@ -121,7 +130,7 @@ class FastDense(keras.layers.Dense):
     def _int8_call(self, inputs: tf.Tensor, training: bool | None = None) -> tf.Tensor:
         """Keras runs quantized layers through `quantized_call`, not `call`."""
         # Inference only: the kernel has no gradient (training takes Keras' path).
-        if (not fast_kernels_enabled() or training or self.lora_enabled
+        if (not self.runs_fast_kernels or training or self.lora_enabled
                 or len(inputs.shape) < 2 or not int8_kernel_available()):
             return super()._int8_call(inputs, training=training)
         rows = tf.reshape(tf.cast(inputs, "float32"), (-1, self._kernel.shape[0]))  # (R, I)

@@ -13,10 +13,12 @@ scale is 1 / (1 - rounded rate), so the expected output is still the input.
 
 from __future__ import annotations
 
+from typing import Any
+
 import keras
 import tensorflow as tf
 
-from keras_bert.kernels.switch import fast_kernels_enabled
+from keras_bert.kernels.switch import FastKernelsOption
 
 _LEVELS = 1 << 16  # values of a 16-bit draw
 
@@ -52,14 +54,21 @@ def dropout_16_bit(inputs: tf.Tensor, dropped_levels: int, seed: tf.Tensor) -> t
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class FastDropout(keras.layers.Dropout):
+class FastDropout(FastKernelsOption, keras.layers.Dropout):
     """keras.layers.Dropout (same config, same seed generator) with 16-bit
     draws; a noise shape, another backend, or a rate that rounds to 0 or 1
     take Keras' own path."""
 
+    def __init__(self, *args: Any, fast_kernels: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_fast_kernels(fast_kernels)
+
+    def get_config(self) -> dict:
+        return self._fast_kernels_config(super().get_config())
+
     def call(self, inputs: tf.Tensor, training: bool | None = False) -> tf.Tensor:
         dropped_levels = round(self.rate * _LEVELS)
-        if (not fast_kernels_enabled() or not training or self.noise_shape is not None
+        if (not self.runs_fast_kernels or not training or self.noise_shape is not None
                 or keras.backend.backend() != "tensorflow" or not 0 < dropped_levels < _LEVELS):
             return super().call(inputs, training=training)
         return dropout_16_bit(inputs, dropped_levels, _int32_seed(self.seed_generator.next()))

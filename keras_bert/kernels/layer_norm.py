@@ -5,10 +5,12 @@ Legend for shape comments: R = rows (every axis but the last), H = hidden size.
 
 from __future__ import annotations
 
+from typing import Any
+
 import keras
 import tensorflow as tf
 
-from keras_bert.kernels.switch import fast_kernels_enabled
+from keras_bert.kernels.switch import FastKernelsOption
 
 
 def layer_norm(x: tf.Tensor, gamma: tf.Tensor | keras.Variable, beta: tf.Tensor | keras.Variable,
@@ -49,12 +51,19 @@ def layer_norm(x: tf.Tensor, gamma: tf.Tensor | keras.Variable, beta: tf.Tensor 
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class FastLayerNorm(keras.layers.LayerNormalization):
+class FastLayerNorm(FastKernelsOption, keras.layers.LayerNormalization):
     """keras.layers.LayerNormalization (same weights, config and values) whose
     last-axis case uses `layer_norm`'s closed-form gradient."""
 
+    def __init__(self, *args: Any, fast_kernels: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_fast_kernels(fast_kernels)
+
+    def get_config(self) -> dict:
+        return self._fast_kernels_config(super().get_config())
+
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        if not (fast_kernels_enabled() and self.center and self.scale and not self.rms_scaling
+        if not (self.runs_fast_kernels and self.center and self.scale and not self.rms_scaling
                 and self.axis in (-1, [-1], len(inputs.shape) - 1, [len(inputs.shape) - 1])):
             return super().call(inputs)
         outputs = layer_norm(inputs, self.gamma, self.beta, self.epsilon)

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
-from keras_bert.kernels.switch import fast_kernels_enabled
 
 if TYPE_CHECKING:
     import keras
@@ -149,9 +148,9 @@ def plain_cross_entropy_and_prediction(logits: tf.Tensor, labels: tf.Tensor,
     return tf.reshape(loss, tf.shape(labels)), tf.reshape(predicted, tf.shape(labels))
 
 
-def loss_and_prediction(logits: tf.Tensor, labels: tf.Tensor, labels_name: str = "labels"
-                        ) -> tuple[tf.Tensor, tf.Tensor]:
+def loss_and_prediction(logits: tf.Tensor, labels: tf.Tensor, labels_name: str = "labels",
+                        fast_kernels: bool = True) -> tuple[tf.Tensor, tf.Tensor]:
     """Cross-entropy and arg-max of logits (..., V): the fast kernel or the plain ops."""
-    if fast_kernels_enabled():
+    if fast_kernels:
         return cross_entropy_and_prediction(logits, labels, labels_name)
     return plain_cross_entropy_and_prediction(logits, labels, labels_name)

@@ -1,38 +1,53 @@
 """The one switch between the fast kernels and the plain TensorFlow / Keras ops.
 
-On by default: every fast kernel gives the plain ops' values (tests/kernels/test_fast_*.py
-prove it, values and gradients) in less time on the CPUs and accelerators measured
-(recipes/benchmarks/README.md). Off, the layers run the plain path a reader
-would write from the paper: Keras' Dense, LayerNormalization and Dropout, Keras'
-exact GELU, separate query / key / value products, TensorFlow's softmax
-cross-entropy over the logits. The switch is read when a layer's graph is traced:
-set it before building and calling a model.
+A model option, not process state: `BertEncoder(config, fast_kernels=False)`
+(saved in its config, so a `.keras` file reloads as it was built) hands it to
+every layer it builds, and each layer keeps its own `fast_kernels` argument
+(in its config too). Two models in one process can differ. On by default:
+every fast kernel gives the plain ops' values (tests/kernels/test_fast_*.py
+prove it, values and gradients) in less time. Off, the layers run the plain
+path a reader would write from the paper: Keras' Dense, LayerNormalization
+and Dropout, Keras' exact GELU, separate query / key / value products,
+TensorFlow's softmax cross-entropy over the logits. `docs/fast_path.md` lists
+every speed mechanism and how to turn each off.
+
+For debugging, `KERAS_BERT_FAST_KERNELS=0` (or `1`) in the environment
+overrides every layer's option for layers built while it is set, saved models
+included, without changing what their configs say.
 """
 
 from __future__ import annotations
 
-import contextlib
-from typing import Iterator
+import os
+from typing import Any
 
-_fast = True
-
-
-def fast_kernels_enabled() -> bool:
-    return _fast
+FAST_KERNELS_ENV = "KERAS_BERT_FAST_KERNELS"
+_ON = ("1", "true", "yes", "on")
+_OFF = ("0", "false", "no", "off")
 
 
-def use_fast_kernels(enabled: bool) -> None:
-    """Fast kernels on (the default) or off (the plain reference path)."""
-    global _fast
-    _fast = bool(enabled)
+def fast_kernels_in_effect(option: bool) -> bool:
+    """A layer's `fast_kernels` option, unless the environment overrides it."""
+    override = os.environ.get(FAST_KERNELS_ENV, "").strip().lower()
+    if not override:
+        return bool(option)
+    if override in _ON:
+        return True
+    if override in _OFF:
+        return False
+    raise ValueError(f"{FAST_KERNELS_ENV}={os.environ[FAST_KERNELS_ENV]!r}: use 1 (fast "
+                     "kernels) or 0 (the plain ops)")
 
 
-@contextlib.contextmanager
-def plain_kernels() -> Iterator[None]:
-    """`with plain_kernels(): ...` runs the plain path, then restores the switch."""
-    before = _fast
-    use_fast_kernels(False)
-    try:
-        yield
-    finally:
-        use_fast_kernels(before)
+class FastKernelsOption:
+    """Mixin for the layers with a fast path: `fast_kernels` (constructor
+    argument, in the config) and `runs_fast_kernels` (what the layer runs)."""
+
+    def _init_fast_kernels(self, fast_kernels: bool) -> None:
+        if not isinstance(fast_kernels, bool):
+            raise ValueError(f"fast_kernels must be True or False, got {fast_kernels!r}")
+        self.fast_kernels = fast_kernels
+        self.runs_fast_kernels = fast_kernels_in_effect(fast_kernels)
+
+    def _fast_kernels_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        return {**config, "fast_kernels": self.fast_kernels}

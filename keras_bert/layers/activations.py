@@ -7,24 +7,21 @@ from typing import TYPE_CHECKING, Callable
 import keras
 
 from keras_bert.kernels.gelu import gelu_exact
-from keras_bert.kernels.switch import fast_kernels_enabled
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
 
 def gelu(x: tf.Tensor) -> tf.Tensor:
-    """The exact (erf) GELU, x * Phi(x): with its derivative written out under
-    the fast kernels, Keras' own otherwise (the same values)."""
-    if fast_kernels_enabled():
-        return gelu_exact(x)
+    """The exact (erf) GELU, x * Phi(x): Keras' own (the plain path)."""
     return keras.activations.gelu(x, approximate=False)
 
 
-def get_activation(name: str) -> Callable[[tf.Tensor], tf.Tensor]:
-    """Maps BertConfig.hidden_act to a function; "gelu" is the exact (erf) GELU."""
+def get_activation(name: str, fast_kernels: bool = True) -> Callable[[tf.Tensor], tf.Tensor]:
+    """Maps BertConfig.hidden_act to a function; "gelu" is the exact (erf) GELU,
+    with its derivative written out under the fast kernels (the same values)."""
     if name == "gelu":
-        return gelu
+        return gelu_exact if fast_kernels else gelu
     if name == "gelu_approximate":
         return lambda x: keras.activations.gelu(x, approximate=True)
     return keras.activations.get(name)

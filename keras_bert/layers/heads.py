@@ -16,13 +16,13 @@ from keras import ops
 from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.kernels.masked_lm_loss import (plain_cross_entropy_and_prediction,
                                                 tied_output_cross_entropy)
-from keras_bert.kernels.switch import fast_kernels_enabled
+from keras_bert.kernels.switch import FastKernelsOption
 from keras_bert.layers.activations import get_activation
 from keras_bert.layers.transformer import gather_positions
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class MaskedLMHead(keras.layers.Layer):
+class MaskedLMHead(FastKernelsOption, keras.layers.Layer):
     """dense + activation + LayerNorm, then logits against the token embedding table.
 
     The output projection is tied to `token_embedding.embeddings` (V, H) and has
@@ -33,9 +33,10 @@ class MaskedLMHead(keras.layers.Layer):
 
     def __init__(self, token_embedding: keras.layers.Embedding, activation: str = "gelu",
                  initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-12,
-                 **kwargs: Any) -> None:
+                 fast_kernels: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         # === Config ===
+        self._init_fast_kernels(fast_kernels)
         self.token_embedding = token_embedding
         self.activation = activation
         self.initializer_range = initializer_range
@@ -44,10 +45,12 @@ class MaskedLMHead(keras.layers.Layer):
         # === Layers ===
         init = keras.initializers.TruncatedNormal(stddev=initializer_range)
         self.dense = keras.layers.Dense(
-            token_embedding.output_dim, activation=get_activation(activation),
+            token_embedding.output_dim,
+            activation=get_activation(activation, self.runs_fast_kernels),
             kernel_initializer=init, dtype=self.dtype_policy, name="transform")
         self.layer_norm = FastLayerNorm(
-            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="transform_layer_norm")
+            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="transform_layer_norm",
+            fast_kernels=fast_kernels)
 
     def build(self, sequence_output_shape: tuple,
               masked_lm_positions_shape: tuple | None = None) -> None:
@@ -94,7 +97,7 @@ class MaskedLMHead(keras.layers.Layer):
         masked positions and labels (B, P) -> cross-entropy (B, P) float32 and
         arg-max prediction (B, P) int32 of `call`'s logits, from
         `tied_output_cross_entropy` (the same values, a faster gradient)."""
-        if not fast_kernels_enabled():  # the plain path: logits, then the loss
+        if not self.runs_fast_kernels:  # the plain path: logits, then the loss
             return plain_cross_entropy_and_prediction(self(sequence_output), labels, labels_name)
         hidden = self.transform(sequence_output)  # (B * P, H)
         table = ops.cast(self.token_embedding.embeddings, hidden.dtype)  # (V, H)
@@ -118,7 +121,7 @@ class MaskedLMHead(keras.layers.Layer):
                        "activation": self.activation,
                        "initializer_range": self.initializer_range,
                        "layer_norm_epsilon": self.layer_norm_epsilon})
-        return config
+        return self._fast_kernels_config(config)
 
     @classmethod
     def from_config(cls, config: dict) -> MaskedLMHead:

@@ -17,7 +17,7 @@ from keras_bert.kernels.dense import FastDense, project
 from keras_bert.kernels.dropout import FastDropout
 from keras_bert.kernels.gelu import gelu_exact, gelu_exact_compiled, gelu_exact_fused
 from keras_bert.kernels.layer_norm import FastLayerNorm
-from keras_bert.kernels.switch import fast_kernels_enabled
+from keras_bert.kernels.switch import FastKernelsOption
 from keras_bert.layers.activations import get_activation
 
 
@@ -36,12 +36,16 @@ def gather_positions(sequence: tf.Tensor, positions: tf.Tensor, flat: bool = Fal
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class SelfAttention(keras.layers.Layer):
-    """Multi-head scaled dot-product self-attention with an additive mask bias."""
+class SelfAttention(FastKernelsOption, keras.layers.Layer):
+    """Multi-head scaled dot-product self-attention with an additive mask bias.
+    `fast_kernels` (`keras_bert.kernels.switch`): the fast or the plain path."""
 
     def __init__(self, num_heads: int, head_size: int, dropout: float = 0.0,
-                 initializer_range: float = 0.02, **kwargs: Any) -> None:
+                 initializer_range: float = 0.02, fast_kernels: bool = True,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self._init_fast_kernels(fast_kernels)
+        fast = {"fast_kernels": fast_kernels}
         self.num_heads = num_heads
         self.head_size = head_size
         self.dropout = dropout
@@ -50,12 +54,13 @@ class SelfAttention(keras.layers.Layer):
         init = keras.initializers.TruncatedNormal(stddev=initializer_range)
         # Separate H x H projections, the layout of the original checkpoints.
         policy = self.dtype_policy
-        self.query = FastDense(hidden, kernel_initializer=init, dtype=policy, name="query")
-        self.key = FastDense(hidden, kernel_initializer=init, dtype=policy, name="key")
-        self.value = FastDense(hidden, kernel_initializer=init, dtype=policy, name="value")
+        self.query = FastDense(hidden, kernel_initializer=init, dtype=policy, name="query", **fast)
+        self.key = FastDense(hidden, kernel_initializer=init, dtype=policy, name="key", **fast)
+        self.value = FastDense(hidden, kernel_initializer=init, dtype=policy, name="value",
+                               **fast)
         self.attention_output = FastDense(hidden, kernel_initializer=init, dtype=policy,
-                                          name="output")
-        self.probs_dropout = FastDropout(dropout, dtype=policy)
+                                          name="output", **fast)
+        self.probs_dropout = FastDropout(dropout, dtype=policy, **fast)
 
     def build(self, hidden_shape: tuple, mask_bias_shape: tuple | None = None) -> None:
         input_shape = hidden_shape
@@ -75,7 +80,7 @@ class SelfAttention(keras.layers.Layer):
         for the input instead of three and their sum. A scale is folded into
         its kernel and bias (H x H) rather than applied to the (B, N, T, D)
         output.
-        Inference (and under `plain_kernels()`, or with LoRA or quantized
+        Inference (and with `fast_kernels=False`, or with LoRA or quantized
         projections): one product per projection. Side by side, the kernels
         would be concatenated (and the query's scaled) again on every call, a
         copy of every attention weight per request: profiled in the exported
@@ -96,7 +101,7 @@ class SelfAttention(keras.layers.Layer):
                                           self.head_size))  # (B, T, k, N, D)
             return ops.transpose(heads, (2, 0, 3, 1, 4))
 
-        if not training or not fast_kernels_enabled() or any(
+        if not training or not self.runs_fast_kernels or any(
                 p.quantization_mode is not None or p.lora_enabled for p in projections):
             return [split_heads(scaled(p(hidden), s))  # (B, N, T, D)
                     for p, s in zip(projections, scales)]
@@ -148,20 +153,22 @@ class SelfAttention(keras.layers.Layer):
         return hidden_shape if query_hidden_shape is None else query_hidden_shape
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "num_heads": self.num_heads,
-                "head_size": self.head_size, "dropout": self.dropout,
-                "initializer_range": self.initializer_range}
+        return self._fast_kernels_config({
+            **super().get_config(), "num_heads": self.num_heads, "head_size": self.head_size,
+            "dropout": self.dropout, "initializer_range": self.initializer_range})
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class TransformerBlock(keras.layers.Layer):
-    """attention -> dropout -> add -> LayerNorm -> FFN (GELU) -> dropout -> add -> LayerNorm."""
+class TransformerBlock(FastKernelsOption, keras.layers.Layer):
+    """attention -> dropout -> add -> LayerNorm -> FFN (GELU) -> dropout -> add -> LayerNorm.
+    `fast_kernels` (`keras_bert.kernels.switch`): the fast or the plain path."""
 
     def __init__(self, num_heads: int, intermediate_size: int, activation: str = "gelu",
                  dropout: float = 0.1, attention_dropout: float = 0.1,
                  initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-12,
-                 **kwargs: Any) -> None:
+                 fast_kernels: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self._init_fast_kernels(fast_kernels)
         self.num_heads = num_heads
         self.intermediate_size = intermediate_size
         self.activation = activation
@@ -177,23 +184,26 @@ class TransformerBlock(keras.layers.Layer):
             raise ValueError(f"hidden size {hidden} is not divisible by {self.num_heads} heads")
         init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
         policy = self.dtype_policy
+        fast = {"fast_kernels": self.fast_kernels}
         self.attention = SelfAttention(
             self.num_heads, hidden // self.num_heads, dropout=self.attention_dropout,
-            initializer_range=self.initializer_range, dtype=policy, name="attention")
+            initializer_range=self.initializer_range, dtype=policy, name="attention", **fast)
         self.attention.build(input_shape)
         self.attention_layer_norm = FastLayerNorm(
-            epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_layer_norm")
+            epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_layer_norm", **fast)
         self.attention_layer_norm.build(input_shape)
         self.intermediate = FastDense(
-            self.intermediate_size, kernel_initializer=init, dtype=policy, name="intermediate")
-        self.intermediate_activation = get_activation(self.activation)
+            self.intermediate_size, kernel_initializer=init, dtype=policy, name="intermediate",
+            **fast)
+        self.intermediate_activation = get_activation(self.activation, self.runs_fast_kernels)
         self.intermediate.build(input_shape)
-        self.ffn_output = FastDense(hidden, kernel_initializer=init, dtype=policy, name="output")
+        self.ffn_output = FastDense(hidden, kernel_initializer=init, dtype=policy, name="output",
+                                    **fast)
         self.ffn_output.build(input_shape[:-1] + (self.intermediate_size,))
         self.output_layer_norm = FastLayerNorm(
-            epsilon=self.layer_norm_epsilon, dtype=policy, name="output_layer_norm")
+            epsilon=self.layer_norm_epsilon, dtype=policy, name="output_layer_norm", **fast)
         self.output_layer_norm.build(input_shape)
-        self.hidden_dropout = FastDropout(self.dropout, dtype=policy)
+        self.hidden_dropout = FastDropout(self.dropout, dtype=policy, **fast)
 
     def call(self, hidden: tf.Tensor, mask_bias: tf.Tensor,
              query_positions: tf.Tensor | None = None, packing: Any = None,
@@ -240,7 +250,7 @@ class TransformerBlock(keras.layers.Layer):
         # its product, which the CPU kernels fuse (`gelu_exact_fused`).
         rows = hidden if len(hidden.shape) == 2 else tf.reshape(hidden, (-1, hidden.shape[-1]))
         intermediate = self.intermediate(rows)  # (R, F)
-        if self.activation == "gelu" and fast_kernels_enabled():
+        if self.activation == "gelu" and self.runs_fast_kernels:
             intermediate = self._fast_gelu(intermediate, packed=packing is not None,
                                            training=training)
         else:
@@ -270,8 +280,9 @@ class TransformerBlock(keras.layers.Layer):
         return (hidden_shape[0], query_positions_shape[1], hidden_shape[2])
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "num_heads": self.num_heads,
-                "intermediate_size": self.intermediate_size, "activation": self.activation,
-                "dropout": self.dropout, "attention_dropout": self.attention_dropout,
-                "initializer_range": self.initializer_range,
-                "layer_norm_epsilon": self.layer_norm_epsilon}
+        return self._fast_kernels_config({
+            **super().get_config(), "num_heads": self.num_heads,
+            "intermediate_size": self.intermediate_size, "activation": self.activation,
+            "dropout": self.dropout, "attention_dropout": self.attention_dropout,
+            "initializer_range": self.initializer_range,
+            "layer_norm_epsilon": self.layer_norm_epsilon})

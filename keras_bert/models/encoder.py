@@ -33,6 +33,9 @@ LAYER_NORM_EPSILON = 1e-12
 class BertEncoder(keras.Model):
     """BERT (Devlin et al., 2018).
 
+    `fast_kernels`: every layer on keras_bert's fast kernels (the default) or
+    on the plain Keras / TensorFlow ops, the same values (`keras_bert.kernels`).
+
     Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 of shape (B, T).
     Outputs: a dict with `sequence_output` (B, T, H), `pooled_output` (B, H)
     and `encoder_outputs`, a list of every layer's (B, T, H) output. The
@@ -41,10 +44,12 @@ class BertEncoder(keras.Model):
     """
 
     def __init__(self, config: BertConfig | dict, dtype: str | keras.DTypePolicy | None = None,
-                 **kwargs: Any) -> None:
+                 fast_kernels: bool = True, **kwargs: Any) -> None:
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
         init = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+        # The fast kernels or the plain ops in every layer (keras_bert.kernels.switch).
+        fast = {"fast_kernels": fast_kernels}
 
         # === Layers ===
         token_embedding = keras.layers.Embedding(
@@ -57,9 +62,9 @@ class BertEncoder(keras.Model):
             config.max_position_embeddings, initializer=init, dtype=dtype,
             name="position_embedding")
         embeddings_layer_norm = FastLayerNorm(
-            epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="embeddings_layer_norm")
+            epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="embeddings_layer_norm", **fast)
         embeddings_dropout = FastDropout(
-            config.hidden_dropout_prob, dtype=dtype, name="embeddings_dropout")
+            config.hidden_dropout_prob, dtype=dtype, name="embeddings_dropout", **fast)
         mask_bias_layer = AttentionMaskBias(
             causal=config.attention == "left_to_right", dtype=dtype, name="attention_mask_bias")
         blocks = [
@@ -69,7 +74,7 @@ class BertEncoder(keras.Model):
                 attention_dropout=config.attention_probs_dropout_prob,
                 initializer_range=config.initializer_range,
                 layer_norm_epsilon=LAYER_NORM_EPSILON, dtype=dtype,
-                name=f"transformer_layer_{i}")
+                name=f"transformer_layer_{i}", **fast)
             for i in range(config.num_hidden_layers)
         ]
         pooler = keras.layers.Dense(
@@ -97,6 +102,7 @@ class BertEncoder(keras.Model):
 
         # === Config ===
         self.config = config
+        self.fast_kernels = fast_kernels
         self.token_embedding = token_embedding
         self.segment_embedding = segment_embedding
         self.position_embedding = position_embedding
@@ -124,8 +130,8 @@ class BertEncoder(keras.Model):
                       training=training)
 
     def get_config(self) -> dict:
-        return {"config": self.config.to_dict(), "name": self.name,
-                "trainable": self.trainable}
+        return {"config": self.config.to_dict(), "fast_kernels": self.fast_kernels,
+                "name": self.name, "trainable": self.trainable}
 
     @classmethod
     def from_config(cls, config: dict) -> BertEncoder:

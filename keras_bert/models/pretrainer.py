@@ -101,7 +101,7 @@ class BertPretrainer(keras.Model):
         masked_lm_head = MaskedLMHead(
             encoder.token_embedding, activation=config.hidden_act,
             initializer_range=config.initializer_range, dtype=encoder.dtype_policy,
-            name="masked_lm")
+            fast_kernels=encoder.fast_kernels, name="masked_lm")
         next_sentence_head = None
         if objective in ("nsp", "sop"):
             next_sentence_head = NextSentenceHead(
@@ -180,8 +180,8 @@ class BertPretrainer(keras.Model):
         """
         masked_lm_total = self.update_normaliser(x)
         per_prediction, predicted = loss_and_prediction(
-            y_pred["masked_lm_logits"], x["masked_lm_ids"],
-            labels_name="masked_lm_ids")  # (B, P), (B, P)
+            y_pred["masked_lm_logits"], x["masked_lm_ids"], labels_name="masked_lm_ids",
+            fast_kernels=self.masked_lm_head.runs_fast_kernels)  # (B, P), (B, P)
         return self._pretraining_loss(x, per_prediction, predicted,
                                       y_pred.get("next_sentence_logits"), masked_lm_total, 1)
 

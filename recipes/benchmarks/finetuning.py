@@ -63,7 +63,6 @@ each), on AMD CPUs with MKL's fast kernels (`mkl_shim.py`; `--no-mkl-shim`).
 """
 
 import argparse
-import contextlib
 import importlib.util
 import os
 import statistics
@@ -170,11 +169,9 @@ class KerasBertSide:
     """keras_bert as `recipes/keras/` uses it: from_pretrained, compile, fit on text."""
 
     def __init__(self, checkpoint, setting, head_init="library"):
-        from keras_bert.kernels import switch
         self.checkpoint, self.jit_compile = checkpoint, setting == "xla"
         self.head_init = head_init  # --kb-head-init
-        # The kernel switch is read when the train step is traced (its first fit).
-        self.kernels = switch.plain_kernels if setting == "plain" else contextlib.nullcontext
+        self.plain = setting == "plain"  # every layer on the plain ops (fast_kernels=False)
         self.timing_models = {}
 
     def new_model(self, task, seed, steps):
@@ -198,6 +195,9 @@ class KerasBertSide:
             draw = (keras.initializers.RandomNormal if self.head_init == "normal"
                     else keras.initializers.TruncatedNormal)(stddev=stddev, seed=seed)
             head.kernel.assign(draw(head.kernel.shape))
+        if self.plain:
+            from keras_bert.models.fast_path import with_fast_kernels
+            model = with_fast_kernels(model, False)
         model.compile(optimizer=create_adamw(
             task["learning_rate"], steps, int(task["warmup_ratio"] * steps),
             weight_decay=task["weight_decay"], clipnorm=task["clipnorm"]),
@@ -210,9 +210,8 @@ class KerasBertSide:
             y = [[names[i] for i in row] for row in y]
         else:
             y = [names[i] for i in y]
-        with self.kernels():
-            model.fit(x, y, batch_size=task["batch_size"], epochs=epochs, shuffle=True,
-                      verbose=0, callbacks=[clock.callback])
+        model.fit(x, y, batch_size=task["batch_size"], epochs=epochs, shuffle=True,
+                  verbose=0, callbacks=[clock.callback])
 
     def time(self, name, task, steps, seed):
         if name not in self.timing_models:
@@ -328,7 +327,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=20, help="timed steps per window and peer")
     parser.add_argument("--kb-settings", default="fast",
                         help="comma-separated fast (the default kernels) / xla (fit with "
-                             "jit_compile) / plain (the plain-ops kernels, `plain_kernels`): "
+                             "jit_compile) / plain (the plain ops, `fast_kernels=False`): "
                              "each a peer in the timing; quality uses the first")
     parser.add_argument("--kb-head-init", default="library",
                         choices=("library", "truncated", "normal"),

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert.kernels import int8_dense, plain_kernels
+from harness import running_plain_ops
+from keras_bert.kernels import int8_dense
 from keras_bert.kernels.dense import FastDense
 from keras_bert.kernels.int8_dense import column_sums, int8_kernel_available, int8_project
 
@@ -115,7 +116,7 @@ def test_keras_int8_path_where_the_kernel_is_not_used(monkeypatch):
         tape.watch(inputs)
         trained = layer(inputs, training=True)
     assert tape.gradient(trained, inputs) is not None
-    with plain_kernels():
+    with running_plain_ops(layer):
         plain = layer(inputs).numpy()
     monkeypatch.setattr(int8_dense, "int8_kernel_available", lambda: False)
     monkeypatch.setattr("keras_bert.kernels.dense.int8_kernel_available", lambda: False)

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import keras
 from keras_bert import BertConfig, BertEncoder
-from keras_bert.kernels import plain_kernels
+from harness import running_plain_ops
 from keras_bert.kernels.dense import FastDense
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.lora import lora_projections
@@ -148,7 +148,7 @@ def test_fast_lora_projection_equals_keras_lora_dense():
         return [y, *gradients]
 
     fast = values_and_gradients()
-    with plain_kernels():
+    with running_plain_ops(layer):
         plain = values_and_gradients()
     for mine, reference, name in zip(fast, plain, ("y", "d_x", "d_a", "d_b")):
         np.testing.assert_allclose(mine, reference, rtol=1e-5, atol=1e-5, err_msg=name)
