@@ -1,0 +1,64 @@
+"""Quality guards on what the README promises a new user: the quickstart's
+held-out accuracy, and its suggested next step (fine-tuning a real pretrained
+encoder) reaching the reference figure of a HuggingFace run.
+
+Both are slow (minutes on 2 CPU cores) and assert measured figures with a
+margin, so a schedule or default that quietly costs accuracy fails here."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from keras_bert.tasks.text_classification import read_text_examples
+
+
+@pytest.mark.slow
+def test_quickstart_beats_the_majority_class_on_held_out_chapters(tmp_path):
+    # As the README runs it: the installed command, in its own process.
+    command = os.path.join(os.path.dirname(sys.executable), "keras-bert")
+    output = tmp_path / "qs"
+    started = time.monotonic()
+    result = subprocess.run([command, "quickstart", "--output", str(output)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(output / "quickstart_results.json") as f:
+        results = json.load(f)
+    print(f"quickstart: dev accuracy {results['dev_accuracy']:.3f}, majority class "
+          f"{results['majority_baseline']:.3f}, {time.monotonic() - started:.0f} s")
+    # Measured 0.772 (seed 0) and 0.771 (seed 1) with the quickstart's schedule,
+    # 0.48 when clipping at norm 1.0 met the schedule tuned without it; six
+    # novels make the majority class 0.133.
+    assert results["dev_accuracy"] > 0.70
+    assert results["dev_accuracy"] > results["majority_baseline"] + 0.4
+
+
+@pytest.mark.slow
+def test_real_encoder_fine_tunes_to_the_reference_accuracy(minilm_path, datasets_dir):
+    from keras_bert.models.classifier import BertClassifier
+
+    train = read_text_examples(os.path.join(datasets_dir, "rotten_tomatoes", "train.tsv"))
+    dev = read_text_examples(os.path.join(datasets_dir, "rotten_tomatoes", "dev.tsv"))
+    # A user's natural choices, as in the HuggingFace reference (length 64,
+    # batch 32); everything else is the library's default (compile's
+    # optimizer, the head's dropout and initialiser).
+    model = BertClassifier.from_pretrained(minilm_path, seq_length=64, num_classes=2,
+                                           label_names=["rotten", "fresh"])
+    model.compile()
+    started = time.monotonic()
+    model.fit(train.texts_a, train.labels, epochs=1, batch_size=32, verbose=2)
+    fit_seconds = time.monotonic() - started
+    metrics = model.evaluate(dev.texts_a, dev.labels, batch_size=64, return_dict=True, verbose=0)
+    predicted = model.predict_labels(dev.texts_a, batch_size=64)
+    by_labels = float(np.mean(np.array(predicted) == np.array(dev.labels)))
+    print(f"MiniLM on rotten_tomatoes, 1 epoch: dev accuracy {metrics['accuracy']:.4f} "
+          f"(predict_labels {by_labels:.4f}), fit {fit_seconds:.0f} s")
+    # HuggingFace's Trainer reaches ~0.83 after 2 epochs (lr 5e-5, warmup and
+    # decay); one epoch of the defaults must come close (measured 0.838, the
+    # fit 181 s on 2 shared cores).
+    assert metrics["accuracy"] >= 0.81
+    assert by_labels == pytest.approx(metrics["accuracy"], abs=2 / len(dev.labels))
