@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 @keras.saving.register_keras_serializable(package="keras_bert")
 class PositionEmbedding(keras.layers.Layer):
-    """Learned absolute position embeddings, sliced to the input's length."""
+    """Learned absolute position embeddings, sliced to the input's length, or
+    gathered at given `positions` (R,) (rows packed without their padding)."""
 
     def __init__(self, max_length: int,
                  initializer: str | dict | keras.initializers.Initializer = "glorot_uniform",
@@ -30,7 +31,10 @@ class PositionEmbedding(keras.layers.Layer):
             name="embeddings", shape=(self.max_length, input_shape[-1]),
             initializer=self.initializer)
 
-    def call(self, inputs: tf.Tensor) -> tf.Tensor:  # inputs: (B, T, H), only its length is used
+    def call(self, inputs: tf.Tensor, positions: tf.Tensor | None = None) -> tf.Tensor:
+        # inputs: (B, T, H), only its length is used.
+        if positions is not None:
+            return ops.take(self.embeddings, positions, axis=0)  # (R, H)
         length = ops.shape(inputs)[1]
         return ops.expand_dims(self.embeddings[:length], 0)  # (1, T, H)
 

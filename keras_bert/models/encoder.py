@@ -6,22 +6,24 @@ L = number of layers.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import keras
 import numpy as np
-from keras import ops
 
 from keras_bert.checkpoints.load import assign_encoder_weights, encoder_variables, head_variables
 from keras_bert.checkpoints.source import PretrainedSource, resolve
 from keras_bert.config import BertConfig
+from keras_bert.features import ENCODER_INPUTS
 from keras_bert.kernels.dropout import FastDropout
 from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.layers import AttentionMaskBias, PositionEmbedding, TransformerBlock
+from keras_bert.layers.packing import TokenPacking
 from keras_bert.layers.pooling import pooled_token
 from keras_bert.models import lora
-from keras_bert.models.unpadded import padding_removed, unpadded_encoder_outputs
+from keras_bert.models.unpadded import padding_removed, read_rows, removed_padding_read_positions
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -82,23 +84,13 @@ class BertEncoder(keras.Model):
             dtype=dtype, name="pooler")
 
         # === Functional Model ===
-        input_ids = keras.Input(shape=(None,), dtype="int32", name="input_ids")
-        input_mask = keras.Input(shape=(None,), dtype="int32", name="input_mask")
-        segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
-
-        hidden, mask_bias = _embed(token_embedding, segment_embedding, position_embedding,
-                                   embeddings_layer_norm, embeddings_dropout, mask_bias_layer,
-                                   input_ids, input_mask, segment_ids)
-        encoder_outputs = []
-        for block in blocks:
-            hidden = block(hidden, mask_bias)  # (B, T, H)
-            encoder_outputs.append(hidden)
-        pooled = pooler(pooled_token(hidden, input_mask, config.attention))  # (B, H)
-        super().__init__(
-            inputs={"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
-            outputs={"sequence_output": hidden, "pooled_output": pooled,
-                     "encoder_outputs": encoder_outputs},
-            dtype=dtype, **kwargs)
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+                  for name in ENCODER_INPUTS}
+        parts = EncoderLayers(config, token_embedding, segment_embedding, position_embedding,
+                              embeddings_layer_norm, embeddings_dropout, mask_bias_layer,
+                              blocks, pooler)
+        super().__init__(inputs=inputs, outputs=encoder_forward(parts, inputs), dtype=dtype,
+                         **kwargs)
 
         # === Config ===
         self.config = config
@@ -116,18 +108,17 @@ class BertEncoder(keras.Model):
         # Under `remove_padding()` (the exports' and fit's), the per-token
         # layers skip the padding: keras_bert.models.unpadded.
         if padding_removed():
-            return unpadded_encoder_outputs(self, inputs, training=training)
+            return encoder_forward(self, inputs, packing=TokenPacking(inputs["input_mask"]),
+                                   read_positions=removed_padding_read_positions(),
+                                   training=training)
         return super().call(inputs, training=training, mask=mask)
 
     def embed(self, input_ids: tf.Tensor, input_mask: tf.Tensor, segment_ids: tf.Tensor,
               training: bool | None = None) -> tuple[tf.Tensor, tf.Tensor]:
         """The encoder's first stage, for models built from its layers (the
-        pretrainer): ids (B, T) -> the first block's input (B, T, H) and the
-        attention mask bias (B, 1, 1, T)."""
-        return _embed(self.token_embedding, self.segment_embedding, self.position_embedding,
-                      self.embeddings_layer_norm, self.embeddings_dropout,
-                      self.attention_mask_bias, input_ids, input_mask, segment_ids,
-                      training=training)
+        frozen features): ids (B, T) -> the first block's input (B, T, H) and
+        the attention mask bias (B, 1, 1, T)."""
+        return embed_tokens(self, input_ids, input_mask, segment_ids, training=training)
 
     def get_config(self) -> dict:
         return {"config": self.config.to_dict(), "fast_kernels": self.fast_kernels,
@@ -164,12 +155,73 @@ class BertEncoder(keras.Model):
         return lora.merged_copy(self)
 
 
-def _embed(token_embedding, segment_embedding, position_embedding, layer_norm, dropout,
-           mask_bias_layer, input_ids, input_mask, segment_ids, training=None):
-    tokens = token_embedding(input_ids)  # (B, T, H)
-    embeddings = tokens + segment_embedding(segment_ids) + position_embedding(tokens)
-    hidden = dropout(layer_norm(embeddings), training=training)  # (B, T, H)
-    return hidden, mask_bias_layer(input_mask)  # (B, T, H), (B, 1, 1, T)
+@dataclasses.dataclass(frozen=True)
+class EncoderLayers:
+    """What the forward pass reads; a built `BertEncoder` has the same attributes."""
+    config: BertConfig
+    token_embedding: keras.layers.Embedding
+    segment_embedding: keras.layers.Embedding
+    position_embedding: PositionEmbedding
+    embeddings_layer_norm: FastLayerNorm
+    embeddings_dropout: FastDropout
+    attention_mask_bias: AttentionMaskBias
+    transformer_blocks: list
+    pooler: keras.layers.Dense
+
+
+def embed_tokens(parts: EncoderLayers | BertEncoder, input_ids: Any, input_mask: Any,
+                 segment_ids: Any, packing: TokenPacking | None = None,
+                 training: bool | None = None) -> tuple[Any, Any]:
+    """ids (B, T) -> the first block's input (B, T, H) and the attention mask
+    bias (B, 1, 1, T); with `packing`, the real positions' rows (R, H) and the
+    bias over the packing's span (B, 1, 1, S)."""
+    if packing is not None:
+        input_ids, segment_ids = packing.pack(input_ids), packing.pack(segment_ids)  # (R,)
+    tokens = parts.token_embedding(input_ids)  # (B, T, H) or (R, H)
+    embeddings = tokens + parts.segment_embedding(segment_ids) + parts.position_embedding(
+        tokens, positions=None if packing is None else packing.positions)
+    hidden = parts.embeddings_dropout(parts.embeddings_layer_norm(embeddings), training=training)
+    mask = input_mask if packing is None else packing.attention_mask(input_mask)
+    return hidden, parts.attention_mask_bias(mask)
+
+
+def encoder_forward(parts: EncoderLayers | BertEncoder, inputs: Mapping[str, Any], *,
+                    packing: TokenPacking | None = None, read_positions: Any = None,
+                    query_positions: Any = None, training: bool | None = None
+                    ) -> dict[str, Any]:
+    """BERT's forward pass, the one every path runs: embeddings, the blocks, the pooler.
+
+    The encoder's functional graph calls it with symbolic inputs; with
+    `packing` (`keras_bert.models.unpadded`) the per-token layers run on the
+    real positions only, and `read_positions` (B, T) narrows the last block
+    to the rows a loss reads; with `query_positions` (B, Q) the last block
+    runs there only and the result is {"sequence_output": (B, Q, H)} (the
+    pretrainer's [CLS] and masked positions). Otherwise the encoder's outputs:
+    `sequence_output` (B, T, H), `pooled_output` (B, H), `encoder_outputs`.
+    """
+    input_mask = inputs["input_mask"]
+    hidden, mask_bias = embed_tokens(parts, inputs["input_ids"], input_mask,
+                                     inputs["segment_ids"], packing, training)
+    *blocks, last_block = parts.transformer_blocks
+    layers = []
+    for block in blocks:
+        hidden = block(hidden, mask_bias, packing=packing, training=training)  # (B, T, H) / (R, H)
+        layers.append(hidden)
+    if query_positions is not None:
+        return {"sequence_output": last_block(hidden, mask_bias, query_positions=query_positions,
+                                              training=training)}  # (B, Q, H)
+    # The last block's own output rows (a loss's read positions), or all of them.
+    last_packing = None
+    if packing is not None and read_positions is not None:
+        last_packing = TokenPacking(read_rows(read_positions, input_mask, parts.config.attention),
+                                    span=packing.span)
+    layers.append(last_block(hidden, mask_bias, packing=packing, query_packing=last_packing,
+                             training=training))
+    if packing is not None:  # back to (B, T, H), the padding 0
+        layers = ([packing.unpack(layer) for layer in layers[:-1]]
+                  + [(last_packing or packing).unpack(layers[-1])])
+    pooled = parts.pooler(pooled_token(layers[-1], input_mask, parts.config.attention))  # (B, H)
+    return {"sequence_output": layers[-1], "pooled_output": pooled, "encoder_outputs": layers}
 
 
 # === Pretrained weights ===

@@ -30,7 +30,7 @@ from keras_bert import features
 from keras_bert.checkpoints.load import assign_head_weights
 from keras_bert.kernels.masked_lm_loss import loss_and_prediction
 from keras_bert.layers.heads import MaskedLMHead, NextSentenceHead
-from keras_bert.models.encoder import BertEncoder, load_encoder_and_heads
+from keras_bert.models.encoder import BertEncoder, encoder_forward, load_encoder_and_heads
 from keras_bert.models.global_batch import global_weight_sum
 
 MODEL_INPUTS = features.ENCODER_INPUTS + ("masked_lm_positions",)
@@ -55,14 +55,10 @@ def _encode_cls_and_masked(encoder, inputs, training=None):
     pretrainer's graph (symbolic inputs) and computes its training loss
     (`update_loss`).
     """
-    hidden, mask_bias = encoder.embed(  # (B, T, H), (B, 1, 1, T)
-        inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"], training=training)
-    *blocks, last_block = encoder.transformer_blocks
-    for block in blocks:
-        hidden = block(hidden, mask_bias, training=training)  # (B, T, H)
     positions = inputs["masked_lm_positions"]  # (B, P)
     cls_and_masked = ops.concatenate([ops.zeros_like(positions[:, :1]), positions], axis=1)
-    return last_block(hidden, mask_bias, query_positions=cls_and_masked, training=training)
+    return encoder_forward(encoder, inputs, query_positions=cls_and_masked,
+                           training=training)["sequence_output"]  # (B, 1 + P, H)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")

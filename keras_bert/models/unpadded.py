@@ -20,7 +20,8 @@ the pooler reads) always counts as real. Gradients flow through the packing
 gradients; dropout draws its masks over the packed rows instead.
 
 Used through `remove_padding()`: while it is on, `BertEncoder` calls (and
-traces) take this path, so any task model built on an encoder gets it without
+traces) run their one forward pass (`keras_bert.models.encoder.encoder_forward`)
+with a `TokenPacking` of the batch, so any task model built on an encoder gets it without
 changes. The exports trace their signatures under it
 (`export_saved_model(remove_padding=True)`); `TextTask`'s train / test steps
 where their models allow it.
@@ -32,17 +33,11 @@ positions in the batch, H = hidden size, L = number of layers.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import Iterator
 
 import tensorflow as tf
 
-from keras_bert.layers.packing import TokenPacking
-from keras_bert.layers.pooling import last_real_positions, pooled_token
-
-if TYPE_CHECKING:
-    # The encoder is typed as the Keras model it is: importing BertEncoder
-    # here, even for types, would make the two modules import each other.
-    import keras
+from keras_bert.layers.pooling import last_real_positions
 
 _enabled = False
 _read_positions = None  # remove_padding's read_positions
@@ -73,43 +68,15 @@ def remove_padding(read_positions: tf.Tensor | None = None) -> Iterator[None]:
         _enabled, _read_positions = before
 
 
-def unpadded_encoder_outputs(encoder: keras.Model, inputs: Mapping[str, tf.Tensor],
-                             training: bool | None = None) -> dict[str, Any]:
-    """`encoder(inputs, training=training)`'s outputs, computed on the real positions."""
-    input_mask = inputs["input_mask"]
-    packing = TokenPacking(input_mask)
-    input_ids, segment_ids = packing.pack(inputs["input_ids"]), packing.pack(inputs["segment_ids"])
-    tokens = encoder.token_embedding(input_ids)  # (R, H)
-    # Read outside the layer's call, so cast as Keras would under mixed precision.
-    positions = tf.cast(tf.gather(encoder.position_embedding.embeddings, packing.positions),
-                        tokens.dtype)
-    embeddings = tokens + encoder.segment_embedding(segment_ids) + positions  # (R, H)
-    hidden = encoder.embeddings_dropout(encoder.embeddings_layer_norm(embeddings),
-                                        training=training)
-    # Attention spans the batch's real positions only (S <= T, `TokenPacking.span`).
-    mask_bias = encoder.attention_mask_bias(
-        packing.attention_mask(input_mask))  # (B, 1, 1, S) or (B, 1, S, S)
-    # The last block's own output rows (`remove_padding`'s read_positions), or all of them.
-    last_packing = (packing if _read_positions is None else TokenPacking(
-        read_rows(_read_positions, input_mask, encoder), span=packing.span))
-    blocks = encoder.transformer_blocks
-    packed_layers = []
-    for index, block in enumerate(blocks):
-        output_packing = last_packing if index == len(blocks) - 1 else packing
-        hidden = block(hidden, mask_bias, packing=packing, training=training, query_packing=(
-            None if output_packing is packing else output_packing))  # (R or Q, H)
-        packed_layers.append(hidden)
-    layers = ([packing.unpack(layer) for layer in packed_layers[:-1]]
-              + [last_packing.unpack(packed_layers[-1])])  # L x (B, T, H)
-    pooled = encoder.pooler(pooled_token(layers[-1], input_mask, encoder.config.attention))
-    return {"sequence_output": layers[-1], "pooled_output": pooled, "encoder_outputs": layers}
+def removed_padding_read_positions() -> tf.Tensor | None:
+    """`remove_padding`'s `read_positions` (None: every position)."""
+    return _read_positions
 
 
-def read_rows(read_positions: tf.Tensor, input_mask: tf.Tensor, encoder: keras.Model
-              ) -> tf.Tensor:
+def read_rows(read_positions: tf.Tensor, input_mask: tf.Tensor, attention: str) -> tf.Tensor:
     """(B, T) int32, 1 at the real positions read and at the pooler's row (left to
     right the last real token; [CLS] `TokenPacking` keeps anyway)."""
     read = tf.not_equal(read_positions, 0) & tf.not_equal(input_mask, 0)
-    if encoder.config.attention == "left_to_right":
+    if attention == "left_to_right":
         read |= last_real_positions(input_mask)
     return tf.cast(read, tf.int32)
