@@ -501,12 +501,14 @@ def add_quickstart(subparsers):
                         help="glob of books with CHAPTER headings "
                              "(default: the shipped keras_bert/assets/austen/*.txt)")
     parser.add_argument("--fast", action="store_true", help="a sliver of everything (for tests)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="every random choice of the run (data, weights, orders, dropout)")
     parser.set_defaults(run=run_quickstart, fast_cpu_training=True)
 
 
 def run_quickstart(args):
     from keras_bert.cli.quickstart import quickstart
-    quickstart(args.output, corpus=args.corpus, fast=args.fast)
+    quickstart(args.output, corpus=args.corpus, fast=args.fast, seed=args.seed)
 
 
 COMMANDS = [add_tokenize, add_vocab, add_encode, add_convert, add_prepare_corpus,
