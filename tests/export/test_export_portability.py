@@ -54,22 +54,26 @@ def save_model_with_a_newer_op(path):
     return path
 
 
-@pytest.fixture(scope="module")
-def request_file(tmp_path_factory):
-    """The check's request: every export, with inputs for its string and ids
+def write_request(folder, kinds, newer_op=True):
+    """The check's request: these exports, with inputs for their string and ids
     signatures (each signature's inputs in its order)."""
-    folder = tmp_path_factory.mktemp("portability")
-    request = {"allowed_ops": sorted(SERVING_TEXT_OPS), "models": {
-        "newer_op": {"path": save_model_with_a_newer_op(str(folder / "newer_op" / "1")),
-                     "inputs": {}}}}
-    for kind in KINDS:
+    models = {}
+    if newer_op:
+        models["newer_op"] = {"path": save_model_with_a_newer_op(str(folder / "newer_op" / "1")),
+                              "inputs": {}}
+    for kind in kinds:
         inputs = dict(INPUTS[kind])
         features = keras_features(TEXTS, kind=kind)
         inputs["serve_ids"] = {name: features[name].numpy().tolist() for name in ENCODER_INPUTS}
-        request["models"][kind] = {"path": export_path(kind), "inputs": inputs}
+        models[kind] = {"path": export_path(kind), "inputs": inputs}
     path = folder / "request.json"
-    path.write_text(json.dumps(request))
+    path.write_text(json.dumps({"allowed_ops": sorted(SERVING_TEXT_OPS), "models": models}))
     return path
+
+
+@pytest.fixture(scope="module")
+def request_file(tmp_path_factory):
+    return write_request(tmp_path_factory.mktemp("portability"), KINDS)
 
 
 def run_check(request_file, *flags):
@@ -100,6 +104,17 @@ def test_loads_without_keras_and_keras_bert(report):
     process = report["_process"]
     assert process["loaded_blocked_modules"] == []
     assert report["_returncode"] == 0, report
+
+
+def test_a_python_user_loads_the_classifier_with_only_tensorflow_text(tmp_path):
+    """The fast suite's fresh process: the classifier export (the one the fast
+    suite builds) loaded and called as the README's Python example does."""
+    report = run_check(write_request(tmp_path, ["classifier"], newer_op=False),
+                       "--import-tensorflow-text")
+    assert report["_process"]["tensorflow_text_imported"]
+    assert report["_process"]["loaded_blocked_modules"] == []  # keras_bert
+    assert report["_returncode"] == 0, report
+    assert "Op type not registered" in report["classifier"]["load_without_tensorflow_text"]
 
 
 @pytest.mark.slow
