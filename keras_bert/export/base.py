@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import tensorflow as tf
 
 from keras_bert import features
-from keras_bert.models.unpadded import remove_padding
 from keras_bert.preprocessing.traced import traced_pack, traced_tokenizer  # noqa: F401
 
 if TYPE_CHECKING:
@@ -139,7 +138,8 @@ class TaskServing:
         # Packed, the last block runs only where the answer is read (a classifier's
         # [CLS]: `TextTask.read_positions`).
         read_positions = getattr(self.model, "read_positions", lambda features: None)
-        with (remove_padding(read_positions(features)) if self.remove_padding
+        encoder = getattr(self.model, "encoder", self.model)  # a task model's, or the encoder
+        with (encoder.remove_padding(read_positions(features)) if self.remove_padding
               else contextlib.nullcontext()):
             outputs = self.model(features, training=False)
         return tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), outputs)

@@ -23,7 +23,7 @@ from keras_bert.layers import AttentionMaskBias, PositionEmbedding, TransformerB
 from keras_bert.layers.packing import TokenPacking
 from keras_bert.layers.pooling import pooled_token
 from keras_bert.models import lora
-from keras_bert.models.unpadded import padding_removed, read_rows, removed_padding_read_positions
+from keras_bert.models.unpadded import PaddingRemoval, read_rows
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -103,15 +103,27 @@ class BertEncoder(keras.Model):
         self.attention_mask_bias = mask_bias_layer
         self.transformer_blocks = blocks
         self.pooler = pooler
+        self._padding_removal = PaddingRemoval()
 
     def call(self, inputs: Any, training: bool | None = None, mask: Any = None) -> Any:
         # Under `remove_padding()` (the exports' and fit's), the per-token
         # layers skip the padding: keras_bert.models.unpadded.
-        if padding_removed():
+        if self._padding_removal.enabled:
             return encoder_forward(self, inputs, packing=TokenPacking(inputs["input_mask"]),
-                                   read_positions=removed_padding_read_positions(),
+                                   read_positions=self._padding_removal.read_positions,
                                    training=training)
         return super().call(inputs, training=training, mask=mask)
+
+    def remove_padding(self, read_positions: Any = None):
+        """`with encoder.remove_padding(): ...`: this encoder's calls (and traces)
+        inside skip the padding in their per-token layers, the real positions'
+        outputs unchanged (`keras_bert.models.unpadded`; `read_positions`:
+        `PaddingRemoval.on`). Task models' steps and exports enter it."""
+        return self._padding_removal.on(read_positions)
+
+    @property
+    def padding_removed(self) -> bool:
+        return self._padding_removal.enabled
 
     def embed(self, input_ids: tf.Tensor, input_mask: tf.Tensor, segment_ids: tf.Tensor,
               training: bool | None = None) -> tuple[tf.Tensor, tf.Tensor]:

@@ -44,7 +44,6 @@ from keras_bert.dataset_options import (are_arrays, array_batches, class_weights
 from keras_bert.models import lora
 from keras_bert.models.batch_trimming import trim_features_batch
 from keras_bert.models.encoder import BertEncoder
-from keras_bert.models.unpadded import remove_padding
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_text_spec
 
 # keras-hub's task default; the paper's fine-tuning range is 2e-5 to 5e-5.
@@ -215,11 +214,12 @@ class TextTask:
                                                     tf.distribute.TPUStrategy)
 
     def unpadded_steps(self, data: Any) -> contextlib.AbstractContextManager:
-        """`remove_padding()` for this model's steps on `data`, where it applies,
+        """The encoder's `remove_padding()` for this model's steps on `data`, where it applies,
         with the positions of the last layer that the step reads (`read_positions`)."""
         if not self.removes_padding or self.static_shapes():
             return contextlib.nullcontext()
-        return remove_padding(self.read_positions(*keras.utils.unpack_x_y_sample_weight(data)))
+        return self.encoder.remove_padding(
+            self.read_positions(*keras.utils.unpack_x_y_sample_weight(data)))
 
     def read_positions(self, x: Any, y: Any = None, sample_weight: Any = None
                        ) -> tf.Tensor | None:

@@ -19,7 +19,7 @@ the pooler reads) always counts as real. Gradients flow through the packing
 (classification, tagging with the padding weighted 0) gets the padded model's
 gradients; dropout draws its masks over the packed rows instead.
 
-Used through `remove_padding()`: while it is on, `BertEncoder` calls (and
+Used through `BertEncoder.remove_padding()`: while it is on, that encoder's calls (and
 traces) run their one forward pass (`keras_bert.models.encoder.encoder_forward`)
 with a `TokenPacking` of the batch, so any task model built on an encoder gets it without
 changes. The exports trace their signatures under it
@@ -39,38 +39,35 @@ import tensorflow as tf
 
 from keras_bert.layers.pooling import last_real_positions
 
-_enabled = False
-_read_positions = None  # remove_padding's read_positions
+class PaddingRemoval:
+    """One encoder's setting: whether its calls (and traces) skip the padding,
+    and where its last block is read. Off but inside `on(...)`, which a task
+    model's train / test step and an export's trace enter around one call: a
+    functional task model cannot hand its encoder an extra argument, and a
+    setting per encoder (not per process) lets two models differ."""
 
+    def __init__(self) -> None:
+        self.enabled = False
+        self.read_positions: tf.Tensor | None = None
 
-def padding_removed() -> bool:
-    return _enabled
+    @contextlib.contextmanager
+    def on(self, read_positions: tf.Tensor | None = None) -> Iterator[None]:
+        """Inside, the encoder skips the padding in its per-token layers (see
+        the module's docstring).
 
-
-@contextlib.contextmanager
-def remove_padding(read_positions: tf.Tensor | None = None) -> Iterator[None]:
-    """`with remove_padding(): ...`: encoders called (or traced) inside skip
-    the padding in their per-token layers (see the module's docstring).
-
-    `read_positions` (B, T), nonzero where the caller reads the last layer's
-    output (besides the pooler's row, always computed): the last block runs its queries,
-    feed-forward layers and LayerNorms on those rows alone, and the other
-    positions of `sequence_output` (and of the last `encoder_outputs`) come
-    out 0. A tagger's loss reads its labelled pieces, a classifier only [CLS]
-    (an all-zero tensor).
-    """
-    global _enabled, _read_positions
-    before = _enabled, _read_positions
-    _enabled, _read_positions = True, read_positions
-    try:
-        yield
-    finally:
-        _enabled, _read_positions = before
-
-
-def removed_padding_read_positions() -> tf.Tensor | None:
-    """`remove_padding`'s `read_positions` (None: every position)."""
-    return _read_positions
+        `read_positions` (B, T), nonzero where the caller reads the last layer's
+        output (besides the pooler's row, always computed): the last block runs
+        its queries, feed-forward layers and LayerNorms on those rows alone, and
+        the other positions of `sequence_output` (and of the last
+        `encoder_outputs`) come out 0. A tagger's loss reads its labelled
+        pieces, a classifier only [CLS] (an all-zero tensor).
+        """
+        before = self.enabled, self.read_positions
+        self.enabled, self.read_positions = True, read_positions
+        try:
+            yield
+        finally:
+            self.enabled, self.read_positions = before
 
 
 def read_rows(read_positions: tf.Tensor, input_mask: tf.Tensor, attention: str) -> tf.Tensor:

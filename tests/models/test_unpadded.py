@@ -16,7 +16,6 @@ from keras_bert.layers.packing import TokenPacking
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
-from keras_bert.models.unpadded import padding_removed, remove_padding
 from task_models import reviews
 
 # Different products over the same rows: float32 rounding only.
@@ -51,7 +50,7 @@ def assert_same_at_real_positions(padded, unpadded, mask):
 
 def both_ways(model, features):
     padded = model(features, training=False)
-    with remove_padding():
+    with getattr(model, "encoder", model).remove_padding():
         unpadded = model(features, training=False)
     return padded, unpadded
 
@@ -113,16 +112,29 @@ def test_task_models_take_the_unpadded_encoder():
 def test_traced_and_switched_off_outside_the_context():
     encoder = random_encoder()
     features = ragged_batch([5, 2], width=6)
-    with remove_padding():
-        assert padding_removed()
+    with encoder.remove_padding():
+        assert encoder.padding_removed
         traced = tf.function(lambda f: encoder(f, training=False)["sequence_output"])
         unpadded = traced(features)
-    assert not padding_removed()
+    assert not encoder.padding_removed
     assert np.all(np.asarray(unpadded)[features["input_mask"] == 0] == 0)
     assert not np.all(np.asarray(encoder(features)["sequence_output"])[
         features["input_mask"] == 0] == 0)
     # the packed graph is in the trace: calling it after the context still skips the padding
     np.testing.assert_array_equal(traced(features), unpadded)
+
+
+def test_the_setting_belongs_to_one_encoder():
+    """No process state: inside one encoder's context another encoder (and a
+    model on it) still runs padded."""
+    packed, padded = random_encoder(seed=0), random_encoder(seed=1)
+    features = ragged_batch([5, 2], width=6)
+    with packed.remove_padding():
+        assert packed.padding_removed and not padded.padding_removed
+        outputs = padded(features, training=False)["sequence_output"]
+        skipped = packed(features, training=False)["sequence_output"]
+    assert not np.all(np.asarray(outputs)[features["input_mask"] == 0] == 0)
+    assert np.all(np.asarray(skipped)[features["input_mask"] == 0] == 0)
 
 
 def test_gradients_match_the_padded_model():
@@ -145,7 +157,7 @@ def test_gradients_match_the_padded_model():
         return tape.gradient(loss, no_dropout.trainable_variables)
 
     padded = gradients()
-    with remove_padding():
+    with no_dropout.remove_padding():
         unpadded = gradients()
     for variable, a, b in zip(no_dropout.trainable_variables, padded, unpadded):
         np.testing.assert_allclose(tf.convert_to_tensor(b), tf.convert_to_tensor(a),
@@ -164,7 +176,7 @@ def test_packed_training_compiles_no_kernel_per_row_count():
 
     before = compiled_gelu_traces()
     for lengths in ([8, 3, 6], [5, 5, 2], [9, 1, 4]):  # 17, 12, 14 real tokens
-        with tf.GradientTape() as tape, remove_padding():
+        with tf.GradientTape() as tape, encoder.remove_padding():
             loss = tf.reduce_sum(encoder(ragged_batch(lengths, width=11),
                                          training=True)["pooled_output"])
         tape.gradient(loss, encoder.trainable_variables)
@@ -177,7 +189,7 @@ def test_packed_training_compiles_no_kernel_per_row_count():
 def test_dropout_keeps_the_rate_on_packed_rows():
     encoder = random_encoder()  # hidden dropout 0.1
     features = ragged_batch([12] * 8, width=12)
-    with remove_padding():
+    with encoder.remove_padding():
         noisy = encoder(features, training=True)["sequence_output"]
     clean = encoder(features, training=False)["sequence_output"]
     assert not np.allclose(noisy, clean, atol=1e-3)
@@ -242,7 +254,7 @@ def test_read_positions_give_the_padded_model_there_and_its_gradients(attention)
     def run(**context):
         with tf.GradientTape() as tape:
             if context:
-                with remove_padding(**context):
+                with encoder.remove_padding(**context):
                     outputs = encoder(features, training=True)
             else:
                 outputs = encoder(features, training=True)
