@@ -18,7 +18,7 @@ all `max_seq_length` positions, question, `[SEP]` and padding included: none
 of those can start or end an answer, yet with a lightly trained model
 (padding logits not yet pushed down) they took the n-best slots, and every
 context of about 30 words or fewer in a 64-position window came back with no
-answer at all (issue 21). Both agree whenever the best `n_best_size`
+answer at all. Both agree whenever the best `n_best_size`
 positions are context pieces or `[CLS]`, as for a fine-tuned model.
 
 And the answer text is cut from the original context

@@ -1,4 +1,4 @@
-"""Bad input to the `keras-bert` commands (issue 21): every case is one clear
+"""Bad input to the `keras-bert` commands: every case is one clear
 line on stderr (the file, line or field named, what to do), a non-zero exit
 code and nothing half-written; or the right behaviour, tested below the table.
 

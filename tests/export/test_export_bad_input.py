@@ -1,5 +1,5 @@
 """Bad input to the exported signatures: no crash, no hang; a documented result
-or a clear error (issue 6, part 4).
+or a clear error.
 
 Documented results (keras_bert/export*.py): empty / whitespace-only text is an
 empty sequence (`[CLS] [SEP]`, no words, no answer); long text is cut to
@@ -175,7 +175,7 @@ def test_example_without_its_text_feature_is_a_clear_error():
         call("classifier", "serve_examples", inputs=[example])
 
 
-# === Inputs of the wrong shape or range (issue 21): one row per case ===
+# === Inputs of the wrong shape or range: one row per case ===
 
 PAIR = tf.constant([], tf.string)
 IDS = dict(input_ids=[[2, 5, 3]], input_mask=[[1, 1, 1]], segment_ids=[[0, 0, 0]])
@@ -213,7 +213,7 @@ def test_bad_call_is_a_clear_error(case, signature, inputs, message):
 
 @pytest.mark.slow
 def test_short_contexts_are_answered():
-    # Issue 21: contexts of <= 30 words answered "" with score -inf: the n-best
+    # Before: contexts of <= 30 words answered "" with score -inf: the n-best
     # positions were ranked over padding too, which this barely trained model
     # scores as high as the context. Now ranked over [CLS] and the context only.
     words = "the quick brown fox jumps over the lazy dog near a river bank".split()

@@ -1,4 +1,4 @@
-"""Export options of issue 22: `padding="longest"` (same outputs as padding to
+"""Export options: `padding="longest"` (same outputs as padding to
 seq_length), `quantize="int8"` (the float32 outputs within a stated
 tolerance) and `jit_compile=True` (XLA: the same outputs); all keep to the ops
 TensorFlow Serving links."""

@@ -1,5 +1,5 @@
-"""Requests as TensorFlow Serving receives them map onto the exported signatures
-(issue 6, part 2): gRPC `PredictRequest`, `ClassificationRequest` and
+"""Requests as TensorFlow Serving receives them map onto the exported signatures:
+gRPC `PredictRequest`, `ClassificationRequest` and
 `RegressionRequest` protos built with `tensorflow-serving-api`, and the REST
 API's JSON (row and columnar formats) shown in the README.
 

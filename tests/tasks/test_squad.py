@@ -168,7 +168,7 @@ def test_postprocess_matches_squad_lib(datasets_dir, tokenizer, reference_tokeni
 
 def test_short_context_is_answered_where_run_squad_finds_nothing(tokenizer, reference_tokenizer,
                                                                  tmp_path):
-    # Issue 21: a lightly trained model scores padding as high as the context;
+    # A lightly trained model scores padding as high as the context;
     # with 80 of 96 positions padding, squad_lib's n-best over all positions
     # holds no context piece and it answers "empty". Ours ranks [CLS] and the context.
     data = [{"title": "t", "paragraphs": [{"context": "Ann met Bob in Paris last spring.",

@@ -1,6 +1,6 @@
 """`BertTokenizer.pack(..., padding="longest", length_multiple=k)`: the batch's
 longest packed row rounded up to a multiple of k (at most seq_length), the same
-ids as the fixed-length packing in those columns (issue 22)."""
+ids as the fixed-length packing in those columns."""
 
 import numpy as np
 import pytest

@@ -316,7 +316,7 @@ def test_resume_after_sigkill_loses_and_repeats_no_step(data_dir, tmp_path):
 
 
 def test_resume_draws_the_dropout_masks_of_an_uninterrupted_run(data_dir, tmp_path):
-    # Issue 21: with dropout, a resumed run's losses drifted from an uninterrupted
+    # Before: with dropout, a resumed run's losses drifted from an uninterrupted
     # run's (the SIGKILL test above runs without dropout): the dropout seed
     # generators were not in the checkpoint, so a resumed run replayed step 0's masks.
     dropout = BertConfig(**{**TINY.to_dict(), "hidden_dropout_prob": 0.1,
