@@ -275,8 +275,8 @@ def _squad_smoke(export: str, common: dict, size: Size, head: str) -> float:
     from keras_bert.tasks.metrics import squad_v1_scores
     from keras_bert.training.optimization import create_adamw
     dataset, ids, x = _squad_samples()
-    model = keras_bert.BertSpanExtractor.from_pretrained(export, head=head, **common)
     windows = dict(doc_stride=size.seq_length // 2, max_query_length=size.seq_length // 2)
+    model = keras_bert.BertSpanExtractor.from_pretrained(export, head=head, **common, **windows)
     features = squad.feature_arrays(squad.convert_examples_to_features(
         squad.read_squad_examples(dataset, is_training=True), model.preprocessor.tokenizer,
         size.seq_length, is_training=True, **windows))
@@ -286,7 +286,7 @@ def _squad_smoke(export: str, common: dict, size: Size, head: str) -> float:
     steps = -(-len(features["input_ids"]) // batch_size) * size.squad_epochs
     model.compile(optimizer=create_adamw(size.tag_learning_rate, steps, steps // 10))
     model.fit(features, targets, batch_size=batch_size, epochs=size.squad_epochs, verbose=0)
-    answers = model.answer(x, **windows)
+    answers = model.predict_answers(x)
     return squad_v1_scores(dataset, {qid: a["answer"] for qid, a in zip(ids, answers)})["f1"]
 
 
