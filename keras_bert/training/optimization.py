@@ -285,9 +285,9 @@ def create_optimizer(name: str = "adamw", learning_rate: float = 1e-4,
     """The pretraining optimizer: AdamW (the paper) or LAMB (large batches), with
     linear warmup then linear decay to zero, and global-norm clipping.
 
-    Gradient accumulation is `steps.Trainer(model,
-    gradient_accumulation_steps=k)`, which works under every tf.distribute
-    strategy; Keras' own (the optimizer's `gradient_accumulation_steps`) works
+    Gradient accumulation is the models' own (`model.compile(...,
+    gradient_accumulation_steps=k)`, `keras_bert.models.update_step`), which
+    works under every tf.distribute strategy; Keras' own (the optimizer's `gradient_accumulation_steps`) works
     on one replica only.
     """
     if name == "adamw":
