@@ -17,7 +17,7 @@ from keras_bert import checkpoints, cli
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
-from keras_bert.training import finetuning, finetuning_data
+from keras_bert.training import finetuning, finetuning_data, finetuning_run, optimization
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 from keras_bert.tasks import squad
 from keras_bert.tasks.tagging import read_conll
@@ -240,3 +240,38 @@ def test_finetune_takes_in_memory_data(tmp_path, tiny_vocab_file):
     with pytest.raises(ValueError, match=r"in-memory data: no column\(s\) \[.review.\]"):
         finetuning.finetune(dataclasses.replace(config, text_columns=["review"],
                                                 output_dir=None), train=columns)
+
+
+def test_the_command_and_fit_take_the_same_steps(tmp_path, tiny_vocab_file):
+    """`keras-bert finetune`'s run is the task model's own `fit`: the same
+    model, optimizer and batches through `model.fit` in a user's script end
+    with the same weights (the step is the model's, not a wrapper's)."""
+    train = _write_sentiment(tmp_path / "train.tsv", 40, seed=3)
+    config = FinetuneConfig(task="classify", train=train, vocab_file=tiny_vocab_file,
+                            seq_length=16, batch_size=8, epochs=2, verbose=0, dropout=0.1,
+                            seed=7)
+    tokenizer = finetuning.resolve_tokenizer(config)[0]
+    task = finetuning.make_task(config)
+    data = task.read(train, training=True)
+
+    def build_model(dtype=None):
+        return task.build_model(BertEncoder(CONFIG, dtype=dtype),
+                                finetuning.preprocessor_of(config, tokenizer))
+
+    command = finetuning_run.FinetuneRun(config, task, data, None, None, build_model=build_model,
+                                         save_model=None).run()
+
+    keras.utils.set_random_seed(config.seed)  # as the command seeds its run
+    model = build_model()
+    x, y = data
+    features, targets, _ = model.encode_text(x, y)
+    steps = finetuning_data.batches_per_epoch({"features": features}, 8, 16)
+    model.compile(optimizer=optimization.create_adamw(
+        config.learning_rate, 2 * steps, int(0.1 * 2 * steps), weight_decay=0.01, clipnorm=1.0))
+    for epoch in range(2):  # the command's batches: a function of (seed, epoch)
+        model.fit(finetuning_data.epoch_dataset(
+            {"features": features, "targets": targets, "weights": None}, 8, config.seed, epoch,
+            16), epochs=1, verbose=0)
+    assert command.steps == 2 * steps == int(model.optimizer.iterations)
+    for ours, theirs in zip(command.model.get_weights(), model.get_weights()):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
