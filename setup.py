@@ -47,6 +47,10 @@ setup(
         # Peers of recipes/benchmarks (keras-hub's BertMaskedLM; Model Garden is in "test").
         # HuggingFace tokenizers: the Python-side peer of serving_latency.py / tokenizer.py.
         "bench": ["keras-hub", "tf-models-official==2.20.0", "tokenizers"],
+        # The documentation site (mkdocs.yml): `mkdocs build --strict` in CI. Pinned: the
+        # strict build fails on warnings, and a new release may add some.
+        "docs": ["mkdocs==1.6.1", "mkdocs-material==9.8.2", "mkdocstrings[python]==1.0.8",
+                 "mkdocstrings-python==2.0.11"],
         # create-pretraining-data --runner: Apache Beam (Dataflow, Flink, Spark); its
         # tfrecord extra and google-crc32c checksum the records (fast, in C).
         "beam": ["apache-beam[tfrecord]>=2.77", "google-crc32c"],
