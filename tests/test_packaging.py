@@ -93,7 +93,23 @@ def test_the_version_is_written_once():
     exec(source.split("\nsetup(")[0], namespace)  # noqa: S102 - setup.py up to setup()
     assert namespace["read_version"]() == keras_bert.__version__
     with open(os.path.join(ROOT, "CHANGELOG.md"), encoding="utf-8") as f:
-        assert f"## {keras_bert.__version__}" in f.read()
+        assert f"\n## [{keras_bert.__version__}]" in f.read()
+
+
+def test_the_changelog_keeps_a_changelog():
+    """keepachangelog.com's form: versions, then its kinds of change, one line each."""
+    with open(os.path.join(ROOT, "CHANGELOG.md"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    versions = [line for line in lines if line.startswith("## ")]
+    assert versions[0] == "## [Unreleased]", versions
+    assert all(re.fullmatch(r"## \[(Unreleased|\d+\.\d+\.\d+)\]( - \d{4}-\d{2}-\d{2})?", line)
+               for line in versions), versions
+    kinds = {line for line in lines if line.startswith("### ")}
+    assert kinds <= {f"### {kind}" for kind in
+                     ("Added", "Changed", "Deprecated", "Removed", "Fixed", "Security")}, kinds
+    first_version = lines.index(versions[0])
+    for number, line in enumerate(lines[first_version:], first_version + 1):
+        assert not line.startswith("  "), f"CHANGELOG.md:{number}: one line per change"
 
 
 # === run.py: the README's two commands ===
