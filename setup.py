@@ -42,8 +42,10 @@ setup(
         # tf-models-official is the independent reference (Keras 2): tests and benchmarks only.
         # tensorflow-serving-api: request protos for the export tests (pinned to
         # TensorFlow's minor version: a newer one pulls a newer TensorFlow).
+        # ruff: the lint CI runs (settings in pyproject.toml; the same rev in
+        # .pre-commit-config.yaml).
         "test": ["pytest", "import-linter", "tf-models-official==2.20.0", "seqeval",
-                 "tensorflow-serving-api~=2.20.0"],
+                 "tensorflow-serving-api~=2.20.0", "ruff==0.17.6"],
         # Peers of recipes/benchmarks (keras-hub's BertMaskedLM; Model Garden is in "test").
         # HuggingFace tokenizers: the Python-side peer of serving_latency.py / tokenizer.py.
         "bench": ["keras-hub", "tf-models-official==2.20.0", "tokenizers"],
