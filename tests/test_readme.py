@@ -46,3 +46,41 @@ def test_readme_fast_blocks_run(tmp_path, monkeypatch, minilm_path):
 def test_readme_every_block_runs(tmp_path, monkeypatch, minilm_path):
     ran = run_markdown("README.md", tmp_path, monkeypatch, minilm_path, include_slow=True)
     assert ran == len(python_blocks("README.md"))
+
+
+def markdown_sections(text):
+    """{anchor: the section's text} for every heading, anchors as MkDocs and GitHub
+    make them from the heading's words."""
+    sections, anchor, lines = {}, None, []
+    for line in text.splitlines():
+        heading = re.match(r"#+ (.*)", line)
+        if heading:
+            if anchor is not None:
+                sections[anchor] = "\n".join(lines)
+            words = re.sub(r"[^\w\s-]", "", heading.group(1).lower()).strip()
+            anchor, lines = re.sub(r"\s+", "-", words), []
+        else:
+            lines.append(line)
+    if anchor is not None:
+        sections[anchor] = "\n".join(lines)
+    return sections
+
+
+def test_every_number_in_the_comparison_links_to_where_it_comes_from():
+    table = re.search(r"## How it compares\n(.*?)\n## ", read_readme(), flags=re.S).group(1)
+    rows = [line for line in table.splitlines() if line.startswith("| ")][1:]  # no header
+    assert len(rows) >= 4
+    numbers = 0
+    for row in rows:
+        for cell in [cell.strip() for cell in row.strip("|").split("|")][1:]:
+            if cell == "—":
+                continue
+            link = re.fullmatch(r"\[([\d.,]+)\]\((docs/[\w./-]+\.md)#([\w-]+)\)", cell)
+            assert link, f"a cell holds one number linking to its source: {cell!r}"
+            number, page, anchor = link.groups()
+            with open(os.path.join(REPO_ROOT, page), encoding="utf-8") as f:
+                sections = markdown_sections(f.read())
+            assert anchor in sections, f"{page} has no section #{anchor}"
+            assert number in sections[anchor], f"{number} is not in {page}#{anchor}"
+            numbers += 1
+    assert numbers >= 10
