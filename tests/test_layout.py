@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -15,7 +16,9 @@ PACKAGE = os.path.join(ROOT, "keras_bert")
 
 
 def test_imports_only_go_down_the_pipeline():
-    lint_imports = shutil.which("lint-imports")
+    # The running environment's own first: pytest may run from a venv that is not on PATH.
+    lint_imports = (shutil.which("lint-imports", path=os.path.dirname(sys.executable))
+                    or shutil.which("lint-imports"))
     if lint_imports is None:
         pytest.fail("import-linter is not installed: pip install -e '.[test]'")
     result = subprocess.run([lint_imports, "--config", os.path.join(ROOT, ".importlinter")],
