@@ -12,11 +12,9 @@ import pytest
 import tensorflow as tf
 
 import keras
-from keras_bert import BertConfig, BertEncoder, BertTokenizer
+from keras_bert import BertConfig, BertEncoder
 from keras_bert import checkpoints, cli
 from keras_bert.models.classifier import BertClassifier
-from keras_bert.models.span_extractor import BertSpanExtractor
-from keras_bert.models.tagger import BertTokenClassifier
 from keras_bert.training import finetuning, finetuning_data, finetuning_run, optimization
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 from keras_bert.tasks import squad
