@@ -19,6 +19,7 @@ from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, se
 from keras_bert.models.features_extractor import FrozenTokenFeatures
 from keras_bert.models.global_batch import global_weight_sum
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
+from keras_bert.models.user_inputs import check_number
 from keras_bert.preprocessing.preprocessor import is_text
 from keras_bert.preprocessing.tagging import WordTagger, tag_names
 from keras_bert.preprocessing.text_ops import clean_utf8
@@ -70,6 +71,7 @@ class BertTokenClassifier(TextTask, keras.Model):
                 raise ValueError("BertTokenClassifier needs label_names (the tags, e.g. "
                                  "['O', 'B-PER', 'I-PER']) or num_labels")
             num_labels = len(label_names)
+        num_labels = check_number(num_labels, "num_labels")
         if label_names is not None and len(label_names) != num_labels:
             raise ValueError(f"{len(label_names)} label_names for num_labels={num_labels}")
         if head not in HEADS:

@@ -45,6 +45,7 @@ from keras_bert.models import lora
 from keras_bert.models.batch_trimming import trim_features_batch
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.update_step import UpdateStep
+from keras_bert.models.user_inputs import check_texts, check_vocabulary_fits
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_text_spec
 
 # keras-hub's task default; the paper's fine-tuning range is 2e-5 to 5e-5.
@@ -105,8 +106,11 @@ class TextTask(UpdateStep):
     def _preprocessor_for(cls, source, encoder, seq_length, lowercase, vocab_file):
         seq_length = seq_length or min(cls.default_seq_length,
                                        encoder.config.max_position_embeddings)
-        return BertPreprocessor.from_pretrained(source, seq_length=seq_length,
-                                                lowercase=lowercase, vocab_file=vocab_file)
+        preprocessor = BertPreprocessor.from_pretrained(source, seq_length=seq_length,
+                                                        lowercase=lowercase, vocab_file=vocab_file)
+        check_vocabulary_fits(len(preprocessor.vocabulary), encoder.config.vocab_size,
+                              vocab_file or getattr(source, "path", None) or str(source))
+        return preprocessor
 
     @classmethod
     def _load_whole(cls, source, seq_length, lowercase, vocab_file):
@@ -234,7 +238,7 @@ class TextTask(UpdateStep):
     def unpadded_steps(self, data: Any) -> contextlib.AbstractContextManager:
         """The encoder's `remove_padding()` for this model's steps on `data`, where it applies,
         with the positions of the last layer that the step reads (`read_positions`)."""
-        if not self.removes_padding or self.static_shapes():
+        if not self.removes_padding or self.static_shapes() or _across_workers():
             return contextlib.nullcontext()
         return self.encoder.remove_padding(
             self.read_positions(*keras.utils.unpack_x_y_sample_weight(data)))
@@ -337,6 +341,8 @@ class TextTask(UpdateStep):
         return self.preprocessor
 
     def features_for_training(self, x: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any]:
+        if not isinstance(x, tf.data.Dataset):
+            x = check_texts(x)  # the one boundary: bad rows named before any tracing
         if isinstance(x, tf.data.Dataset):
             if self.preprocessor is None or not self.is_text_spec(_x_spec(x.element_spec)):
                 return x, y, sample_weight
@@ -367,6 +373,14 @@ class TextTask(UpdateStep):
         if self.preprocessor is None:
             return {}
         return {"preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
+
+
+def _across_workers() -> bool:
+    """Under MultiWorkerMirroredStrategy the embeddings' sparse gradients are
+    all-gathered between workers, which needs one shape on every worker: packed
+    rows (each worker's real tokens) differ, padded batches (cut to the global
+    batch's longest row) do not."""
+    return isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy)
 
 
 def _fit_arrays_as_datasets(given: dict) -> None:
