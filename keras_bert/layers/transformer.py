@@ -60,10 +60,9 @@ class SelfAttention(FastKernelsOption, keras.layers.Layer):
         self.probs_dropout = FastDropout(dropout, dtype=policy, **fast)
 
     def build(self, hidden_shape: tuple, mask_bias_shape: tuple | None = None) -> None:
-        input_shape = hidden_shape
         for dense in (self.query, self.key, self.value):
-            dense.build(input_shape)
-        self.attention_output.build(input_shape[:-1] + (self.num_heads * self.head_size,))
+            dense.build(hidden_shape)
+        self.attention_output.build(hidden_shape[:-1] + (self.num_heads * self.head_size,))
 
     def call(self, hidden: tf.Tensor, mask_bias: tf.Tensor, query_hidden: tf.Tensor | None = None,
              packing: Any = None, query_packing: Any = None,
@@ -136,7 +135,7 @@ class TransformerBlock(FastKernelsOption, keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
 
     def build(self, hidden_shape: tuple, mask_bias_shape: tuple | None = None) -> None:
-        input_shape = hidden_shape
+        input_shape = hidden_shape  # (B, T, H)
         hidden = input_shape[-1]
         if hidden % self.num_heads:
             raise ValueError(f"hidden size {hidden} is not divisible by {self.num_heads} heads")
