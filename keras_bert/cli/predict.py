@@ -22,6 +22,7 @@ import json
 import os
 from typing import Any, Iterator
 
+from keras_bert import safe_output
 from keras_bert.progress import Progress
 from keras_bert.training.finetuning import load_finetuned
 
@@ -111,19 +112,15 @@ def _answers(model, task, chunk, saved):
 
 def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 32) -> int:
     """Writes the answers for `input_path` to `output_path` (JSON Lines);
-    returns the number of lines written."""
+    returns the number of lines written. The output may not be the input (nor
+    the model folder), and is written whole or not at all."""
+    safe_output.check_not_input(output_path, [input_path, model_dir], "--output")
     model, saved = load_finetuned(model_dir)
     task = saved["task"]
     rows = read_inputs(input_path, task)
-    partial = f"{output_path}.partial"
     count = 0
-    try:
-        with open(partial, "w", encoding="utf-8") as out:
-            for answer in predictions(model, task, rows, saved, batch_size):
-                out.write(json.dumps(answer, ensure_ascii=False) + "\n")
-                count += 1
-        os.replace(partial, output_path)
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
+    with safe_output.output_lock(output_path), safe_output.open_replacing(output_path) as out:
+        for answer in predictions(model, task, rows, saved, batch_size):
+            out.write(json.dumps(answer, ensure_ascii=False) + "\n")
+            count += 1
     return count
