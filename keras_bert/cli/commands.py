@@ -448,14 +448,22 @@ def add_predict(subparsers):
     parser.add_argument("--input", required=True, type=input_file,
                         help="text lines, JSON Lines (text / text_pair; question / context) "
                              "or a SQuAD JSON file")
-    parser.add_argument("--output", required=True, type=output_file, help="the answers, FILE.jsonl")
+    parser.add_argument("--input-format", choices=("text", "jsonl", "squad"), default=None,
+                        help="default by extension: .jsonl JSON Lines, .json a SQuAD file, "
+                             "anything else one text per line")
+    parser.add_argument("--output", required=True, type=output_file,
+                        help="the answers, FILE.jsonl: one line per input line, each with its "
+                             "`line` number (a blank input line: {\"line\": N, \"blank\": true})")
+    parser.add_argument("--include-input", action="store_true",
+                        help="copy each input's fields (text, text_pair, ...) into its answer")
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.set_defaults(run=run_predict)
 
 
 def run_predict(args):
     from keras_bert.cli.predict import predict_file
-    count = predict_file(args.model_dir, args.input, args.output, args.batch_size)
+    count = predict_file(args.model_dir, args.input, args.output, args.batch_size,
+                         input_format=args.input_format, include_input=args.include_input)
     print(f"wrote {count} answers to {args.output}")
 
 
