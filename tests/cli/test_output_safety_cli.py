@@ -176,3 +176,34 @@ def test_a_bug_keeps_its_traceback(error):
 def test_interrupted(capsys):
     assert commands.run_command(command(KeyboardInterrupt())) == 130
     assert capsys.readouterr().err == "keras-bert vocab: interrupted\n"
+
+
+# === A full disk under a command that writes a model's answers or an export ===
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    from tiny_outputs import tiny_classifier_output
+    return tiny_classifier_output(tmp_path_factory.mktemp("classifier"))
+
+
+@pytest.mark.slow  # ~25 s: a model loaded in a fresh process
+def test_predict_on_a_full_disk_is_one_line_and_no_answers_file(model_dir, tmp_path):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the quick brown fox jumps over the lazy dog\n" * 4000)  # ~350 KB of answers
+    # 256 KB: loading the model writes its ~90 KB of weights to a temporary folder.
+    line = one_error_line(keras_bert("predict", "--model-dir", model_dir, "--input", texts,
+                                     "--output", tmp_path / "answers.jsonl", "--batch-size",
+                                     "1000", limit_file_size=256 * 1024))
+    assert f"cannot write {tmp_path / 'answers.jsonl'}" in line and "ulimit -f" in line
+    assert sorted(os.listdir(tmp_path)) == ["texts.txt"]
+
+
+@pytest.mark.slow  # ~25 s: the export's tracing
+def test_export_on_a_full_disk_is_one_line_and_no_version_folder(model_dir, tmp_path):
+    output = tmp_path / "exports" / "tiny" / "1"
+    # 512 KB: the weights fit, the graph (saved_model.pb, ~1.4 MB) does not.
+    line = one_error_line(keras_bert("export", "--model-dir", model_dir, "--output", output,
+                                     limit_file_size=512 * 1024))
+    assert f"cannot write {output}" in line, line
+    assert os.listdir(tmp_path / "exports" / "tiny") == []

@@ -8,28 +8,14 @@ import os
 
 import pytest
 
-from keras_bert import BertConfig, BertEncoder, cli
-from keras_bert.models.classifier import BertClassifier
-from keras_bert.preprocessing.preprocessor import BertPreprocessor
+from keras_bert import cli
+from tiny_outputs import tiny_classifier_output
 
-CONFIG = BertConfig(vocab_size=19, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                    intermediate_size=32, max_position_embeddings=32)
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    """A classifier's finetune output folder (random weights: the answers are
-    compared with the model's own predict_labels, not with truth)."""
-    from conftest import TINY_VOCAB
-    folder = tmp_path_factory.mktemp("classifier")
-    (folder / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n")
-    model = BertClassifier(BertEncoder(CONFIG), num_classes=2, label_names=["neg", "pos"],
-                           preprocessor=BertPreprocessor(str(folder / "vocab.txt"),
-                                                         seq_length=16))
-    model.save(str(folder / "model.keras"))
-    (folder / "finetune_config.json").write_text(json.dumps(
-        {"task": "classify", "label_names": ["neg", "pos"], "seq_length": 16}))
-    return str(folder)
+    return tiny_classifier_output(tmp_path_factory.mktemp("classifier"))
 
 
 def predict(model_dir, inputs, output, *flags):
