@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import sys
 import threading
 from typing import Any, Iterable, Iterator
@@ -64,6 +65,16 @@ class Replacement:
                  make_parents: bool = True) -> None:
         self.path = os.fspath(path)
         self.folder = folder
+        # A device, pipe or socket (/dev/null, /dev/stdout, a FIFO) is written
+        # in place: it has no "complete", and renaming over it would replace
+        # the node itself.
+        self.in_place = not is_remote(self.path) and _is_special(self.path)
+        if self.in_place:
+            self.temporary = self.path
+            return
+        if not is_remote(self.path) and os.path.islink(self.path):
+            # A symbolic link keeps pointing where it did: its target is replaced.
+            self.path = os.path.realpath(self.path)
         self.temporary = temporary_sibling(self.path, keep_extension)
         with reporting_write_errors(self.path):
             parent = _parent(self.path)
@@ -72,6 +83,8 @@ class Replacement:
             _remove(self.temporary)  # a killed run of a process with our pid
 
     def commit(self) -> str:
+        if self.in_place:
+            return self.path
         with reporting_write_errors(self.path):
             if not self.folder and not is_remote(self.path):
                 _sync(self.temporary)
@@ -92,6 +105,8 @@ class Replacement:
         return self.path
 
     def abort(self) -> None:
+        if self.in_place:
+            return
         try:
             _remove(self.temporary)
         except OSError:
@@ -178,8 +193,8 @@ def check_not_input(output: str | None, inputs: Iterable[str | None],
     input folder's place: the same folder): the same path, or the same file
     under another name (a hard or symbolic link). Inputs may be globs or
     comma-separated lists; remote paths are compared by name only."""
-    if not output:
-        return
+    if not output or (not is_remote(str(output)) and _is_special(str(output))):
+        return  # nothing to lose in /dev/null or a pipe
     for pattern in inputs:
         if not pattern:
             continue
@@ -232,10 +247,12 @@ def output_lock(path: str, make_parents: bool = True) -> Iterator[str | None]:
     output fails with OutputInUseError naming the owner's pid and host. A
     lock left by a process that is gone (same host, pid not running) is taken
     over with a warning on stderr. Nested use in one process is allowed.
-    Remote outputs are not locked (yields None), nor, with `make_parents=False`,
-    an output whose folder does not exist (the writer refuses it itself)."""
+    Remote outputs and devices (/dev/stdout) are not locked (yields None),
+    nor, with `make_parents=False`, an output whose folder does not exist (the
+    writer refuses it itself)."""
     lock = lock_file(path)
-    if is_remote(path) or (not make_parents and not os.path.isdir(os.path.dirname(lock))):
+    if is_remote(path) or _is_special(path) or (
+            not make_parents and not os.path.isdir(os.path.dirname(lock))):
         yield None
         return
     with _held_guard:
@@ -380,6 +397,15 @@ def _parent(path: str) -> str:
     if is_remote(path):
         return path.rstrip("/").rsplit("/", 1)[0]
     return os.path.dirname(os.path.abspath(path))
+
+
+def _is_special(path: str) -> bool:
+    """A character or block device, FIFO or socket (through symbolic links)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def _remove(path: str) -> None:

@@ -217,3 +217,29 @@ def test_the_lock_is_reentrant_within_a_process(tmp_path):
             pass
         assert os.path.exists(safe_output.lock_file(output))  # the outer block still holds it
     assert not os.path.exists(safe_output.lock_file(output))
+
+
+# === Devices and links ===
+
+
+def test_a_device_is_written_in_place_never_replaced(tmp_path):
+    """/dev/null (or /dev/stdout, a pipe) as the output: written to, and the
+    device node stays (renaming over it, as root, would replace it with a file)."""
+    import stat
+    before = os.stat("/dev/null")
+    safe_output.write_text("/dev/null", "answers\n")
+    with safe_output.output_lock("/dev/null") as lock:
+        assert lock is None
+    safe_output.check_not_input("/dev/null", ["/dev/null"])  # nothing to lose
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode) and after.st_ino == before.st_ino
+    assert not [name for name in os.listdir("/dev") if name.startswith("null.")]
+
+
+def test_a_symbolic_link_keeps_pointing_at_its_replaced_target(tmp_path):
+    target = tmp_path / "real.txt"
+    target.write_text("old\n")
+    os.symlink(target, tmp_path / "link.txt")
+    safe_output.write_text(str(tmp_path / "link.txt"), "new\n")
+    assert os.path.islink(tmp_path / "link.txt") and target.read_text() == "new\n"
+    assert leftovers(tmp_path) == []
