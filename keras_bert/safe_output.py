@@ -204,6 +204,39 @@ def check_not_input(output: str | None, inputs: Iterable[str | None],
                     f"{output_name} {output} is the input {candidate}"
                     f"{'' if os.path.normpath(str(output)) == os.path.normpath(candidate) else ' (the same file under another name)'}"
                     ": writing it would destroy the input; choose another output")
+            if _replaces_a_file_inside(str(output), candidate):
+                raise OutputIsInputError(
+                    f"{output_name} {output} is a file of the input folder {candidate}: "
+                    "writing it would destroy part of the input; choose another output")
+
+
+def check_inputs_outside(folder: str | None, inputs: Iterable[str | None],
+                         output_name: str = "the output") -> None:
+    """Raises OutputIsInputError if one of `inputs` lies inside `folder`, an
+    output folder that is replaced whole (an export's version folder)."""
+    if not folder or is_remote(str(folder)):
+        return
+    root = os.path.realpath(str(folder))
+    for pattern in inputs:
+        for candidate in _expand(str(pattern)) if pattern else ():
+            if is_remote(candidate):
+                continue
+            real = os.path.realpath(candidate)
+            if real != root and os.path.commonpath([root, real]) == root:
+                raise OutputIsInputError(
+                    f"{output_name} {folder} holds the input {candidate}: replacing the folder "
+                    "would destroy it; choose another output")
+
+
+def _replaces_a_file_inside(output: str, candidate: str) -> bool:
+    """`output` is an existing file somewhere inside the input folder `candidate`
+    (a model folder's model.keras). A new name inside it is fine."""
+    if is_remote(output) or is_remote(candidate) or not os.path.isdir(candidate):
+        return False
+    if not os.path.isfile(output):
+        return False
+    folder, real = os.path.realpath(candidate), os.path.realpath(output)
+    return os.path.commonpath([folder, real]) == folder
 
 
 def _expand(pattern: str) -> list[str]:

@@ -243,3 +243,17 @@ def test_a_symbolic_link_keeps_pointing_at_its_replaced_target(tmp_path):
     safe_output.write_text(str(tmp_path / "link.txt"), "new\n")
     assert os.path.islink(tmp_path / "link.txt") and target.read_text() == "new\n"
     assert leftovers(tmp_path) == []
+
+
+def test_an_output_may_not_replace_a_file_of_an_input_folder(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.keras").write_text("weights")
+    with pytest.raises(errors.OutputIsInputError, match="is a file of the input folder"):
+        safe_output.check_not_input(str(model / "model.keras"), [str(model)], "--output")
+    # A new name inside the input folder is fine.
+    safe_output.check_not_input(str(model / "answers.jsonl"), [str(model)], "--output")
+    # A folder replaced whole may not hold an input.
+    with pytest.raises(errors.OutputIsInputError, match="holds the input"):
+        safe_output.check_inputs_outside(str(tmp_path), [str(model / "model.keras")])
+    safe_output.check_inputs_outside(str(tmp_path / "export" / "1"), [str(model)])

@@ -60,19 +60,25 @@ def output_file(text):
 
 
 # Command -> (the flag it writes, the flags it reads, whether it creates the
-# output's folder): the dispatch refuses an output that is one of the inputs'
-# files and locks it while the command runs (one process per output). Not in
-# the parsed arguments: finetune passes those on as config fields.
+# output's folder, what it writes there): the dispatch refuses an output that
+# is one of the inputs' files (or a file inside an input folder) and locks it
+# while the command runs (one process per output). What a folder output
+# receives: "whole" (replaced whole: no input may lie inside it) or the names
+# written in it (none may be an input). Not in the parsed arguments: finetune
+# passes those on as config fields.
+FINETUNE_WRITES = ("model.keras", "vocab.txt", "finetune_config.json", "dev_results.json",
+                   "lora_weights.npz", "search_results.md", "checkpoints", "logs", "runs")
 OUTPUTS = {
-    "vocab": ("output", ("input",), True),
-    "convert": ("output", ("checkpoint",), True),
+    "vocab": ("output", ("input",), True, None),
+    "convert": ("output", ("checkpoint",), True, None),
     # These two refuse a missing output folder themselves: the lock must not create it.
-    "prepare-corpus": ("output_file", ("inputs",), False),
-    "create-pretraining-data": ("output_file", ("input_file", "vocab_file"), False),
-    "finetune": ("output_dir", ("train", "dev", "init_checkpoint", "vocab_file"), True),
-    "predict": ("output", ("input", "model_dir"), True),
-    "export": ("output", ("model_dir", "vocab_file"), True),
-    "quickstart": ("output", ("corpus",), True),
+    "prepare-corpus": ("output_file", ("inputs",), False, None),
+    "create-pretraining-data": ("output_file", ("input_file", "vocab_file"), False, None),
+    "finetune": ("output_dir", ("train", "dev", "init_checkpoint", "vocab_file"), True,
+                 FINETUNE_WRITES),
+    "predict": ("output", ("input", "model_dir"), True, None),
+    "export": ("output", ("model_dir", "vocab_file"), True, "whole"),
+    "quickstart": ("output", ("corpus",), True, None),
 }
 
 
@@ -626,7 +632,7 @@ def run_command(args):
 def _guarded_output(args):
     """The command's output (`OUTPUTS`): refused if it is an input, locked
     while the command runs."""
-    flag, input_flags, make_parents = OUTPUTS.get(args.command, (None, (), True))
+    flag, input_flags, make_parents, writes = OUTPUTS.get(args.command, (None, (), True, None))
     output = getattr(args, flag, None) if flag else None
     if not output:
         yield
@@ -635,7 +641,12 @@ def _guarded_output(args):
     for name in input_flags:
         value = getattr(args, name, None)
         inputs.extend(value if isinstance(value, (list, tuple)) else [value])
-    safe_output.check_not_input(output, inputs, "--" + flag.replace("_", "-"))
+    option = "--" + flag.replace("_", "-")
+    safe_output.check_not_input(output, inputs, option)
+    if writes == "whole":
+        safe_output.check_inputs_outside(output, inputs, option)
+    for name in writes if isinstance(writes, tuple) else ():
+        safe_output.check_not_input(os.path.join(output, name), inputs, option)
     with safe_output.output_lock(output, make_parents=make_parents):
         yield
 

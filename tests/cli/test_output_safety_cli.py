@@ -207,3 +207,24 @@ def test_export_on_a_full_disk_is_one_line_and_no_version_folder(model_dir, tmp_
                                      limit_file_size=512 * 1024))
     assert f"cannot write {output}" in line, line
     assert os.listdir(tmp_path / "exports" / "tiny") == []
+
+
+def test_predict_onto_a_file_of_the_model_folder_is_refused(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.keras").write_bytes(b"the weights")
+    (tmp_path / "a.txt").write_text("a good film\n")
+    line = one_error_line(keras_bert("predict", "--model-dir", model, "--input",
+                                     tmp_path / "a.txt", "--output", model / "model.keras"))
+    assert f"is a file of the input folder {model}" in line
+    assert (model / "model.keras").read_bytes() == b"the weights"
+
+
+def test_finetune_may_not_write_over_its_own_initial_checkpoint(tmp_path):
+    (tmp_path / "model.keras").write_bytes(b"the encoder")
+    line = one_error_line(keras_bert("finetune", "--task", "classify", "--train",
+                                     tmp_path / "train.tsv", "--init-checkpoint",
+                                     tmp_path / "model.keras", "--output-dir", tmp_path,
+                                     "--overwrite"))
+    assert f"is the input {tmp_path / 'model.keras'}" in line
+    assert (tmp_path / "model.keras").read_bytes() == b"the encoder"
