@@ -64,8 +64,14 @@ def read_inputs(path: str, task: str, input_format: str | None = None
     if not os.path.exists(path):
         raise FileNotFoundError(f"input file not found: {path}")
     input_format = input_format_of(path, task, input_format)
-    with open(path, encoding="utf-8") as f:
-        content = f.read()
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        content = raw.decode("utf-8-sig")  # a byte-order mark is not part of line 1's text
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise ValueError(f"{path}, line {line}: not valid UTF-8 (binary data? convert the "
+                         "text to UTF-8)") from None
     if input_format == "squad":
         try:
             return _squad_questions(json.loads(content)["data"])

@@ -67,3 +67,16 @@ def test_a_json_file_is_not_guessed_for_a_classifier(model_dir, tmp_path, capsys
     assert ("inputs.json: a .json file is read as a SQuAD file, for question answering; give "
             "JSON Lines a .jsonl name or --input-format jsonl") in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "answers.jsonl")
+
+
+def test_invalid_utf8_names_the_line_and_a_byte_order_mark_is_not_text(model_dir, tmp_path,
+                                                                        capsys):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"the fox\nthe \xff dog\n")
+    assert cli.main(["predict", "--model-dir", model_dir, "--input", str(bad),
+                     "--output", str(tmp_path / "never.jsonl")]) == 2
+    assert "bad.txt, line 2: not valid UTF-8" in capsys.readouterr().err
+    marked = tmp_path / "marked.txt"
+    marked.write_bytes(b"\xef\xbb\xbfthe fox\n")
+    answers = predict(model_dir, marked, tmp_path / "answers.jsonl", "--include-input")
+    assert answers[0]["text"] == "the fox"
