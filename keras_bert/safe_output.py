@@ -34,7 +34,7 @@ import socket
 import stat
 import sys
 import threading
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from keras_bert.errors import OutputInUseError, OutputIsInputError, output_error
 
@@ -282,9 +282,10 @@ def output_lock(path: str, make_parents: bool = True) -> Iterator[str | None]:
     over with a warning on stderr. Nested use in one process is allowed.
     Remote outputs and devices (/dev/stdout) are not locked (yields None),
     nor, with `make_parents=False`, an output whose folder does not exist (the
-    writer refuses it itself)."""
+    writer refuses it itself). In a multi-worker cluster only the chief takes
+    the lock: the workers write one run together (`is_chief_process`)."""
     lock = lock_file(path)
-    if is_remote(path) or _is_special(path) or (
+    if is_remote(path) or _is_special(path) or not is_chief_process() or (
             not make_parents and not os.path.isdir(os.path.dirname(lock))):
         yield None
         return
@@ -303,6 +304,25 @@ def output_lock(path: str, make_parents: bool = True) -> Iterator[str | None]:
                 del _held[lock]
         if last and not nested:
             _release(lock)
+
+
+def is_chief_process(environ: Mapping[str, str] | None = None) -> bool:
+    """False for the non-chief tasks of a multi-worker cluster (TF_CONFIG: a
+    worker other than the chief, or worker 0 when a chief exists; an evaluator
+    or a parameter server), which share the chief's output. Read from the
+    environment, as tf.distribute does, without importing TensorFlow."""
+    environ = os.environ if environ is None else environ
+    try:
+        tf_config = json.loads(environ.get("TF_CONFIG") or "{}")
+        cluster, task = tf_config.get("cluster") or {}, tf_config.get("task") or {}
+    except (ValueError, AttributeError):
+        return True  # not a cluster we can read: tf.distribute will say so
+    kind, index = task.get("type"), task.get("index", 0)
+    if not cluster or kind is None:
+        return True
+    if kind == "chief":
+        return True
+    return kind == "worker" and index == 0 and "chief" not in cluster
 
 
 def _acquire(lock: str, path: str) -> None:

@@ -257,3 +257,21 @@ def test_an_output_may_not_replace_a_file_of_an_input_folder(tmp_path):
     with pytest.raises(errors.OutputIsInputError, match="holds the input"):
         safe_output.check_inputs_outside(str(tmp_path), [str(model / "model.keras")])
     safe_output.check_inputs_outside(str(tmp_path / "export" / "1"), [str(model)])
+
+
+def test_only_a_clusters_chief_takes_the_lock(tmp_path, monkeypatch):
+    """The workers of one multi-worker run share its output: the lock is the chief's."""
+    def tf_config(kind, index, chief=False):
+        cluster = {"worker": ["h:1", "h:2"], **({"chief": ["h:0"]} if chief else {})}
+        return json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}})
+    assert safe_output.is_chief_process({})
+    assert safe_output.is_chief_process({"TF_CONFIG": tf_config("worker", 0)})
+    assert not safe_output.is_chief_process({"TF_CONFIG": tf_config("worker", 1)})
+    assert safe_output.is_chief_process({"TF_CONFIG": tf_config("chief", 0, chief=True)})
+    assert not safe_output.is_chief_process({"TF_CONFIG": tf_config("worker", 0, chief=True)})
+    assert not safe_output.is_chief_process({"TF_CONFIG": tf_config("evaluator", 0)})
+    output = str(tmp_path / "run")
+    with safe_output.output_lock(output):  # the chief holds it ...
+        monkeypatch.setenv("TF_CONFIG", tf_config("worker", 1))
+        with safe_output.output_lock(output) as lock:  # ... a worker writes beside it
+            assert lock is None
