@@ -68,13 +68,23 @@ def test_a_refused_rename_leaves_nothing_that_looks_complete(tmp_path, monkeypat
     assert leftovers(tmp_path) == []
 
 
-def test_a_tensorflow_write_error_is_translated(tmp_path):
+@pytest.mark.parametrize("kind, message, says", [
+    ("ResourceExhaustedError", "No space left on device", "the disk is full"),
+    ("OutOfRangeError", "File too large", "ulimit -f"),  # SaveV2 under a file size limit
+    ("PermissionDeniedError", "Permission denied", "permission denied"),
+    ("FailedPreconditionError", "Read-only file system", "read-only"),
+])
+def test_a_tensorflow_write_error_is_translated(tmp_path, kind, message, says):
+    """TensorFlow's file ops (SaveV2, TFRecordWriter, GFile) carry no errno:
+    the refusal is read from the message (e.g. a model folder turned
+    read-only in the middle of pretraining)."""
     import tensorflow as tf
     path = str(tmp_path / "ckpt")
-    with pytest.raises(errors.OutputError, match="the disk is full"):
+    with pytest.raises(errors.OutputError, match=says) as caught:
         with safe_output.reporting_write_errors(path):
-            raise tf.errors.ResourceExhaustedError(
-                None, None, f"{path}/variables.data-00000-of-00001; No space left on device")
+            raise getattr(tf.errors, kind)(
+                None, None, f"{path}/variables.data-00000-of-00001; {message}")
+    assert f"cannot write {path}" in str(caught.value)
 
 
 def test_other_errors_pass_through_unchanged(tmp_path):

@@ -48,11 +48,9 @@ _StrictLoader.add_implicit_resolver(
     _BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 # Fields both run configs share whose values are a fixed list.
+# (`verbose`: Keras' progress, "auto", 0, 1 or 2; PretrainConfig annotates it `str`.)
 SHARED_CHOICES = {"strategy": distribute.STRATEGIES, "train_loop": distribute.TRAIN_LOOPS,
-                  "jit_compile": (True, False, "auto")}
-# Types the annotations do not say: `verbose` is Keras' "auto", 0, 1 or 2
-# (PretrainConfig annotates it `str`).
-_DOCUMENTED_TYPES = {"verbose": int | str}
+                  "jit_compile": (True, False, "auto"), "verbose": ("auto", 0, 1, 2)}
 
 
 def parse_value(text: str) -> Any:
@@ -101,7 +99,7 @@ def read_recipe(config_class: type, path: str | None = None, overrides: Sequence
                         if match)
         raise ValueError(f"{', '.join(where)}: unknown config field(s) {unknown}{hints}; "
                          f"known: {sorted(known)}")
-    field_types = {**typing.get_type_hints(config_class), **_DOCUMENTED_TYPES}
+    field_types = typing.get_type_hints(config_class)
     allowed = {**SHARED_CHOICES, **(choices or {})}
     for name, value in values.items():
         values[name] = typed_value(name, value, field_types[name], allowed.get(name),

@@ -31,6 +31,7 @@ from repo_paths import REPO_ROOT
     ("jit_compile=1", "config field jit_compile must be true, false or auto, got 1"),
     ("glue_task=[mrpc]", r"config field glue_task must be text, got \['mrpc'\]"),
     ("lora_rank=two", "config field lora_rank must be an integer, got 'two'"),
+    ("verbose=yes", "config field verbose must be auto, 0, 1 or 2, got 'yes'"),
     ("seq_lenght=64", r"unknown config field\(s\) \['seq_lenght'\] \(seq_lenght: did you "
                       r"mean seq_length\?\)"),
 ])
