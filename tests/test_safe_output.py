@@ -285,3 +285,22 @@ def test_only_a_clusters_chief_takes_the_lock(tmp_path, monkeypatch):
         monkeypatch.setenv("TF_CONFIG", tf_config("worker", 1))
         with safe_output.output_lock(output) as lock:  # ... a worker writes beside it
             assert lock is None
+
+
+def test_remote_paths_go_through_tf_io_gfile():
+    """gs:// and other file systems of TensorFlow (here its in-memory ram://):
+    written beside and renamed, folders too; no inode, no lock."""
+    import tensorflow as tf
+    path = "ram://safe_output_test/run/finetune_config.json"
+    safe_output.write_json(path, {"task": "classify"})
+    with tf.io.gfile.GFile(path) as f:
+        assert json.load(f) == {"task": "classify"}
+    with pytest.raises(errors.OutputError, match="the disk is full"):
+        with safe_output.open_replacing(path) as f:
+            f.write("torn")
+            raise OSError(errno.ENOSPC, "No space left on device")
+    with tf.io.gfile.GFile(path) as f:
+        assert json.load(f) == {"task": "classify"}
+    assert tf.io.gfile.listdir("ram://safe_output_test/run") == ["finetune_config.json"]
+    with safe_output.output_lock("ram://safe_output_test/run") as lock:
+        assert lock is None
