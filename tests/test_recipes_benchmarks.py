@@ -67,3 +67,14 @@ def test_parity_keras_side_records_each_step_with_dropout_off(minilm_path):
     assert len(records["dropout"]) == 1 + 2 * 6 + 1
     assert all(line.endswith(" 0.1") for line in records["dropout"])
     assert head["kernel"].shape == (384, task["num_labels"])
+
+
+@pytest.mark.slow
+def test_command_against_fit_runs_both_sides(minilm_path, capsys):
+    command_vs_fit = benchmark("command_vs_fit")
+    command_vs_fit.main(["--tasks", "wnut16", "--windows", "1", "--steps", "2",
+                         "--checkpoint", minilm_path, "--no-results"])
+    table = capsys.readouterr().out
+    row = next(line for line in table.splitlines() if line.startswith("| wnut16 |"))
+    command, fit = (float(cell) for cell in row.split("|")[2:4])
+    assert command > 0 and fit > 0

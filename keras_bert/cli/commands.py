@@ -570,7 +570,8 @@ def build_parser():
 
 
 def command_reference():
-    """The README's command table, generated from the parser (a test keeps them equal)."""
+    """docs/guides/command-line.md's command table, generated from the parser (a test
+    keeps them equal)."""
     rows = ["| command | what it does |", "|---|---|"]
     for action in build_parser()._subparsers._group_actions:
         for choice in action._choices_actions:

@@ -143,8 +143,8 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
       jit_compile: the model part of the signatures compiled with XLA, once
         per request shape (the first request of a shape waits ~1-2 s for it;
         pair it with `padding="longest"` for a few shapes). It pays where the
-        per-op cost dominates, batch 1 and short texts: see README "Serving
-        speed". TensorFlow Serving runs it with `--xla_cpu_compilation_enabled`.
+        per-op cost dominates, batch 1 and short texts: see docs/benchmarks.md,
+        "Serving". TensorFlow Serving runs it with `--xla_cpu_compilation_enabled`.
       remove_padding: the embeddings, projections, feed-forward layers and
         LayerNorms run on the real tokens only, packed (attention alone sees
         the padded batch): a request padded to `seq_length` is mostly padding

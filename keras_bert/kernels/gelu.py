@@ -50,8 +50,9 @@ def gelu_exact_compiled(x: tf.Tensor) -> tf.Tensor:
     Why: TensorFlow runs GELU as 4 element-wise ops forward and 7 backward,
     each a pass over the (B * T, F) intermediate activations; compiled, each
     direction is one pass, and the gradient recomputes Phi(x) from x instead
-    of keeping it. Values differ from `gelu_exact` by XLA's erfc (a few 1e-7). For training only: served graphs keep `gelu_exact`, which
-    needs no XLA at load time.
+    of keeping it. Values differ from `gelu_exact` by XLA's erfc (a few 1e-7).
+    For training only: served graphs keep `gelu_exact`, which needs no XLA at
+    load time.
     """
     return _compiled_gelu(x), lambda upstream: _compiled_gelu_gradient(x, upstream)
 

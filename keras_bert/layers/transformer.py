@@ -83,9 +83,8 @@ class SelfAttention(FastKernelsOption, keras.layers.Layer):
         Inference (and with `fast_kernels=False`, or with LoRA or quantized
         projections): one product per projection. Side by side, the kernels
         would be concatenated (and the query's scaled) again on every call, a
-        copy of every attention weight per request: profiled in the exported
-        MiniLM classifier at batch 1, that concat and multiply took about a
-        third of the serving time.
+        copy of every attention weight per request, a large share of a small
+        batch's serving time.
         """
         def scaled(tensor, scale):
             return tensor if scale == 1.0 else tensor * ops.cast(scale, tensor.dtype)
@@ -266,9 +265,9 @@ class TransformerBlock(FastKernelsOption, keras.layers.Layer):
         """The exact GELU on (rows, F) (`keras_bert.kernels.gelu`). Inference: the
         form the CPU's product takes as a post-op. Training: XLA-compiled with its
         gradient, except on packed rows: XLA compiles once per shape, and their
-        count is the batch's real tokens, a new one nearly every step (fine-tuning
-        wnut16 spent ~10 s of its first 105 steps compiling, and ran no faster
-        after); there, the plain ops with the derivative written out."""
+        count is the batch's real tokens, a new one nearly every step, so the
+        compiles would never pay off; there, the plain ops with the derivative
+        written out."""
         if not training:
             return gelu_exact_fused(rows)
         return gelu_exact(rows) if packed else gelu_exact_compiled(rows)

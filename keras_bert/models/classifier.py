@@ -208,6 +208,30 @@ class BertClassifier(TextTask, keras.Model):
         labels = self.classify(x, batch_size, window_stride)["label"]
         return [label.decode("utf-8") for label in labels]
 
+    def score(self, x: Any, y: Any, glue_task: str | None = None,
+              batch_size: int | None = None) -> dict[str, float]:
+        """The task's official figures on text `x` and labels `y` (class names,
+        indices or scores): accuracy (and F1 for two classes), Pearson and
+        Spearman for a regressor, or the GLUE task's own (`glue_task`, e.g.
+        "mrpc", "cola", "stsb"). What `keras-bert finetune` reports on dev."""
+        from keras_bert.tasks import metrics
+        from keras_bert.tasks.glue import glue_metrics
+        outputs = self.predict(x, batch_size=batch_size or 64, verbose=0)
+        labels = np.asarray(self.encode_targets(y))
+        if self.regression:
+            predictions, labels = outputs[:, 0], labels.reshape(-1)
+        else:
+            predictions = np.argmax(outputs, axis=-1)
+        if glue_task is not None:
+            return glue_metrics(glue_task, labels, predictions)
+        if self.regression:
+            return {"pearson": metrics.pearson(labels, predictions),
+                    "spearman": metrics.spearman(labels, predictions)}
+        result = {"accuracy": metrics.accuracy(labels, predictions)}
+        if self.num_classes == 2:
+            result["f1"] = metrics.f1(labels, predictions)
+        return result
+
     # === Config ===
 
     def get_config(self) -> dict:

@@ -44,6 +44,7 @@ from keras_bert.dataset_options import (are_arrays, array_batches, class_weights
 from keras_bert.models import lora
 from keras_bert.models.batch_trimming import trim_features_batch
 from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.update_step import UpdateStep
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_text_spec
 
 # keras-hub's task default; the paper's fine-tuning range is 2e-5 to 5e-5.
@@ -58,8 +59,13 @@ def deserialize_preprocessor(preprocessor: BertPreprocessor | dict | None
     return preprocessor
 
 
-class TextTask:
-    """Mixin for `keras.Model` task models with an optional `preprocessor`."""
+class TextTask(UpdateStep):
+    """Mixin for `keras.Model` task models with an optional `preprocessor`.
+
+    Training runs `UpdateStep`'s step (gradient accumulation, float16 loss
+    scaling, global-batch losses and metrics) on batches cut to their longest
+    row, with the padding packed out of the encoder where the loss allows it:
+    the same step for `fit` in a user's script and for `keras-bert finetune`."""
 
     preprocessor: BertPreprocessor | None = None
     default_seq_length = 128
@@ -169,7 +175,8 @@ class TextTask:
         for tagging the mean over labelled word pieces only) and its metrics."""
         if optimizer == "auto":
             optimizer = keras.optimizers.Adam(DEFAULT_LEARNING_RATE)
-        if loss == "auto":
+        self._own_loss = isinstance(loss, str) and loss == "auto"
+        if self._own_loss:
             loss = self.default_loss()
             if self.default_loss_weights is not None:
                 kwargs.setdefault("loss_weights", self.default_loss_weights)
@@ -181,11 +188,18 @@ class TextTask:
             _warn_if_expects_probabilities(loss, type(self).__name__)
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
+    # Whether a model with its own `update_loss` (the tagger) uses it: compiled
+    # with loss="auto"; a loss given to `compile` is used as given.
+    _own_loss = True
+
+    def uses_update_loss(self) -> bool:
+        return hasattr(self, "update_loss") and self._own_loss
+
     def compile_from_config(self, config: dict) -> None:
         """`keras.models.load_model` recompiles with the saved settings (Keras
         skips that for models that override `compile`, hence this)."""
         config = keras.saving.deserialize_keras_object(config)
-        keras.Model.compile(self, **config)
+        UpdateStep.compile(self, **config)
         if getattr(self, "optimizer", None) is not None and self.built:
             self.optimizer.build(self.trainable_variables)
 
@@ -198,10 +212,14 @@ class TextTask:
     # positions only. Not a span extractor's: its softmax spans every position.
     removes_padding = True
 
-    def train_step(self, data: Any) -> Any:
-        data = self.trimmed(data)
-        with self.unpadded_steps(data):
-            return super().train_step(data)
+    def apply_update(self, data: Any) -> None:
+        # The whole update's batch is cut to its longest row; each micro-batch
+        # then runs with the padding packed out (`micro_batch_context`).
+        super().apply_update(self.trimmed(data))
+
+    def micro_batch_context(self, x: Any, y: Any, sample_weight: Any
+                            ) -> contextlib.AbstractContextManager:
+        return self.unpadded_steps((x, y, sample_weight))
 
     def test_step(self, data: Any) -> Any:
         data = self.trimmed(data)

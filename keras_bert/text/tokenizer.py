@@ -106,7 +106,8 @@ def _ranges_without(ranges, excluded):
 
 
 def compute_unicode_classes() -> dict[str, tuple[tuple[int, int], ...]]:
-    """The original's character predicates, as code point ranges, from Python's Unicode database (~1 s)."""
+    """The original's character predicates, as code point ranges, from Python's Unicode
+    database (a scan of every code point: slow enough that the package ships the result)."""
     chars = [chr(cp) for cp in range(0x110000)]
     categories = list(map(unicodedata.category, chars))
     every = range(0x110000)
@@ -534,7 +535,7 @@ class BertTokenizer(tf.Module):
         new_ids = tf.where(too_long, self.unk_id, ids.flat_values)
         new_ends = tf.where(too_long, tf.gather(word_end, word), ends.flat_values)
         # Flat masking and new row lengths: tf.ragged.boolean_mask gives the same
-        # but adds hundreds of ops, which cost every process ~0.5 s of tracing.
+        # but adds hundreds of ops, which every process would pay for in tracing.
         row_lengths = tf.math.unsorted_segment_sum(
             tf.cast(keep, tf.int64), ids.value_rowids(), ids.nrows())
         return tuple(tf.RaggedTensor.from_row_lengths(tf.boolean_mask(values, keep), row_lengths,
