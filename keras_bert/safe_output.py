@@ -200,9 +200,10 @@ def check_not_input(output: str | None, inputs: Iterable[str | None],
             continue
         for candidate in _expand(str(pattern)):
             if _same(str(output), candidate):
+                spelled_alike = os.path.normpath(str(output)) == os.path.normpath(candidate)
                 raise OutputIsInputError(
                     f"{output_name} {output} is the input {candidate}"
-                    f"{'' if os.path.normpath(str(output)) == os.path.normpath(candidate) else ' (the same file under another name)'}"
+                    f"{'' if spelled_alike else ' (the same file under another name)'}"
                     ": writing it would destroy the input; choose another output")
             if _replaces_a_file_inside(str(output), candidate):
                 raise OutputIsInputError(

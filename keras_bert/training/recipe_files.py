@@ -131,9 +131,9 @@ def typed_value(name: str, value: Any, annotation: Any, choices: Sequence[Any] |
         converted = _as_type(value, member)
         if converted is not _REFUSED:
             return converted
-    raise ValueError(f"{origin}: config field {name} must be "
-                     f"{' or '.join(_KINDS.get(m, getattr(m, '__name__', str(m))) for m in members if m is not type(None))}"
-                     f", got {value!r}")
+    kinds = [_KINDS.get(m, getattr(m, "__name__", str(m))) for m in members if m is not type(None)]
+    raise ValueError(f"{origin}: config field {name} must be {' or '.join(kinds)}, "
+                     f"got {value!r}")
 
 
 _REFUSED = object()
