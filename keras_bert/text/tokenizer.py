@@ -45,6 +45,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_bert import safe_output
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 # `_is_chinese_char`: the CJK Unified Ideographs blocks (not Hangul, not kana).
@@ -134,10 +136,9 @@ def compute_unicode_classes() -> dict[str, tuple[tuple[int, int], ...]]:
 
 def write_unicode_classes(path: str = UNICODE_CLASSES_FILE) -> None:
     """Writes `compute_unicode_classes()` for this Python's Unicode version (rerun after upgrading Python)."""
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({"unidata_version": unicodedata.unidata_version,
-                   "classes": compute_unicode_classes()}, f, separators=(",", ":"))
-        f.write("\n")
+    safe_output.write_json(path, {"unidata_version": unicodedata.unidata_version,
+                                  "classes": compute_unicode_classes()},
+                           indent=None, separators=(",", ":"))
 
 
 @functools.lru_cache(maxsize=None)

@@ -95,13 +95,16 @@ def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(tmp_path, ti
     # The saved model takes text; `keras-bert predict` answers through it.
     texts = [line.split("\t")[1] for line in open(dev).read().splitlines()[1:]]
     labels = model.predict_labels(texts)
-    inputs = tmp_path / "inputs.txt"
-    inputs.write_text("\n".join(texts[:5]) + "\n\n" + "\n".join(
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_text("\n".join(json.dumps({"text": t}) for t in texts[:5]) + "\n\n" + "\n".join(
         json.dumps({"text": t}) for t in texts[5:]) + "\n")
     answers_file = str(tmp_path / "answers.jsonl")
     assert cli.main(["predict", "--model-dir", output, "--input", str(inputs),
                      "--output", answers_file, "--batch-size", "7"]) == 0
     answers = [json.loads(line) for line in open(answers_file)]
+    assert answers[5] == {"line": 6, "blank": True}  # the blank line, in its place
+    answers = answers[:5] + answers[6:]
+    assert [a["line"] for a in answers] == [*range(1, 6), *range(7, len(texts) + 2)]
     assert [a["label"] for a in answers] == labels
     np.testing.assert_allclose([[a["probabilities"][n] for n in ("neg", "pos")] for a in answers],
                                model.predict_proba(texts), atol=1e-6)
@@ -183,7 +186,9 @@ def test_cli_finetune_and_evaluate_tagging_on_wnut16(tmp_path, datasets_dir, rea
     assert cli.main(["predict", "--model-dir", output, "--input", str(tmp_path / "sentences.txt"),
                      "--output", str(tmp_path / "tags.jsonl")]) == 0
     model, _ = finetuning.load_finetuned(output)
-    assert [json.loads(line) for line in open(tmp_path / "tags.jsonl")] == model.tag(sentences)
+    answers = [json.loads(line) for line in open(tmp_path / "tags.jsonl")]
+    assert [a.pop("line") for a in answers] == list(range(1, len(sentences) + 1))
+    assert answers == model.tag(sentences)
 
 
 @pytest.mark.slow
