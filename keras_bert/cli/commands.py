@@ -66,8 +66,7 @@ def output_file(text):
 # receives: "whole" (replaced whole: no input may lie inside it) or the names
 # written in it (none may be an input). Not in the parsed arguments: finetune
 # passes those on as config fields.
-FINETUNE_WRITES = ("model.keras", "vocab.txt", "finetune_config.json", "dev_results.json",
-                   "lora_weights.npz", "search_results.md", "checkpoints", "logs", "runs")
+FINETUNE_WRITES = features.FINETUNE_OUTPUT_FILES
 OUTPUTS = {
     "vocab": ("output", ("input",), True, None),
     "convert": ("output", ("checkpoint",), True, None),

@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 import keras
 import tensorflow as tf
 
+from keras_bert import features, safe_output
 from keras_bert.checkpoints.source import resolve, tokenizer_settings
 from keras_bert.config import BertConfig
 from keras_bert.models.classifier import BertClassifier
@@ -346,8 +347,7 @@ def save_finetuned(model: keras.Model, config: FinetuneConfig,
     if getattr(model, "lora_rank", None):
         model.save_lora_weights(os.path.join(output_dir, "lora_weights.npz"))
         model = model.merge_lora()  # model.keras: the merged model, loadable without adapters
-    shutil.copyfile(tokenizer_vocab, os.path.join(output_dir, "vocab.txt.partial"))
-    os.replace(os.path.join(output_dir, "vocab.txt.partial"), os.path.join(output_dir, "vocab.txt"))
+    safe_output.copy_file(tokenizer_vocab, os.path.join(output_dir, "vocab.txt"))
     saved = dataclasses.asdict(config)
     saved["label_names"] = task.label_names
     write_json(os.path.join(output_dir, "finetune_config.json"), saved)
@@ -357,9 +357,9 @@ def save_finetuned(model: keras.Model, config: FinetuneConfig,
     # the optimizer nor its schedule nor the devices it trained on.
     plain = model.__class__.from_config(config_sharing_preprocessor(model))
     plain.set_weights(model.get_weights())
-    partial = os.path.join(output_dir, "model.partial.keras")
-    plain.save(partial)
-    os.replace(partial, os.path.join(output_dir, "model.keras"))
+    with safe_output.replacing(os.path.join(output_dir, "model.keras"),
+                               keep_extension=True) as partial:
+        plain.save(partial)
 
 
 def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict[str, Any]:
@@ -384,6 +384,19 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
     dev = config.dev if dev is None else dev
     if train is None or (isinstance(train, str) and not train):
         raise ValueError("finetune needs --train (or in-memory `train` data)")
+    if not config.output_dir:
+        return _finetune(config, train, dev)
+    # One run per output folder at a time, and never over one of its own inputs.
+    for name in features.FINETUNE_OUTPUT_FILES:
+        safe_output.check_not_input(
+            os.path.join(config.output_dir, name),
+            [source for source in (config.train, config.dev, config.init_checkpoint,
+                                   config.vocab_file) if isinstance(source, str)], "output_dir")
+    with safe_output.output_lock(config.output_dir):
+        return _finetune(config, train, dev)
+
+
+def _finetune(config: FinetuneConfig, train: Any, dev: Any) -> dict[str, Any]:
     finished = os.path.join(config.output_dir or "", "model.keras")
     if config.output_dir and os.path.exists(finished) and not config.overwrite:
         raise FileExistsError(f"{config.output_dir} already holds a fine-tuned model "
@@ -429,7 +442,8 @@ def load_finetune_config(path: str | None = None, overrides: Sequence[str] = (),
     then `key=value` overrides, then `fields` (the command's flags)."""
     return read_recipe(FinetuneConfig, path, overrides, float_fields=(
         "learning_rate", "epochs", "warmup_proportion", "weight_decay", "dropout",
-        "null_score_diff_threshold", "clipnorm"), **fields)
+        "null_score_diff_threshold", "clipnorm"), choices={"task": TASKS, "search": SEARCHES},
+        **fields)
 
 
 def _with_tuned_threshold(config, dev_metrics):
@@ -490,8 +504,7 @@ def _paper_search(config, task, train_data, dev_data, tokenizer, vocab_file, str
     table = results_table(rows, task.primary_metric)
     if config.output_dir:
         _adopt_run(best[0], config.output_dir)
-        with open(os.path.join(config.output_dir, "search_results.md"), "w") as f:
-            f.write(table)
+        safe_output.write_text(os.path.join(config.output_dir, "search_results.md"), table)
     print(table, flush=True)
     return {"dev": best[2], "best_run": best[1], "runs": rows, "table": table,
             "primary_metric": task.primary_metric}
@@ -517,8 +530,7 @@ def _adopt_run(run_dir, output_dir):
     if os.path.exists(os.path.join(run_dir, "lora_weights.npz")):
         names.insert(0, "lora_weights.npz")
     for name in names:
-        shutil.copyfile(os.path.join(run_dir, name), os.path.join(output_dir, name + ".partial"))
-        os.replace(os.path.join(output_dir, name + ".partial"), os.path.join(output_dir, name))
+        safe_output.copy_file(os.path.join(run_dir, name), os.path.join(output_dir, name))
 
 
 def results_table(rows: Sequence[Mapping[str, Any]], metric: str) -> str:
