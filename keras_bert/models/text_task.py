@@ -108,8 +108,12 @@ class TextTask(UpdateStep):
                                        encoder.config.max_position_embeddings)
         preprocessor = BertPreprocessor.from_pretrained(source, seq_length=seq_length,
                                                         lowercase=lowercase, vocab_file=vocab_file)
-        check_vocabulary_fits(len(preprocessor.vocabulary), encoder.config.vocab_size,
-                              vocab_file or getattr(source, "path", None) or str(source))
+        # The checkpoint's own vocabulary or the user's must fit its embedding
+        # table (the shipped default, for checkpoints without one, is the user's risk).
+        vocabulary_file = vocab_file or getattr(source, "vocab_file", None)
+        if vocabulary_file:
+            check_vocabulary_fits(len(preprocessor.vocabulary), encoder.config.vocab_size,
+                                  vocabulary_file)
         return preprocessor
 
     @classmethod

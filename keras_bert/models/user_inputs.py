@@ -82,9 +82,9 @@ def check_texts(x: Any, argument: str = "x") -> Any:
             check_text_rows(list(rows), name)
     if len(parts) == 2:
         (first, a), (second, b) = parts.items()
-        if len(a) != len(b):
-            raise ValueError(f"`{first}` has {len(a)} rows but `{second}` has {len(b)}: "
-                             "one pair per text")
+        if len(a) != len(b):  # the preprocessor's words, for pairs however given
+            raise ValueError(f"one `text_pair` per `text`: got {len(a)} texts and {len(b)} "
+                             f"pairs (`{first}`, `{second}`)")
     return x
 
 

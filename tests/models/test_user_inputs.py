@@ -38,8 +38,8 @@ def test_a_missing_text_is_named_by_position(classifier):
 
 
 def test_pairs_of_unequal_length_are_named(classifier):
-    with pytest.raises(ValueError, match=r"`x\[0\] \(texts\)` has 2 rows but `x\[1\] "
-                                         r"\(pairs\)` has 1"):
+    with pytest.raises(ValueError, match=r"one `text_pair` per `text`: got 2 texts and 1 "
+                                         r"pairs \(`x\[0\] \(texts\)`, `x\[1\] \(pairs\)`\)"):
         classifier.predict((["a fox", "the dog"], ["a dog"]))
 
 
@@ -83,3 +83,14 @@ def test_regression_scores_must_be_numbers():
     with pytest.raises(ValueError, match=r"`y`\[1\] is 'high', not a finite number"):
         user_inputs.check_scores([0.5, "high"])
     np.testing.assert_array_equal(user_inputs.check_scores([1, "2.5"]), [1.0, 2.5])
+
+
+def test_from_pretrained_refuses_a_vocabulary_larger_than_the_embedding(tmp_path):
+    encoder_file = str(tmp_path / "encoder.keras")
+    BertEncoder(tiny_config(vocab_size=11)).save(encoder_file)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                               + [f"word{i}" for i in range(20)]) + "\n")
+    with pytest.raises(ValueError, match="vocab.txt: the vocabulary has 25 entries but the "
+                                         "encoder's token embedding only 11 rows"):
+        BertClassifier.from_pretrained(encoder_file, num_classes=2, vocab_file=str(vocab))
