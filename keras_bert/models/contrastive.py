@@ -44,16 +44,28 @@ COLUMNS = (ANCHOR, POSITIVE, NEGATIVE)
 
 # === The global batch ===
 
-def gather_replicas(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """(b, ...) on this replica -> ((B, ...) every replica's rows in replica
-    order, the offset of this replica's first row in it). Without a strategy
-    (or with one replica): (x, 0). Replicas may hold different row counts."""
+def gather_replicas(*parts: tf.Tensor) -> tuple[list[tf.Tensor], tf.Tensor]:
+    """(b, k_i) tensors of this replica -> ([(B, k_i)]: every replica's rows,
+    in replica order; the offset of this replica's first row). Without a
+    strategy (or with one replica): (parts, 0). Replicas may hold different
+    row counts.
+
+    One collective for everything: the parts travel together, with a column
+    saying which replica each row came from (the offset counts the rows of
+    the replicas before). Several differentiable gathers would each add
+    collectives to the backward pass, which the replicas' tapes may launch
+    in different orders (each replica's collectives must come in one order)."""
     context = tf.distribute.get_replica_context()
     if context is None or context.num_replicas_in_sync == 1:
-        return x, tf.constant(0, tf.int32)
-    gathered = context.all_gather(x, axis=0)
-    rows = context.all_gather(tf.shape(x)[:1], axis=0)  # (R,)
-    return gathered, tf.reduce_sum(rows[:context.replica_id_in_sync_group])
+        return list(parts), tf.constant(0, tf.int32)
+    replica = tf.cast(context.replica_id_in_sync_group, tf.float32)
+    rows = tf.shape(parts[0])[:1]
+    together = tf.concat([*parts, tf.fill(tf.concat([rows, [1]], 0), replica)], axis=1)
+    gathered = context.all_gather(together, axis=0)  # (B, sum k_i + 1)
+    sizes = tf.stack([tf.shape(part)[-1] for part in parts] + [1])
+    *gathered_parts, source = tf.split(gathered, sizes, num=len(parts) + 1, axis=1)
+    offset = tf.reduce_sum(tf.cast(tf.stop_gradient(source[:, 0]) < replica, tf.int32))
+    return gathered_parts, offset
 
 
 def num_replicas() -> int:
@@ -86,17 +98,20 @@ class MultipleNegativesRankingLoss:
         _check_columns(embeddings, (ANCHOR, POSITIVE), type(self).__name__)
         anchors = l2_normalize(tf.cast(embeddings[ANCHOR], tf.float32))  # (b, D)
         positives = l2_normalize(tf.cast(embeddings[POSITIVE], tf.float32))
-        all_positives, offset = gather_replicas(positives)  # (B, D)
-        candidates = [all_positives]
+        local = [positives]
         if NEGATIVE in embeddings:
-            negatives = l2_normalize(tf.cast(embeddings[NEGATIVE], tf.float32))
-            candidates.append(gather_replicas(negatives)[0])  # (B, D)
-        candidates = tf.concat(candidates, axis=0)  # (V, D)
+            local.append(l2_normalize(tf.cast(embeddings[NEGATIVE], tf.float32)))
+        if self.symmetric:
+            local.append(anchors)
+        gathered, offset = gather_replicas(*local)  # each (B, D)
+        all_positives = gathered[0]
+        candidates = tf.concat(gathered[:2] if NEGATIVE in embeddings else gathered[:1],
+                               axis=0)  # (V, D)
         labels = offset + tf.range(tf.shape(anchors)[0])  # (b,)
         logits = self.scale * tf.matmul(anchors, candidates, transpose_b=True)  # (b, V)
         rows = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)  # (b,)
         if self.symmetric:
-            all_anchors = gather_replicas(anchors)[0]  # (B, D)
+            all_anchors = gathered[-1]  # (B, D)
             backward = self.scale * tf.matmul(positives, all_anchors, transpose_b=True)  # (b, B)
             rows = (rows + tf.nn.sparse_softmax_cross_entropy_with_logits(labels, backward)) / 2
         total_rows = tf.shape(all_positives)[0]
@@ -132,8 +147,9 @@ class CoSENTLoss:
         a = l2_normalize(tf.cast(embeddings[ANCHOR], tf.float32))  # (b, D)
         b = l2_normalize(tf.cast(embeddings[POSITIVE], tf.float32))
         cosines = self.scale * tf.reduce_sum(a * b, axis=-1)  # (b,)
-        cosines = gather_replicas(cosines)[0]  # (B,)
-        scores = gather_replicas(tf.reshape(tf.cast(scores, tf.float32), [-1]))[0]  # (B,)
+        scores = tf.stop_gradient(tf.reshape(tf.cast(scores, tf.float32), [-1]))
+        (cosines, scores), _ = gather_replicas(cosines[:, None], scores[:, None])
+        cosines, scores = cosines[:, 0], scores[:, 0]  # (B,) each
         differences = cosines[:, None] - cosines[None, :]  # (B, B): cos_i - cos_j
         ranked = scores[:, None] < scores[None, :]
         differences = tf.where(ranked, differences, tf.constant(-1e12, tf.float32))

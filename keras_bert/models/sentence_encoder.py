@@ -225,14 +225,18 @@ class BertSentenceEncoder(TextTask, keras.Model):
         config = keras.saving.deserialize_keras_object(config)
         self.compile(**{key: value for key, value in config.items() if key != "metrics"})
         if getattr(self, "optimizer", None) is not None and self.built:
-            self.optimizer.build(self.trainable_variables)
+            self.optimizer.build(self.trainable_weights)  # the unused pooler left out
 
     def unused_weights(self) -> list:
         # No pooling mode reads the pooler (cls pools [CLS]'s last layer output).
         return list(self.encoder.pooler.weights)
 
     def random_states(self) -> list:
-        """The dropout layers' random generator states (gradient caching replays them)."""
+        """The dropout layers' random generator states (gradient caching replays
+        them); none without dropout, where there is nothing to replay."""
+        config = self.encoder.config
+        if not (config.hidden_dropout_prob or config.attention_probs_dropout_prob):
+            return []
         return [v for v in self.non_trainable_variables if v.path.endswith("seed_generator_state")]
 
     def loss_and_gradients(self, data: Any) -> tuple[tf.Tensor, tf.Tensor, list]:
