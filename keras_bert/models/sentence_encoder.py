@@ -293,6 +293,20 @@ class BertSentenceEncoder(TextTask, keras.Model):
 
     # === Embeddings out ===
 
+    def encode(self, texts: Any, batch_size: int = 32) -> np.ndarray:
+        """Texts -> embeddings (N, D) float32, as `predict`, in batches of texts
+        of similar lengths (longest first, as sentence-transformers' `encode`
+        orders them): each batch is cut to its longest row, so short texts do
+        not pay for long ones. Returned in the texts' order."""
+        features = self.encode_text(texts)[0]
+        lengths = features["input_mask"].sum(axis=1)
+        order = np.argsort(-lengths, kind="stable")
+        embeddings = self.predict({name: value[order] for name, value in features.items()},
+                                  batch_size=batch_size, verbose=0)
+        restored = np.empty_like(embeddings)
+        restored[order] = embeddings
+        return restored
+
     def similarity(self, a: Any, b: Any, batch_size: int | None = None) -> np.ndarray:
         """Cosine similarities (N, M) of two lists of texts (or of two arrays of
         embeddings), as sentence-transformers' `similarity` (cosine by default)."""
@@ -302,7 +316,7 @@ class BertSentenceEncoder(TextTask, keras.Model):
     def _embeddings(self, x: Any, batch_size: int | None) -> np.ndarray:
         if isinstance(x, np.ndarray) and x.dtype.kind == "f":
             return x
-        return self.predict(x, batch_size=batch_size, verbose=0)
+        return self.encode(x, batch_size=batch_size or 32)
 
     # === Config ===
 
