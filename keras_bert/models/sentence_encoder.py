@@ -63,6 +63,8 @@ class BertSentenceEncoder(TextTask, keras.Model):
     positives) or (anchors, positives, negatives) as columns, a list of such
     tuples, or a `tf.data.Dataset` of such string batches; with CoSENT, scored
     pairs `fit((texts_a, texts_b), scores)` or a dataset of ((a, b), score).
+    Validation rows go in as `validation_data=((anchors, positives), None)`
+    (a bare pair of columns would read as Keras' (x, y)) or as a dataset.
     """
 
     def __init__(self, encoder: BertEncoder | dict, pooling: str | Sequence[str] = "mean",

@@ -93,6 +93,8 @@ def test_the_minilm_folder_reads_its_modules_and_settings(minilm_path, minilm_en
     got = model.predict(long_texts, verbose=0)
     np.testing.assert_allclose(got, expected, atol=2e-5)
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
+    # encode: batches of similar lengths, answered in the texts' order.
+    np.testing.assert_allclose(model.encode(long_texts, batch_size=3), expected, atol=2e-5)
     np.testing.assert_allclose(model.similarity(long_texts[:2], long_texts[2:5]),
                                expected[:2] @ expected[2:5].T, atol=2e-5)
 
