@@ -22,7 +22,6 @@ from keras_bert.layers.sentence_pooling import POOLING_CONFIG_KEYS
 
 MODULES_FILE = "modules.json"
 SETTINGS_FILE = "sentence_bert_config.json"
-_MODULE = "sentence_transformers.models."
 # torch activations sentence-transformers' Dense modules name -> Keras' names.
 _ACTIVATIONS = {
     "torch.nn.modules.activation.Tanh": "tanh",
@@ -63,7 +62,9 @@ def read_sentence_transformer(folder: str) -> SentenceTransformerFolder:
     modules = read_json(modules_path)
     if not isinstance(modules, list):
         raise ValueError(f"{modules_path}: expected a list of modules, got {type(modules).__name__}")
-    kinds = [module.get("type", "").removeprefix(_MODULE) for module in modules]
+    # sentence-transformers 2-5 name `sentence_transformers.models.Pooling`, 6
+    # `sentence_transformers.sentence_transformer.modules.pooling.Pooling`.
+    kinds = [module.get("type", "").rsplit(".", 1)[-1] for module in modules]
     if not kinds or kinds[0] != "Transformer":
         raise ValueError(f"{modules_path}: the first module must be a sentence_transformers "
                          f"Transformer (BERT); got {kinds[:1]}")
@@ -88,7 +89,8 @@ def read_sentence_transformer(folder: str) -> SentenceTransformerFolder:
                              f"{module.get('type')!r} is not supported; keras_bert builds "
                              "Transformer (BERT), Pooling, Dense and Normalize modules")
     return SentenceTransformerFolder(
-        transformer=transformer, max_seq_length=settings.get("max_seq_length"),
+        transformer=transformer,
+        max_seq_length=settings.get("max_seq_length") or _tokenizer_max_length(transformer),
         lowercase_text=bool(settings.get("do_lower_case", False)),
         pooling_modes=pooling_modes, dense=tuple(dense), normalize=normalize)
 
@@ -101,6 +103,34 @@ def _transformer_settings(folder: str, transformer: str) -> dict:
     return {}
 
 
+def _tokenizer_max_length(transformer: str) -> int | None:
+    """sentence-transformers 6 keeps max_seq_length as the tokenizer's
+    model_max_length (tokenizer_config.json); HuggingFace writes a huge
+    number there for "no limit", which is no setting."""
+    path = os.path.join(transformer, "tokenizer_config.json")
+    if not os.path.exists(path):
+        return None
+    length = read_json(path).get("model_max_length")
+    return length if isinstance(length, int) and 0 < length < 100_000 else None
+
+
+def vocabulary_of(transformer: str) -> list[str] | None:
+    """The word pieces of a folder that has a HuggingFace tokenizer.json but
+    no vocab.txt (sentence-transformers 6 saves only the former), by id."""
+    if os.path.exists(os.path.join(transformer, "vocab.txt")):
+        return None
+    path = os.path.join(transformer, "tokenizer.json")
+    if not os.path.exists(path):
+        return None
+    model = read_json(path).get("model", {})
+    if model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
+        raise ValueError(f"{path}: a {model.get('type')} tokenizer; BERT's is WordPiece")
+    by_id = sorted(model["vocab"].items(), key=lambda item: item[1])
+    if [index for _, index in by_id] != list(range(len(by_id))):
+        raise ValueError(f"{path}: the WordPiece ids are not 0..{len(by_id) - 1}")
+    return [piece for piece, _ in by_id]
+
+
 def _pooling_modes(config_path: str) -> tuple[str, ...]:
     if not os.path.exists(config_path):
         raise FileNotFoundError(f"sentence-transformers Pooling module: {config_path} is missing")
@@ -108,6 +138,15 @@ def _pooling_modes(config_path: str) -> tuple[str, ...]:
     if config.get("include_prompt", True) is False:
         raise ValueError(f"{config_path}: include_prompt=false (pooling that skips an "
                          "instruction prompt) is not supported")
+    # sentence-transformers 6: "pooling_mode": a mode or a list; before: one flag per mode.
+    named = config.get("pooling_mode")
+    if named is not None:
+        named = [named] if isinstance(named, str) else list(named)
+        unknown = [mode for mode in named if mode not in POOLING_CONFIG_KEYS]
+        if unknown:
+            raise ValueError(f"{config_path}: pooling_mode {unknown} is not supported; known: "
+                             f"{list(POOLING_CONFIG_KEYS)}")
+        return tuple(named)  # concatenated in this order
     modes = tuple(mode for mode, key in POOLING_CONFIG_KEYS.items() if config.get(key))
     if not modes:
         raise ValueError(f"{config_path}: no pooling mode is on (one of "

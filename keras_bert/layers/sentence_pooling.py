@@ -21,7 +21,7 @@ from keras import ops
 
 from keras_bert.layers.pooling import last_real_positions
 
-# In the order sentence-transformers concatenates them (`Pooling.forward`).
+# In the order sentence-transformers before 6 concatenated them (`Pooling.forward`).
 POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
 # sentence-transformers' 1_Pooling/config.json keys for each mode.
 POOLING_CONFIG_KEYS = {
@@ -63,18 +63,21 @@ def pool_tokens(tokens: tf.Tensor, input_mask: tf.Tensor, mode: str) -> tf.Tenso
 
 
 def check_modes(modes: Sequence[str]) -> tuple[str, ...]:
-    """`modes` (a name or several) as a tuple in sentence-transformers' order."""
+    """`modes` (a name or several, each once) as a tuple, in the order given:
+    sentence-transformers 6 concatenates a `pooling_mode` list in its order
+    (older configs, one flag per mode, read in `POOLING_MODES` order)."""
     modes = (modes,) if isinstance(modes, str) else tuple(modes)
     unknown = [mode for mode in modes if mode not in POOLING_MODES]
-    if unknown or not modes:
-        raise ValueError(f"pooling modes {list(modes)}: choose one or more of {POOLING_MODES}")
-    return tuple(mode for mode in POOLING_MODES if mode in modes)
+    if unknown or not modes or len(set(modes)) != len(modes):
+        raise ValueError(f"pooling modes {list(modes)}: choose one or more of {POOLING_MODES}, "
+                         "each once")
+    return modes
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
 class SentencePooling(keras.layers.Layer):
     """(B, T, H), (B, T) -> (B, M*H): each of `modes` (see `POOLING_MODES`),
-    concatenated in sentence-transformers' order."""
+    concatenated in their order."""
 
     def __init__(self, modes: Sequence[str] = ("mean",), **kwargs: Any) -> None:
         super().__init__(**kwargs)

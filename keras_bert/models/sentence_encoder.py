@@ -26,7 +26,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert.checkpoints.sentence_transformers import (is_sentence_transformer,
-                                                          read_sentence_transformer)
+                                                          read_sentence_transformer,
+                                                          vocabulary_of)
 from keras_bert.checkpoints.source import PretrainedSource, resolve
 from keras_bert.layers.sentence_pooling import L2Normalize, SentencePooling, check_modes
 from keras_bert.models import contrastive
@@ -132,6 +133,7 @@ class BertSentenceEncoder(TextTask, keras.Model):
         source = resolve(folder.transformer)
         encoder = BertEncoder.from_pretrained(source, dtype=dtype)
         seq_length = seq_length or folder.max_seq_length
+        vocab_file = vocab_file or vocabulary_of(folder.transformer)
         preprocessor = cls._preprocessor_for(source, encoder, seq_length, lowercase, vocab_file)
         settings = {"pooling": folder.pooling_modes, "normalize": folder.normalize,
                     "lowercase_text": folder.lowercase_text,

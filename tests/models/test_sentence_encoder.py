@@ -73,9 +73,8 @@ def test_every_pooling_mode_equals_numpy_on_the_real_token_outputs(
     model = BertSentenceEncoder(minilm_encoder, pooling=modes, preprocessor=preprocessor)
     tokens, mask = token_outputs(minilm_encoder, preprocessor, texts)
     assert mask.sum(axis=1).min() < mask.sum(axis=1).max()  # padding to pool past
-    # sentence-transformers concatenates in its own order, whatever order is given.
-    expected = np.concatenate([numpy_pool(tokens, mask, mode) for mode in POOLING_MODES
-                               if mode in modes], axis=-1)
+    # Concatenated in the order given, as sentence-transformers 6 does.
+    expected = np.concatenate([numpy_pool(tokens, mask, mode) for mode in modes], axis=-1)
     got = model.predict(texts, batch_size=4, verbose=0)
     assert got.dtype == np.float32 and got.shape == (len(texts), 384 * len(modes))
     np.testing.assert_allclose(got, expected, atol=2e-5, rtol=1e-5)
@@ -147,6 +146,39 @@ def test_dense_and_normalize_modules_of_a_folder(tmp_path, minilm_path, minilm_e
     tokens, mask = token_outputs(minilm_encoder, model.preprocessor, texts)
     hidden = np.tanh(numpy_pool(tokens, mask, "max") @ w1.T + b1)
     expected = numpy_normalize(hidden @ w2.T)
+    np.testing.assert_allclose(model.predict(texts, verbose=0), expected, atol=2e-5)
+
+
+def test_a_folder_as_sentence_transformers_6_writes_it(tmp_path, minilm_path, minilm_encoder,
+                                                       texts):
+    """sentence-transformers 6: module types by their full path, `pooling_mode`
+    as a list (concatenated in its order), max_seq_length as the tokenizer's
+    model_max_length, and tokenizer.json without vocab.txt."""
+    folder = tmp_path / "st6"
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        os.symlink(os.path.join(minilm_path, name), folder / name)
+    with open(os.path.join(minilm_path, "tokenizer_config.json"), encoding="utf-8") as f:
+        tokenizer_config = json.load(f)
+    _write_json(folder / "tokenizer_config.json", {**tokenizer_config, "model_max_length": 36})
+    _write_json(folder / "sentence_bert_config.json", {"transformer_task": "feature-extraction"})
+    _write_json(folder / "1_Pooling" / "config.json",
+                {"embedding_dimension": 384, "pooling_mode": ["mean", "cls"],
+                 "include_prompt": True})
+    prefix = "sentence_transformers.base.modules."
+    _write_json(folder / "modules.json", [
+        {"idx": 0, "name": "0", "path": "", "type": prefix + "transformer.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling",
+         "type": "sentence_transformers.sentence_transformer.modules.pooling.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": prefix + "normalize.Normalize"}])
+    model = BertSentenceEncoder.from_pretrained(str(folder))
+    assert model.pooling == ("mean", "cls") and model.normalize
+    assert model.preprocessor.seq_length == 36
+    with open(os.path.join(minilm_path, "vocab.txt"), encoding="utf-8") as f:
+        assert model.preprocessor.vocabulary == f.read().splitlines()
+    tokens, mask = token_outputs(minilm_encoder, model.preprocessor, texts)
+    expected = numpy_normalize(np.concatenate([numpy_pool(tokens, mask, "mean"),
+                                               numpy_pool(tokens, mask, "cls")], axis=-1))
     np.testing.assert_allclose(model.predict(texts, verbose=0), expected, atol=2e-5)
 
 
