@@ -13,8 +13,9 @@ max_seq_length (256). `--train`: fine-tuned first on the train split's
 headline/article pairs with in-batch negatives (MultipleNegativesRankingLoss,
 scale 20), then scored again. `--peer-python`: a Python with
 sentence-transformers (and PyTorch) installed encodes the same texts
-(`sentence_transformers_peer.py`): the largest difference of the embeddings,
-its figures and its speed are printed beside ours. Results go to
+(`sentence_transformers_peer.py`, its own process): the largest difference
+of the embeddings, its figures and both sides' speed (best of `--windows`
+alternating timings) are printed. Results go to
 `--results` (JSON) as well.
 """
 
@@ -24,9 +25,7 @@ import argparse
 import importlib.util
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -70,21 +69,33 @@ def evaluate(model, rows, batch_size) -> tuple[dict, np.ndarray, np.ndarray]:
     return figures, query_embeddings, corpus_embeddings
 
 
-def peer(python, checkpoint, texts, seq_length, batch_size) -> dict:
-    """sentence-transformers' embeddings and speed, from `python`."""
-    with tempfile.TemporaryDirectory() as folder:
-        request = os.path.join(folder, "texts.json")
-        with open(request, "w", encoding="utf-8") as f:
-            json.dump({"texts": texts, "checkpoint": checkpoint, "seq_length": seq_length,
-                       "batch_size": batch_size}, f)
-        run = subprocess.run([python, os.path.join(HERE, "sentence_transformers_peer.py"),
-                              request, os.path.join(folder, "out.npz")],
-                             capture_output=True, text=True)
-        if run.returncode != 0:
-            raise SystemExit(f"the sentence-transformers peer failed:\n{run.stderr[-3000:]}")
-        out = np.load(os.path.join(folder, "out.npz"))
-        return {"embeddings": out["embeddings"], "seconds": float(out["seconds"]),
-                "versions": str(out["versions"])}
+def compare_with_peer(python, checkpoint, model, rows, batch_size, windows) -> dict:
+    """sentence-transformers' figures on the same texts, the largest
+    difference of the embeddings, and both sides' speed on the articles: best
+    of `windows` timings, the sides alternating (the machines are shared)."""
+    from peer_process import PeerProcess
+    queries, corpus, relevant = rows.retrieval()
+    peer = PeerProcess(os.path.join(HERE, "sentence_transformers_peer.py"),
+                       {"checkpoint": checkpoint, "seq_length": model.preprocessor.seq_length},
+                       python=python)
+    if "missing" in peer.facts:
+        raise SystemExit(f"{python}: {peer.facts['missing']} (install sentence-transformers there)")
+    try:
+        theirs = np.concatenate([peer.ask(("embed", queries, batch_size)),
+                                 peer.ask(("embed", corpus, batch_size))])
+        ours = np.concatenate([model.encode(queries, batch_size), model.encode(corpus, batch_size)])
+        ours_seconds, theirs_seconds = [], []
+        for _ in range(windows):
+            ours_seconds.append(timed_encode(model, corpus, batch_size)[1])
+            theirs_seconds.append(peer.ask(("time", corpus, batch_size)))
+    finally:
+        peer.close()
+    figures = score(theirs[:len(queries)], theirs[len(queries):], relevant)
+    return {**figures, "versions": peer.facts["versions"], "threads": peer.facts["threads"],
+            "max_abs_difference": float(np.abs(theirs - ours).max()),
+            "articles_per_second": len(corpus) / min(theirs_seconds),
+            "keras_bert_articles_per_second": len(corpus) / min(ours_seconds),
+            "windows": windows}
 
 
 def main(argv=None) -> dict:
@@ -103,6 +114,8 @@ def main(argv=None) -> dict:
                         help="gradient caching in chunks of this many rows")
     parser.add_argument("--peer-python", default=None,
                         help="a Python with sentence-transformers: compare with its encode")
+    parser.add_argument("--windows", type=int, default=3,
+                        help="timing windows per side with --peer-python")
     parser.add_argument("--results", default=None, help="write the figures here (JSON)")
     args = parser.parse_args(argv)
 
@@ -122,18 +135,16 @@ def main(argv=None) -> dict:
     print(f"keras_bert zero-shot (length {seq_length}): " + _line(zero_shot))
 
     if args.peer_python:
-        queries, corpus, relevant = rows.retrieval()
-        theirs = peer(args.peer_python, checkpoint, queries + corpus, seq_length, args.batch_size)
-        ours = np.concatenate([queries_embedded, corpus_embedded])
-        peer_figures = score(theirs["embeddings"][:len(queries)],
-                             theirs["embeddings"][len(queries):], relevant)
-        peer_figures["articles_per_second"] = len(corpus) / theirs["seconds"]
-        results["sentence_transformers"] = {
-            **peer_figures, "versions": theirs["versions"],
-            "max_abs_difference": float(np.abs(theirs["embeddings"] - ours).max())}
-        print(f"sentence-transformers ({theirs['versions']}): " + _line(peer_figures))
-        print(f"largest embedding difference: {results['sentence_transformers']['max_abs_difference']:.2e}; "
-              f"speed ratio {zero_shot['articles_per_second'] / peer_figures['articles_per_second']:.2f}x")
+        peer = compare_with_peer(args.peer_python, checkpoint, model, rows, args.batch_size,
+                                 args.windows)
+        results["sentence_transformers"] = peer
+        ratio = peer["keras_bert_articles_per_second"] / peer["articles_per_second"]
+        print(f"sentence-transformers ({peer['versions']}, {peer['threads']} threads): "
+              + _line(peer))
+        print(f"largest embedding difference: {peer['max_abs_difference']:.2e}; articles/s, best "
+              f"of {args.windows} alternating windows: keras_bert "
+              f"{peer['keras_bert_articles_per_second']:.1f}, sentence-transformers "
+              f"{peer['articles_per_second']:.1f} ({ratio:.2f}x)")
 
     if args.train:
         train = headline_retrieval(args.train, args.train_limit)
@@ -167,4 +178,5 @@ def _line(figures: dict) -> str:
 
 if __name__ == "__main__":
     sys.path.insert(0, REPO)
+    sys.path.insert(0, HERE)
     main()

@@ -1,38 +1,43 @@
-"""sentence-transformers' side of bbc_retrieval.py, run by a Python that has
-sentence-transformers and PyTorch (not keras_bert's environment):
+"""sentence-transformers' side of bbc_retrieval.py, in a process of its own
+(`peer_process`: why, and how the two talk), under a Python that has
+sentence-transformers and PyTorch (not keras_bert's environment).
 
-    python sentence_transformers_peer.py REQUEST.json OUT.npz
-
-REQUEST: {"texts", "checkpoint", "seq_length", "batch_size"}; OUT: the
-embeddings of `SentenceTransformer.encode` (N, D), the seconds the timed
-encode took (after one untimed warm-up batch), the library versions.
+Setup: {"checkpoint", "seq_length", "threads"}. Requests: ("embed", texts,
+batch_size) -> `SentenceTransformer.encode`'s embeddings (N, D) float32;
+("time", texts, batch_size) -> the seconds one encode of them takes; None: exit.
 """
 
-import json
-import sys
 import time
 
-import numpy as np
+from peer_process import serve
 
 
-def main(request_path, out_path):
-    import sentence_transformers
-    import torch
-    with open(request_path, encoding="utf-8") as f:
-        request = json.load(f)
-    model = sentence_transformers.SentenceTransformer(request["checkpoint"], device="cpu")
-    model.max_seq_length = request["seq_length"]
-    texts, batch_size = request["texts"], request["batch_size"]
-    with torch.inference_mode():
-        model.encode(texts[:batch_size], batch_size=batch_size)
+class SentenceTransformersPeer:
+
+    def __init__(self, checkpoint, seq_length, threads=None):
+        import sentence_transformers
+        import torch
+        self.torch = torch
+        if threads:
+            torch.set_num_threads(int(threads))
+        self.model = sentence_transformers.SentenceTransformer(checkpoint, device="cpu")
+        self.model.max_seq_length = seq_length
+        self.threads = torch.get_num_threads()
+        self.versions = (f"sentence-transformers {sentence_transformers.__version__}, "
+                         f"torch {torch.__version__}")
+
+    def encode(self, texts, batch_size):
+        with self.torch.inference_mode():
+            return self.model.encode(texts, batch_size=batch_size, convert_to_numpy=True)
+
+    def serve(self, request):
+        kind, texts, batch_size = request
+        if kind == "embed":
+            return self.encode(texts, batch_size).astype("float32")
         start = time.perf_counter()
-        embeddings = model.encode(texts, batch_size=batch_size, convert_to_numpy=True)
-        seconds = time.perf_counter() - start
-    versions = (f"sentence-transformers {sentence_transformers.__version__}, "
-                f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    np.savez(out_path, embeddings=embeddings.astype(np.float32), seconds=seconds,
-             versions=versions)
+        self.encode(texts, batch_size)
+        return time.perf_counter() - start
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    serve(SentenceTransformersPeer)
