@@ -19,12 +19,14 @@ D = embedding size.
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any, Mapping, Sequence
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.checkpoints import caches
 from keras_bert.checkpoints.sentence_transformers import (is_sentence_transformer,
                                                           read_sentence_transformer,
                                                           vocabulary_of)
@@ -121,15 +123,20 @@ class BertSentenceEncoder(TextTask, keras.Model):
                         dtype: str | keras.DTypePolicy | None = None,
                         **model_kwargs: Any) -> BertSentenceEncoder:
         """A sentence-transformers folder (its Transformer, Pooling, Dense and
-        Normalize modules, max_seq_length and do_lower_case), or anything
+        Normalize modules, max_seq_length and do_lower_case) or its name in
+        the local HuggingFace cache (`ORG/NAME`, never the network), or anything
         `TextTask.from_pretrained` reads: a plain BERT checkpoint gets mean
         pooling (as sentence-transformers gives it), a `.keras` file of this
         model comes back whole. `model_kwargs` override the folder's settings
         (`pooling=`, `normalize=`)."""
-        if isinstance(path, PretrainedSource) or not is_sentence_transformer(str(path)):
+        if not isinstance(path, PretrainedSource):
+            path = os.fspath(path)
+            if not os.path.exists(path) and caches.is_name(path):
+                path = caches.find_cached(path)  # sentence-transformers/all-MiniLM-L6-v2
+        if isinstance(path, PretrainedSource) or not is_sentence_transformer(path):
             return super().from_pretrained(path, seq_length=seq_length, lowercase=lowercase,
                                            vocab_file=vocab_file, dtype=dtype, **model_kwargs)
-        folder = read_sentence_transformer(str(path))
+        folder = read_sentence_transformer(path)
         source = resolve(folder.transformer)
         encoder = BertEncoder.from_pretrained(source, dtype=dtype)
         seq_length = seq_length or folder.max_seq_length

@@ -182,6 +182,30 @@ def test_a_folder_as_sentence_transformers_6_writes_it(tmp_path, minilm_path, mi
     np.testing.assert_allclose(model.predict(texts, verbose=0), expected, atol=2e-5)
 
 
+def test_a_sentence_transformers_name_in_the_huggingface_cache(tmp_path, monkeypatch,
+                                                               minilm_path, texts):
+    """`ORG/NAME` found in the local hub cache (snapshots/<commit>, refs/main)
+    is read as the folder: its modules and settings, not as plain BERT."""
+    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME",
+                     "KERAS_BERT_CACHE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    model_folder = tmp_path / "hub" / "models--sentence-transformers--all-MiniLM-L6-v2"
+    commit = "c9745ed1d9f207416be6d2e6f8de32d1f16199bf"
+    snapshot = model_folder / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    for name in os.listdir(minilm_path):
+        os.symlink(os.path.join(minilm_path, name), snapshot / name)
+    (model_folder / "refs").mkdir()
+    (model_folder / "refs" / "main").write_text(commit)
+    model = BertSentenceEncoder.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
+    assert model.normalize and model.preprocessor.seq_length == 256
+    np.testing.assert_allclose(model.predict(texts[:3], verbose=0),
+                               BertSentenceEncoder.from_pretrained(minilm_path).predict(
+                                   texts[:3], verbose=0), atol=1e-6)
+
+
 def test_a_plain_bert_checkpoint_is_mean_pooled_unnormalised(tmp_path, minilm_path,
                                                              minilm_encoder, texts):
     """What sentence-transformers builds for a folder without modules.json."""
