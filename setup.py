@@ -42,11 +42,17 @@ setup(
         # tf-models-official is the independent reference (Keras 2): tests and benchmarks only.
         # tensorflow-serving-api: request protos for the export tests (pinned to
         # TensorFlow's minor version: a newer one pulls a newer TensorFlow).
+        # ruff: the lint CI runs (settings in pyproject.toml; the same rev in
+        # .pre-commit-config.yaml).
         "test": ["pytest", "import-linter", "tf-models-official==2.20.0", "seqeval",
-                 "tensorflow-serving-api~=2.20.0"],
+                 "tensorflow-serving-api~=2.20.0", "ruff==0.17.6"],
         # Peers of recipes/benchmarks (keras-hub's BertMaskedLM; Model Garden is in "test").
         # HuggingFace tokenizers: the Python-side peer of serving_latency.py / tokenizer.py.
         "bench": ["keras-hub", "tf-models-official==2.20.0", "tokenizers"],
+        # The documentation site (mkdocs.yml): `mkdocs build --strict` in CI. Pinned: the
+        # strict build fails on warnings, and a new release may add some.
+        "docs": ["mkdocs==1.6.1", "mkdocs-material==9.8.2", "mkdocstrings[python]==1.0.8",
+                 "mkdocstrings-python==2.0.11"],
         # create-pretraining-data --runner: Apache Beam (Dataflow, Flink, Spark); its
         # tfrecord extra and google-crc32c checksum the records (fast, in C).
         "beam": ["apache-beam[tfrecord]>=2.77", "google-crc32c"],

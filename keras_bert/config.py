@@ -12,6 +12,8 @@ import json
 import os
 from typing import Any, Mapping
 
+from keras_bert import safe_output
+
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu", "silu", "tanh")
 # bidirectional: BERT; left_to_right: each position attends to itself and the
 # earlier ones only (the paper's "LTR" ablation, a GPT-style causal mask).
@@ -118,9 +120,7 @@ class BertConfig:
         return cls.from_dict(values, source=path)
 
     def to_json_file(self, path: str | os.PathLike) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
-            f.write("\n")
+        safe_output.write_json(os.fspath(path), self.to_dict(), sort_keys=True)
 
 
 def _sized(layers, hidden):

@@ -3,15 +3,12 @@
 Why: with autotuning on (tf.data's default), every iterator runs a model
 thread that wakes at growing intervals (tens of seconds into a run) to retune buffer
 sizes and parallelism. Deleting the iterator cancels that thread and waits
-for it, and about half the time the thread sleeps out its interval first
-(seen with gdb in TensorFlow 2.20: the deleting thread in
-`~LogicalThreadWrapper`, the model thread waiting in `Model::OptimizeLoop`;
-our reading of the cause: `CancellationManager::StartCancel` wakes it before
-marking the cancellation done, so it may find nothing cancelled). Keras
-deletes its iterator at the end of every `fit`, `evaluate` and `predict`:
-fine-tuning wnut16 (an epoch of ~27 s on 2 cores), `fit` returned 9-22 s
-after its last step in about half the calls, and a plain one-layer Keras
-model on arrays showed the same.
+for it, and often the thread sleeps out its interval first (in TensorFlow
+2.20 `CancellationManager::StartCancel` appears to wake it before marking the
+cancellation done, so it may find nothing cancelled). Keras deletes its
+iterator at the end of every `fit`, `evaluate` and `predict`, so `fit` could
+return many seconds after its last step, on a task model as on a plain
+one-layer Keras model.
 
 Our pipelines do little per batch (a gather of rows, a cut of padding) ahead
 of a train step that takes far longer, so there is nothing for autotuning to

@@ -57,3 +57,8 @@ def int64_feature(values: Iterable[int]) -> tf.train.Feature:
 def float_feature(values: Iterable[float]) -> tf.train.Feature:
     import tensorflow as tf
     return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
+# What a `keras-bert finetune` run writes in its output folder: the command line
+# refuses an output folder holding one of the run's inputs under these names.
+FINETUNE_OUTPUT_FILES = ("model.keras", "vocab.txt", "finetune_config.json", "dev_results.json",
+                         "lora_weights.npz", "search_results.md", "checkpoints", "logs", "runs")

@@ -180,10 +180,10 @@ def test_keras_bert_optimizers_train_through_those_hooks():
         assert np.all(variable.numpy() < 1.0), type(optimizer).__name__
 
 
-# === keras_bert.training.steps: the Trainer's own train_step ===
+# === keras_bert.models.update_step: the models' own train_step ===
 
 def test_model_loss_tracker_and_compile_metrics():
-    message = ("keras_bert.training.steps.Trainer.train_step updates Model._loss_tracker "
+    message = ("keras_bert.models.update_step.UpdateStep.apply_update updates Model._loss_tracker "
                "(reported as `loss`) and Model._compile_metrics: fit would log no loss "
                "or no metrics")
     model = small_model(dropout=False)

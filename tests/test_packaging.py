@@ -14,39 +14,51 @@ import pytest
 
 import keras_bert
 from keras_bert.cli import native_logs
+from markdown_blocks import python_blocks
 from repo_paths import REPO_ROOT
 
 ROOT = REPO_ROOT
 
 
-def readme_python_blocks():
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        return re.findall(r"```python\n(.*?)```", f.read(), flags=re.S)
+def user_pages():
+    """The Markdown a user reads: the README and the docs' pages (repository-relative)."""
+    pages = ["README.md"]
+    for folder, _, files in os.walk(os.path.join(ROOT, "docs")):
+        pages += sorted(os.path.relpath(os.path.join(folder, name), ROOT)
+                        for name in files if name.endswith(".md"))
+    return pages
 
 
-def test_every_name_the_readme_imports_exists():
-    """Each import of the README's code blocks runs exactly as written, and every
-    `keras_bert.a.b` the blocks use resolves."""
+def user_python_blocks():
+    return [block.code for page in user_pages() for block in python_blocks(page)]
+
+
+def test_every_name_the_docs_import_exists():
+    """Each import of the README's and the docs' code blocks runs exactly as written,
+    and every `keras_bert.a.b` the blocks use resolves (fast: the blocks themselves
+    run in tests/test_readme.py and tests/test_docs.py, most in the slow suite)."""
     statements = []
-    for block in readme_python_blocks():
+    for block in user_python_blocks():
         for node in ast.walk(ast.parse(block)):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 statements.append(ast.unparse(node))
     assert len(statements) >= 5, statements
     for statement in statements:
-        exec(statement, {})  # noqa: S102 - the README's own import lines
-    for block in readme_python_blocks():
+        exec(statement, {})  # noqa: S102 - the pages' own import lines
+    for block in user_python_blocks():
         for chain in re.findall(r"\bkeras_bert((?:\.[A-Za-z_]\w*)+)", block):
             value = keras_bert
             for name in chain.strip(".").split("."):
                 value = getattr(value, name)
 
 
-def test_every_dotted_name_the_readme_mentions_resolves():
+def test_every_dotted_name_the_docs_mention_resolves():
     """Prose too: `keras_bert.export.serving_ops.ops_serving_lacks` and the like stay true
     when modules move."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        references = set(re.findall(r"`(keras_bert(?:\.[A-Za-z_]\w*)+)", f.read()))
+    references = set()
+    for page in user_pages():
+        with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+            references |= set(re.findall(r"`(keras_bert(?:\.[A-Za-z_]\w*)+)", f.read()))
     assert len(references) >= 5, references
     for reference in sorted(references):
         parts = reference.split(".")
@@ -81,7 +93,23 @@ def test_the_version_is_written_once():
     exec(source.split("\nsetup(")[0], namespace)  # noqa: S102 - setup.py up to setup()
     assert namespace["read_version"]() == keras_bert.__version__
     with open(os.path.join(ROOT, "CHANGELOG.md"), encoding="utf-8") as f:
-        assert f"## {keras_bert.__version__}" in f.read()
+        assert f"\n## [{keras_bert.__version__}]" in f.read()
+
+
+def test_the_changelog_keeps_a_changelog():
+    """keepachangelog.com's form: versions, then its kinds of change, one line each."""
+    with open(os.path.join(ROOT, "CHANGELOG.md"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    versions = [line for line in lines if line.startswith("## ")]
+    assert versions[0] == "## [Unreleased]", versions
+    assert all(re.fullmatch(r"## \[(Unreleased|\d+\.\d+\.\d+)\]( - \d{4}-\d{2}-\d{2})?", line)
+               for line in versions), versions
+    kinds = {line for line in lines if line.startswith("### ")}
+    assert kinds <= {f"### {kind}" for kind in
+                     ("Added", "Changed", "Deprecated", "Removed", "Fixed", "Security")}, kinds
+    first_version = lines.index(versions[0])
+    for number, line in enumerate(lines[first_version:], first_version + 1):
+        assert not line.startswith("  "), f"CHANGELOG.md:{number}: one line per change"
 
 
 # === run.py: the README's two commands ===
@@ -111,7 +139,7 @@ def test_run_py_installs_once_and_adds_only_what_is_missing(monkeypatch, tmp_pat
     run_py.ensure_installed("quickstart")  # installed: nothing to do
     assert calls == ["venv", ROOT]
     run_py.ensure_installed("tests")  # the test extras and the real weights, once
-    assert calls[2:] == [ROOT + "[beam,test]", run_py.TEST_WEIGHTS]
+    assert calls[2:] == [ROOT + "[beam,docs,test]", run_py.TEST_WEIGHTS]
     run_py.ensure_installed("tests")
     run_py.ensure_installed("quickstart")
     assert len(calls) == 4

@@ -70,6 +70,17 @@ def test_parity_keras_side_records_each_step_with_dropout_off(minilm_path):
 
 
 @pytest.mark.slow
+def test_command_against_fit_runs_both_sides(minilm_path, capsys):
+    command_vs_fit = benchmark("command_vs_fit")
+    command_vs_fit.main(["--tasks", "wnut16", "--windows", "1", "--steps", "2",
+                         "--checkpoint", minilm_path, "--no-results"])
+    table = capsys.readouterr().out
+    row = next(line for line in table.splitlines() if line.startswith("| wnut16 |"))
+    command, fit = (float(cell) for cell in row.split("|")[2:4])
+    assert command > 0 and fit > 0
+
+
+@pytest.mark.slow
 def test_bbc_retrieval_scores_zero_shot_and_after_a_step(tmp_path, minilm_path):
     """The retrieval recipe end to end on 8 dev rows at length 32; one
     fine-tuning step on 4 pairs."""

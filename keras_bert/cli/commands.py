@@ -1,14 +1,20 @@
 """The `keras-bert` command: parses arguments and calls one library function each.
 
 Each subcommand is registered by an `add_*` function below; the work itself
-lives in the library modules.
+lives in the library modules. `run_command` is the one error boundary: an
+expected failure (`keras_bert.errors.expected_failure`: bad input, a missing
+file, a busy or unwritable output) is one line on stderr and exit code 2; any
+other exception is a bug and keeps its traceback (exit code 1); `--verbose`
+shows the traceback of expected failures too.
 """
 
 import argparse
+import contextlib
 import os
 import sys
+import traceback
 
-from keras_bert import features, progress
+from keras_bert import errors, features, progress, safe_output
 from keras_bert.cli import native_logs
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # also set by the package, for `python cli.py`
@@ -51,6 +57,28 @@ def output_file(text):
     if os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text} is a directory; give a file name")
     return text
+
+
+# Command -> (the flag it writes, the flags it reads, whether it creates the
+# output's folder, what it writes there): the dispatch refuses an output that
+# is one of the inputs' files (or a file inside an input folder) and locks it
+# while the command runs (one process per output). What a folder output
+# receives: "whole" (replaced whole: no input may lie inside it) or the names
+# written in it (none may be an input). Not in the parsed arguments: finetune
+# passes those on as config fields.
+FINETUNE_WRITES = features.FINETUNE_OUTPUT_FILES
+OUTPUTS = {
+    "vocab": ("output", ("input",), True, None),
+    "convert": ("output", ("checkpoint",), True, None),
+    # These two refuse a missing output folder themselves: the lock must not create it.
+    "prepare-corpus": ("output_file", ("inputs",), False, None),
+    "create-pretraining-data": ("output_file", ("input_file", "vocab_file"), False, None),
+    "finetune": ("output_dir", ("train", "dev", "init_checkpoint", "vocab_file"), True,
+                 FINETUNE_WRITES),
+    "predict": ("output", ("input", "model_dir"), True, None),
+    "export": ("output", ("model_dir", "vocab_file"), True, "whole"),
+    "quickstart": ("output", ("corpus",), True, None),
+}
 
 
 def add_casing_arguments(parser):
@@ -274,7 +302,12 @@ def add_pretrain(subparsers):
 
 def run_pretrain(args):
     from keras_bert.training.pretraining import load_config, pretrain
-    results = pretrain(load_config(args.config, args.overrides))
+    config = load_config(args.config, args.overrides)
+    # The output folder is the recipe's model_dir, known only now.
+    safe_output.check_not_input(config.model_dir, [config.train_files, config.eval_files],
+                                "config field model_dir")
+    with safe_output.output_lock(config.model_dir):
+        results = pretrain(config)
     print(" - ".join(f"{name}: {value:.4f}" for name, value in results.items()))
 
 
@@ -420,14 +453,22 @@ def add_predict(subparsers):
     parser.add_argument("--input", required=True, type=input_file,
                         help="text lines, JSON Lines (text / text_pair; question / context) "
                              "or a SQuAD JSON file")
-    parser.add_argument("--output", required=True, type=output_file, help="the answers, FILE.jsonl")
+    parser.add_argument("--input-format", choices=("text", "jsonl", "squad"), default=None,
+                        help="default by extension: .jsonl JSON Lines, .json a SQuAD file, "
+                             "anything else one text per line")
+    parser.add_argument("--output", required=True, type=output_file,
+                        help="the answers, FILE.jsonl: one line per input line, each with its "
+                             "`line` number (a blank input line: {\"line\": N, \"blank\": true})")
+    parser.add_argument("--include-input", action="store_true",
+                        help="copy each input's fields (text, text_pair, ...) into its answer")
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.set_defaults(run=run_predict)
 
 
 def run_predict(args):
     from keras_bert.cli.predict import predict_file
-    count = predict_file(args.model_dir, args.input, args.output, args.batch_size)
+    count = predict_file(args.model_dir, args.input, args.output, args.batch_size,
+                         input_format=args.input_format, include_input=args.include_input)
     print(f"wrote {count} answers to {args.output}")
 
 
@@ -528,7 +569,8 @@ def build_parser():
 
 
 def command_reference():
-    """The README's command table, generated from the parser (a test keeps them equal)."""
+    """docs/guides/command-line.md's command table, generated from the parser (a test
+    keeps them equal)."""
     rows = ["| command | what it does |", "|---|---|"]
     for action in build_parser()._subparsers._group_actions:
         for choice in action._choices_actions:
@@ -551,11 +593,7 @@ def main(argv=None):
         log_filter = native_logs.route_stderr_through_filter()
         progress.show_progress(True)  # into log files too, a line per interval
     try:
-        try:
-            code = args.run(args) or 0
-        except (FileNotFoundError, FileExistsError, ValueError) as e:
-            print(f"keras-bert {args.command}: error: {e}", file=sys.stderr)
-            code = 2
+        code = run_command(args)
     finally:
         if log_filter is not None:
             log_filter.close()
@@ -566,6 +604,51 @@ def main(argv=None):
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+def run_command(args):
+    """Runs the parsed command inside the one error boundary; returns the exit
+    code: 0, 2 for an expected failure (one line on stderr), 130 on Ctrl-C.
+    A bug's exception propagates with its traceback."""
+    try:
+        with _guarded_output(args):
+            return args.run(args) or 0
+    except KeyboardInterrupt:
+        print(f"keras-bert {args.command}: interrupted", file=sys.stderr, flush=True)
+        return 130
+    except Exception as e:
+        message = errors.expected_failure(e)
+        if message is None:
+            raise  # a bug: the traceback is the report
+        if native_logs.verbose_requested():
+            traceback.print_exc()
+        one_line = " ".join(part.strip() for part in message.splitlines() if part.strip())
+        print(f"keras-bert {args.command}: error: {one_line or type(e).__name__}",
+              file=sys.stderr, flush=True)
+        return 2
+
+
+@contextlib.contextmanager
+def _guarded_output(args):
+    """The command's output (`OUTPUTS`): refused if it is an input, locked
+    while the command runs."""
+    flag, input_flags, make_parents, writes = OUTPUTS.get(args.command, (None, (), True, None))
+    output = getattr(args, flag, None) if flag else None
+    if not output:
+        yield
+        return
+    inputs = []
+    for name in input_flags:
+        value = getattr(args, name, None)
+        inputs.extend(value if isinstance(value, (list, tuple)) else [value])
+    option = "--" + flag.replace("_", "-")
+    safe_output.check_not_input(output, inputs, option)
+    if writes == "whole":
+        safe_output.check_inputs_outside(output, inputs, option)
+    for name in writes if isinstance(writes, tuple) else ():
+        safe_output.check_not_input(os.path.join(output, name), inputs, option)
+    with safe_output.output_lock(output, make_parents=make_parents):
+        yield
 
 
 if __name__ == "__main__":

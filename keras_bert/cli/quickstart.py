@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 
+from keras_bert import safe_output
 from keras_bert.assets import AUSTEN_DIR
 
 DEFAULT_CORPUS = os.path.join(AUSTEN_DIR, "*.txt")
@@ -106,7 +107,7 @@ def build_novel_task(book_files, output_dir, size):
     write_documents(iter(train_chapters), corpus_file)
     random.Random(0).shuffle(rows["train"])
     for split, split_rows in rows.items():
-        with open(os.path.join(output_dir, f"{split}.tsv"), "w", encoding="utf-8") as f:
+        with safe_output.open_replacing(os.path.join(output_dir, f"{split}.tsv")) as f:
             f.write("label\tsentence\n")
             for label, passage in split_rows:
                 f.write(f"{label}\t{passage}\n")
@@ -246,8 +247,7 @@ def quickstart(output_dir="quickstart_output", corpus=None, fast=False, seed=0):
     print(NEXT_COMMANDS.format(out=output_dir, export=export_path, size=size,
                                steps=size.pretrain_steps, epochs=size.finetune_epochs,
                                max_predictions=options.max_predictions_per_seq, seed=seed))
-    with open(os.path.join(output_dir, "quickstart_results.json"), "w") as f:
-        json.dump(results, f, indent=2)
+    safe_output.write_json(os.path.join(output_dir, "quickstart_results.json"), results)
     return results
 
 

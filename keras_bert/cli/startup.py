@@ -13,7 +13,7 @@ text or write TFRecords. Every one of those imports is optional in its
 importer (`try: import sklearn / except ImportError: sklearn = None`), so a
 process that only makes data can hide them while TensorFlow loads.
 
-Keras itself goes the same way (0.4-0.5 s): TensorFlow's own import of it is
+Keras itself goes the same way: TensorFlow's own import of it is
 optional too, and tensorflow-text's Keras layers (`tensorflow_text.keras`,
 which a tokenizer does not use) are replaced by an empty module while it loads.
 
@@ -46,9 +46,9 @@ def import_tensorflow_lean():
     sys.modules[TEXT_KERAS] = types.ModuleType(TEXT_KERAS, "tensorflow-text's Keras layers, "
                                                "not loaded (keras_bert.cli.startup)")
     # The import creates about a million objects that live as long as the
-    # process; the garbage collector would scan them again and again (~0.8 s of
-    # the import, ~0.3 s of tracing the tokenizer). Freezing moves them out of
-    # its reach.
+    # process; the garbage collector would scan them again and again during
+    # the import and the tokenizer's tracing. Freezing moves them out of its
+    # reach.
     collecting = gc.isenabled()
     gc.disable()
     try:

@@ -40,6 +40,7 @@ import tensorflow_text as tf_text
 # freezing the traced function first makes every weight a constant.
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
+from keras_bert import safe_output
 from keras_bert.models.fast_path import with_fast_kernels
 from keras_bert.preprocessing.classification import class_names, classify_logits
 
@@ -124,12 +125,7 @@ def export_litert(model: keras.Model, path: str | os.PathLike, seq_length: int |
     function = classifier_function(with_fast_kernels(model, False), preprocessor.tokenizer,
                                    seq_length)
     flatbuffer = convert(function, quantize)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    partial = path + ".partial"
-    with open(partial, "wb") as f:
-        f.write(flatbuffer)
-    os.replace(partial, path)
-    return path
+    return safe_output.write_bytes(path, flatbuffer)
 
 
 def convert(function: tf.types.experimental.ConcreteFunction, quantize: str | None = None

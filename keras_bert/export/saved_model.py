@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import tensorflow as tf
 
+from keras_bert import safe_output
 from keras_bert.progress import Progress
 
 if TYPE_CHECKING:
@@ -147,8 +148,8 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
       jit_compile: the model part of the signatures compiled with XLA, once
         per request shape (the first request of a shape waits ~1-2 s for it;
         pair it with `padding="longest"` for a few shapes). It pays where the
-        per-op cost dominates, batch 1 and short texts: see README "Serving
-        speed". TensorFlow Serving runs it with `--xla_cpu_compilation_enabled`.
+        per-op cost dominates, batch 1 and short texts: see docs/benchmarks.md,
+        "Serving". TensorFlow Serving runs it with `--xla_cpu_compilation_enabled`.
       remove_padding: the embeddings, projections, feed-forward layers and
         LayerNorms run on the real tokens only, packed (attention alone sees
         the padded batch): a request padded to `seq_length` is mostly padding
@@ -201,12 +202,6 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
             raise ValueError("remove_padding=True with jit_compile=True: XLA would compile the "
                              "model once per number of real tokens; pick one")
         serving.remove_padding = remove_padding
-        parent = (os.path.dirname(os.path.abspath(path)) if "://" not in path
-                  else path.rsplit("/", 1)[0])
-        tf.io.gfile.makedirs(parent)
-        staging = f"{path.rstrip('/')}.partial"
-        if tf.io.gfile.exists(staging):
-            tf.io.gfile.rmtree(staging)
         root = tf.Module()
         # Only what the graphs read: the weights and the assets (see TaskServing).
         root.model_variables = list(serving.model.variables)
@@ -221,13 +216,13 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
         for name, function in signatures.items():
             setattr(root, name, function)
         bar.update(1, "tracing and writing the SavedModel")
-        with tempfile.TemporaryDirectory() as scratch:
+        # Written as a sibling folder and renamed into place: a failed or
+        # killed export never leaves a folder that looks like a SavedModel.
+        with safe_output.replacing(path, folder=True) as staging, \
+                tempfile.TemporaryDirectory() as scratch:
             root.assets = _write_assets(serving, scratch)
             tf.saved_model.save(root, staging, signatures=signatures)
-        _write_readme(staging, serving, signatures)
-        if tf.io.gfile.exists(path):
-            tf.io.gfile.rmtree(path)
-        tf.io.gfile.rename(staging, path)
+            _write_readme(staging, serving, signatures)
         bar.update(2, f"wrote {path}; in Python, load it after "
                        f"`{IMPORT_TEXT_OPS}`")
     return path
@@ -319,6 +314,7 @@ def export_model_dir(model_dir: str, output: str, vocab_file: str | None = None,
     if not re.fullmatch(r"\d+", version):
         raise ValueError(f"--output {output}: the last folder must be an integer version "
                          "(TensorFlow Serving's layout EXPORT_DIR/NAME/VERSION, e.g. models/sst2/1)")
+    safe_output.check_not_input(output, [model_dir, vocab_file], "--output")
     from keras_bert.checkpoints.source import resolve, tokenizer_settings
     from keras_bert.text.tokenizer import BertTokenizer
     config_path = os.path.join(model_dir, "finetune_config.json")

@@ -8,6 +8,7 @@ gradients; measured figures are in recipes/benchmarks/README.md.
 - `layer_norm`: `FastLayerNorm`, LayerNorm with its closed-form gradient
 - `dropout`: `FastDropout`, 16 random bits per element instead of 32
 - `gelu`: the exact GELU with its derivative written out, and XLA-compiled
+- `fused_projection`: query, key and value as one product in training
 - `masked_lm_loss`: the masked-LM output layer fused with its cross-entropy
 """
 

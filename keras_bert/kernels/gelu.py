@@ -50,8 +50,9 @@ def gelu_exact_compiled(x: tf.Tensor) -> tf.Tensor:
     Why: TensorFlow runs GELU as 4 element-wise ops forward and 7 backward,
     each a pass over the (B * T, F) intermediate activations; compiled, each
     direction is one pass, and the gradient recomputes Phi(x) from x instead
-    of keeping it. Values differ from `gelu_exact` by XLA's erfc (a few 1e-7). For training only: served graphs keep `gelu_exact`, which
-    needs no XLA at load time.
+    of keeping it. Values differ from `gelu_exact` by XLA's erfc (a few 1e-7).
+    For training only: served graphs keep `gelu_exact`, which needs no XLA at
+    load time.
     """
     return _compiled_gelu(x), lambda upstream: _compiled_gelu_gradient(x, upstream)
 
@@ -71,3 +72,18 @@ def gelu_exact_fused(x: tf.Tensor) -> tf.Tensor:
     """
     cdf = (tf.math.erf(x * _SQRT_HALF) + 1.0) * 0.5
     return cdf * x
+
+
+def fast_gelu(rows: tf.Tensor, training: bool | None, varying_rows: bool = False) -> tf.Tensor:
+    """The exact GELU on a product's output rows (R, F), in the form for the step.
+
+    Inference: `gelu_exact_fused`, the form the CPU's product takes as a
+    post-op. Training: `gelu_exact_compiled`, XLA-compiled with its gradient,
+    except where the row count R changes nearly every step (`varying_rows`:
+    the padding packed out, R = the batch's real tokens): XLA compiles once per
+    shape, so the compiles would never pay off; there, `gelu_exact`, the plain
+    ops with the derivative written out.
+    """
+    if not training:
+        return gelu_exact_fused(rows)
+    return gelu_exact(rows) if varying_rows else gelu_exact_compiled(rows)

@@ -1,8 +1,8 @@
 """int8 products on oneDNN's u8 x s8 kernel, for quantized (exported) Dense layers.
 
 Keras' own int8 Dense (`Model.quantize("int8")`) emits an int8 `MatMul` that
-TensorFlow runs on a slow generic kernel: the int8 export was 5.6x slower than
-float32. TensorFlow's x86 Linux builds register oneDNN's int8 inner product as
+TensorFlow runs on a slow generic kernel: an int8 export so built is several
+times slower than float32. TensorFlow's x86 Linux builds register oneDNN's int8 inner product as
 `QuantizedMatMulWithBiasAndDequantize` (AVX512-VNNI where the CPU has it): float
 out, a float bias added inside the kernel. It only takes activations as quint8
 and weights as qint8, each with one scalar range, so:

@@ -18,7 +18,7 @@ from keras_bert.kernels.masked_lm_loss import (plain_cross_entropy_and_predictio
                                                 tied_output_cross_entropy)
 from keras_bert.kernels.switch import FastKernelsOption
 from keras_bert.layers.activations import get_activation
-from keras_bert.layers.transformer import gather_positions
+from keras_bert.layers.packing import gather_positions
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")

@@ -1,6 +1,11 @@
-"""The real positions of a padded (B, T) batch packed into rows (R, ...).
+"""The rows a Transformer block runs on: the padded (B, T) layout, the real
+positions packed into rows (R, ...), or only the positions whose output is read.
 
-Every layer of a Transformer block but attention treats each position on its
+`row_layout` picks the layout of one block call (`PaddedRows`, `PackedRows`):
+which rows are the block's queries, and how attention splits its projections
+into heads and merges them back. The block's code is the same for every layout.
+
+Packed rows: every layer of a Transformer block but attention treats each position on its
 own, so it can run on the real positions alone: `TokenPacking` says where
 they go (`pack`) and how to put them back in the batch's layout (`unpack`)
 for attention. `keras_bert.models.unpadded` runs the encoder this way.
@@ -20,12 +25,16 @@ rotten_tomatoes reviews), as if padded to its longest.
 
 Legend for shape comments: B = batch, T = sequence length, R = real
 positions in the batch, W = any width, N = attention heads, D = head size,
-k = projections side by side, S = the span attention needs.
+k = projections side by side, S = the span attention needs, Q = the
+positions whose output a block returns (its queries), H = N * D.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow as tf
+from keras import ops
 
 
 class TokenPacking:
@@ -105,3 +114,110 @@ class TokenPacking:
                                        + position[:, None])  # (R, N) into B * N * S
         rows = tf.gather(tf.reshape(heads, (-1, head_size)), self._head_indices[key])
         return tf.reshape(rows, (-1, num_heads * head_size))  # (R, N * D)
+
+
+def gather_positions(sequence: tf.Tensor, positions: tf.Tensor, flat: bool = False) -> tf.Tensor:
+    """sequence (B, T, H), positions (B, P) -> (B, P, H), or (B * P, H) if `flat`.
+
+    Flattened gather as in the original `gather_indexes`: one static-shape
+    gather that XLA and TPUs handle well, instead of a batched gather.
+    """
+    batch, length, hidden = ops.shape(sequence)[0], ops.shape(sequence)[1], ops.shape(sequence)[2]
+    offsets = ops.arange(batch, dtype="int32")[:, None] * length  # (B, 1)
+    flat_positions = ops.reshape(ops.cast(positions, "int32") + offsets, (-1,))  # (B * P,)
+    flat_sequence = ops.reshape(sequence, (-1, hidden))  # (B * T, H)
+    gathered = ops.take(flat_sequence, flat_positions, axis=0)  # (B * P, H)
+    return gathered if flat else ops.reshape(gathered, (batch, -1, hidden))  # (B, P, H)
+
+
+# === The layout of one block call ===
+
+def row_layout(packing: TokenPacking | None = None, query_packing: TokenPacking | None = None,
+               query_positions: Any = None) -> PaddedRows | PackedRows:
+    """The rows of a block call given its arguments (`TransformerBlock.call`)."""
+    if packing is None:
+        if query_packing is not None:
+            raise ValueError("query_packing needs packing (the rows its positions are in)")
+        return PaddedRows(query_positions)
+    if query_positions is not None:
+        raise ValueError("query_positions and packing: one or the other (query_packing "
+                         "for the packed rows)")
+    return PackedRows(packing, query_packing)
+
+
+class PaddedRows:
+    """hidden (B, T, H) as padded; the queries are every position, or the
+    positions `query_positions` (B, Q) (the pretrainer's [CLS] and masked
+    positions, the only rows its last block's output is read at)."""
+
+    def __init__(self, query_positions: Any = None) -> None:
+        self.query_positions = query_positions
+        self.selects_queries = query_positions is not None
+
+    def queries(self, hidden: tf.Tensor) -> tf.Tensor:
+        """(B, T, H) -> the query rows, (B, T, H) or (B, Q, H)."""
+        return hidden if not self.selects_queries else gather_positions(
+            hidden, self.query_positions)
+
+    def query_mask_bias(self, mask_bias: tf.Tensor) -> tf.Tensor:
+        """The bias rows of the queries: (B, 1, 1, T) as is; left to right, a
+        row per query, (B, 1, T, T) -> (B, 1, Q, T)."""
+        if not self.selects_queries or mask_bias.shape[2] == 1:
+            return mask_bias
+        return gather_positions(mask_bias[:, 0], self.query_positions)[:, None]
+
+    def split_heads(self, outputs: tf.Tensor, num_heads: int, groups: int = 1) -> tf.Tensor:
+        """(B, T, k * N * D) -> (k, B, N, T, D), or (B, N, T, D) for `groups` k = 1."""
+        batch, length = ops.shape(outputs)[0], ops.shape(outputs)[1]
+        head_size = outputs.shape[-1] // (groups * num_heads)
+        if groups == 1:
+            heads = ops.reshape(outputs, (batch, length, num_heads, head_size))  # (B, T, N, D)
+            return ops.transpose(heads, (0, 2, 1, 3))
+        heads = ops.reshape(outputs, (batch, length, groups, num_heads, head_size))  # (B, T, k, N, D)
+        return ops.transpose(heads, (2, 0, 3, 1, 4))
+
+    split_query_heads = split_heads  # the queries' own (B, Q) layout
+
+    def merge_heads(self, heads: tf.Tensor) -> tf.Tensor:
+        """(B, N, Q, D) -> (B, Q, N * D)."""
+        heads = ops.transpose(heads, (0, 2, 1, 3))  # (B, Q, N, D)
+        batch, length = ops.shape(heads)[0], ops.shape(heads)[1]
+        return ops.reshape(heads, (batch, length, heads.shape[2] * heads.shape[3]))
+
+
+class PackedRows:
+    """hidden (R, H), the real positions of `packing`; the queries are every
+    row, or the rows of `query_packing` (a second `TokenPacking`, of a subset
+    of those positions, spanning the same S: a classifier's [CLS], a tagger's
+    labelled pieces). Attention splits heads into the (B, T) layout, cut at
+    the span S, and merges them back, one gather each way
+    (`TokenPacking.unpack_heads`, `pack_heads`)."""
+
+    def __init__(self, packing: TokenPacking, query_packing: TokenPacking | None = None) -> None:
+        self.packing = packing
+        self.query_packing = query_packing
+        self.selects_queries = query_packing is not None
+
+    def queries(self, hidden: tf.Tensor) -> tf.Tensor:
+        """(R, H) -> the query rows, (R, H) or (Q, H)."""
+        if not self.selects_queries:
+            return hidden
+        # The real rows (of `packing`) at query_packing's positions.
+        rows = tf.gather(tf.reshape(self.packing.row_of, (-1,)), self.query_packing.flat_rows)
+        return tf.gather(hidden, rows)  # (Q, H)
+
+    def query_mask_bias(self, mask_bias: tf.Tensor) -> tf.Tensor:
+        """(B, 1, 1 or S, S) as is: the queries are split into the S positions too."""
+        return mask_bias
+
+    def split_heads(self, outputs: tf.Tensor, num_heads: int, groups: int = 1) -> tf.Tensor:
+        """(R, k * N * D) -> (k, B, N, S, D), or (B, N, S, D) for `groups` k = 1."""
+        return self.packing.unpack_heads(outputs, num_heads, groups)
+
+    def split_query_heads(self, outputs: tf.Tensor, num_heads: int, groups: int = 1) -> tf.Tensor:
+        """(R or Q, k * N * D) -> (k, B, N, S, D), or (B, N, S, D) for `groups` k = 1."""
+        return (self.query_packing or self.packing).unpack_heads(outputs, num_heads, groups)
+
+    def merge_heads(self, heads: tf.Tensor) -> tf.Tensor:
+        """(B, N, S, D) -> the query rows (R or Q, N * D)."""
+        return (self.query_packing or self.packing).pack_heads(heads)

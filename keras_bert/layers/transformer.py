@@ -1,38 +1,35 @@
 """The post-LN Transformer block of BERT (Vaswani et al., 2017; Devlin et al., 2018).
 
-Legend for shape comments: B = batch, T = sequence length, N = attention heads,
-D = head size, H = hidden size (N * D), F = intermediate (feed-forward) size.
+Written once, as the paper draws it. The speed work sits behind named helpers
+a reader can skip (`docs/fast_path.md`): the rows a call runs on (padded, the
+padding packed out, only the rows whose output is read) are a row layout
+(`keras_bert.layers.packing.row_layout`), the training step's one product for
+query, key and value is `keras_bert.kernels.fused_projection`, and the exact
+GELU's fast forms are `keras_bert.kernels.gelu.fast_gelu`.
+
+Legend for shape comments: B = batch, T = sequence length, Q = the positions
+whose output a call returns (T unless it selects queries), N = attention
+heads, D = head size, H = hidden size (N * D), F = intermediate (feed-forward)
+size. With the padding packed out, (B, T, H) reads (R, H), R = real positions.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_bert.kernels.dense import FastDense, project
+from keras_bert.kernels.dense import FastDense
 from keras_bert.kernels.dropout import FastDropout
-from keras_bert.kernels.gelu import gelu_exact, gelu_exact_compiled, gelu_exact_fused
+from keras_bert.kernels.fused_projection import can_fuse, fused_projection, scaled
+from keras_bert.kernels.gelu import fast_gelu
 from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.kernels.switch import FastKernelsOption
 from keras_bert.layers.activations import get_activation
-
-
-def gather_positions(sequence: tf.Tensor, positions: tf.Tensor, flat: bool = False) -> tf.Tensor:
-    """sequence (B, T, H), positions (B, P) -> (B, P, H), or (B * P, H) if `flat`.
-
-    Flattened gather as in the original `gather_indexes`: one static-shape
-    gather that XLA and TPUs handle well, instead of a batched gather.
-    """
-    batch, length, hidden = ops.shape(sequence)[0], ops.shape(sequence)[1], ops.shape(sequence)[2]
-    offsets = ops.arange(batch, dtype="int32")[:, None] * length  # (B, 1)
-    flat_positions = ops.reshape(ops.cast(positions, "int32") + offsets, (-1,))  # (B * P,)
-    flat_sequence = ops.reshape(sequence, (-1, hidden))  # (B * T, H)
-    gathered = ops.take(flat_sequence, flat_positions, axis=0)  # (B * P, H)
-    return gathered if flat else ops.reshape(gathered, (batch, -1, hidden))  # (B, P, H)
+from keras_bert.layers.packing import row_layout
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -63,77 +60,28 @@ class SelfAttention(FastKernelsOption, keras.layers.Layer):
         self.probs_dropout = FastDropout(dropout, dtype=policy, **fast)
 
     def build(self, hidden_shape: tuple, mask_bias_shape: tuple | None = None) -> None:
-        input_shape = hidden_shape
         for dense in (self.query, self.key, self.value):
-            dense.build(input_shape)
-        self.attention_output.build(input_shape[:-1] + (self.num_heads * self.head_size,))
-
-    def _heads(self, hidden, projections, scales, training=None, packing=None):
-        """hidden (B, T, H) -> one (B, N, T, D) per projection, each scaled.
-        With `packing` (a `keras_bert.layers.packing.TokenPacking`), hidden is
-        the batch's real positions (R, H): projected there, then split into
-        heads in the (B, T) layout by one gather (no transpose).
-
-        Training: the projections run as one product with their kernels side
-        by side, (B * T, H) x (H, k * H), and their heads are split by one
-        transpose (one gather when packed): the backward pass has one product
-        for the input instead of three and their sum. A scale is folded into
-        its kernel and bias (H x H) rather than applied to the (B, N, T, D)
-        output.
-        Inference (and with `fast_kernels=False`, or with LoRA or quantized
-        projections): one product per projection. Side by side, the kernels
-        would be concatenated (and the query's scaled) again on every call, a
-        copy of every attention weight per request: profiled in the exported
-        MiniLM classifier at batch 1, that concat and multiply took about a
-        third of the serving time.
-        """
-        def scaled(tensor, scale):
-            return tensor if scale == 1.0 else tensor * ops.cast(scale, tensor.dtype)
-
-        def split_heads(outputs, groups=1):  # (B, T, k * H) or (R, k * H) -> (k, B, N, T, D)
-            if packing is not None:  # one gather, no transpose (`TokenPacking.unpack_heads`)
-                return packing.unpack_heads(outputs, self.num_heads, groups)
-            batch, length = ops.shape(hidden)[0], ops.shape(hidden)[1]
-            if groups == 1:
-                return ops.transpose(ops.reshape(outputs, (
-                    batch, length, self.num_heads, self.head_size)), (0, 2, 1, 3))
-            heads = ops.reshape(outputs, (batch, length, groups, self.num_heads,
-                                          self.head_size))  # (B, T, k, N, D)
-            return ops.transpose(heads, (2, 0, 3, 1, 4))
-
-        if not training or not self.runs_fast_kernels or any(
-                p.quantization_mode is not None or p.lora_enabled for p in projections):
-            return [split_heads(scaled(p(hidden), s))  # (B, N, T, D)
-                    for p, s in zip(projections, scales)]
-        kernel = tf.concat([scaled(tf.cast(p.kernel, self.compute_dtype), s)
-                            for p, s in zip(projections, scales)], axis=1)  # (H, k * H)
-        bias = tf.concat([scaled(tf.cast(p.bias, self.compute_dtype), s)
-                          for p, s in zip(projections, scales)], axis=0)  # (k * H,)
-        rows = tf.reshape(tf.cast(hidden, self.compute_dtype), (-1, kernel.shape[0]))
-        hidden_outputs = tf.nn.bias_add(project(rows, kernel), bias)  # (B * T or R, k * H)
-        heads = split_heads(hidden_outputs, len(projections))  # (k, B, N, T, D), or (B, N, T, D)
-        return tf.unstack(heads, len(projections)) if len(projections) > 1 else [heads]
+            dense.build(hidden_shape)
+        self.attention_output.build(hidden_shape[:-1] + (self.num_heads * self.head_size,))
 
     def call(self, hidden: tf.Tensor, mask_bias: tf.Tensor, query_hidden: tf.Tensor | None = None,
              packing: Any = None, query_packing: Any = None,
              training: bool | None = None) -> tf.Tensor:
         """hidden (B, T, H) -> (B, T, H); with `query_hidden` (B, Q, H), only those
         Q positions attend (to all T): -> (B, Q, H). With `packing` (a
-        `TokenPacking`), hidden holds the real positions only, (R, H) -> (R, H):
-        attention runs on them put back in the (B, T) layout; with
-        `query_packing` too, only its rows attend: query_hidden (Q, H) -> (Q, H)."""
-        # Folded into the query kernel (`_heads`): bit for bit the scaled product at
-        # head sizes 4^k (64: a scale of 1/8), within rounding elsewhere.
-        query_scale = 1.0 / math.sqrt(self.head_size)
+        `TokenPacking`), hidden holds the real positions only, (R, H) -> (R, H),
+        and with `query_packing` too, query_hidden (Q, H) -> (Q, H)
+        (`keras_bert.layers.packing.PackedRows`)."""
+        rows = row_layout(packing, query_packing)
+        scale = 1.0 / math.sqrt(self.head_size)  # on the queries, before the product
         if query_hidden is None:
-            query, key, value = self._heads(
-                hidden, (self.query, self.key, self.value), (query_scale, 1.0, 1.0), training,
-                packing)
-        else:  # packed: the queries in the (B, T) layout of their own packing
-            (query,) = self._heads(query_hidden, (self.query,), (query_scale,),
-                                   training, query_packing)  # (B, N, Q or T, D)
+            query, key, value = self._heads(hidden, (self.query, self.key, self.value),
+                                            (scale, 1.0, 1.0), rows.split_heads, training)
+        else:
+            (query,) = self._heads(query_hidden, (self.query,), (scale,),
+                                   rows.split_query_heads, training)  # (B, N, Q, D)
             key, value = self._heads(hidden, (self.key, self.value), (1.0, 1.0),
-                                     training, packing)  # (B, N, T, D)
+                                     rows.split_heads, training)  # (B, N, T, D)
         # transpose_b: the kernel reads K as stored, no transposed copy (nor its gradient's).
         scores = tf.linalg.matmul(query, key, transpose_b=True)  # (B, N, Q, T)
         scores = scores + ops.cast(mask_bias, scores.dtype)
@@ -141,12 +89,21 @@ class SelfAttention(FastKernelsOption, keras.layers.Layer):
         probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), value.dtype)
         probs = self.probs_dropout(probs, training=training)
         context = ops.matmul(probs, value)  # (B, N, Q, D)
-        if packing is not None:  # (R or Q, H)
-            return self.attention_output((query_packing or packing).pack_heads(context))
-        context = ops.transpose(context, (0, 2, 1, 3))  # (B, Q, N, D)
-        batch, length = ops.shape(context)[0], ops.shape(context)[1]
-        context = ops.reshape(context, (batch, length, self.num_heads * self.head_size))
-        return self.attention_output(context)  # (B, Q, H)
+        return self.attention_output(rows.merge_heads(context))  # (B, Q, H)
+
+    def _heads(self, inputs: tf.Tensor, projections: Sequence[FastDense],
+               scales: Sequence[float], split_heads: Callable, training: bool | None
+               ) -> list[tf.Tensor]:
+        """inputs (B, T, H) -> one (B, N, T, D) per projection, times its scale,
+        split into heads by the row layout's `split_heads`. Training on the fast
+        kernels: one product for all of them (`fused_projection`), split at once;
+        otherwise (inference, the plain path) one product per projection."""
+        if not (training and self.runs_fast_kernels and can_fuse(projections)):
+            return [split_heads(scaled(p(inputs), s), self.num_heads)
+                    for p, s in zip(projections, scales)]
+        heads = split_heads(fused_projection(inputs, projections, scales), self.num_heads,
+                            len(projections))  # (k, B, N, T, D), or (B, N, T, D)
+        return tf.unstack(heads, len(projections)) if len(projections) > 1 else [heads]
 
     def compute_output_shape(self, hidden_shape: tuple, mask_bias_shape: tuple,
                              query_hidden_shape: tuple | None = None) -> tuple:
@@ -178,7 +135,7 @@ class TransformerBlock(FastKernelsOption, keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
 
     def build(self, hidden_shape: tuple, mask_bias_shape: tuple | None = None) -> None:
-        input_shape = hidden_shape
+        input_shape = hidden_shape  # (B, T, H)
         hidden = input_shape[-1]
         if hidden % self.num_heads:
             raise ValueError(f"hidden size {hidden} is not divisible by {self.num_heads} heads")
@@ -210,68 +167,40 @@ class TransformerBlock(FastKernelsOption, keras.layers.Layer):
              query_packing: Any = None, training: bool | None = None) -> tf.Tensor:
         """hidden (B, T, H) -> (B, T, H).
 
-        With `packing` (a `keras_bert.layers.packing.TokenPacking`), hidden
-        holds the batch's real positions only, (R, H) -> (R, H): everything but
-        attention's product runs on those rows.
-
-        With `query_packing` too (a second `TokenPacking`, of a subset of those
-        positions), the block's output only there, (R, H) -> (Q, H): keys and
-        values come from all R rows, everything else runs on the Q. A tagger's
-        last block needs only its labelled pieces, a classifier's only [CLS].
-
         With `query_positions` (B, Q), the block's output only at those
         positions, (B, Q, H): they attend to all T positions, and the rest of
-        the block (residuals, feed-forward, LayerNorms) runs on Q rows instead
-        of T. The pretrainer's last block needs only [CLS] and the masked
-        positions: 21 of 128 rows at 20 predictions.
+        the block runs on Q rows instead of T (the pretrainer's last block:
+        [CLS] and the masked positions, 21 of 128 rows at 20 predictions).
+        With `packing` (a `keras_bert.layers.packing.TokenPacking`), hidden
+        holds the batch's real positions only, (R, H) -> (R, H); with
+        `query_packing` too (a subset of them), (R, H) -> (Q, H) (a
+        classifier's [CLS], a tagger's labelled pieces). `row_layout` says
+        which rows are the queries and how attention goes between layouts.
         """
-        if packing is not None and query_positions is not None:
-            raise ValueError("query_positions and packing: one or the other (query_packing "
-                             "for the packed rows)")
-        if query_packing is not None:
-            if packing is None:
-                raise ValueError("query_packing needs packing (the rows its positions are in)")
-            # The real rows (of `packing`) at query_packing's positions.
-            rows = tf.gather(tf.reshape(packing.row_of, (-1,)), query_packing.flat_rows)
-            queries = tf.gather(hidden, rows)  # (Q, H)
-        elif query_positions is not None:
-            queries = gather_positions(hidden, query_positions)
-        else:
-            queries = hidden
-        if query_positions is not None and mask_bias.shape[2] != 1:
-            # Left-to-right attention: a bias row per query (B, 1, T, T) -> (B, 1, Q, T).
-            mask_bias = gather_positions(mask_bias[:, 0], query_positions)[:, None]
+        rows = row_layout(packing, query_packing, query_positions)
+        queries = rows.queries(hidden)  # (B, Q, H)
         attended = self.attention(
-            hidden, mask_bias, queries if query_positions is not None or query_packing is not None
-            else None, packing=packing, query_packing=query_packing, training=training)
+            hidden, rows.query_mask_bias(mask_bias), queries if rows.selects_queries else None,
+            packing=packing, query_packing=query_packing, training=training)
         attended = self.hidden_dropout(attended, training=training)
-        hidden = self.attention_layer_norm(queries + attended)
-        # The feed-forward layers on rows (R, H): the GELU then directly follows
-        # its product, which the CPU kernels fuse (`gelu_exact_fused`).
+        hidden = self.attention_layer_norm(queries + attended)  # (B, Q, H)
+        feed_forward = self._feed_forward(hidden, packed=packing is not None, training=training)
+        feed_forward = self.hidden_dropout(feed_forward, training=training)
+        return self.output_layer_norm(hidden + feed_forward)  # (B, Q, H)
+
+    def _feed_forward(self, hidden: tf.Tensor, packed: bool, training: bool | None) -> tf.Tensor:
+        """(B, Q, H) -> (B, Q, H): intermediate, activation, output, on rows (B * Q, H)
+        so that the GELU directly follows its product, which the CPU kernels fuse."""
         rows = hidden if len(hidden.shape) == 2 else tf.reshape(hidden, (-1, hidden.shape[-1]))
-        intermediate = self.intermediate(rows)  # (R, F)
+        intermediate = self.intermediate(rows)  # (B * Q, F)
         if self.activation == "gelu" and self.runs_fast_kernels:
-            intermediate = self._fast_gelu(intermediate, packed=packing is not None,
-                                           training=training)
+            # The exact GELU in the form for the step (`fast_gelu`): fused, compiled or plain.
+            intermediate = fast_gelu(intermediate, training, varying_rows=packed)
         else:
             intermediate = self.intermediate_activation(intermediate)
-        feed_forward = self.ffn_output(intermediate)  # (R, H)
-        if len(hidden.shape) != 2:
-            feed_forward = tf.reshape(feed_forward, tf.shape(hidden))  # (B, T, H)
-        feed_forward = self.hidden_dropout(feed_forward, training=training)
-        return self.output_layer_norm(hidden + feed_forward)  # (B, T, H)
-
-    @staticmethod
-    def _fast_gelu(rows: tf.Tensor, packed: bool, training: bool | None) -> tf.Tensor:
-        """The exact GELU on (rows, F) (`keras_bert.kernels.gelu`). Inference: the
-        form the CPU's product takes as a post-op. Training: XLA-compiled with its
-        gradient, except on packed rows: XLA compiles once per shape, and their
-        count is the batch's real tokens, a new one nearly every step (fine-tuning
-        wnut16 spent ~10 s of its first 105 steps compiling, and ran no faster
-        after); there, the plain ops with the derivative written out."""
-        if not training:
-            return gelu_exact_fused(rows)
-        return gelu_exact(rows) if packed else gelu_exact_compiled(rows)
+        feed_forward = self.ffn_output(intermediate)  # (B * Q, H)
+        return feed_forward if len(hidden.shape) == 2 else tf.reshape(feed_forward,
+                                                                       tf.shape(hidden))
 
     def compute_output_shape(self, hidden_shape: tuple, mask_bias_shape: tuple,
                              query_positions_shape: tuple | None = None) -> tuple:

@@ -15,6 +15,7 @@ import tensorflow as tf
 from keras_bert import features
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
+from keras_bert.models.user_inputs import check_class_indices, check_number, check_scores
 from keras_bert.preprocessing.classification import class_names, classify_logits
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 
@@ -70,6 +71,7 @@ class BertClassifier(TextTask, keras.Model):
                  activation: str | None = None, **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
         preprocessor = deserialize_preprocessor(preprocessor)
+        num_classes = check_number(num_classes, "num_classes")
         if label_names is not None and len(label_names) != num_classes:
             raise ValueError(f"{len(label_names)} label_names for num_classes={num_classes}")
         if activation not in ACTIVATIONS or (activation and num_classes == 1):
@@ -136,11 +138,14 @@ class BertClassifier(TextTask, keras.Model):
     def encode_targets(self, y: Any) -> Any:
         """Class names (the model's `label_names`) -> class indices; indices
         and regression scores pass through."""
-        if y is None or self.regression:
-            return y if y is None else np.asarray(y, np.float32)
-        values = np.asarray(y)
+        if y is None:
+            return y
+        if self.regression:
+            return check_scores(y)
+        values = np.asarray(y.tolist() if hasattr(y, "tolist") and not isinstance(
+            y, np.ndarray) else y)
         if values.dtype.kind not in "OSU":
-            return values
+            return check_class_indices(values, self.num_classes)
         index = {name: i for i, name in enumerate(self.answer_names())}
         unknown = sorted({str(v) for v in values.ravel()} - set(index))
         if unknown:
@@ -207,6 +212,30 @@ class BertClassifier(TextTask, keras.Model):
             raise ValueError("a regressor (num_classes=1) has no labels: use predict")
         labels = self.classify(x, batch_size, window_stride)["label"]
         return [label.decode("utf-8") for label in labels]
+
+    def score(self, x: Any, y: Any, glue_task: str | None = None,
+              batch_size: int | None = None) -> dict[str, float]:
+        """The task's official figures on text `x` and labels `y` (class names,
+        indices or scores): accuracy (and F1 for two classes), Pearson and
+        Spearman for a regressor, or the GLUE task's own (`glue_task`, e.g.
+        "mrpc", "cola", "stsb"). What `keras-bert finetune` reports on dev."""
+        from keras_bert.tasks import metrics
+        from keras_bert.tasks.glue import glue_metrics
+        outputs = self.predict(x, batch_size=batch_size or 64, verbose=0)
+        labels = np.asarray(self.encode_targets(y))
+        if self.regression:
+            predictions, labels = outputs[:, 0], labels.reshape(-1)
+        else:
+            predictions = np.argmax(outputs, axis=-1)
+        if glue_task is not None:
+            return glue_metrics(glue_task, labels, predictions)
+        if self.regression:
+            return {"pearson": metrics.pearson(labels, predictions),
+                    "spearman": metrics.spearman(labels, predictions)}
+        result = {"accuracy": metrics.accuracy(labels, predictions)}
+        if self.num_classes == 2:
+            result["f1"] = metrics.f1(labels, predictions)
+        return result
 
     # === Config ===
 

@@ -7,12 +7,12 @@ L = number of layers.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import TYPE_CHECKING, Any, Mapping
 
 import keras
 import numpy as np
 
+from keras_bert import safe_output
 from keras_bert.checkpoints.load import assign_encoder_weights, encoder_variables, head_variables
 from keras_bert.checkpoints.source import PretrainedSource, resolve
 from keras_bert.config import BertConfig
@@ -274,11 +274,10 @@ def convert_checkpoint(checkpoint: str, output_path: str) -> str:
     """Writes any pretrained source's encoder as a Keras `.keras` file; returns its path."""
     if not output_path.endswith(".keras"):
         raise ValueError(f"--output must end in .keras, got {output_path}")
+    safe_output.check_not_input(output_path, [checkpoint], "--output")
     encoder = BertEncoder.from_pretrained(checkpoint)
-    os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
-    # Written under a temporary name and renamed: a crash never leaves a file
-    # that looks complete.
-    partial = output_path + ".partial.keras"
-    encoder.save(partial)
-    os.replace(partial, output_path)
+    # Written under a temporary name (Keras wants the .keras ending) and
+    # renamed: a crash never leaves a file that looks complete.
+    with safe_output.replacing(output_path, keep_extension=True) as partial:
+        encoder.save(partial)
     return output_path

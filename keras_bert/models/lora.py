@@ -26,6 +26,7 @@ import os
 import keras
 import numpy as np
 
+from keras_bert import safe_output
 from keras_bert.preprocessing.preprocessor import config_sharing_preprocessor
 
 
@@ -114,11 +115,9 @@ def save_adapters(model: keras.Model, path: str | os.PathLike) -> str:
     metadata = {"model": type(model).__name__, "rank": lora_rank(model),
                 "alpha": first.lora_alpha}
     arrays = {name: keras.ops.convert_to_numpy(v) for name, v in trained_variables(model).items()}
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    partial = path[:-len(".npz")] + ".partial.npz"
-    np.savez(partial, **arrays, **{_METADATA_KEY: np.array(json.dumps(metadata)),
-                                   _FINGERPRINT_KEY: np.asarray(base_fingerprint(model.encoder))})
-    os.replace(partial, path)
+    with safe_output.replacing(path, keep_extension=True) as partial:  # NumPy adds .npz
+        np.savez(partial, **arrays, **{_METADATA_KEY: np.array(json.dumps(metadata)),
+                                       _FINGERPRINT_KEY: np.asarray(base_fingerprint(model.encoder))})
     return path
 
 

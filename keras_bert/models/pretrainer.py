@@ -5,14 +5,12 @@ the dataset dicts of `keras_bert.pretraining_data.inputs` as they are (no `y`, n
 argument): the labels (`masked_lm_ids`, `masked_lm_weights`,
 `next_sentence_labels`) are read from the same dict as the inputs.
 
-The model says what its loss is and nothing about how an update is made:
-`compute_loss` (from the logits, Keras' own `train_step` and `evaluate`) and
-`update_normaliser` / `update_loss` (the training loss of a micro-batch, from
-the hidden states). The training step itself (gradient tape, accumulation,
-loss scaling, global-batch metrics under tf.distribute) is
-`keras_bert.training.steps.Trainer`, which `keras-bert pretrain` wraps this
-model in; it lives in training because models sit below it in the pipeline
-and because fine-tuning's task models train with the same step.
+The model says what its loss is: `compute_loss` (from the logits, for
+`evaluate`) and `update_normaliser` / `update_loss` (the training loss of a
+micro-batch, from the hidden states). The training step itself (gradient
+tape, accumulation, loss scaling, global-batch metrics under tf.distribute)
+is `keras_bert.models.update_step.UpdateStep`, the one the task models train
+with too.
 
 Legend for shape comments: B = batch, T = sequence length, P = masked
 positions per sequence, H = hidden size, V = vocabulary size.
@@ -32,6 +30,7 @@ from keras_bert.kernels.masked_lm_loss import loss_and_prediction
 from keras_bert.layers.heads import MaskedLMHead, NextSentenceHead
 from keras_bert.models.encoder import BertEncoder, encoder_forward, load_encoder_and_heads
 from keras_bert.models.global_batch import global_weight_sum
+from keras_bert.models.update_step import UpdateStep
 
 MODEL_INPUTS = features.ENCODER_INPUTS + ("masked_lm_positions",)
 
@@ -62,7 +61,7 @@ def _encode_cls_and_masked(encoder, inputs, training=None):
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class BertPretrainer(keras.Model):
+class BertPretrainer(UpdateStep, keras.Model):
     """Masked LM (+ next-sentence or sentence-order prediction) over a BertEncoder.
 
     Outputs: `masked_lm_logits` (B, P, V) and, unless `objective` is "none"
@@ -72,10 +71,10 @@ class BertPretrainer(keras.Model):
     the same head and loss predict token t + 1 at every position t.
     Loss: masked-LM cross-entropy averaged with `masked_lm_weights` over the
     global batch (padded predictions weigh nothing) + mean next-sentence loss.
-    Plain `compile` + `fit` train it with Keras' own step (through the
-    logits); `keras_bert.training.steps.Trainer(pretrainer)` trains it with
-    the fused loss, gradient accumulation, float16 loss scaling and
-    global-batch metrics under every tf.distribute strategy.
+    `compile` + `fit` train it with the fused loss (`update_loss`), gradient
+    accumulation (`compile(gradient_accumulation_steps=k)`), float16 loss
+    scaling and global-batch metrics under every tf.distribute strategy
+    (`keras_bert.models.update_step`).
     """
 
     def __init__(self, encoder: BertEncoder | dict, objective: str = "nsp",
@@ -141,11 +140,13 @@ class BertPretrainer(keras.Model):
         return global_weight_sum(x["masked_lm_weights"])
 
     def update_loss(self, x: Mapping[str, tf.Tensor], y: Any = None, sample_weight: Any = None,
-                    normaliser: tf.Tensor | None = None, micro_batches: int = 1) -> tf.Tensor:
+                    normaliser: tf.Tensor | None = None, micro_batches: int = 1
+                    ) -> tuple[tf.Tensor, None]:
         """The training loss of batch `x`, one of `micro_batches` equal parts of
         an update normalised by `normaliser` (`update_normaliser` of the whole
-        update), and updates the metric trackers. No gradient tape here: the
-        training step (`keras_bert.training.steps`) records it.
+        update), and updates the metric trackers; no predictions for compiled
+        metrics (None). No gradient tape here: the training step
+        (`keras_bert.models.update_step`) records it.
 
         The model's layers run one by one rather than through `self(...)`: the
         loss reads the masked-LM head's hidden states, not its logits
@@ -162,7 +163,7 @@ class BertPretrainer(keras.Model):
             next_sentence_logits = self.next_sentence_head(
                 self.encoder.pooler(last[:, 0, :]))  # (B, 2)
         return self._pretraining_loss(x, per_prediction, predicted, next_sentence_logits,
-                                      normaliser, micro_batches)
+                                      normaliser, micro_batches), None
 
     def compute_loss(self, x: Mapping[str, tf.Tensor] | None = None, y: Any = None,
                      y_pred: Mapping[str, tf.Tensor] | None = None, sample_weight: Any = None,

@@ -176,6 +176,44 @@ class BertSpanExtractor(TextTask, keras.Model):
                 results.append(result)
         return results
 
+    def squad_predictions(self, dataset: Any, version_2_with_negative: bool = False,
+                          n_best_size: int = 20, null_score_diff_threshold: float = 0.0,
+                          batch_size: int | None = None, source: str = "") -> tuple:
+        """A SQuAD `data` list -> run_squad.py's (predictions {id: answer},
+        no-answer scores {id: null score diff}, n-best lists), from its windows
+        and its post-processing (`keras_bert.tasks.squad`)."""
+        preprocessor = self.require_preprocessor()
+        examples = squad.read_squad_examples(
+            dataset, is_training=False, version_2_with_negative=version_2_with_negative,
+            source=source)
+        windows = squad.convert_examples_to_features(
+            examples, preprocessor.tokenizer, preprocessor.seq_length, self.doc_stride,
+            self.max_query_length, is_training=False)
+        arrays = squad.feature_arrays(windows)
+        arrays = {name: arrays[name] for name in ("input_ids", "input_mask", "segment_ids")}
+        outputs = self.predict(arrays, batch_size=batch_size or 64, verbose=0)
+        return squad.postprocess(
+            examples, windows, outputs["start_logits"], outputs["end_logits"],
+            n_best_size=n_best_size, max_answer_length=self.max_answer_length,
+            version_2_with_negative=version_2_with_negative,
+            null_score_diff_threshold=null_score_diff_threshold)
+
+    def score(self, dataset: Any, version_2_with_negative: bool = False,
+              n_best_size: int = 20, null_score_diff_threshold: float = 0.0,
+              batch_size: int | None = None, source: str = "") -> dict[str, float]:
+        """The official SQuAD v1.1 (exact match, F1) or v2.0 (also HasAns /
+        NoAns, best F1 and its threshold) figures on a SQuAD `data` list,
+        answered as run_squad.py answers. What `keras-bert finetune` reports
+        on dev."""
+        from keras_bert.tasks import metrics
+        predictions, na_scores, _ = self.squad_predictions(
+            dataset, version_2_with_negative, n_best_size, null_score_diff_threshold,
+            batch_size, source)
+        if version_2_with_negative:
+            return metrics.squad_v2_scores(dataset, predictions, na_scores,
+                                           na_prob_threshold=null_score_diff_threshold)
+        return metrics.squad_v1_scores(dataset, predictions)
+
     # === Config ===
 
     def get_config(self) -> dict:

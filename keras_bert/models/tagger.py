@@ -19,11 +19,12 @@ from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, se
 from keras_bert.models.features_extractor import FrozenTokenFeatures
 from keras_bert.models.global_batch import global_weight_sum
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
+from keras_bert.models.user_inputs import check_number
 from keras_bert.preprocessing.preprocessor import is_text
 from keras_bert.preprocessing.tagging import WordTagger, tag_names
 from keras_bert.preprocessing.text_ops import clean_utf8
 from keras_bert.tasks.entity_f1 import EntityF1
-from keras_bert.tasks.tagging import TaggedSentences, encode_tagged
+from keras_bert.tasks.tagging import TaggedSentences, decode_tags, encode_tagged
 
 if TYPE_CHECKING:
     from keras_bert.models.encoder import BertEncoder
@@ -70,6 +71,7 @@ class BertTokenClassifier(TextTask, keras.Model):
                 raise ValueError("BertTokenClassifier needs label_names (the tags, e.g. "
                                  "['O', 'B-PER', 'I-PER']) or num_labels")
             num_labels = len(label_names)
+        num_labels = check_number(num_labels, "num_labels")
         if label_names is not None and len(label_names) != num_labels:
             raise ValueError(f"{len(label_names)} label_names for num_labels={num_labels}")
         if head not in HEADS:
@@ -186,23 +188,24 @@ class BertTokenClassifier(TextTask, keras.Model):
         return keras.losses.SparseCategoricalCrossentropy(
             from_logits=True, reduction="mean_with_sample_weight")
 
-    # === The loss of one update, for `keras_bert.training.steps.Trainer` ===
+    # === The loss of one update (`keras_bert.models.update_step`) ===
 
     def update_normaliser(self, x: Any, y: Any = None, sample_weight: Any = None) -> tf.Tensor:
         """The labelled pieces of a whole update (all micro-batches, all
         replicas): each part's loss is then its share of the global batch's
         mean, however replicas and micro-batches split it (a per-part
         `mean_with_sample_weight` is not: the parts label different numbers of
-        pieces). The default loss, computed this way; a loss given to
-        `Trainer.compile` is not used."""
-        return global_weight_sum(sample_weight)
+        pieces). The default loss, computed this way; used while the model is
+        compiled with its own loss (`loss="auto"`)."""
+        return global_weight_sum(_piece_weights(y, sample_weight))
 
     def update_loss(self, x: Any, y: Any, sample_weight: Any, normaliser: tf.Tensor,
-                    micro_batches: int = 1) -> tf.Tensor:
+                    micro_batches: int = 1) -> tuple[tf.Tensor, tf.Tensor]:
         logits = self(x, training=True)  # (B, T, K)
         per_piece = keras.losses.sparse_categorical_crossentropy(
             y, keras.ops.cast(logits, "float32"), from_logits=True)  # (B, T)
-        return keras.ops.sum(per_piece * keras.ops.cast(sample_weight, "float32")) / normaliser
+        weights = _piece_weights(y, sample_weight)  # (B, T)
+        return keras.ops.sum(per_piece * weights) / normaliser, logits
 
     def word_tagger(self) -> WordTagger:
         preprocessor = self.require_preprocessor()
@@ -282,6 +285,21 @@ class BertTokenClassifier(TextTask, keras.Model):
         """Texts -> their entities (see `tag`)."""
         return [row["entities"] for row in self.tag(x, batch_size)]
 
+    def score(self, x: Any, y: Any, batch_size: int | None = None) -> dict[str, float]:
+        """Entity precision, recall and F1 (conlleval's, `tasks.metrics.entity_scores`)
+        of word lists (or texts) `x` against their tags `y`, one per word; a
+        word the sequence cut off counts as tagged "O". What `keras-bert
+        finetune` reports on dev."""
+        from keras_bert.tasks.metrics import entity_scores
+        words = [text.split() if isinstance(text, str) else list(text) for text in x]
+        preprocessor = self.require_preprocessor()
+        names = tag_names(self.num_labels, self.label_names)
+        features, _, _, first_pieces = encode_tagged(
+            preprocessor.tokenizer, TaggedSentences(words, None), names, preprocessor.seq_length)
+        logits = self.predict(features, batch_size=batch_size or 64, verbose=0)
+        predicted = decode_tags(np.argmax(logits, axis=-1), first_pieces, names)
+        return entity_scores([list(tags) for tags in y], predicted)
+
     # === Config ===
 
     def get_config(self) -> dict:
@@ -293,3 +311,10 @@ class BertTokenClassifier(TextTask, keras.Model):
     @classmethod
     def from_config(cls, config: dict) -> BertTokenClassifier:
         return cls(**config)
+
+
+def _piece_weights(y: Any, sample_weight: Any) -> tf.Tensor:
+    """(B, T) float32 weights of the labelled pieces: every piece without weights."""
+    if sample_weight is None:
+        return keras.ops.ones_like(y, dtype="float32")
+    return keras.ops.cast(sample_weight, "float32")

@@ -44,6 +44,8 @@ from keras_bert.dataset_options import (are_arrays, array_batches, class_weights
 from keras_bert.models import lora
 from keras_bert.models.batch_trimming import trim_features_batch
 from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.update_step import UpdateStep
+from keras_bert.models.user_inputs import check_texts, check_vocabulary_fits
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_text_spec
 
 # keras-hub's task default; the paper's fine-tuning range is 2e-5 to 5e-5.
@@ -58,8 +60,13 @@ def deserialize_preprocessor(preprocessor: BertPreprocessor | dict | None
     return preprocessor
 
 
-class TextTask:
-    """Mixin for `keras.Model` task models with an optional `preprocessor`."""
+class TextTask(UpdateStep):
+    """Mixin for `keras.Model` task models with an optional `preprocessor`.
+
+    Training runs `UpdateStep`'s step (gradient accumulation, float16 loss
+    scaling, global-batch losses and metrics) on batches cut to their longest
+    row, with the padding packed out of the encoder where the loss allows it:
+    the same step for `fit` in a user's script and for `keras-bert finetune`."""
 
     preprocessor: BertPreprocessor | None = None
     default_seq_length = 128
@@ -99,8 +106,11 @@ class TextTask:
     def _preprocessor_for(cls, source, encoder, seq_length, lowercase, vocab_file):
         seq_length = seq_length or min(cls.default_seq_length,
                                        encoder.config.max_position_embeddings)
-        return BertPreprocessor.from_pretrained(source, seq_length=seq_length,
-                                                lowercase=lowercase, vocab_file=vocab_file)
+        preprocessor = BertPreprocessor.from_pretrained(source, seq_length=seq_length,
+                                                        lowercase=lowercase, vocab_file=vocab_file)
+        check_vocabulary_fits(len(preprocessor.vocabulary), encoder.config.vocab_size,
+                              vocab_file or getattr(source, "path", None) or str(source))
+        return preprocessor
 
     @classmethod
     def _load_whole(cls, source, seq_length, lowercase, vocab_file):
@@ -169,7 +179,8 @@ class TextTask:
         for tagging the mean over labelled word pieces only) and its metrics."""
         if optimizer == "auto":
             optimizer = keras.optimizers.Adam(DEFAULT_LEARNING_RATE)
-        if loss == "auto":
+        self._own_loss = isinstance(loss, str) and loss == "auto"
+        if self._own_loss:
             loss = self.default_loss()
             if self.default_loss_weights is not None:
                 kwargs.setdefault("loss_weights", self.default_loss_weights)
@@ -181,11 +192,18 @@ class TextTask:
             _warn_if_expects_probabilities(loss, type(self).__name__)
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
+    # Whether a model with its own `update_loss` (the tagger) uses it: compiled
+    # with loss="auto"; a loss given to `compile` is used as given.
+    _own_loss = True
+
+    def uses_update_loss(self) -> bool:
+        return hasattr(self, "update_loss") and self._own_loss
+
     def compile_from_config(self, config: dict) -> None:
         """`keras.models.load_model` recompiles with the saved settings (Keras
         skips that for models that override `compile`, hence this)."""
         config = keras.saving.deserialize_keras_object(config)
-        keras.Model.compile(self, **config)
+        UpdateStep.compile(self, **config)
         if getattr(self, "optimizer", None) is not None and self.built:
             self.optimizer.build(self.trainable_variables)
 
@@ -198,10 +216,14 @@ class TextTask:
     # positions only. Not a span extractor's: its softmax spans every position.
     removes_padding = True
 
-    def train_step(self, data: Any) -> Any:
-        data = self.trimmed(data)
-        with self.unpadded_steps(data):
-            return super().train_step(data)
+    def apply_update(self, data: Any) -> None:
+        # The whole update's batch is cut to its longest row; each micro-batch
+        # then runs with the padding packed out (`micro_batch_context`).
+        super().apply_update(self.trimmed(data))
+
+    def micro_batch_context(self, x: Any, y: Any, sample_weight: Any
+                            ) -> contextlib.AbstractContextManager:
+        return self.unpadded_steps((x, y, sample_weight))
 
     def test_step(self, data: Any) -> Any:
         data = self.trimmed(data)
@@ -216,7 +238,7 @@ class TextTask:
     def unpadded_steps(self, data: Any) -> contextlib.AbstractContextManager:
         """The encoder's `remove_padding()` for this model's steps on `data`, where it applies,
         with the positions of the last layer that the step reads (`read_positions`)."""
-        if not self.removes_padding or self.static_shapes():
+        if not self.removes_padding or self.static_shapes() or _across_workers():
             return contextlib.nullcontext()
         return self.encoder.remove_padding(
             self.read_positions(*keras.utils.unpack_x_y_sample_weight(data)))
@@ -319,6 +341,8 @@ class TextTask:
         return self.preprocessor
 
     def features_for_training(self, x: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any]:
+        if not isinstance(x, tf.data.Dataset):
+            x = check_texts(x)  # the one boundary: bad rows named before any tracing
         if isinstance(x, tf.data.Dataset):
             if self.preprocessor is None or not self.is_text_spec(_x_spec(x.element_spec)):
                 return x, y, sample_weight
@@ -349,6 +373,14 @@ class TextTask:
         if self.preprocessor is None:
             return {}
         return {"preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
+
+
+def _across_workers() -> bool:
+    """Under MultiWorkerMirroredStrategy the embeddings' sparse gradients are
+    all-gathered between workers, which needs one shape on every worker: packed
+    rows (each worker's real tokens) differ, padded batches (cut to the global
+    batch's longest row) do not."""
+    return isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy)
 
 
 def _fit_arrays_as_datasets(given: dict) -> None:

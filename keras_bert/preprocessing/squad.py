@@ -10,8 +10,9 @@ inside the graph, with its defaults (`SpanFinder.answer`, used by
 2. every window goes through the model in one batch;
 3. candidates are the `n_best_size` best start and end positions of each
    window among its context pieces and `[CLS]` (run_squad ranks every
-   position: see `keras_bert.tasks.squad` for why not); a span (i, j) counts if both lie in the context, j >= i, it has at
-   most `max_answer_length` pieces and window holds i with the most context
+   position: see `keras_bert.tasks.squad` for why not); a span (i, j)
+   counts if both lie in the context, j >= i, it has at most
+   `max_answer_length` pieces and window holds i with the most context
    around it (the max-context rule); its score is start + end logit;
 4. the best span over all windows is mapped back to the context: `answer` is
    the exact text between its first piece's first byte and its last piece's

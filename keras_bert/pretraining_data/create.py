@@ -32,6 +32,7 @@ import dataclasses
 import functools
 from typing import TYPE_CHECKING
 
+from keras_bert import safe_output
 from keras_bert.progress import Progress
 from keras_bert.pretraining_data.options import PretrainingOptions, VocabInfo
 from keras_bert.pretraining_data.workers import (BlockResult, start_workers,
@@ -180,6 +181,7 @@ def create_pretraining_data(input_file: str, output_file: str, vocab_file: str,
     files = expand_input_files(input_file)
     outputs = output_file_names(output_file, num_shards)
     for path in outputs:
+        safe_output.check_not_input(path, files, "the output file")
         directory = os.path.dirname(path)
         if directory and "://" not in path and not os.path.isdir(directory):
             raise FileNotFoundError(f"output directory does not exist: {directory} "
@@ -193,8 +195,12 @@ def create_pretraining_data(input_file: str, output_file: str, vocab_file: str,
     stats = ReadStats()
     total_bytes = sum(tf.io.gfile.stat(f).length for f in files)
     bar = Progress(total_bytes, "bytes", enabled=progress)
-    temporary = [f"{path}.incomplete" for path in outputs]
-    writers = [tf.io.TFRecordWriter(path, options="GZIP" if gzip else "") for path in temporary]
+    # Only complete shards get their final names: an interrupted or failed
+    # run leaves no truncated shard that looks finished.
+    shards = [safe_output.Replacement(path, make_parents=False) for path in outputs]
+    with safe_output.reporting_write_errors(output_file):
+        writers = [tf.io.TFRecordWriter(shard.temporary, options="GZIP" if gzip else "")
+                   for shard in shards]
     # Workers only run NumPy / Python (process_block), never TensorFlow, so
     # forking this process (which has TensorFlow loaded) is safe.
     own_pool = pool is None and num_workers > 1
@@ -231,29 +237,36 @@ def create_pretraining_data(input_file: str, output_file: str, vocab_file: str,
         while pending:
             result, bytes_done = pending.popleft()
             write(result.get(), bytes_done)
+        for writer in writers:
+            writer.close()  # flushes: a full disk shows here at the latest
         completed = True
+    except Exception as e:
+        converted = safe_output.output_error(e, output_file)
+        if converted is None:
+            raise
+        raise converted from e
     finally:
         if own_pool:
             # Every result is in (or the run failed): no need to wait for the
             # workers to wind down their interpreters.
             pool.terminate()
             pool.join()
-        for writer in writers:
-            writer.close()
         if not completed:
-            for path in temporary:
-                if tf.io.gfile.exists(path):
-                    tf.io.gfile.remove(path)
+            for writer in writers:
+                try:
+                    writer.close()
+                except Exception:  # the error being raised says more
+                    pass
+            for shard in shards:
+                shard.abort()
     if stats.bytes_read:
         bar.update(stats.bytes_read, final=True)
     if summary.instances == 0:
-        for path in temporary:
-            tf.io.gfile.remove(path)
+        for shard in shards:
+            shard.abort()
         raise ValueError(f"no text to make instances from in {', '.join(files)}")
-    # Only complete shards get their final names: an interrupted run leaves
-    # `.incomplete` files, never a truncated shard that looks finished.
-    for path, final in zip(temporary, outputs):
-        tf.io.gfile.rename(path, final, overwrite=True)
+    for shard in shards:
+        shard.commit()
     summary.invalid_utf8_lines = stats.invalid_utf8_lines
     summary.invalid_utf8_examples = stats.invalid_utf8_examples
     summary.empty_files = stats.empty_files

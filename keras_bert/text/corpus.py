@@ -19,6 +19,7 @@ import os
 import re
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from keras_bert import safe_output
 from keras_bert.progress import Progress
 
 
@@ -203,25 +204,19 @@ def write_documents(documents: Iterable[Sequence[str]], output_file: str) -> tup
         raise FileNotFoundError(f"output directory does not exist: {directory} "
                                 f"(for {output_file})")
     num_documents = num_sentences = 0
-    temporary = output_file + ".incomplete"
-    try:
-        with open(temporary, "w", encoding="utf-8") as f:
-            for document in documents:
-                sentences = [" ".join(s.split()) for s in document if s.strip()]
-                if not sentences:
-                    continue
-                if num_documents:
-                    f.write("\n")
-                f.write("\n".join(sentences) + "\n")
-                num_documents += 1
-                num_sentences += len(sentences)
+    with safe_output.open_replacing(output_file) as f:
+        for document in documents:
+            sentences = [" ".join(s.split()) for s in document if s.strip()]
+            if not sentences:
+                continue
+            if num_documents:
+                f.write("\n")
+            f.write("\n".join(sentences) + "\n")
+            num_documents += 1
+            num_sentences += len(sentences)
         if not num_documents:
             raise ValueError("the input holds no text (empty files?); nothing written to "
                              f"{output_file}")
-        os.replace(temporary, output_file)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
     return num_documents, num_sentences
 
 
@@ -289,6 +284,8 @@ def prepare_corpus(source: str, inputs: Sequence[str], output_file: str,
     """
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    if source != "tfds":
+        safe_output.check_not_input(output_file, _input_files(inputs), "the output file")
 
     def documents():
         if source == "tfds":

@@ -45,6 +45,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_bert import safe_output
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 # `_is_chinese_char`: the CJK Unified Ideographs blocks (not Hangul, not kana).
@@ -104,7 +106,8 @@ def _ranges_without(ranges, excluded):
 
 
 def compute_unicode_classes() -> dict[str, tuple[tuple[int, int], ...]]:
-    """The original's character predicates, as code point ranges, from Python's Unicode database (~1 s)."""
+    """The original's character predicates, as code point ranges, from Python's Unicode
+    database (a scan of every code point: slow enough that the package ships the result)."""
     chars = [chr(cp) for cp in range(0x110000)]
     categories = list(map(unicodedata.category, chars))
     every = range(0x110000)
@@ -133,10 +136,9 @@ def compute_unicode_classes() -> dict[str, tuple[tuple[int, int], ...]]:
 
 def write_unicode_classes(path: str = UNICODE_CLASSES_FILE) -> None:
     """Writes `compute_unicode_classes()` for this Python's Unicode version (rerun after upgrading Python)."""
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({"unidata_version": unicodedata.unidata_version,
-                   "classes": compute_unicode_classes()}, f, separators=(",", ":"))
-        f.write("\n")
+    safe_output.write_json(path, {"unidata_version": unicodedata.unidata_version,
+                                  "classes": compute_unicode_classes()},
+                           indent=None, separators=(",", ":"))
 
 
 @functools.lru_cache(maxsize=None)
@@ -533,7 +535,7 @@ class BertTokenizer(tf.Module):
         new_ids = tf.where(too_long, self.unk_id, ids.flat_values)
         new_ends = tf.where(too_long, tf.gather(word_end, word), ends.flat_values)
         # Flat masking and new row lengths: tf.ragged.boolean_mask gives the same
-        # but adds hundreds of ops, which cost every process ~0.5 s of tracing.
+        # but adds hundreds of ops, which every process would pay for in tracing.
         row_lengths = tf.math.unsorted_segment_sum(
             tf.cast(keep, tf.int64), ids.value_rowids(), ids.nrows())
         return tuple(tf.RaggedTensor.from_row_lengths(tf.boolean_mask(values, keep), row_lengths,

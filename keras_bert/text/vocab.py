@@ -15,12 +15,12 @@ frequency). With `num_unused=0` (default) the special ids are 0-4; with
 """
 
 import collections
-import os
 from typing import Sequence
 
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
+from keras_bert import safe_output
 from keras_bert.progress import Progress
 from keras_bert.text.tokenizer import BasicTokenizer
 
@@ -102,6 +102,8 @@ def learn_vocabulary(files: str | Sequence[str], vocab_size: int, lowercase: boo
     if vocab_size <= len(reserved):
         raise ValueError(f"vocab_size {vocab_size} leaves no room after {len(reserved)} "
                          "special tokens")
+    safe_output.check_not_input(output, [files] if isinstance(files, str) else files,
+                                "the vocabulary file")
     counts = count_words(files, lowercase)
     if not counts:
         raise ValueError(f"no words in {files}")
@@ -137,11 +139,4 @@ def learn_vocabulary(files: str | Sequence[str], vocab_size: int, lowercase: boo
 def write_vocabulary(vocab: Sequence[str], path: str) -> str:
     """One token per line, written to a temporary name then renamed, so a reader
     never sees half a vocabulary."""
-    directory = os.path.dirname(path)
-    if directory:
-        tf.io.gfile.makedirs(directory)
-    temporary = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(temporary, "w") as f:
-        f.write("".join(token + "\n" for token in vocab))
-    tf.io.gfile.rename(temporary, path, overwrite=True)
-    return path
+    return safe_output.write_text(path, "".join(token + "\n" for token in vocab))

@@ -11,13 +11,13 @@ run's folder; the others write to a temporary folder they then remove.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 import keras
 import tensorflow as tf
 
+from keras_bert import safe_output
 from keras_bert.training import distribute
 
 
@@ -86,7 +86,10 @@ class CheckpointWriter:
         return latest
 
     def save(self, step: int) -> str:
-        path = self.manager.save(checkpoint_number=step)
+        # A full disk or a folder turned read-only mid-run: one error naming the
+        # folder; the index still names the last complete checkpoint.
+        with safe_output.reporting_write_errors(self.manager.directory):
+            path = self.manager.save(checkpoint_number=step)
         if not self.chief:
             tf.io.gfile.rmtree(self.manager.directory)
         return path
@@ -102,6 +105,4 @@ def checkpoint_step(directory: str) -> int | None:
 
 def write_json(path: str, record: Any) -> None:
     """Writes `record` as JSON in one piece: a kill leaves the old file or the new one."""
-    with tf.io.gfile.GFile(path + ".partial", "w") as f:
-        f.write(json.dumps(record, indent=2) + "\n")
-    tf.io.gfile.rename(path + ".partial", path, overwrite=True)
+    safe_output.write_json(path, record)

@@ -23,22 +23,20 @@ import json
 import os
 import shutil
 import time
-import weakref
 from typing import Any, Mapping, Sequence
 
 import keras
-import numpy as np
 import tensorflow as tf
 
+from keras_bert import features, safe_output
 from keras_bert.checkpoints.source import resolve, tokenizer_settings
 from keras_bert.config import BertConfig
-from keras_bert.models.batch_trimming import LENGTH_MULTIPLE
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, config_sharing_preprocessor
-from keras_bert.progress import Progress
+from keras_bert.tasks import readers
 from keras_bert.text.tokenizer import BertTokenizer
 from keras_bert.training import distribute
 from keras_bert.training.checkpointing import write_json
@@ -165,254 +163,139 @@ def resolve_tokenizer(config: FinetuneConfig) -> tuple[BertTokenizer, str, Finet
     return tokenizer, vocab_file, dataclasses.replace(config, lowercase=lowercase)
 
 
-def in_memory_columns(data: Any, tuple_names: Sequence[str] = ("text", "label")) -> Any:
-    """In-memory training data as columns: a dict / DataFrame passes through,
-    a tuple becomes named columns, a `tf.data.Dataset` of dicts or tuples
-    (unbatched) is read into lists."""
-    if isinstance(data, tf.data.Dataset):
-        rows = list(data.as_numpy_iterator())
-        if rows and isinstance(rows[0], dict):
-            return {name: [row[name] for row in rows] for name in rows[0]}
-        return {name: [row[i] for row in rows] for i, name in enumerate(
-            tuple_names if not rows or len(rows[0]) == 2 else ("text", "text_pair", "label"))}
-    if isinstance(data, tuple) and len(data) == 2:
-        return dict(zip(tuple_names, data))
-    return data
+# === Task families: the readers' data, the task model, its official dev figures ===
 
 
-def _name(source: Any) -> str:
-    """How errors name the data: its path, or "in-memory data"."""
-    return source if isinstance(source, str) else "in-memory data"
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
-
-def _tfds_spec(source):
-    """`tfds:<name>:<split>` -> (name, split), else None."""
-    if not source or not source.startswith("tfds:"):
-        return None
-    parts = source.split(":")
-    if len(parts) != 3:
-        raise ValueError(f"TFDS source must read tfds:<name>:<split>, got {source!r}")
-    return parts[1], parts[2]
-
-
-def _prefix(n, limit):
-    return n if limit is None else min(n, limit)
-
-
-# === Tasks: data, model, loss and evaluation of each family ===
-
-
-class _ClassificationTask:
-    """classify / regress on tables or GLUE."""
-
-    def __init__(self, config, tokenizer):
-        self.config, self.tokenizer = config, tokenizer
-        self.regression = config.task == "regress"
-        self.glue = None
-        if config.glue_task:
-            from keras_bert.tasks.glue import get_task
-            self.glue_name, self.glue = get_task(config.glue_task)
-            if self.glue.regression != self.regression:
-                raise ValueError(f"GLUE task {self.glue_name} needs --task "
-                                 f"{'regress' if self.glue.regression else 'classify'}")
-        self.label_names = None if self.regression else config.label_names
-        if self.glue is not None and not self.regression:
-            self.label_names = list(self.glue.label_names)
-
-    def read(self, source, limit):
-        from keras_bert.tasks import glue, text_classification
-        spec = _tfds_spec(source) if isinstance(source, str) else None
-        if not isinstance(source, str):
-            examples = text_classification.text_examples_from_columns(
-                in_memory_columns(source), self.config.text_columns,
-                self.config.label_column, self.regression, source=_name(source))
-        elif spec is not None:
-            name, split = spec
-            if not name.startswith("glue/"):
-                raise ValueError(f"{source}: classification reads TFDS glue/<task> only")
-            examples = glue.read_glue_tfds(self.glue_name if self.glue else name[5:], split)
-        elif self.glue is not None:
-            examples = glue.read_glue_tsv(self.glue_name, source)
-        else:
-            examples = text_classification.read_text_examples(
-                source, self.config.text_columns, self.config.label_column, self.regression)
-        n = _prefix(len(examples), limit)
-        examples.texts_a, examples.labels = examples.texts_a[:n], examples.labels[:n]
-        examples.ids = examples.ids[:n]
-        if examples.texts_b is not None:
-            examples.texts_b = examples.texts_b[:n]
-        return examples
-
-    def prepare(self, source, limit=None, training=False):
-        from keras_bert.tasks.text_classification import (encode_labels, encode_texts,
-                                                          label_vocabulary)
-        examples = self.read(source, limit)
-        if training and self.label_names is None and not self.regression:
-            self.label_names = label_vocabulary(examples.labels)
-        features = encode_texts(self.tokenizer, examples.texts_a, examples.texts_b,
-                                self.config.seq_length)
-        targets = encode_labels(examples.labels, self.label_names, _name(source))
-        return {"features": features, "targets": targets, "weights": None,
-                "examples": examples, "source": _name(source)}
-
-    def build_model(self, encoder):
-        num_classes = 1 if self.regression else len(self.label_names)
-        return BertClassifier(encoder, num_classes, dropout=self.config.dropout,
-                              label_names=self.label_names,
-                              preprocessor=preprocessor_of(self.config, self.tokenizer))
-
-    @property
-    def primary_metric(self):
-        if self.glue is not None:
-            return self.glue.metric
-        return "pearson" if self.regression else "accuracy"
-
-    def evaluate(self, model, data):
-        from keras_bert.tasks import metrics
-        from keras_bert.tasks.glue import glue_metrics
-        outputs = predict(model, data["features"], self.config.eval_batch_size)
-        if self.regression:
-            predictions, labels = outputs[:, 0], data["targets"][:, 0]
-        else:
-            predictions, labels = np.argmax(outputs, axis=-1), data["targets"]
-        if self.glue is not None:
-            return glue_metrics(self.glue_name, labels, predictions)
-        if self.regression:
-            return {"pearson": metrics.pearson(labels, predictions),
-                    "spearman": metrics.spearman(labels, predictions)}
-        result = {"accuracy": metrics.accuracy(labels, predictions)}
-        if len(self.label_names) == 2:
-            result["f1"] = metrics.f1(labels, predictions)
-        return result
-
-
-class _TaggingTask:
-    """tag: CoNLL files or tfds:conll2003."""
-
-    def __init__(self, config, tokenizer):
-        self.config, self.tokenizer = config, tokenizer
-        self.label_names = config.label_names
-
-    def prepare(self, source, limit=None, training=False):
-        from keras_bert.tasks import tagging
-        spec = _tfds_spec(source) if isinstance(source, str) else None
-        if not isinstance(source, str):
-            columns = in_memory_columns(source, ("words", "tags"))
-            sentences = tagging.TaggedSentences(
-                [w.split() if isinstance(w, str) else [_text(x) for x in w]
-                 for w in columns["words"]],
-                [[_text(t) for t in row] for row in columns["tags"]])
-        elif spec is not None:
-            if spec[0] != "conll2003":
-                raise ValueError(f"{source}: tagging reads TFDS conll2003 only")
-            sentences = tagging.read_conll2003_tfds(spec[1])
-        else:
-            sentences = tagging.read_conll(source)
-        n = _prefix(len(sentences), limit)
-        sentences = tagging.TaggedSentences(sentences.words[:n], sentences.tags[:n])
-        if training and self.label_names is None:
-            self.label_names = tagging.tag_vocabulary(sentences.tags)
-        features, labels, weights, first_pieces = tagging.encode_tagged(
-            self.tokenizer, sentences, self.label_names, self.config.seq_length, strict=training)
-        # Ignored pieces get a valid id; their weight 0 removes them from the loss.
-        return {"features": features, "targets": np.maximum(labels, 0), "weights": weights,
-                "examples": sentences, "first_pieces": first_pieces,
-                "source": _name(source)}
-
-    def build_model(self, encoder):
-        return BertTokenClassifier(encoder, len(self.label_names), dropout=self.config.dropout,
-                                   label_names=self.label_names,
-                                   preprocessor=preprocessor_of(self.config, self.tokenizer))
-
-    primary_metric = "f1"
-
-    def evaluate(self, model, data):
-        from keras_bert.tasks.metrics import entity_scores
-        from keras_bert.tasks.tagging import decode_tags
-        logits = predict(model, data["features"], self.config.eval_batch_size)
-        predicted = decode_tags(np.argmax(logits, axis=-1), data["first_pieces"],
-                                self.label_names)
-        return entity_scores(data["examples"].tags, predicted)
-
-
-class _SquadTask:
-    """squad: SQuAD JSON files or tfds:squad/<version>:<split>."""
+class _TaskFamily:
+    """What differs between the families, and nothing else: which reader
+    (`keras_bert.tasks.readers`) turns a source into `fit`'s (x, y), which
+    task model trains on it, and that model's official dev figures
+    (its `score`). Training itself is the task model's own `fit`."""
 
     label_names = None
 
-    def __init__(self, config, tokenizer):
-        self.config, self.tokenizer = config, tokenizer
+    def __init__(self, config: FinetuneConfig) -> None:
+        self.config = config
 
-    def prepare(self, source, limit=None, training=False):
-        from keras_bert.tasks import squad
-        spec = _tfds_spec(source) if isinstance(source, str) else None
-        if not isinstance(source, str):
-            dataset = source["data"] if isinstance(source, Mapping) else list(source)
-        elif spec is not None:
-            if not spec[0].startswith("squad"):
-                raise ValueError(f"{source}: span extraction reads TFDS squad/* only")
-            dataset = squad.read_squad_tfds(spec[0], spec[1])
+    def read(self, source: Any, limit: int | None = None, training: bool = False) -> Any:
+        """A source -> the data `fit_data` / `score` take."""
+        raise NotImplementedError
+
+    def fit_data(self, data: Any) -> tuple[Any, Any]:
+        """`read`'s data -> (x, y) as the task model's `fit` takes them."""
+        return data
+
+    def build_model(self, encoder: BertEncoder, preprocessor: BertPreprocessor) -> keras.Model:
+        raise NotImplementedError
+
+    def score(self, model: keras.Model, data: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class _Classification(_TaskFamily):
+    """classify / regress on tables or GLUE: texts (or pairs) and labels."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.regression = config.task == "regress"
+        self.glue_name = None
+        if config.glue_task:
+            from keras_bert.tasks.glue import get_task
+            self.glue_name, glue_task = get_task(config.glue_task)
+            if glue_task.regression != self.regression:
+                raise ValueError(f"GLUE task {self.glue_name} needs --task "
+                                 f"{'regress' if glue_task.regression else 'classify'}")
+            self.metric = glue_task.metric
+            if not self.regression:
+                self.label_names = list(glue_task.label_names)
         else:
-            dataset = squad.load_squad_json(source)
-        examples = squad.read_squad_examples(
-            dataset, is_training=training,
-            version_2_with_negative=self.config.version_2_with_negative, source=_name(source))
-        examples = examples[:_prefix(len(examples), limit)]
-        features = squad.convert_examples_to_features(
-            examples, self.tokenizer, self.config.seq_length, self.config.doc_stride,
-            self.config.max_query_length, is_training=training)
-        arrays = squad.feature_arrays(features)
-        targets = {"start_logits": arrays.pop("start_positions"),
-                   "end_logits": arrays.pop("end_positions")}
-        return {"features": arrays, "targets": targets, "weights": None,
-                "examples": examples, "squad_features": features,
-                "dataset": dataset, "source": _name(source)}
+            self.metric = "pearson" if self.regression else "accuracy"
+            if not self.regression:
+                self.label_names = config.label_names
 
-    def build_model(self, encoder):
-        return BertSpanExtractor(encoder, max_answer_length=self.config.max_answer_length,
-                                 preprocessor=preprocessor_of(self.config, self.tokenizer))
+    @property
+    def primary_metric(self):
+        return self.metric
+
+    def read(self, source, limit=None, training=False):
+        from keras_bert.tasks.text_classification import label_vocabulary
+        x, labels = readers.read_texts_and_labels(
+            source, regression=self.regression, glue_task=self.glue_name,
+            text_columns=self.config.text_columns, label_column=self.config.label_column,
+            limit=limit)
+        if training and self.label_names is None and not self.regression:
+            self.label_names = label_vocabulary(labels)
+        if not self.regression:
+            unknown = sorted(set(map(str, labels)) - set(self.label_names))
+            if unknown:
+                raise ValueError(f"{readers.source_name(source)}: label(s) {unknown[:5]} not "
+                                 f"among {self.label_names}")
+        return x, labels
+
+    def build_model(self, encoder, preprocessor):
+        return BertClassifier(encoder, 1 if self.regression else len(self.label_names),
+                              dropout=self.config.dropout, label_names=self.label_names,
+                              preprocessor=preprocessor)
+
+    def score(self, model, data):
+        return model.score(*data, glue_task=self.glue_name,
+                           batch_size=self.config.eval_batch_size)
+
+
+class _Tagging(_TaskFamily):
+    """tag: CoNLL files or tfds:conll2003: words and one tag per word."""
+
+    primary_metric = "f1"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.label_names = config.label_names
+
+    def read(self, source, limit=None, training=False):
+        from keras_bert.tasks.tagging import tag_vocabulary
+        words, tags = readers.read_words_and_tags(source, limit)
+        if training and self.label_names is None:
+            self.label_names = tag_vocabulary(tags)
+        return words, tags
+
+    def build_model(self, encoder, preprocessor):
+        return BertTokenClassifier(encoder, len(self.label_names), dropout=self.config.dropout,
+                                   label_names=self.label_names, preprocessor=preprocessor)
+
+    def score(self, model, data):
+        return model.score(*data, batch_size=self.config.eval_batch_size)
+
+
+class _Squad(_TaskFamily):
+    """squad: SQuAD JSON files or tfds:squad/<version>:<split>."""
+
+    def read(self, source, limit=None, training=False):
+        return readers.read_squad_data(source, limit), readers.source_name(source)
+
+    def fit_data(self, data):
+        dataset, source = data
+        return readers.squad_questions_and_answers(dataset, source)
 
     @property
     def primary_metric(self):
         return "best_f1" if self.config.version_2_with_negative else "f1"
 
-    def predict(self, model, data):
-        from keras_bert.tasks import squad
-        outputs = predict(model, data["features"], self.config.eval_batch_size)
-        return squad.postprocess(
-            data["examples"], data["squad_features"], outputs["start_logits"],
-            outputs["end_logits"], n_best_size=self.config.n_best_size,
-            max_answer_length=self.config.max_answer_length,
-            version_2_with_negative=self.config.version_2_with_negative,
-            null_score_diff_threshold=self.config.null_score_diff_threshold)
+    def build_model(self, encoder, preprocessor):
+        config = self.config
+        return BertSpanExtractor(encoder, max_answer_length=config.max_answer_length,
+                                 max_query_length=config.max_query_length,
+                                 doc_stride=config.doc_stride, preprocessor=preprocessor)
 
-    def evaluate(self, model, data):
-        from keras_bert.tasks import metrics
-        predictions, na_scores, _ = self.predict(model, data)
-        evaluated = {e.qas_id for e in data["examples"]}
-        dataset = _restrict_squad(data["dataset"], evaluated)
-        if self.config.version_2_with_negative:
-            return metrics.squad_v2_scores(dataset, predictions, na_scores,
-                                           na_prob_threshold=self.config.null_score_diff_threshold)
-        return metrics.squad_v1_scores(dataset, predictions)
+    def options(self):
+        config = self.config
+        return {"version_2_with_negative": config.version_2_with_negative,
+                "n_best_size": config.n_best_size,
+                "null_score_diff_threshold": config.null_score_diff_threshold,
+                "batch_size": config.eval_batch_size}
 
-
-def _restrict_squad(dataset, qids):
-    """The SQuAD `data` list cut to the questions in `qids` (for --max-dev-examples)."""
-    articles = []
-    for article in dataset:
-        paragraphs = []
-        for paragraph in article["paragraphs"]:
-            qas = [qa for qa in paragraph["qas"] if qa["id"] in qids]
-            if qas:
-                paragraphs.append({**paragraph, "qas": qas})
-        if paragraphs:
-            articles.append({**article, "paragraphs": paragraphs})
-    return articles
+    def score(self, model, data):
+        dataset, source = data
+        return model.score(dataset, source=source, **self.options())
 
 
 def preprocessor_of(config: FinetuneConfig, tokenizer: BertTokenizer) -> BertPreprocessor:
@@ -423,84 +306,39 @@ def preprocessor_of(config: FinetuneConfig, tokenizer: BertTokenizer) -> BertPre
                             max_chars_per_word=tokenizer.max_chars_per_word)
 
 
-def make_task(config: FinetuneConfig, tokenizer: BertTokenizer
-              ) -> _ClassificationTask | _TaggingTask | _SquadTask:
+def make_task(config: FinetuneConfig) -> _TaskFamily:
     if config.task in ("classify", "regress"):
-        return _ClassificationTask(config, tokenizer)
+        return _Classification(config)
     if config.task == "tag":
-        return _TaggingTask(config, tokenizer)
-    return _SquadTask(config, tokenizer)
+        return _Tagging(config)
+    return _Squad(config)
 
 
 # === Training ===
 
 
-_FORWARD = weakref.WeakKeyDictionary()
+def _single_run(config: FinetuneConfig, task: _TaskFamily, train_data: Any, dev_data: Any,
+                run_dir: str | None, tokenizer: BertTokenizer, vocab_file: str,
+                strategy: tf.distribute.Strategy | None = None) -> RunResult:
+    """Trains one task model with its own `fit`, resuming `run_dir`'s
+    checkpoints (see `finetuning_run`)."""
 
+    def build_model(dtype):
+        encoder = load_encoder(config.init_checkpoint, config.preset, dtype)
+        if config.seq_length > encoder.config.max_position_embeddings:
+            raise ValueError(f"seq_length {config.seq_length} exceeds the encoder's "
+                             f"{encoder.config.max_position_embeddings} positions; "
+                             "use at most that")
+        return task.build_model(encoder, preprocessor_of(config, tokenizer))
 
-def _forward(model):
-    """`model(batch)` as one tf.function per model. Not `predict_on_batch`:
-    under MultiWorkerMirroredStrategy that runs on every worker's replicas
-    and gathers their outputs, while each worker here scores the whole dev
-    set on its own (the weights are the same everywhere)."""
-    if model not in _FORWARD:
-        _FORWARD[model] = tf.function(lambda batch: model(batch, training=False),
-                                      reduce_retracing=True)
-    return _FORWARD[model]
-
-
-def predict(model: keras.Model, features: Mapping[str, np.ndarray], batch_size: int = 64
-            ) -> np.ndarray | dict[str, np.ndarray]:
-    """Model outputs for NumPy features, batch by batch on similar lengths with
-    padding cut (see `keras_bert.models.batch_trimming`); outputs come back in
-    the input order, zero-padded to the full sequence length. A model built
-    under a TPUStrategy predicts there, at full length (static shapes)."""
-    if isinstance(getattr(model, "distribute_strategy", None), tf.distribute.TPUStrategy):
-        return model.predict(dict(features), batch_size=batch_size, verbose=0)
-    seq_length = features["input_ids"].shape[1]
-    lengths = features["input_mask"].sum(axis=1)
-    order = np.argsort(lengths, kind="stable")
-    pieces = []
-    with Progress(len(order), "sequences", detail="predicting") as bar:
-        for start in range(0, len(order), batch_size):
-            index = order[start:start + batch_size]
-            length = min(-(-int(lengths[index].max()) // LENGTH_MULTIPLE) * LENGTH_MULTIPLE,
-                         seq_length)
-            batch = {k: v[index, :length] for k, v in features.items()}
-            pieces.append(keras.tree.map_structure(np.asarray, _forward(model)(batch)))
-            bar.advance(len(index))
-
-    # Taggers and span extractors return a token axis, padded back to seq_length.
-    per_token = not isinstance(model, BertClassifier)
-
-    def pad(output):
-        if not per_token:
-            return output
-        widths = [(0, 0), (0, seq_length - output.shape[1])] + [(0, 0)] * (output.ndim - 2)
-        return np.pad(output, widths)
-
-    def unsort(*parts):
-        merged = np.concatenate(parts)
-        result = np.empty_like(merged)
-        result[order] = merged
-        return result
-
-    pieces = [keras.tree.map_structure(pad, piece) for piece in pieces]
-    return keras.tree.map_structure(unsort, *pieces)
-
-
-def _single_run(config: FinetuneConfig, task, train_data, dev_data, run_dir=None,
-                vocab_file=None, strategy=None) -> RunResult:
-    """Trains one model, resuming `run_dir`'s checkpoints (see `finetuning_run`)."""
     return FinetuneRun(
-        config, task, train_data, dev_data, run_dir,
-        build_encoder=lambda dtype: load_encoder(config.init_checkpoint, config.preset, dtype),
+        config, task, train_data, dev_data, run_dir, build_model=build_model,
         save_model=lambda model, directory, results: save_finetuned(
             model, config, task, vocab_file, directory, results), strategy=strategy).run()
 
 
 def save_finetuned(model: keras.Model, config: FinetuneConfig,
-                   task: _ClassificationTask | _TaggingTask | _SquadTask,
+                   task: _TaskFamily,
                    tokenizer_vocab: str, output_dir: str,
                    dev_results: dict[str, Any] | None = None) -> None:
     """Writes vocab.txt, finetune_config.json, dev_results.json and model.keras,
@@ -509,8 +347,7 @@ def save_finetuned(model: keras.Model, config: FinetuneConfig,
     if getattr(model, "lora_rank", None):
         model.save_lora_weights(os.path.join(output_dir, "lora_weights.npz"))
         model = model.merge_lora()  # model.keras: the merged model, loadable without adapters
-    shutil.copyfile(tokenizer_vocab, os.path.join(output_dir, "vocab.txt.partial"))
-    os.replace(os.path.join(output_dir, "vocab.txt.partial"), os.path.join(output_dir, "vocab.txt"))
+    safe_output.copy_file(tokenizer_vocab, os.path.join(output_dir, "vocab.txt"))
     saved = dataclasses.asdict(config)
     saved["label_names"] = task.label_names
     write_json(os.path.join(output_dir, "finetune_config.json"), saved)
@@ -520,9 +357,9 @@ def save_finetuned(model: keras.Model, config: FinetuneConfig,
     # the optimizer nor its schedule nor the devices it trained on.
     plain = model.__class__.from_config(config_sharing_preprocessor(model))
     plain.set_weights(model.get_weights())
-    partial = os.path.join(output_dir, "model.partial.keras")
-    plain.save(partial)
-    os.replace(partial, os.path.join(output_dir, "model.keras"))
+    with safe_output.replacing(os.path.join(output_dir, "model.keras"),
+                               keep_extension=True) as partial:
+        plain.save(partial)
 
 
 def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict[str, Any]:
@@ -547,6 +384,19 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
     dev = config.dev if dev is None else dev
     if train is None or (isinstance(train, str) and not train):
         raise ValueError("finetune needs --train (or in-memory `train` data)")
+    if not config.output_dir:
+        return _finetune(config, train, dev)
+    # One run per output folder at a time, and never over one of its own inputs.
+    for name in features.FINETUNE_OUTPUT_FILES:
+        safe_output.check_not_input(
+            os.path.join(config.output_dir, name),
+            [source for source in (config.train, config.dev, config.init_checkpoint,
+                                   config.vocab_file) if isinstance(source, str)], "output_dir")
+    with safe_output.output_lock(config.output_dir):
+        return _finetune(config, train, dev)
+
+
+def _finetune(config: FinetuneConfig, train: Any, dev: Any) -> dict[str, Any]:
     finished = os.path.join(config.output_dir or "", "model.keras")
     if config.output_dir and os.path.exists(finished) and not config.overwrite:
         raise FileExistsError(f"{config.output_dir} already holds a fine-tuned model "
@@ -556,10 +406,10 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
     # configured before TensorFlow's runtime starts, which tokenizing does.
     strategy = distribute.build_strategy(config.strategy, tpu=config.tpu, devices=config.devices)
     tokenizer, vocab_file, config = resolve_tokenizer(config)
-    task = make_task(config, tokenizer)
+    task = make_task(config)
     try:
-        train_data = task.prepare(train, config.max_train_examples, training=True)
-        dev_data = task.prepare(dev, config.max_dev_examples) if dev is not None else None
+        train_data = task.read(train, config.max_train_examples, training=True)
+        dev_data = task.read(dev, config.max_dev_examples) if dev is not None else None
     except ValueError as e:
         raise ValueError(f"{e} (--task {config.task} reads {DATA_FORMATS[config.task]})") \
             from None
@@ -568,8 +418,8 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
         shutil.rmtree(os.path.join(config.output_dir, RUNS), ignore_errors=True)
     if config.search is None:
         start = time.time()
-        run = _single_run(config, task, train_data, dev_data, config.output_dir, vocab_file,
-                          strategy)
+        run = _single_run(config, task, train_data, dev_data, config.output_dir, tokenizer,
+                          vocab_file, strategy)
         result = {"dev": run.dev, "best_epoch": run.best_epoch, "steps": run.steps,
                   "seconds": round(time.time() - start, 1), "primary_metric": task.primary_metric}
         config = _with_tuned_threshold(config, run.dev)
@@ -580,7 +430,7 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
         raise ValueError(f"unknown search {config.search!r}; choose one of {SEARCHES}")
     if dev_data is None:
         raise ValueError("--search needs --dev to choose the best run")
-    return _paper_search(config, task, train_data, dev_data, vocab_file, strategy)
+    return _paper_search(config, task, train_data, dev_data, tokenizer, vocab_file, strategy)
 
 
 RUNS = "runs"  # the search's runs, one folder each, under output_dir
@@ -592,7 +442,8 @@ def load_finetune_config(path: str | None = None, overrides: Sequence[str] = (),
     then `key=value` overrides, then `fields` (the command's flags)."""
     return read_recipe(FinetuneConfig, path, overrides, float_fields=(
         "learning_rate", "epochs", "warmup_proportion", "weight_decay", "dropout",
-        "null_score_diff_threshold", "clipnorm"), **fields)
+        "null_score_diff_threshold", "clipnorm"), choices={"task": TASKS, "search": SEARCHES},
+        **fields)
 
 
 def _with_tuned_threshold(config, dev_metrics):
@@ -614,7 +465,7 @@ def _finish(model, config, task, vocab_file, directory, results):
     discard_run_state(directory, keep_logs=True)
 
 
-def _paper_search(config, task, train_data, dev_data, vocab_file, strategy):
+def _paper_search(config, task, train_data, dev_data, tokenizer, vocab_file, strategy):
     """The grid, one run after another; each run finished before is read back
     (a killed search resumes at its first unfinished run, mid-run included)."""
     rows, best = [], None
@@ -633,8 +484,8 @@ def _paper_search(config, task, train_data, dev_data, vocab_file, strategy):
             row, dev_metrics = done["run"], done["dev"]
         else:
             start = time.time()
-            run = _single_run(run_config, task, train_data, dev_data, run_dir, vocab_file,
-                              strategy)
+            run = _single_run(run_config, task, train_data, dev_data, run_dir, tokenizer,
+                              vocab_file, strategy)
             dev_metrics = run.dev
             row = {"batch_size": batch_size, "learning_rate": learning_rate, "epochs": epochs,
                    "seed": run_config.seed, "best_epoch": run.best_epoch,
@@ -653,8 +504,7 @@ def _paper_search(config, task, train_data, dev_data, vocab_file, strategy):
     table = results_table(rows, task.primary_metric)
     if config.output_dir:
         _adopt_run(best[0], config.output_dir)
-        with open(os.path.join(config.output_dir, "search_results.md"), "w") as f:
-            f.write(table)
+        safe_output.write_text(os.path.join(config.output_dir, "search_results.md"), table)
     print(table, flush=True)
     return {"dev": best[2], "best_run": best[1], "runs": rows, "table": table,
             "primary_metric": task.primary_metric}
@@ -680,8 +530,7 @@ def _adopt_run(run_dir, output_dir):
     if os.path.exists(os.path.join(run_dir, "lora_weights.npz")):
         names.insert(0, "lora_weights.npz")
     for name in names:
-        shutil.copyfile(os.path.join(run_dir, name), os.path.join(output_dir, name + ".partial"))
-        os.replace(os.path.join(output_dir, name + ".partial"), os.path.join(output_dir, name))
+        safe_output.copy_file(os.path.join(run_dir, name), os.path.join(output_dir, name))
 
 
 def results_table(rows: Sequence[Mapping[str, Any]], metric: str) -> str:
@@ -719,28 +568,23 @@ def load_finetuned(model_dir: str) -> tuple[keras.Model, dict[str, Any]]:
 
 
 def evaluate(model_dir: str, data: str, **overrides: Any) -> dict[str, Any]:
-    """Scores a fine-tuned model (a `finetune` output folder) on `data`.
+    """Scores a fine-tuned model (a `finetune` output folder) on `data` with
+    its task model's `score`.
 
-    The task, vocabulary, sequence length and labels come from the folder's
+    The task, sequence length and labels come from the folder's
     `finetune_config.json`; `overrides` change any of its fields (for
     instance `null_score_diff_threshold` for SQuAD v2.0).
     """
-    config_path = os.path.join(model_dir, "finetune_config.json")
-    if not os.path.exists(config_path):
-        raise FileNotFoundError(f"{model_dir}: no finetune_config.json (not a finetune output)")
-    with open(config_path) as f:
-        saved = json.load(f)
+    model, saved = load_finetuned(model_dir)
     saved.update({k: v for k, v in overrides.items() if v is not None})
     config = FinetuneConfig(**saved)
     # The casing the model was fine-tuned with (finetune_config.json); an override must agree.
-    vocab_file, lowercase = tokenizer_settings(resolve(model_dir), lowercase=config.lowercase)
-    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase)
-    task = make_task(config, tokenizer)
+    tokenizer_settings(resolve(model_dir), lowercase=config.lowercase)
+    task = make_task(config)
     task.label_names = saved["label_names"]
-    model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)
     try:
-        data = task.prepare(data, config.max_dev_examples)
+        data = task.read(data, config.max_dev_examples)
     except ValueError as e:
         raise ValueError(f"{e} (the model in {model_dir} was fine-tuned with --task "
                          f"{config.task}, which reads {DATA_FORMATS[config.task]})") from None
-    return task.evaluate(model, data)
+    return task.score(model, data)

@@ -1,11 +1,14 @@
 """One fine-tuning run: distributed, checkpointed, resumed at the exact step.
 
-The task model trains wrapped in `steps.Trainer` (accumulation, float16 loss
-scaling, global-batch losses) under the run's tf.distribute strategy,
-precision and XLA setting, with the names and helpers of pretraining
-(`distribute`, `checkpointing`, `train_log`). Two loops over that one step:
-Keras `fit` (one device, MirroredStrategy, TPUStrategy) and `strategy.run`
-chunks (MultiWorkerMirroredStrategy, which Keras 3's `fit` does not run).
+The task model trains with its own step (`TextTask`: batches cut to their
+longest row, padding packed out, gradient accumulation, float16 loss scaling,
+global-batch losses; `keras_bert.models.update_step`) under the run's
+tf.distribute strategy, precision and XLA setting, with the names and helpers
+of pretraining (`distribute`, `checkpointing`, `train_log`). Two loops over
+that one step: the model's `fit` (one device, MirroredStrategy, TPUStrategy)
+and `strategy.run` chunks (MultiWorkerMirroredStrategy, which Keras 3's `fit`
+does not run). What this module adds to `fit` is what a command-line run
+needs around it: exact resume, the best model on dev, early stopping, logs.
 
 Resuming: with a `run_dir`, a checkpoint is written every `checkpoint_every`
 steps and at the end of every epoch. It holds the model, the optimizer (its
@@ -26,7 +29,6 @@ import json
 import math
 import os
 import shutil
-import warnings
 from typing import Any, Callable, Mapping
 
 import keras
@@ -55,25 +57,29 @@ class RunResult:
 
 
 class FinetuneRun:
-    """Trains `task.build_model(encoder)` on `train_data` (see `finetune`).
+    """Trains the task model `build_model(dtype)` on `train_data` (see `finetune`).
 
-    `build_encoder(dtype)` makes the pretrained encoder inside the strategy's
-    scope; `save_model(model, directory, dev_results)` writes a finetune
-    output (used for `best/`). `strategy`: the config's, built beforehand
-    (multi-worker collectives must be set up before TensorFlow runs an op).
+    `task` (a task family of `keras_bert.training.finetuning`) says how the
+    read data becomes `fit`'s (x, y) (`task.fit_data`) and scores dev
+    (`task.score`); the model's preprocessor encodes the text, once.
+    `build_model(dtype)` makes the task model inside the strategy's scope;
+    `save_model(model, directory, dev_results)` writes a finetune output (used
+    for `best/`). `strategy`: the config's, built beforehand (multi-worker
+    collectives must be set up before TensorFlow runs an op).
     """
 
-    def __init__(self, config: Any, task: Any, train_data: Mapping[str, Any],
-                 dev_data: Mapping[str, Any] | None, run_dir: str | None,
-                 build_encoder: Callable[[str | None], keras.Model],
+    def __init__(self, config: Any, task: Any, train_data: Any, dev_data: Any,
+                 run_dir: str | None, build_model: Callable[[str | None], keras.Model],
                  save_model: Callable[[keras.Model, str, dict], None],
                  strategy: tf.distribute.Strategy | None = None) -> None:
         self.config, self.task = config, task
-        self.train_data, self.dev_data = train_data, dev_data
+        self.dev_data = dev_data
         self.run_dir, self.save_model = run_dir, save_model
         self.strategy = strategy or distribute.build_strategy(
             config.strategy, tpu=config.tpu, devices=config.devices)
         self.chief = distribute.is_chief(self.strategy)
+        self._build_model(build_model)
+        self.train_data = self._encode(train_data)
         self.custom_loop = config.train_loop == "custom" or (
             config.train_loop == "auto" and distribute.is_multi_worker(self.strategy))
         replicas = self.strategy.num_replicas_in_sync
@@ -87,47 +93,45 @@ class FinetuneRun:
         self.drop_remainder = (replicas > 1 or config.gradient_accumulation_steps > 1
                                or self.static_shapes)
         self.steps_per_epoch = config.steps_per_epoch or finetuning_data.batches_per_epoch(
-            train_data, self.update_rows, config.seq_length, config.bucket_by_length,
+            self.train_data, self.update_rows, config.seq_length, config.bucket_by_length,
             self.drop_remainder)
         if self.steps_per_epoch < 1:
-            raise ValueError(f"{finetuning_data.num_rows(train_data)} training examples make "
+            raise ValueError(f"{finetuning_data.num_rows(self.train_data)} training examples make "
                              f"no full batch of {self.update_rows}")
         self.total_steps = max(int(self.steps_per_epoch * config.epochs), 1)
         self.epochs = math.ceil(self.total_steps / self.steps_per_epoch)
-        self._build(build_encoder)
+        self._compile()
 
-    # === Model, optimizer, checkpoint ===
+    # === Model, data, optimizer, checkpoint ===
 
-    def _build(self, build_encoder):
+    def _build_model(self, build_model):
         config = self.config
         # Same seed, same initial weights and dropout masks in every process.
         keras.utils.set_random_seed(config.seed)
-        # Taggers and span extractors leave the pooler unused: no gradient is expected.
-        warnings.filterwarnings("ignore", message=r"Gradients do not exist for variables \['pooler")
         with self.strategy.scope():
-            encoder = build_encoder(distribute.model_dtype(config.mixed_precision))
-            if config.seq_length > encoder.config.max_position_embeddings:
-                raise ValueError(f"seq_length {config.seq_length} exceeds the encoder's "
-                                 f"{encoder.config.max_position_embeddings} positions; "
-                                 "use at most that")
-            self.model = self.task.build_model(encoder)
+            self.model = build_model(distribute.model_dtype(config.mixed_precision))
             if getattr(config, "lora_rank", None):
                 self.model.enable_lora(config.lora_rank)  # the encoder frozen but its adapters
-            self.trainer = steps.Trainer(
-                self.model, gradient_accumulation_steps=config.gradient_accumulation_steps)
+
+    def _encode(self, data):
+        """The read data -> {"features", "targets", "weights"} NumPy arrays, by the
+        task model's own preprocessing (what its `fit` does with text)."""
+        features, targets, weights = self.model.encode_text(*self.task.fit_data(data))
+        return {"features": features, "targets": targets, "weights": weights}
+
+    def _compile(self):
+        config = self.config
+        with self.strategy.scope():
             optimizer = create_adamw(config.learning_rate, self.total_steps,
                                      int(config.warmup_proportion * self.total_steps),
                                      weight_decay=config.weight_decay, clipnorm=config.clipnorm)
-            # The task model's own loss, metrics and loss weights (`TextTask.compile`);
-            # a model with an `update_loss` (the tagger) computes its loss itself.
-            own_loss = hasattr(self.model, "update_loss")
-            self.trainer.compile(
-                optimizer=optimizer, loss=None if own_loss else self.model.default_loss(),
-                metrics=self.model.default_metrics() or None,
-                loss_weights=None if own_loss else self.model.default_loss_weights,
+            # The task model's own loss, metrics and loss weights (`TextTask.compile`).
+            self.model.compile(
+                optimizer=optimizer,
+                gradient_accumulation_steps=config.gradient_accumulation_steps,
                 jit_compile=distribute.resolve_jit_compile(config.jit_compile))
             # Built now so that restoring fills every slot variable at once.
-            self.trainer.optimizer.build(self.model.trainable_variables)
+            self.model.optimizer.build(self.model.trainable_variables)
         # The early-stopping state, checkpointed with the weights it describes.
         self.best_score = tf.Variable(-math.inf, dtype=tf.float64, trainable=False)
         self.best_epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
@@ -135,10 +139,10 @@ class FinetuneRun:
         self.writer = self.log = None
         if self.run_dir:
             self.writer = CheckpointWriter(
-                self.strategy, self.model, self.trainer.optimizer,
+                self.strategy, self.model, self.model.optimizer,
                 os.path.join(self.run_dir, "checkpoints"), config.keep_checkpoints,
                 best_score=self.best_score, best_epoch=self.best_epoch, stopped=self.stopped)
-            self.log = TrainingLog(os.path.join(self.run_dir, "logs"), self.trainer.optimizer,
+            self.log = TrainingLog(os.path.join(self.run_dir, "logs"), self.model.optimizer,
                                    self.update_rows,
                                    enabled=self.chief and config.tensorboard)
         self.best_in_memory = None  # (weights, dev metrics) when there is no run_dir
@@ -146,7 +150,7 @@ class FinetuneRun:
 
     @property
     def step(self) -> int:
-        return optimizer_step(self.trainer.optimizer)
+        return optimizer_step(self.model.optimizer)
 
     def _restore(self):
         if self.writer is None:
@@ -207,20 +211,20 @@ class FinetuneRun:
             self._custom_loop(dataset, end)
             return
         callback = _StepCallback(self)
-        self.trainer.fit(dataset, initial_epoch=epoch, epochs=self.epochs,
+        self.model.fit(dataset, initial_epoch=epoch, epochs=self.epochs,
                          steps_per_epoch=end - self.step, callbacks=[callback],
                          verbose=keras_verbose(self.config.verbose), shuffle=False)
 
     def _custom_loop(self, dataset, end):
         if self.run_updates is None:  # traced once for the run, not once an epoch
-            self.run_updates = steps.update_function(self.strategy, self.trainer)
+            self.run_updates = steps.update_function(self.strategy, self.model)
         iterator = iter(dataset)
-        for metric in self.trainer.metrics:
+        for metric in self.model.metrics:
             metric.reset_state()
         while self.step < end:
             chunk = min(end - self.step, self.config.log_every)
             self.run_updates(iterator, tf.constant(chunk))
-            self.after_steps(steps.metric_values(self.trainer))
+            self.after_steps(steps.metric_values(self.model))
 
     def after_steps(self, logs: Mapping[str, Any]) -> None:
         """After an update (or a chunk of them): the log and the step checkpoint
@@ -236,7 +240,7 @@ class FinetuneRun:
     def _end_epoch(self, epoch):
         """Dev score, the best model kept, early stopping; then the epoch's checkpoint."""
         if self.dev_data is not None:
-            result = self.task.evaluate(self.model, self.dev_data)
+            result = self.task.score(self.model, self.dev_data)
             print(f"\nepoch {epoch + 1}: dev " + ", ".join(
                 f"{k} {v:.4f}" for k, v in result.items() if isinstance(v, float)), flush=True)
             if self.log is not None:

@@ -89,9 +89,9 @@ class GlobalBatchClipping:
         # Dense results, as Keras's own clipping gives (LAMB's update needs them).
         dense = [tf.convert_to_tensor(g) for g in present]
         # Scaled only above the threshold: below it the scale is 1, and the
-        # multiply a pass over every gradient that changes no bit (fine-tuning
-        # MiniLM the norm falls under 1 within the first epoch; the clipping of
-        # its 22.7M weights measured 13.2 ms with the pass, 9.4 without).
+        # multiply a pass over every gradient that changes no bit (fine-tuning,
+        # the norm falls under the threshold early, and that pass is then a
+        # large share of the clipping's time).
         scaled = iter(tf.cond(norm > clip,
                               lambda: [g * tf.cast(clip / norm, g.dtype) for g in dense],
                               lambda: [tf.identity(g) for g in dense]))
@@ -285,9 +285,9 @@ def create_optimizer(name: str = "adamw", learning_rate: float = 1e-4,
     """The pretraining optimizer: AdamW (the paper) or LAMB (large batches), with
     linear warmup then linear decay to zero, and global-norm clipping.
 
-    Gradient accumulation is `steps.Trainer(model,
-    gradient_accumulation_steps=k)`, which works under every tf.distribute
-    strategy; Keras' own (the optimizer's `gradient_accumulation_steps`) works
+    Gradient accumulation is the models' own (`model.compile(...,
+    gradient_accumulation_steps=k)`, `keras_bert.models.update_step`), which
+    works under every tf.distribute strategy; Keras' own (the optimizer's `gradient_accumulation_steps`) works
     on one replica only.
     """
     if name == "adamw":

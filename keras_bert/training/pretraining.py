@@ -7,12 +7,12 @@ latest checkpoint of `model_dir` if there is one; train; evaluate; export.
 Two training loops, chosen by `train_loop: auto`:
 - `fit`: Keras `Model.fit` (progress bar, callbacks, `jit_compile`,
   `steps_per_execution`), for one device, MirroredStrategy and TPUStrategy.
-- `custom`: `strategy.run` over the same step (`steps.Trainer.apply_update`:
-  GradientTape, losses, apply), for MultiWorkerMirroredStrategy, which Keras
-  3's `fit` does not support (keras-team/keras#20585).
-Both run the pretrainer wrapped in `keras_bert.training.steps.Trainer`, which
+- `custom`: `strategy.run` over the same step (the pretrainer's
+  `apply_update`: GradientTape, losses, apply), for MultiWorkerMirroredStrategy,
+  which Keras 3's `fit` does not support (keras-team/keras#20585).
+Both run the pretrainer's own step (`keras_bert.models.update_step`), which
 accumulates gradients over `gradient_accumulation_steps` micro-batches inside
-that step, so accumulation works under every strategy.
+it, so accumulation works under every strategy.
 
 Resuming: a checkpoint (model, optimizer and its step) is written every
 `checkpoint_every` steps by tf.train.CheckpointManager, which writes the
@@ -264,8 +264,8 @@ class _FitCallback(keras.callbacks.Callback):
 
 # === Training loops ===
 
-def _fit(trainer, dataset, config, start_step, log, writer):
-    trainer.fit(
+def _fit(pretrainer, dataset, config, start_step, log, writer):
+    pretrainer.fit(
         dataset, initial_epoch=start_step // config.checkpoint_every,
         epochs=config.train_steps // config.checkpoint_every,
         steps_per_epoch=config.checkpoint_every,
@@ -274,16 +274,17 @@ def _fit(trainer, dataset, config, start_step, log, writer):
         shuffle=False)
 
 
-def _custom_loop(strategy, trainer, dataset, config, start_step, log, writer):
-    """strategy.run over `Trainer.apply_update`: the path for MultiWorkerMirroredStrategy."""
-    optimizer = trainer.optimizer
-    run_steps = steps.update_function(strategy, trainer)
+def _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer):
+    """strategy.run over the pretrainer's `apply_update`: the path for
+    MultiWorkerMirroredStrategy."""
+    optimizer = pretrainer.optimizer
+    run_steps = steps.update_function(strategy, pretrainer)
     iterator = iter(dataset)
     chunk = min(config.steps_per_execution, config.checkpoint_every)
     log.restart_clock()
     for _ in range(start_step // config.checkpoint_every,
                    config.train_steps // config.checkpoint_every):
-        for metric in trainer.metrics:
+        for metric in pretrainer.metrics:
             metric.reset_state()
         done = 0
         while done < config.checkpoint_every:
@@ -291,19 +292,18 @@ def _custom_loop(strategy, trainer, dataset, config, start_step, log, writer):
             done += chunk
             step = optimizer_step(optimizer)
             if step % config.log_every == 0 and step != log.last_step:
-                log.write(steps.metric_values(trainer, skip=("loss",)), step)
+                log.write(steps.metric_values(pretrainer, skip=("loss",)), step)
         writer.save(optimizer_step(optimizer))
 
 
-def evaluate(strategy: tf.distribute.Strategy, trainer: steps.Trainer, config: PretrainConfig,
-             custom_loop: bool) -> dict[str, float]:
+def evaluate(strategy: tf.distribute.Strategy, pretrainer: BertPretrainer,
+             config: PretrainConfig, custom_loop: bool) -> dict[str, float]:
     """Metrics over `eval_steps` batches of `eval_files` (read once, in order)."""
     dataset = distributed_dataset(strategy, config, config.eval_files, is_training=False)
     if not custom_loop:
-        return trainer.evaluate(dataset, steps=config.eval_steps, return_dict=True, verbose=0)
-    for metric in trainer.metrics:
+        return pretrainer.evaluate(dataset, steps=config.eval_steps, return_dict=True, verbose=0)
+    for metric in pretrainer.metrics:
         metric.reset_state()
-    pretrainer = trainer.model
 
     @tf.function
     def eval_step(batch):
@@ -314,7 +314,7 @@ def evaluate(strategy: tf.distribute.Strategy, trainer: steps.Trainer, config: P
 
     for _, batch in zip(range(config.eval_steps), dataset):
         eval_step(batch)
-    return steps.metric_values(trainer, skip=("loss",))
+    return steps.metric_values(pretrainer, skip=("loss",))
 
 
 def pretrain(config: PretrainConfig | dict | str) -> dict[str, float]:
@@ -371,42 +371,41 @@ def _pretrain(config, strategy):
     keras.utils.set_random_seed(config.seed)
     with strategy.scope():
         pretrainer = build_model(config)
-        trainer = steps.Trainer(
-            pretrainer, gradient_accumulation_steps=config.gradient_accumulation_steps)
-        trainer.compile(optimizer=build_optimizer(config),
-                        jit_compile=resolve_jit_compile(config.jit_compile),
-                        steps_per_execution=config.steps_per_execution)
+        pretrainer.compile(optimizer=build_optimizer(config),
+                           gradient_accumulation_steps=config.gradient_accumulation_steps,
+                           jit_compile=resolve_jit_compile(config.jit_compile),
+                           steps_per_execution=config.steps_per_execution)
         # Built now so that restoring fills every slot variable at once.
-        trainer.optimizer.build(pretrainer.trainable_variables)
-    # The model and optimizer, not the Trainer wrapping them: the keys of
-    # checkpoints written before the Trainer existed.
-    writer = CheckpointWriter(strategy, pretrainer, trainer.optimizer,
+        pretrainer.optimizer.build(pretrainer.trainable_variables)
+    # The model and its optimizer under their own keys (those of every
+    # checkpoint written so far).
+    writer = CheckpointWriter(strategy, pretrainer, pretrainer.optimizer,
                               os.path.join(config.model_dir, "checkpoints"),
                               config.keep_checkpoints)
     restored = writer.restore_latest()
-    start_step = optimizer_step(trainer.optimizer)
+    start_step = optimizer_step(pretrainer.optimizer)
     if restored:
         print(f"resuming from {restored} at step {start_step}", flush=True)
     if start_step % config.checkpoint_every:
         raise ValueError(f"{restored}: step {start_step} is not a multiple of checkpoint_every "
                          f"({config.checkpoint_every}); keep checkpoint_every when resuming")
 
-    log = TrainingLog(config.model_dir, trainer.optimizer,
+    log = TrainingLog(config.model_dir, pretrainer.optimizer,
                       config.batch_size * config.gradient_accumulation_steps, enabled=chief)
     if start_step < config.train_steps:
         dataset = distributed_dataset(
             strategy, config, config.train_files, is_training=True, skip_steps=start_step)
         if custom_loop:
-            _custom_loop(strategy, trainer, dataset, config, start_step, log, writer)
+            _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer)
         else:
-            _fit(trainer, dataset, config, start_step, log, writer)
+            _fit(pretrainer, dataset, config, start_step, log, writer)
 
-    results = steps.metric_values(trainer, skip=("loss",))
+    results = steps.metric_values(pretrainer, skip=("loss",))
     if config.eval_files:
-        results = evaluate(strategy, trainer, config, custom_loop)
+        results = evaluate(strategy, pretrainer, config, custom_loop)
     if chief:
         export_tf1(pretrainer, os.path.join(config.model_dir, "export"))
-        record = {"step": optimizer_step(trainer.optimizer),
+        record = {"step": optimizer_step(pretrainer.optimizer),
                   **{k: float(v) for k, v in results.items()}}
         write_json(os.path.join(config.model_dir, "eval_results.json"), record)
     return results

@@ -12,6 +12,7 @@ from typing import Mapping
 import keras
 import tensorflow as tf
 
+from keras_bert import safe_output
 from keras_bert.training.checkpointing import optimizer_step
 
 
@@ -49,8 +50,7 @@ class TrainingLog:
                         continue
                     if step <= self.last_step:
                         kept.append(json.dumps(record) + "\n")
-            with tf.io.gfile.GFile(self.path, "w") as f:
-                f.write("".join(kept))
+            safe_output.write_text(self.path, "".join(kept))
 
     def restart_clock(self) -> None:
         self.last_time = time.perf_counter()
@@ -77,6 +77,9 @@ class TrainingLog:
                 if name != "step":
                     tf.summary.scalar(name, value)
         self.writer.flush()
-        with open(self.path, "a", encoding="utf-8") as f:
+        # Appended (a record at a time, not the file rewritten): a kill or a
+        # full disk mid-line leaves a torn last line, which a resumed run drops.
+        with safe_output.reporting_write_errors(self.path), \
+                tf.io.gfile.GFile(self.path, "a") as f:
             f.write(json.dumps(record) + "\n")
         return record

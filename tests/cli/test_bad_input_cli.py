@@ -6,6 +6,7 @@ To add a case: one row in BAD_INPUTS. `{name}` in an argument is a path from
 the `paths` fixture; `absent` names the paths that must not exist afterwards.
 """
 
+import glob
 import io
 import json
 import os
@@ -130,11 +131,9 @@ BAD_INPUTS = [
      r"zeros.bin: binary data \(4096 NUL bytes in the first 4096\), not text", ["{tmp}/v.txt"]),
     ("prepare-corpus on an empty file", ["prepare-corpus", "{empty}", "--output-file",
                                          "{tmp}/c.txt"],
-     r"the input holds no text \(empty files\?\); nothing written", ["{tmp}/c.txt",
-                                                                     "{tmp}/c.txt.incomplete"]),
+     r"the input holds no text \(empty files\?\); nothing written", ["{tmp}/c.txt"]),
     ("prepare-corpus --output-file DIR", ["prepare-corpus", "{text}", "--output-file", "{dir}"],
-     r"argument --output-file: .*dir is a directory; give a file name",
-     ["{dir}.incomplete"]),
+     r"argument --output-file: .*dir is a directory; give a file name", []),
     ("create-pretraining-data, predictions > sequence",
      ["create-pretraining-data", "--input-file", "{text}", "--output-file", "{tmp}/r.tfrecord",
       "--vocab-file", "{vocab}", "--max-seq-length", "32", "--max-predictions-per-seq", "100",
@@ -183,6 +182,9 @@ def test_bad_input_is_one_clear_line(case, argv, message, absent, paths, capsys)
     assert re.search(message, lines[0]), lines[0]
     for path in absent:
         assert not os.path.exists(path.format(**paths)), path
+    # Nor a temporary output (keras_bert.safe_output's DIR/NAME.partial-PID) or a lock.
+    assert not glob.glob(os.path.join(paths["tmp"], "**", "*.partial-*"), recursive=True)
+    assert not glob.glob(os.path.join(paths["tmp"], "**", "*.lock"), recursive=True)
 
 
 # === The right behaviour ===

@@ -58,7 +58,6 @@ def test_real_encoder_fine_tunes_to_the_reference_accuracy(minilm_path, datasets
     print(f"MiniLM on rotten_tomatoes, 1 epoch: dev accuracy {metrics['accuracy']:.4f} "
           f"(predict_labels {by_labels:.4f}), fit {fit_seconds:.0f} s")
     # HuggingFace's Trainer reaches ~0.83 after 2 epochs (lr 5e-5, warmup and
-    # decay); one epoch of the defaults must come close (measured 0.838, the
-    # fit 181 s on 2 shared cores).
+    # decay); one epoch of the defaults must come close.
     assert metrics["accuracy"] >= 0.81
     assert by_labels == pytest.approx(metrics["accuracy"], abs=2 / len(dev.labels))

@@ -6,7 +6,7 @@
 - as a Python user does (`--import-tensorflow-text`): the process imports
   `tensorflow` and `tensorflow_text` (which itself pulls in Keras) and never
   `keras_bert`. It first tries to load every model before importing
-  tensorflow_text and records the error: the contract README.md and each
+  tensorflow_text and records the error: the contract docs/guides/serving.md and each
   export's `assets.extra/README.txt` state.
 
 Run by tests/export/test_export_portability.py in a fresh process:

@@ -8,8 +8,8 @@ keeps its direction to a cosine of 0.99 on average and 0.975 at worst. Measured
 on these 48 reviews against the float32 export: with the padding packed out
 (the default) worst 0.979, mean 0.9918; with remove_padding=False worst 0.985,
 mean 0.9915 (the range each call quantizes to is over other rows: the errors
-move, their size does not). The fine-tuned rotten_tomatoes classifier of
-README lost 0.31 points of dev accuracy (remove_padding=False).
+move, their size does not). The fine-tuned rotten_tomatoes classifier's dev accuracy with int8 is in
+docs/benchmarks.md ("Serving").
 """
 
 import csv

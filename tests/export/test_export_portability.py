@@ -4,8 +4,8 @@ custom op that TensorFlow Serving's model server does not link.
 Two fresh processes (tests/export/export_portability_check.py), each checking
 every export at once: one as a model server (`keras` / `keras_bert` cannot be
 imported, tensorflow-text's op libraries loaded alone), one as a Python user
-who imports only `tensorflow` and `tensorflow_text` (the contract README.md
-states: without `import tensorflow_text` the tokenizer's ops are not
+who imports only `tensorflow` and `tensorflow_text` (the contract
+docs/guides/serving.md states: without `import tensorflow_text` the tokenizer's ops are not
 registered and loading fails).
 """
 
@@ -108,7 +108,7 @@ def test_loads_without_keras_and_keras_bert(report):
 
 def test_a_python_user_loads_the_classifier_with_only_tensorflow_text(tmp_path):
     """The fast suite's fresh process: the classifier export (the one the fast
-    suite builds) loaded and called as the README's Python example does."""
+    suite builds) loaded and called as the docs' Python example does."""
     report = run_check(write_request(tmp_path, ["classifier"], newer_op=False),
                        "--import-tensorflow-text")
     assert report["_process"]["tensorflow_text_imported"]
@@ -128,7 +128,7 @@ def test_loads_with_only_tensorflow_and_tensorflow_text_imported(user_report):
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_without_tensorflow_text_loading_names_the_missing_op(user_report, kind):
-    """The failure the README's `import tensorflow_text` line prevents: TensorFlow
+    """The failure the docs' `import tensorflow_text` line prevents: TensorFlow
     names one of the export's tensorflow-text ops as not registered."""
     entry = user_report[kind]
     error = entry["load_without_tensorflow_text"]

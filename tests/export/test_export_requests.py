@@ -1,7 +1,7 @@
 """Requests as TensorFlow Serving receives them map onto the exported signatures:
 gRPC `PredictRequest`, `ClassificationRequest` and
 `RegressionRequest` protos built with `tensorflow-serving-api`, and the REST
-API's JSON (row and columnar formats) shown in the README.
+API's JSON (row and columnar formats) shown in docs/guides/serving.md.
 
 No model server runs here (TensorFlow Serving is a Docker image / C++ binary);
 the functions below do what it does between the wire and the SavedModel, after
@@ -248,7 +248,7 @@ def test_predict_api_on_serialized_examples():
     assert tf.make_ndarray(response.outputs["answer"]).tolist() == expected["answer"].tolist()
 
 
-# === REST (the README's examples) ===
+# === REST (docs/guides/serving.md's examples) ===
 
 REST_EXAMPLES = {
     "classifier": '{"instances": [{"text": "What a lovely day!"}, {"text": "Dull and grey."}]}',

@@ -1,4 +1,4 @@
-"""The fine-tuning driver: trimmed prediction equals full-length prediction, a tiny
+"""The fine-tuning driver: every epoch is one pass, a tiny
 model learns a separable task end to end, saved models evaluate the same, the
 checkpoint formats load, the paper's search and the CLI run."""
 
@@ -12,12 +12,12 @@ import pytest
 import tensorflow as tf
 
 import keras
-from keras_bert import BertConfig, BertEncoder, BertTokenizer
+from keras_bert import BertConfig, BertEncoder
 from keras_bert import checkpoints, cli
 from keras_bert.models.classifier import BertClassifier
-from keras_bert.models.span_extractor import BertSpanExtractor
-from keras_bert.models.tagger import BertTokenClassifier
-from keras_bert.training import finetuning, finetuning_data
+from keras_bert.training import finetuning, finetuning_data, finetuning_run, optimization
+from keras_bert.preprocessing.preprocessor import BertPreprocessor
+from keras_bert.tasks import squad
 from keras_bert.tasks.tagging import read_conll
 from keras_bert.training.finetuning import FinetuneConfig
 
@@ -47,25 +47,8 @@ def _features(n=10, seq_length=24, seed=0):
             "input_mask": mask, "segment_ids": np.zeros((n, seq_length), np.int32)}
 
 
-@pytest.mark.parametrize("model_class", [BertClassifier, BertTokenClassifier, BertSpanExtractor])
-def test_trimmed_prediction_equals_full_length_prediction(model_class):
-    keras.utils.set_random_seed(0)
-    args = {BertClassifier: (3,), BertTokenClassifier: (4,), BertSpanExtractor: ()}[model_class]
-    model = model_class(BertEncoder(CONFIG), *args)
-    features = _features(n=8, seq_length=16)
-    full = model.predict(features, batch_size=4, verbose=0)
-    trimmed = finetuning.predict(model, features, batch_size=4)
-    mask = features["input_mask"].astype(bool)
-    for ours, reference in zip(keras.tree.flatten(trimmed), keras.tree.flatten(full)):
-        assert ours.shape == reference.shape
-        if model_class is BertClassifier:
-            np.testing.assert_allclose(ours, reference, rtol=1e-4, atol=1e-5)
-        else:  # real tokens only: padding positions are not computed
-            np.testing.assert_allclose(ours[mask], reference[mask], rtol=1e-4, atol=1e-5)
-
-
 @pytest.mark.parametrize("bucket_by_length", [False, True])
-def test_every_epoch_is_one_full_pass(bucket_by_length, monkeypatch, tiny_vocab_file):
+def test_every_epoch_is_one_full_pass(bucket_by_length, monkeypatch, tiny_vocab_file, tmp_path):
     """The schedule counts the batches the data really gives, and every epoch
     trains on all of them (length buckets each end on a partial batch, so
     there are more than n / batch_size)."""
@@ -77,13 +60,16 @@ def test_every_epoch_is_one_full_pass(bucket_by_length, monkeypatch, tiny_vocab_
     assert expected > 9 if bucket_by_length else expected == 9
     assert sum(len(b[1]) for b in batches) == 70  # every row once
     assert finetuning_data.batches_per_epoch(data, 8, 48, bucket_by_length) == expected
-    config = FinetuneConfig(task="classify", seq_length=48, batch_size=8, epochs=3, verbose=0,
+    # The command's run: texts read from a file, encoded by the model's preprocessor.
+    train = _write_sentiment(tmp_path / "train.tsv", 70, seed=0)
+    config = FinetuneConfig(task="classify", train=train, vocab_file=tiny_vocab_file,
+                            seq_length=48, batch_size=8, epochs=3, verbose=0,
                             bucket_by_length=bucket_by_length)
-    task = finetuning.make_task(config, BertTokenizer(tiny_vocab_file))
-    task.label_names = ["a", "b"]
+    texts = [line.split("\t")[1] for line in open(train).read().splitlines()[1:]]
+    encoded = {"features": BertPreprocessor(tiny_vocab_file, seq_length=48).encode(texts)}
+    per_epoch = finetuning_data.batches_per_epoch(encoded, 8, 48, bucket_by_length)
     monkeypatch.setattr(finetuning, "load_encoder", lambda *args: BertEncoder(CONFIG))
-    run = finetuning._single_run(config, task, data, dev_data=None)
-    assert run.steps == 3 * expected
+    assert finetuning.finetune(config)["steps"] == 3 * per_epoch
 
 
 @pytest.mark.slow
@@ -109,13 +95,16 @@ def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(tmp_path, ti
     # The saved model takes text; `keras-bert predict` answers through it.
     texts = [line.split("\t")[1] for line in open(dev).read().splitlines()[1:]]
     labels = model.predict_labels(texts)
-    inputs = tmp_path / "inputs.txt"
-    inputs.write_text("\n".join(texts[:5]) + "\n\n" + "\n".join(
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_text("\n".join(json.dumps({"text": t}) for t in texts[:5]) + "\n\n" + "\n".join(
         json.dumps({"text": t}) for t in texts[5:]) + "\n")
     answers_file = str(tmp_path / "answers.jsonl")
     assert cli.main(["predict", "--model-dir", output, "--input", str(inputs),
                      "--output", answers_file, "--batch-size", "7"]) == 0
     answers = [json.loads(line) for line in open(answers_file)]
+    assert answers[5] == {"line": 6, "blank": True}  # the blank line, in its place
+    answers = answers[:5] + answers[6:]
+    assert [a["line"] for a in answers] == [*range(1, 6), *range(7, len(texts) + 2)]
     assert [a["label"] for a in answers] == labels
     np.testing.assert_allclose([[a["probabilities"][n] for n in ("neg", "pos")] for a in answers],
                                model.predict_proba(texts), atol=1e-6)
@@ -197,7 +186,9 @@ def test_cli_finetune_and_evaluate_tagging_on_wnut16(tmp_path, datasets_dir, rea
     assert cli.main(["predict", "--model-dir", output, "--input", str(tmp_path / "sentences.txt"),
                      "--output", str(tmp_path / "tags.jsonl")]) == 0
     model, _ = finetuning.load_finetuned(output)
-    assert [json.loads(line) for line in open(tmp_path / "tags.jsonl")] == model.tag(sentences)
+    answers = [json.loads(line) for line in open(tmp_path / "tags.jsonl")]
+    assert [a.pop("line") for a in answers] == list(range(1, len(sentences) + 1))
+    assert answers == model.tag(sentences)
 
 
 @pytest.mark.slow
@@ -211,12 +202,12 @@ def test_squad_finetune_on_shipped_samples(tmp_path, datasets_dir, real_vocab_fi
     assert set(result["dev"]) == {"exact_match", "f1"}
     assert finetuning.evaluate(output, sample) == result["dev"]
     # Every question gets a span of its own context, cut at character offsets.
-    task = finetuning.make_task(config, BertTokenizer(real_vocab_file))
-    data = task.prepare(sample)
+    dataset = squad.load_squad_json(sample)
+    examples = squad.read_squad_examples(dataset, is_training=False)
     model = keras.models.load_model(os.path.join(output, "model.keras"))
-    predictions, _, nbest = task.predict(model, data)
+    predictions, _, nbest = model.squad_predictions(dataset)
     assert len(predictions) == 5
-    for example in data["examples"]:
+    for example in examples:
         best = nbest[example.qas_id][0]
         assert predictions[example.qas_id] == best["text"] != ""
         assert example.context[best["char_start"]:best["char_end"]] == best["text"]
@@ -225,7 +216,7 @@ def test_squad_finetune_on_shipped_samples(tmp_path, datasets_dir, real_vocab_fi
                      "--output", str(tmp_path / "answers.jsonl")]) == 0
     answers = {a["id"]: a for a in map(json.loads, open(tmp_path / "answers.jsonl"))}
     assert set(answers) == set(predictions)
-    for example in data["examples"]:
+    for example in examples:
         answer = answers[example.qas_id]
         assert example.context[answer["start"]:answer["end"]] == answer["answer"]
 
@@ -252,3 +243,38 @@ def test_finetune_takes_in_memory_data(tmp_path, tiny_vocab_file):
     with pytest.raises(ValueError, match=r"in-memory data: no column\(s\) \[.review.\]"):
         finetuning.finetune(dataclasses.replace(config, text_columns=["review"],
                                                 output_dir=None), train=columns)
+
+
+def test_the_command_and_fit_take_the_same_steps(tmp_path, tiny_vocab_file):
+    """`keras-bert finetune`'s run is the task model's own `fit`: the same
+    model, optimizer and batches through `model.fit` in a user's script end
+    with the same weights (the step is the model's, not a wrapper's)."""
+    train = _write_sentiment(tmp_path / "train.tsv", 40, seed=3)
+    config = FinetuneConfig(task="classify", train=train, vocab_file=tiny_vocab_file,
+                            seq_length=16, batch_size=8, epochs=2, verbose=0, dropout=0.1,
+                            seed=7)
+    tokenizer = finetuning.resolve_tokenizer(config)[0]
+    task = finetuning.make_task(config)
+    data = task.read(train, training=True)
+
+    def build_model(dtype=None):
+        return task.build_model(BertEncoder(CONFIG, dtype=dtype),
+                                finetuning.preprocessor_of(config, tokenizer))
+
+    command = finetuning_run.FinetuneRun(config, task, data, None, None, build_model=build_model,
+                                         save_model=None).run()
+
+    keras.utils.set_random_seed(config.seed)  # as the command seeds its run
+    model = build_model()
+    x, y = data
+    features, targets, _ = model.encode_text(x, y)
+    steps = finetuning_data.batches_per_epoch({"features": features}, 8, 16)
+    model.compile(optimizer=optimization.create_adamw(
+        config.learning_rate, 2 * steps, int(0.1 * 2 * steps), weight_decay=0.01, clipnorm=1.0))
+    for epoch in range(2):  # the command's batches: a function of (seed, epoch)
+        model.fit(finetuning_data.epoch_dataset(
+            {"features": features, "targets": targets, "weights": None}, 8, config.seed, epoch,
+            16), epochs=1, verbose=0)
+    assert command.steps == 2 * steps == int(model.optimizer.iterations)
+    for ours, theirs in zip(command.model.get_weights(), model.get_weights()):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)

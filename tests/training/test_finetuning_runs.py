@@ -157,16 +157,18 @@ def test_mixed_precision_fine_tuning(tmp_path, tiny_vocab_file, precision):
     config = FinetuneConfig(task="classify", train=train, vocab_file=tiny_vocab_file,
                             preset="tiny", seq_length=16, batch_size=8, epochs=1, verbose=0,
                             mixed_precision=precision)
-    task = finetuning.make_task(config, finetuning.resolve_tokenizer(config)[0])
-    data = task.prepare(train, training=True)
+    tokenizer = finetuning.resolve_tokenizer(config)[0]
+    task = finetuning.make_task(config)
+    data = task.read(train, training=True)
     run = finetuning_run.FinetuneRun(
         config, task, data, None, None,
-        build_encoder=lambda dtype: finetuning.load_encoder(None, "tiny", dtype),
+        build_model=lambda dtype: task.build_model(finetuning.load_encoder(None, "tiny", dtype),
+                                                   finetuning.preprocessor_of(config, tokenizer)),
         save_model=None)
     dtypes = {layer.compute_dtype for layer in run.model.encoder._flatten_layers()}
     assert precision in dtypes
     # float16 gradients underflow without loss scaling; bfloat16 has float32's range.
-    scaled = isinstance(run.trainer.optimizer, keras.optimizers.LossScaleOptimizer)
+    scaled = isinstance(run.model.optimizer, keras.optimizers.LossScaleOptimizer)
     assert scaled == (precision == "float16")
     result = run.run()
     assert result.steps == 2

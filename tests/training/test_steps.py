@@ -1,8 +1,8 @@
-"""The training step of `keras_bert.training.steps.Trainer`: gradient accumulation
-equals one big batch (BertPretrainer, whose micro-batches carry different
-weights, and a plain Keras model against a NumPy update), float16 loss scaling,
-XLA, and the pretrainer's trackers reported by the wrapper. Multi-replica runs
-of the same step against one device: tests/training/test_distribute.py."""
+"""The training step keras_bert's models carry (`keras_bert.models.update_step`):
+gradient accumulation equals one big batch (BertPretrainer, whose micro-batches
+carry different weights, and a linear model against a NumPy update), float16
+loss scaling, XLA, and the pretrainer's trackers. Multi-replica runs of the
+same step against one device: tests/training/test_distribute.py."""
 
 import keras
 import numpy as np
@@ -12,7 +12,7 @@ from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining_data import inputs
 from keras_bert.training import optimization
-from keras_bert.training.steps import Trainer
+from keras_bert.models.update_step import UpdateStep
 from harness import tiny_config
 from synthetic_pretraining import write_records
 
@@ -23,13 +23,13 @@ def _weights_after_updates(batches, accumulation, updates=3, objective="nsp", dt
                            jit_compile=False):
     keras.utils.set_random_seed(3)
     pretrainer = BertPretrainer(BertEncoder(TINY, dtype=dtype), objective=objective)
-    trainer = Trainer(pretrainer, gradient_accumulation_steps=accumulation)
-    trainer.compile(optimizer=optimization.create_optimizer(
-        "adamw", 1e-2, total_steps=10, warmup_steps=2), jit_compile=jit_compile)
-    history = trainer.fit(batches, steps_per_epoch=updates, epochs=1, verbose=0, shuffle=False)
-    assert int(trainer.optimizer.iterations) == updates
+    pretrainer.compile(optimizer=optimization.create_optimizer(
+        "adamw", 1e-2, total_steps=10, warmup_steps=2), jit_compile=jit_compile,
+        gradient_accumulation_steps=accumulation)
+    history = pretrainer.fit(batches, steps_per_epoch=updates, epochs=1, verbose=0, shuffle=False)
+    assert int(pretrainer.optimizer.iterations) == updates
     # The schedule counts updates, not micro-batches: 3 of 10, past the 2 of warmup.
-    assert float(trainer.optimizer.learning_rate) == pytest.approx(1e-2 * (10 - 3) / (10 - 2))
+    assert float(pretrainer.optimizer.learning_rate) == pytest.approx(1e-2 * (10 - 3) / (10 - 2))
     return [w.numpy() for w in pretrainer.trainable_weights], history.history
 
 
@@ -77,19 +77,22 @@ def test_gradient_accumulation_needs_equal_micro_batches(tmp_path):
     path = write_records(tmp_path / "train.tfrecord", 6, seq_length=16)
     dataset = inputs.pretraining_dataset(path, 16, 4, 6, is_training=False)
     pretrainer = BertPretrainer(BertEncoder(TINY))
-    trainer = Trainer(pretrainer, gradient_accumulation_steps=4)
-    trainer.compile(optimizer="adam")
+    pretrainer.compile(optimizer="adam", gradient_accumulation_steps=4)
     with pytest.raises(ValueError, match="6 sequences per replica does not split into "
                                          "gradient_accumulation_steps=4 equal micro-batches"):
-        trainer.fit(dataset.repeat(), steps_per_epoch=1, verbose=0)
+        pretrainer.fit(dataset.repeat(), steps_per_epoch=1, verbose=0)
     for bad in (0, 1.0, True):
         with pytest.raises(ValueError, match="gradient_accumulation_steps must be a positive "
                                              f"integer, got {bad!r}"):
-            Trainer(pretrainer, gradient_accumulation_steps=bad)
+            pretrainer.compile(optimizer="adam", gradient_accumulation_steps=bad)
+
+
+class LinearModel(UpdateStep, keras.Model):
+    """A linear model carrying the step, with the loss given to compile."""
 
 
 @pytest.mark.parametrize("accumulation", [1, 2, 4])
-def test_any_keras_model_takes_the_numpy_sgd_update(accumulation):
+def test_a_model_with_the_step_takes_the_numpy_sgd_update(accumulation):
     # A linear model with the loss given to compile (mean squared error): one
     # update of 8 rows, as k micro-batches, is the hand-computed gradient step
     # w -= lr * 2 / N * X^T (X w + b - y), b -= lr * 2 / N * sum(X w + b - y).
@@ -97,12 +100,12 @@ def test_any_keras_model_takes_the_numpy_sgd_update(accumulation):
     x = rng.normal(size=(8, 3)).astype("float32")
     y = rng.normal(size=(8, 1)).astype("float32")
     keras.utils.set_random_seed(1)
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    inputs = keras.Input((3,))
+    model = LinearModel(inputs, keras.layers.Dense(1)(inputs))
     w, b = (v.numpy().astype("float64") for v in model.weights)
-    trainer = Trainer(model, gradient_accumulation_steps=accumulation)
-    trainer.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", metrics=["mae"],
-                    jit_compile=False)
-    history = trainer.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0).history
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", metrics=["mae"],
+                  jit_compile=False, gradient_accumulation_steps=accumulation)
+    history = model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0).history
     residual = x @ w + b - y  # (8, 1)
     np.testing.assert_allclose(model.weights[0].numpy(), w - 0.1 * 2 / 8 * x.T @ residual,
                                rtol=1e-5, atol=1e-6)
@@ -113,19 +116,11 @@ def test_any_keras_model_takes_the_numpy_sgd_update(accumulation):
     assert history["mae"][0] == pytest.approx(float(np.abs(residual).mean()), rel=1e-5)
 
 
-def test_float16_models_get_loss_scaling_and_the_wrapper_reports_their_trackers():
-    half = Trainer(BertPretrainer(BertEncoder(TINY, dtype="mixed_float16")))
+def test_float16_models_get_loss_scaling_and_report_their_trackers():
+    half = BertPretrainer(BertEncoder(TINY, dtype="mixed_float16"))
     half.compile(optimizer=keras.optimizers.Adam())
     assert isinstance(half.optimizer, keras.optimizers.LossScaleOptimizer)
-    plain = Trainer(BertPretrainer(BertEncoder(TINY), objective="none"))
+    plain = BertPretrainer(BertEncoder(TINY), objective="none")
     plain.compile(optimizer="adam")
     assert not isinstance(plain.optimizer, keras.optimizers.LossScaleOptimizer)
     assert [m.name for m in plain.metrics] == ["loss", "masked_lm_loss", "masked_lm_accuracy"]
-    assert plain.trainable_variables == plain.model.trainable_variables
-
-
-def test_the_model_is_compiled_through_the_trainer():
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-    model.compile(optimizer="sgd", loss="mse")
-    with pytest.raises(ValueError, match="is compiled: compile the Trainer wrapping it"):
-        Trainer(model)

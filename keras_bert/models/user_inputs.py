@@ -1,0 +1,142 @@
+"""The one boundary where what a user passes in Python is checked.
+
+Task models' `fit`, `evaluate` and `predict` (and their constructors) hand
+their arguments here before anything is tokenized, traced or compiled, so a
+bad argument fails at once, as a `ValueError` that names the argument, the
+position and what to do, instead of deep inside TensorFlow (a `KeyError` from
+an empty batch, a graph error after a 30 s compile for a label out of range).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+
+def _is_series(value: Any) -> bool:
+    """A pandas Series or Index, without importing pandas."""
+    return type(value).__module__.startswith("pandas") and hasattr(value, "tolist")
+
+
+def plain_texts(x: Any) -> Any:
+    """`x` with pandas Series (and Index) of texts as plain lists, also inside a
+    (text, text_pair) tuple or a dict of columns."""
+    if _is_series(x):
+        return x.tolist()
+    if isinstance(x, tuple):
+        return tuple(plain_texts(part) for part in x)
+    if isinstance(x, Mapping):
+        return {name: plain_texts(value) for name, value in x.items()}
+    return x
+
+
+def check_number(value: Any, argument: str, minimum: int = 1) -> int:
+    """A count given to a constructor (`num_classes`, `num_labels`): an integer >= minimum."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"`{argument}` must be an integer of at least {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_text_rows(rows: Sequence[Any], argument: str = "x") -> None:
+    """Every row of a list of texts a string: `None`, numbers and other objects
+    are named by position; an empty list is refused."""
+    if len(rows) == 0:
+        raise ValueError(f"`{argument}` is empty: pass at least one text")
+    for i, row in enumerate(rows):
+        if isinstance(row, (str, bytes, np.str_, np.bytes_)):
+            continue
+        what = "None" if row is None else f"a {type(row).__name__} ({row!r:.40})"
+        raise ValueError(f"`{argument}`[{i}] is {what}, not a string: every text must be a "
+                         "string (drop or fill the missing ones first)")
+
+
+def looks_like_texts(rows: Any) -> bool:
+    """A list / tuple / object array some of whose rows are strings (so a user
+    meant text, and every row must be one)."""
+    if isinstance(rows, np.ndarray):
+        return rows.dtype.kind in "OSU" and rows.ndim == 1
+    if not isinstance(rows, (list, tuple)):
+        return False
+    return any(isinstance(row, (str, bytes)) for row in rows)
+
+
+def check_texts(x: Any, argument: str = "x") -> Any:
+    """Text inputs in any accepted form -> the same, pandas made plain; each
+    list of texts checked row by row (`check_text_rows`), pairs for equal
+    lengths. Anything that is not text (features, datasets) passes through."""
+    x = plain_texts(x)
+    if isinstance(x, list) and len(x) == 0:
+        raise ValueError(f"`{argument}` is empty: pass at least one text")
+    parts = {}
+    if isinstance(x, tuple) and len(x) == 2 and all(looks_like_texts(p) for p in x):
+        parts = {f"{argument}[0] (texts)": x[0], f"{argument}[1] (pairs)": x[1]}
+    elif isinstance(x, Mapping):  # {"text", "text_pair"}, {"question", "context"}
+        parts = {f"{argument}[{name!r}]": value for name, value in x.items()
+                 if looks_like_texts(value)}
+    elif looks_like_texts(x):
+        parts = {argument: x}
+    for name, rows in parts.items():
+        if looks_like_texts(rows) or (isinstance(rows, (list, tuple)) and len(rows) == 0):
+            check_text_rows(list(rows), name)
+    if len(parts) == 2:
+        (first, a), (second, b) = parts.items()
+        if len(a) != len(b):
+            raise ValueError(f"`{first}` has {len(a)} rows but `{second}` has {len(b)}: "
+                             "one pair per text")
+    return x
+
+
+def check_class_indices(y: np.ndarray, num_classes: int, argument: str = "y") -> np.ndarray:
+    """Class indices (N,): whole numbers in [0, num_classes), each bad one named
+    by position. Floats that are whole numbers are accepted (pandas reads them so)."""
+    values = np.asarray(y)
+    if values.size == 0:
+        raise ValueError(f"`{argument}` is empty: pass one label per text")
+    if values.dtype.kind == "f":
+        bad = np.flatnonzero(~np.isfinite(values) | (values != np.round(values)))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"`{argument}`[{i}] is {values.flat[i].item()!r}, not a class index: "
+                             f"labels are whole numbers in [0, {num_classes}) or class names "
+                             "(a regressor takes scores: num_classes=1)")
+        values = values.astype(np.int64)
+    elif values.dtype.kind not in "iub":
+        return values
+    bad = np.flatnonzero((values < 0) | (values >= num_classes))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"`{argument}`[{i}] is {values.flat[i]}, out of range for "
+                         f"num_classes={num_classes}: labels are in [0, {num_classes})")
+    return values.astype(np.int32)
+
+
+def check_scores(y: Any, argument: str = "y") -> np.ndarray:
+    """Regression targets: finite numbers, each bad one named by position."""
+    values = []
+    for i, value in enumerate(np.asarray(y, dtype=object).reshape(-1)):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not math.isfinite(number):
+            raise ValueError(f"`{argument}`[{i}] is {value!r}, not a finite number: a regressor "
+                             "(num_classes=1) takes scores")
+        values.append(number)
+    return np.asarray(values, np.float32)
+
+
+def check_vocabulary_fits(vocabulary_size: int, embedding_rows: int, source: str) -> None:
+    """A checkpoint's vocabulary against its token embedding table: ids past
+    the table fail at the first lookup, and a vocabulary far shorter than the
+    table is the wrong file (or a truncated one). A table a few rows longer is
+    common (padded to a multiple of 8 or 64) and accepted."""
+    if vocabulary_size > embedding_rows:
+        raise ValueError(f"{source}: the vocabulary has {vocabulary_size} entries but the "
+                         f"encoder's token embedding only {embedding_rows} rows: use the "
+                         "checkpoint's own vocab.txt (vocab_file=...)")
+    if vocabulary_size < embedding_rows - 128:
+        raise ValueError(f"{source}: the vocabulary has {vocabulary_size} entries but the "
+                         f"encoder's token embedding {embedding_rows} rows: the vocabulary is "
+                         "not the checkpoint's (or is cut short); use its own vocab.txt")

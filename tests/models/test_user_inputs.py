@@ -1,0 +1,85 @@
+"""The one boundary for what a user passes in Python (`keras_bert.models.user_inputs`):
+each bad argument a ValueError naming the argument, the position and what to do,
+raised before any tokenizing, tracing or compiling."""
+
+import numpy as np
+import pytest
+
+from keras_bert import BertClassifier, BertEncoder, BertPreprocessor, BertTokenClassifier
+from keras_bert.models import user_inputs
+from harness import tiny_config
+
+TEXTS = ["the quick fox", "a lazy dog", "the dog", "a fox"]
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory):
+    vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick",
+                                "fox", "a", "lazy", "dog"]) + "\n")
+    model = BertClassifier(BertEncoder(tiny_config(vocab_size=11)), 2,
+                           preprocessor=BertPreprocessor(str(vocab), seq_length=8))
+    model.compile()
+    return model
+
+
+@pytest.mark.parametrize("call", ["fit", "predict", "evaluate"])
+def test_an_empty_batch_is_named(classifier, call):
+    args = ([],) if call == "predict" else ([], [])
+    with pytest.raises(ValueError, match="`x` is empty: pass at least one text"):
+        getattr(classifier, call)(*args)
+
+
+def test_a_missing_text_is_named_by_position(classifier):
+    with pytest.raises(ValueError, match=r"`x`\[2\] is None, not a string"):
+        classifier.predict(["a fox", "the dog", None])
+    with pytest.raises(ValueError, match=r"`x`\[1\] is a int \(7\), not a string"):
+        classifier.fit(["a fox", 7], [0, 1])
+
+
+def test_pairs_of_unequal_length_are_named(classifier):
+    with pytest.raises(ValueError, match=r"`x\[0\] \(texts\)` has 2 rows but `x\[1\] "
+                                         r"\(pairs\)` has 1"):
+        classifier.predict((["a fox", "the dog"], ["a dog"]))
+
+
+def test_fractional_and_out_of_range_labels_are_refused(classifier):
+    with pytest.raises(ValueError, match=r"`y`\[0\] is 0.5, not a class index"):
+        classifier.fit(TEXTS, [0.5, 1.0, 0.0, 0.2])
+    with pytest.raises(ValueError, match=r"`y`\[1\] is 5, out of range for num_classes=2"):
+        classifier.fit(TEXTS, [0, 5, 1, 0])
+    with pytest.raises(ValueError, match=r"`y`\[3\] is -1, out of range"):
+        classifier.fit(TEXTS, np.array([0, 1, 1, -1]))
+
+
+def test_a_pandas_series_of_texts_is_read_as_a_list(classifier):
+    pandas = pytest.importorskip("pandas")
+    series = pandas.Series(TEXTS)
+    np.testing.assert_allclose(classifier.predict(series, verbose=0),
+                               classifier.predict(TEXTS, verbose=0), atol=1e-6)
+    with pytest.raises(ValueError, match=r"`x`\[1\] is a float \(nan\), not a string"):
+        classifier.predict(pandas.Series(["a fox", None]))
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2"])
+def test_class_counts_must_be_positive_integers(bad):
+    with pytest.raises(ValueError, match=r"`num_classes` must be an integer of at least 1"):
+        BertClassifier(BertEncoder(tiny_config()), bad)
+    with pytest.raises(ValueError, match=r"`num_labels` must be an integer of at least 1"):
+        BertTokenClassifier(BertEncoder(tiny_config()), bad)
+
+
+def test_a_vocabulary_that_does_not_fit_the_embedding_is_refused():
+    with pytest.raises(ValueError, match="vocab.txt: the vocabulary has 40 entries but the "
+                                         "encoder's token embedding only 30 rows"):
+        user_inputs.check_vocabulary_fits(40, 30, "vocab.txt")
+    with pytest.raises(ValueError, match="1000 entries but the encoder's token embedding "
+                                         "30522 rows: the vocabulary is not the checkpoint's"):
+        user_inputs.check_vocabulary_fits(1000, 30522, "model")
+    user_inputs.check_vocabulary_fits(30522, 30528, "padded table")  # padded to 8: fine
+
+
+def test_regression_scores_must_be_numbers():
+    with pytest.raises(ValueError, match=r"`y`\[1\] is 'high', not a finite number"):
+        user_inputs.check_scores([0.5, "high"])
+    np.testing.assert_array_equal(user_inputs.check_scores([1, "2.5"]), [1.0, 2.5])
