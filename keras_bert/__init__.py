@@ -30,6 +30,7 @@ _LAZY_CLASSES = {
     "BertEncoder": "keras_bert.models",
     "BertClassifier": "keras_bert.models",
     "BertFeatureExtractor": "keras_bert.models",
+    "BertSentenceEncoder": "keras_bert.models",
     "BertSpanExtractor": "keras_bert.models",
     "BertTokenClassifier": "keras_bert.models",
     "BertPretrainer": "keras_bert.models.pretrainer",

@@ -78,3 +78,24 @@ def test_command_against_fit_runs_both_sides(minilm_path, capsys):
     row = next(line for line in table.splitlines() if line.startswith("| wnut16 |"))
     command, fit = (float(cell) for cell in row.split("|")[2:4])
     assert command > 0 and fit > 0
+
+
+@pytest.mark.slow
+def test_bbc_retrieval_scores_zero_shot_and_after_a_step(tmp_path, minilm_path):
+    """The retrieval recipe end to end on 8 dev rows at length 32; one
+    fine-tuning step on 4 pairs."""
+    import json
+    recipe = benchmark("bbc_retrieval")
+    results_path = tmp_path / "results.json"
+    results = recipe.main(["--checkpoint", minilm_path, "--limit", "8", "--seq-length", "32",
+                           "--batch-size", "4", "--train", recipe.DEV, "--train-limit", "4",
+                           "--train-batch-size", "4", "--results", str(results_path)])
+    assert json.loads(results_path.read_text()) == results
+    assert results["dev_queries"] == 8 and results["seq_length"] == 32
+    for stage in ("zero_shot", "fine_tuned"):
+        figures = results[stage]
+        assert 0 <= figures["recall@1"] <= figures["recall@5"] <= 1
+        assert 0 < figures["mrr@10"] <= 1 and figures["articles_per_second"] > 0
+    # 8 headlines against their own 8 articles: MiniLM finds most of them.
+    assert results["zero_shot"]["recall@1"] >= 0.5
+    assert results["fine_tuned"]["train_rows"] == 4

@@ -71,13 +71,17 @@ def task_serving(model: keras.Model, tokenizer: BertTokenizer, seq_length: int |
         from keras_bert.export.tagger import TaggerServing
         _no_options(kind, task_options)
         return TaggerServing(model, tokenizer, seq_length or 128, label_names)
+    if kind == "BertSentenceEncoder":
+        from keras_bert.export.sentence_encoder import SentenceEncoderServing
+        _no_options(kind, task_options)
+        return SentenceEncoderServing(model, tokenizer, seq_length or 256)
     if kind == "BertSpanExtractor":
         from keras_bert.export.squad import SquadServing
         if label_names is not None:
             raise ValueError("label_names: a BertSpanExtractor has no labels")
         return SquadServing(model, tokenizer, seq_length or 384, **task_options)
     raise ValueError(f"cannot export a {kind}: expected a BertEncoder, BertClassifier, "
-                     "BertTokenClassifier or BertSpanExtractor")
+                     "BertTokenClassifier, BertSpanExtractor or BertSentenceEncoder")
 
 
 def _tokenizer_and_length(model, tokenizer, seq_length):
@@ -116,7 +120,8 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
     `preprocessor` (vocabulary, casing, sequence length come from it).
 
     Args:
-      model: a `BertEncoder` or a task model (classifier, tagger, span extractor).
+      model: a `BertEncoder` or a task model (classifier, tagger, span extractor,
+        sentence encoder).
       tokenizer: the `BertTokenizer` the model was trained with; default: the
         model's preprocessor's.
       path: the version folder, `EXPORT_DIR/NAME/VERSION` (VERSION an integer,

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 # The paper's feature-based choices (Table 7), each token's features from a
 # frozen encoder: the embedding layer's output, a layer, or a mix of the top layers.
+# What `BertFeatureExtractor.predict` returns: one output alone, or both in a dict.
+PREDICT_OUTPUTS = ("both", "sentence_embedding", "token_features")
+
 FEATURE_CHOICES = ("embeddings", "second_to_last_hidden", "last_hidden",
                    "weighted_sum_last_four", "concat_last_four", "weighted_sum_all")
 
@@ -113,11 +116,12 @@ class BertFeatureExtractor(TextTask, keras.Model):
         `FrozenTokenFeatures`); `BertTokenClassifier(feature=...)` trains a
         tagger on them.
       preprocessor: optional `BertPreprocessor`; with it `predict` takes text
-        (one segment or pairs) and returns the same two outputs as NumPy.
+        (one segment or pairs) and returns the same outputs as NumPy.
 
     Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 (B, T).
     Outputs: `token_features` (B, T, K*H) (or (B, T, F) of `feature`),
-    `sentence_embedding` (B, H).
+    `sentence_embedding` (B, H). `predict(x, output=...)` computes and returns
+    one of them alone (an array), or both (a dict, the default).
     """
 
     def __init__(self, encoder: BertEncoder | dict, num_top_layers: int = 4,
@@ -142,8 +146,9 @@ class BertFeatureExtractor(TextTask, keras.Model):
             token_features = FrozenTokenFeatures(encoder, feature, name="features")(
                 inputs)  # (B, T, F)
         sentence = pool(outputs["sequence_output"], inputs["input_mask"])  # (B, H)
-        super().__init__(inputs=inputs, outputs={"token_features": token_features,
-                                                 "sentence_embedding": sentence}, **kwargs)
+        outputs = {"token_features": token_features, "sentence_embedding": sentence}
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.__dict__["_output_tensors"] = outputs  # untracked: for `predict(output=...)`
         encoder.trainable = False
 
         # === Config ===
@@ -153,6 +158,34 @@ class BertFeatureExtractor(TextTask, keras.Model):
         self.preprocessor = preprocessor
 
     outputs_logits = False  # features, not scores
+
+    def predict(self, x: Any, batch_size: int | None = None, *args: Any,
+                output: str = "both", **kwargs: Any) -> Any:
+        """Keras' predict on ids or text; `output`: "sentence_embedding" (N, H),
+        "token_features" (N, T, F), or "both" ({name: array}). One output alone
+        is all that runs: sentence embeddings never build the (N, T, K*H)
+        token features."""
+        if output not in PREDICT_OUTPUTS:
+            raise ValueError(f"output must be one of {PREDICT_OUTPUTS}, got {output!r}")
+        if output != self._predicted_output:
+            self._predicted_output = output
+            self.predict_function = None  # Keras' compiled predict returned the other outputs
+        return super().predict(x, batch_size, *args, **kwargs)
+
+    _predicted_output = "both"
+
+    def predict_step(self, data: Any) -> Any:
+        if self._predicted_output == "both":
+            return super().predict_step(data)
+        x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
+        return self._output_model(self._predicted_output)(x, training=False)
+
+    def _output_model(self, name: str) -> keras.Model:
+        """This model with the output `name` alone (its layers, shared)."""
+        models = self.__dict__.setdefault("_output_models_by_name", {})
+        if name not in models:
+            models[name] = keras.Model(self.inputs, self.__dict__["_output_tensors"][name])
+        return models[name]
 
     def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder),

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from keras_bert import (BertClassifier, BertEncoder, BertFeatureExtractor, BertPreprocessor,
-                        BertSpanExtractor, BertTokenClassifier)
+                        BertSentenceEncoder, BertSpanExtractor, BertTokenClassifier)
 from keras_bert.assets import VOCAB_FILE
 from fresh_process_check import inputs_of, jsonable
 from task_models import tiny_encoder
@@ -50,11 +50,14 @@ def build_models():
                            {"question": PAIRS, "context": TEXTS}),
         "feature_extractor": (BertFeatureExtractor(tiny_encoder(5), num_top_layers=2,
                                                    preprocessor=preprocessor(16)), TEXTS),
+        "sentence_encoder": (BertSentenceEncoder(
+            tiny_encoder(7), pooling=["max", "mean"], normalize=True, lowercase_text=True,
+            dense=[{"units": 8, "activation": "tanh"}], preprocessor=preprocessor(16)), TEXTS),
     }
 
 
 MODELS = ("classifier", "classifier_softmax", "classifier_lora_pairs", "regressor", "tagger",
-          "span_extractor", "feature_extractor")
+          "span_extractor", "feature_extractor", "sentence_encoder")
 
 
 @pytest.fixture(scope="module")

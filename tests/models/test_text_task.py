@@ -111,6 +111,14 @@ def test_feature_extractor_on_text():
     np.testing.assert_allclose(out["sentence_embedding"],
                                model(features)["sentence_embedding"].numpy(), atol=1e-6)
     assert out["token_features"].shape == (2, 16, 64)
+    # One output, when one is asked for; then both again.
+    embeddings = model.predict(["a sentence", "another one"], output="sentence_embedding")
+    np.testing.assert_allclose(embeddings, out["sentence_embedding"], atol=1e-6)
+    tokens = model.predict(["a sentence", "another one"], output="token_features")
+    np.testing.assert_allclose(tokens, out["token_features"], atol=1e-6)
+    assert set(model.predict(["a sentence"])) == {"sentence_embedding", "token_features"}
+    with pytest.raises(ValueError, match="output must be one of"):
+        model.predict(["a sentence"], output="pooled")
 
 
 # === Tagging ===

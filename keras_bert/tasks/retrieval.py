@@ -1,0 +1,161 @@
+"""Embedding evaluation: retrieval (recall@k, MRR@10, NDCG@10) and scored pairs (Spearman).
+
+The figures are sentence-transformers' `InformationRetrievalEvaluator`'s and
+`EmbeddingSimilarityEvaluator`'s, on embeddings (any model's; `evaluate_*`
+embed with a `BertSentenceEncoder`-like model's `predict`):
+
+  recall@k   per query, the share of its relevant documents among the k
+             most similar, averaged over queries;
+  MRR@10     1 / the rank of the first relevant document in the top 10 (0 if none);
+  NDCG@10    binary relevance, DCG = sum over the top 10 of rel_i / log2(i + 2),
+             divided by the ideal DCG;
+  Spearman   the rank correlation of the pairs' cosines with their scores
+             (ties share their mean rank).
+
+Similarity is cosine; a document ranks above another with the same score
+when it comes first in the corpus (a stable sort), as torch.topk on CPU.
+
+Legend for shape comments: Q = queries, C = corpus documents, D = embedding size.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+MRR_AT = 10
+NDCG_AT = 10
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, np.float32)
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+def rank_corpus(query_embeddings: np.ndarray, corpus_embeddings: np.ndarray, top_k: int,
+                chunk_size: int = 1024) -> np.ndarray:
+    """(Q, D), (C, D) -> (Q, min(top_k, C)) corpus indices, most similar first."""
+    queries, corpus = _unit(query_embeddings), _unit(corpus_embeddings)
+    top_k = min(top_k, len(corpus))
+    ranked = []
+    for start in range(0, len(queries), chunk_size):
+        scores = queries[start:start + chunk_size] @ corpus.T  # (q, C)
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
+        ranked.append(order)
+    return np.concatenate(ranked) if ranked else np.zeros((0, top_k), np.int64)
+
+
+def relevance_sets(relevant: Mapping[Any, Iterable[Any]] | Iterable[tuple[Any, Any]],
+                   query_ids: Sequence[Any], corpus_ids: Sequence[Any]) -> list[set[int]]:
+    """Relevant documents per query, as corpus positions: from {query id:
+    [corpus ids]} or (query id, corpus id) pairs; ids are the keys of the
+    queries / corpus dicts (positions for lists). Unknown ids: a ValueError."""
+    query_index = {qid: i for i, qid in enumerate(query_ids)}
+    corpus_index = {cid: i for i, cid in enumerate(corpus_ids)}
+    pairs = ([(q, c) for q, docs in relevant.items() for c in docs]
+             if isinstance(relevant, Mapping) else list(relevant))
+    sets: list[set[int]] = [set() for _ in query_ids]
+    for query, document in pairs:
+        if query not in query_index:
+            raise ValueError(f"relevant pair ({query!r}, {document!r}): no query {query!r}")
+        if document not in corpus_index:
+            raise ValueError(f"relevant pair ({query!r}, {document!r}): no document "
+                             f"{document!r} in the corpus")
+        sets[query_index[query]].add(corpus_index[document])
+    return sets
+
+
+def retrieval_metrics(query_embeddings: np.ndarray, corpus_embeddings: np.ndarray,
+                      relevant: Sequence[set[int]], recall_at: Sequence[int] = (1, 5, 10)
+                      ) -> dict[str, float]:
+    """recall@k for each k of `recall_at`, mrr@10 and ndcg@10, averaged over the
+    queries that have a relevant document; `relevant[q]`: corpus positions."""
+    if len(relevant) != len(query_embeddings):
+        raise ValueError(f"{len(relevant)} relevance sets for {len(query_embeddings)} queries")
+    depth = max([MRR_AT, NDCG_AT, *recall_at])
+    ranked = rank_corpus(query_embeddings, corpus_embeddings, depth)  # (Q, k)
+    scored = [q for q, docs in enumerate(relevant) if docs]
+    if not scored:
+        raise ValueError("no query has a relevant document")
+    figures = {f"recall@{k}": 0.0 for k in recall_at}
+    figures.update({f"mrr@{MRR_AT}": 0.0, f"ndcg@{NDCG_AT}": 0.0})
+    discounts = 1.0 / np.log2(np.arange(2, NDCG_AT + 2))
+    for q in scored:
+        hits = np.array([doc in relevant[q] for doc in ranked[q]], np.float64)
+        for k in recall_at:
+            figures[f"recall@{k}"] += hits[:k].sum() / len(relevant[q])
+        first = np.flatnonzero(hits[:MRR_AT])
+        figures[f"mrr@{MRR_AT}"] += 1.0 / (first[0] + 1) if len(first) else 0.0
+        gains = hits[:NDCG_AT]
+        ideal = discounts[:min(len(relevant[q]), NDCG_AT)].sum()
+        figures[f"ndcg@{NDCG_AT}"] += float((gains * discounts[:len(gains)]).sum() / ideal)
+    return {name: value / len(scored) for name, value in figures.items()}
+
+
+def evaluate_retrieval(model: Any, queries: Sequence[str] | Mapping[Any, str],
+                       corpus: Sequence[str] | Mapping[Any, str],
+                       relevant: Mapping[Any, Iterable[Any]] | Iterable[tuple[Any, Any]],
+                       recall_at: Sequence[int] = (1, 5, 10), batch_size: int = 32
+                       ) -> dict[str, float]:
+    """Embeds queries and corpus with `model.predict` and scores the retrieval
+    (`retrieval_metrics`). Queries and corpus: lists (ids are positions) or
+    {id: text} dicts; `relevant`: {query id: [corpus ids]} or (query id,
+    corpus id) pairs."""
+    query_ids, query_texts = _ids_and_texts(queries)
+    corpus_ids, corpus_texts = _ids_and_texts(corpus)
+    sets = relevance_sets(relevant, query_ids, corpus_ids)
+    query_embeddings = model.predict(query_texts, batch_size=batch_size, verbose=0)
+    corpus_embeddings = model.predict(corpus_texts, batch_size=batch_size, verbose=0)
+    return retrieval_metrics(query_embeddings, corpus_embeddings, sets, recall_at)
+
+
+def _ids_and_texts(texts):
+    if isinstance(texts, Mapping):
+        return list(texts), list(texts.values())
+    return list(range(len(texts))), list(texts)
+
+
+# === Scored pairs ===
+
+def rank_values(values: np.ndarray) -> np.ndarray:
+    """Ranks from 1, ties given their mean rank."""
+    values = np.asarray(values, np.float64)
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values), np.float64)
+    sorted_values = values[order]
+    start = 0
+    while start < len(values):
+        end = start
+        while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
+            end += 1
+        ranks[order[start:end + 1]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rank correlation: Pearson's on the (tie-averaged) ranks."""
+    if len(x) != len(y) or len(x) < 2:
+        raise ValueError(f"spearman needs two equally long sequences of 2 or more values; "
+                         f"got {len(x)} and {len(y)}")
+    rx, ry = rank_values(x), rank_values(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    denominator = np.sqrt((rx * rx).sum() * (ry * ry).sum())
+    return float((rx * ry).sum() / denominator) if denominator else float("nan")
+
+
+def pair_cosines(embeddings_a: np.ndarray, embeddings_b: np.ndarray) -> np.ndarray:
+    """(N, D), (N, D) -> (N,) cosine of each pair."""
+    return (_unit(embeddings_a) * _unit(embeddings_b)).sum(axis=-1)
+
+
+def evaluate_scored_pairs(model: Any, texts_a: Sequence[str], texts_b: Sequence[str],
+                          scores: Sequence[float], batch_size: int = 32) -> dict[str, float]:
+    """{"spearman_cosine": ...}: how the pairs' embedding cosines rank against their scores."""
+    if not len(texts_a) == len(texts_b) == len(scores):
+        raise ValueError(f"scored pairs: {len(texts_a)} texts_a, {len(texts_b)} texts_b, "
+                         f"{len(scores)} scores")
+    cosines = pair_cosines(model.predict(list(texts_a), batch_size=batch_size, verbose=0),
+                           model.predict(list(texts_b), batch_size=batch_size, verbose=0))
+    return {"spearman_cosine": spearman(cosines, scores)}
