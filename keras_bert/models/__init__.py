@@ -5,7 +5,8 @@ from keras_bert.models.sentence_encoder import BertSentenceEncoder
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
 
-__all__ = ["BertClassifier", "BertEncoder", "BertFeatureExtractor", "BertSpanExtractor",
+__all__ = ["BertClassifier", "BertEncoder", "BertFeatureExtractor", "BertSentenceEncoder",
+           "BertSpanExtractor",
            "BertTokenClassifier"]
 
 from keras_bert._lazy import submodule_getattr  # noqa: E402
