@@ -78,8 +78,8 @@ class BertTokenClassifier(TextTask, keras.Model):
             raise ValueError(f"head must be one of {HEADS}, got {head!r}")
         # The new head from a plain normal (HuggingFace's token-classification head), not
         # the original BERT's truncated one (effective stddev 0.88x): the original has no
-        # tagger, and on wnut16 (MiniLM, `recipes/benchmarks/finetuning.py`) the plain draw
-        # fine-tuned to 39.4 dev entity F1 over 15 seeds against 37.6 +- 2.2 over 20.
+        # tagger, and on wnut16 the plain draw fine-tuned better over many seeds
+        # (docs/benchmarks.md, fine-tuning).
         init = keras.initializers.RandomNormal(stddev=encoder.config.initializer_range)
 
         # === Layers ===
