@@ -24,6 +24,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from keras_bert.tasks import metrics
+
 MRR_AT = 10
 NDCG_AT = 10
 
@@ -118,31 +120,13 @@ def _ids_and_texts(texts):
 
 # === Scored pairs ===
 
-def rank_values(values: np.ndarray) -> np.ndarray:
-    """Ranks from 1, ties given their mean rank."""
-    values = np.asarray(values, np.float64)
-    order = np.argsort(values, kind="stable")
-    ranks = np.empty(len(values), np.float64)
-    sorted_values = values[order]
-    start = 0
-    while start < len(values):
-        end = start
-        while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
-            end += 1
-        ranks[order[start:end + 1]] = (start + end) / 2 + 1
-        start = end + 1
-    return ranks
-
-
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's rank correlation: Pearson's on the (tie-averaged) ranks."""
+    """Spearman's rank correlation (`keras_bert.tasks.metrics.spearman`, ties
+    averaged as scipy's), with the lengths checked."""
     if len(x) != len(y) or len(x) < 2:
         raise ValueError(f"spearman needs two equally long sequences of 2 or more values; "
                          f"got {len(x)} and {len(y)}")
-    rx, ry = rank_values(x), rank_values(y)
-    rx, ry = rx - rx.mean(), ry - ry.mean()
-    denominator = np.sqrt((rx * rx).sum() * (ry * ry).sum())
-    return float((rx * ry).sum() / denominator) if denominator else float("nan")
+    return metrics.spearman(x, y)
 
 
 def pair_cosines(embeddings_a: np.ndarray, embeddings_b: np.ndarray) -> np.ndarray:
