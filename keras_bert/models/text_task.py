@@ -345,12 +345,11 @@ class TextTask(UpdateStep):
         return self.preprocessor
 
     def features_for_training(self, x: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any]:
-        if not isinstance(x, tf.data.Dataset):
-            x = check_texts(x)  # the one boundary: bad rows named before any tracing
         if isinstance(x, tf.data.Dataset):
             if self.preprocessor is None or not self.is_text_spec(_x_spec(x.element_spec)):
                 return x, y, sample_weight
             return x.map(self._map_element, num_parallel_calls=tf.data.AUTOTUNE), y, sample_weight
+        x = check_texts(x)  # the one boundary: bad rows named before any tracing
         if self.preprocessor is None or not self.is_text(x):
             return x, y, sample_weight
         features, targets, weights = self.encode_text(x, y)
