@@ -22,6 +22,13 @@ What differs from the in-process run:
 * **Shards.** The runner decides which shard receives which record and in
   which order: the same records, arranged differently (shuffle at read time
   anyway). Shard names are the same: `<output>-00000-of-0000N`.
+* **Shards appear whole, all together.** Beam writes each shard into a
+  `beam-temp-*` folder and renames it into place at the end, but one by one,
+  after deleting the older shards of the same names: a failure part way
+  would leave a mix. So the pipeline's shards get temporary names beside
+  the outputs (`NAME.partial-PID`, `safe_output.Replacement`), renamed to
+  their final names only once the pipeline has succeeded; a failed run
+  removes them (and Beam's temporary folder) and keeps the older output.
 * **Statistics** are combined in the pipeline into the same `Summary`; it
   travels through a small file under the pipeline's `--temp_location` (a
   local temporary folder when none is given, enough for DirectRunner).
@@ -29,6 +36,7 @@ What differs from the in-process run:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -42,6 +50,8 @@ except ImportError as e:  # the optional `beam` extra
     raise ImportError("keras_bert.pretraining_data.beam (--runner) needs Apache Beam: "
                       "pip install 'keras_bert[beam]'") from e
 
+from keras_bert import safe_output
+from keras_bert.errors import output_error
 from keras_bert.pretraining_data.create import (Summary, _cached_tokenizer, _file_key,
                                                 expand_input_files, output_file_names)
 from keras_bert.pretraining_data.options import VocabInfo
@@ -150,9 +160,11 @@ class MergeStatistics(beam.CombineFn):
 
 def build_pipeline(pipeline: beam.Pipeline, files: Sequence[str], outputs: Sequence[str],
                    vocab_file: str, options: PretrainingOptions, do_lower_case: bool = True,
-                   gzip: bool = False, summary_path: str | None = None) -> None:
-    """Adds the transforms to `pipeline`: files -> TFRecord shards `outputs`, and the
-    combined statistics as one JSON line to `summary_path` (if given)."""
+                   gzip: bool = False, summary_path: str | None = None,
+                   suffix: str = "") -> None:
+    """Adds the transforms to `pipeline`: files -> TFRecord shards `outputs`
+    (each written as its name + `suffix`), and the combined statistics as one
+    JSON line to `summary_path` (if given)."""
     from apache_beam.io.filesystem import CompressionTypes
     read = (pipeline
             | "Files" >> beam.Create(list(enumerate(files)))
@@ -167,6 +179,7 @@ def build_pipeline(pipeline: beam.Pipeline, files: Sequence[str], outputs: Seque
     _ = created.records | "Write" >> beam.io.WriteToTFRecord(
         prefix, num_shards=num_shards,
         shard_name_template="" if num_shards == 1 else "-SSSSS-of-NNNNN",
+        file_name_suffix=suffix,
         compression_type=CompressionTypes.GZIP if gzip else CompressionTypes.UNCOMPRESSED)
     if summary_path:
         _ = ((read[STATS], created[STATS])
@@ -178,6 +191,49 @@ def build_pipeline(pipeline: beam.Pipeline, files: Sequence[str], outputs: Seque
 
 
 # === The whole run ===
+
+def _beam_temp_folders(output: str) -> set[str]:
+    """Beam's temporary folders for the shards of the prefix `output`
+    (`beam-temp-NAME-UUID`, beside it), which a failed pipeline leaves
+    (on remote storage: the objects inside them)."""
+    from apache_beam.io.filesystems import FileSystems
+    directory, name = os.path.split(output)
+    pattern = f"{directory or '.'}/beam-temp-{name}-*"
+    if "://" not in pattern:
+        import glob
+        return set(glob.glob(pattern))
+    return {metadata.path for match in FileSystems.match([pattern + "/*"])
+            for metadata in match.metadata_list}
+
+
+def _refused_write(error: BaseException, path: str) -> Exception | None:
+    """A disk-full / read-only / permission failure inside the pipeline as one
+    OutputError naming `path`. Beam re-raises a worker's exception as a
+    RuntimeError raised while handling it: the refusal is in its context."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        converted = output_error(error, path)
+        if converted is not None:
+            return converted
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _commit_together(shards: Sequence[safe_output.Replacement]) -> None:
+    """Every shard renamed to its final name, or (a rename failed) none: the
+    ones already renamed are removed, so no partial set looks complete."""
+    done = []
+    try:
+        for shard in shards:
+            shard.commit()
+            done.append(shard.path)
+    except BaseException:
+        from apache_beam.io.filesystems import FileSystems
+        with contextlib.suppress(Exception):  # the error being raised says more
+            FileSystems.delete(done)
+        raise
+
 
 def create_pretraining_data_beam(input_file: str, output_file: str, vocab_file: str,
                                  options: PretrainingOptions | None = None,
@@ -214,14 +270,36 @@ def create_pretraining_data_beam(input_file: str, output_file: str, vocab_file: 
     local_temp = None if temp_location else tempfile.mkdtemp(prefix="keras_bert_beam_")
     summary_path = FileSystems.join(temp_location or local_temp,
                                     f"keras_bert_statistics_{uuid.uuid4().hex}.json")
+    # Each shard under its temporary name `Replacement(path).temporary`, the
+    # final name + ".partial-PID": Beam's `file_name_suffix`.
+    shards = [safe_output.Replacement(path, make_parents=False) for path in outputs]
+    suffix = shards[0].temporary[len(shards[0].path):]
+    beam_temp_before = _beam_temp_folders(output_file)
+    committed = False
     try:
-        with beam.Pipeline(options=pipeline_options) as pipeline:
-            build_pipeline(pipeline, files, outputs, vocab_file, options, do_lower_case,
-                           gzip, summary_path)
+        try:
+            with beam.Pipeline(options=pipeline_options) as pipeline:
+                build_pipeline(pipeline, files, outputs, vocab_file, options, do_lower_case,
+                               gzip, summary_path, suffix)
+        except Exception as e:
+            converted = _refused_write(e, output_file)
+            if converted is None:
+                raise
+            raise converted from e
         with FileSystems.open(summary_path) as f:
             stats = json.loads(f.read().decode("utf-8") or "{}")
         FileSystems.delete([summary_path])
+        if stats.get("instances", 0) == 0:
+            raise ValueError(f"no text to make instances from in {', '.join(files)}")
+        _commit_together(shards)
+        committed = True
     finally:
+        if not committed:
+            for shard in shards:
+                shard.abort()
+            for folder in _beam_temp_folders(output_file) - beam_temp_before:
+                with contextlib.suppress(Exception):  # the error being raised says more
+                    FileSystems.delete([folder])
         if local_temp:
             import shutil
             shutil.rmtree(local_temp, ignore_errors=True)
@@ -232,10 +310,5 @@ def create_pretraining_data_beam(input_file: str, output_file: str, vocab_file: 
                      "replaced_by_mask", "kept", "replaced_by_random", "next_sentence_positive",
                      "truncated_instances", "invalid_utf8_lines", "invalid_utf8_examples",
                      "empty_files")})
-    if summary.instances == 0:
-        existing = [path for path in outputs if FileSystems.exists(path)]
-        if existing:
-            FileSystems.delete(existing)
-        raise ValueError(f"no text to make instances from in {', '.join(files)}")
     summary.seconds = time.monotonic() - started
     return summary

@@ -38,6 +38,7 @@ from typing import Any, Sequence
 import keras
 import tensorflow as tf
 
+from keras_bert import safe_output
 from keras_bert.checkpoints import encoder_variables, head_variables
 from keras_bert.config import BertConfig
 from keras_bert.models.encoder import BertEncoder
@@ -96,7 +97,7 @@ class PretrainConfig:
     keep_checkpoints: int = 5
     log_every: int = 100  # steps between TensorBoard / train_log.jsonl records
     eval_steps: int = 100
-    verbose: str = "auto"  # Keras progress: "auto", 0, 1 or 2
+    verbose: str | int = "auto"  # Keras progress: "auto", 0, 1 or 2
 
     def __post_init__(self):
         for name in ("seq_length", "max_predictions_per_seq", "batch_size", "train_steps",
@@ -220,8 +221,10 @@ def finished_results(config: PretrainConfig) -> dict[str, Any] | None:
 def export_tf1(pretrainer: BertPretrainer, directory: str) -> str:
     """Writes the weights with the original google-research/bert names and
     `bert_config.json`, so `BertEncoder.from_pretrained(directory)` (and
-    Google's code) reads them: the next phase and fine-tuning start from here."""
-    tf.io.gfile.makedirs(directory)
+    Google's code) reads them: the next phase and fine-tuning start from here.
+    The folder is written beside `directory` and renamed into place whole
+    (`safe_output.replacing`): a failed or killed export leaves the previous
+    one, never a folder with some of the files."""
     named = dict(encoder_variables(pretrainer.encoder))
     named.update({name: variable for name, (variable, transposed)
                   in head_variables(pretrainer).items() if not transposed})
@@ -231,12 +234,14 @@ def export_tf1(pretrainer: BertPretrainer, directory: str) -> str:
         tensors["cls/seq_relationship/output_weights"] = tf.transpose(
             keras.ops.convert_to_numpy(kernel))
     names = sorted(tensors)
-    prefix = os.path.join(directory, "bert_model.ckpt")
-    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
-                      tensors=[tf.cast(tensors[n], tf.float32) for n in names])
-    with tf.io.gfile.GFile(os.path.join(directory, "checkpoint"), "w") as f:
-        f.write('model_checkpoint_path: "bert_model.ckpt"\n')
-    pretrainer.encoder.config.to_json_file(os.path.join(directory, "bert_config.json"))
+    with safe_output.replacing(directory, folder=True) as staging:
+        tf.io.gfile.makedirs(staging)
+        tf.raw_ops.SaveV2(prefix=os.path.join(staging, "bert_model.ckpt"), tensor_names=names,
+                          shape_and_slices=[""] * len(names),
+                          tensors=[tf.cast(tensors[n], tf.float32) for n in names])
+        safe_output.write_text(os.path.join(staging, "checkpoint"),
+                               'model_checkpoint_path: "bert_model.ckpt"\n')
+        pretrainer.encoder.config.to_json_file(os.path.join(staging, "bert_config.json"))
     return directory
 
 
@@ -322,6 +327,16 @@ def pretrain(config: PretrainConfig | dict | str) -> dict[str, float]:
     (or the last training metrics when there are no eval_files)."""
     if not isinstance(config, PretrainConfig):
         config = load_config(**config) if isinstance(config, dict) else load_config(config)
+    # One run per model_dir at a time (a second is refused naming the first's
+    # pid and host; the lock of a run that is gone is taken over), and never
+    # over its own records.
+    safe_output.check_not_input(config.model_dir, [config.train_files, config.eval_files],
+                                "config field model_dir")
+    with safe_output.output_lock(config.model_dir):
+        return _pretrain_locked(config)
+
+
+def _pretrain_locked(config: PretrainConfig) -> dict[str, float]:
     done = finished_results(config)
     if done is not None:
         print(f"{config.model_dir}: already finished at step {done['step']} (train_steps "
@@ -363,8 +378,8 @@ def _pretrain(config, strategy):
     chief = distribute.is_chief(strategy)
     tf.io.gfile.makedirs(config.model_dir)
     if chief:
-        with tf.io.gfile.GFile(os.path.join(config.model_dir, "pretrain_config.json"), "w") as f:
-            f.write(json.dumps(dataclasses.asdict(config), indent=2) + "\n")
+        safe_output.write_json(os.path.join(config.model_dir, "pretrain_config.json"),
+                               dataclasses.asdict(config))
 
     # Same seed, same initial weights (and dropout masks) in every process:
     # a rerun reproduces a run, and every worker starts from one model.

@@ -48,7 +48,7 @@ _StrictLoader.add_implicit_resolver(
     _BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 # Fields both run configs share whose values are a fixed list.
-# (`verbose`: Keras' progress, "auto", 0, 1 or 2; PretrainConfig annotates it `str`.)
+# (`verbose`: Keras' progress, "auto", 0, 1 or 2; annotated `str | int` in both configs.)
 SHARED_CHOICES = {"strategy": distribute.STRATEGIES, "train_loop": distribute.TRAIN_LOOPS,
                   "jit_compile": (True, False, "auto"), "verbose": ("auto", 0, 1, 2)}
 
