@@ -44,8 +44,10 @@ setup(
         # TensorFlow's minor version: a newer one pulls a newer TensorFlow).
         # ruff: the lint CI runs (settings in pyproject.toml; the same rev in
         # .pre-commit-config.yaml).
+        # hypothesis: the fuzzer (tests/fuzz), pinned: its strategies' draws change between
+        # releases, and the fast profile's fixed examples should not.
         "test": ["pytest", "import-linter", "tf-models-official==2.20.0", "seqeval",
-                 "tensorflow-serving-api~=2.20.0", "ruff==0.17.6"],
+                 "tensorflow-serving-api~=2.20.0", "ruff==0.17.6", "hypothesis==6.170.15"],
         # Peers of recipes/benchmarks (keras-hub's BertMaskedLM; Model Garden is in "test").
         # HuggingFace tokenizers: the Python-side peer of serving_latency.py / tokenizer.py.
         "bench": ["keras-hub", "tf-models-official==2.20.0", "tokenizers"],

@@ -13,8 +13,21 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 from repo_paths import DATASETS_DIR  # noqa: E402
+
+
+# The fuzzer's (tests/fuzz) hypothesis profiles: "fuzz", the default suite's, a
+# few fixed examples per property (derandomized: the same draws every run, so a
+# red CI reproduces); "fuzz-long", the slow suite's, many random draws. No
+# deadline (a wall-clock limit fails on a busy machine, not on a bug) and no
+# example database (nothing written into the checkout). The models and exports
+# are built once per module, so a property's first example carries seconds.
+_FUZZ = dict(deadline=None, database=None,
+             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("fuzz", max_examples=12, derandomize=True, **_FUZZ)
+settings.register_profile("fuzz-long", max_examples=200, **_FUZZ)
 
 
 TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown",

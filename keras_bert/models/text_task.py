@@ -45,7 +45,8 @@ from keras_bert.models import lora
 from keras_bert.models.batch_trimming import trim_features_batch
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.update_step import UpdateStep
-from keras_bert.models.user_inputs import check_texts, check_vocabulary_fits
+from keras_bert.models.user_inputs import (check_one_label_per_text, check_texts,
+                                           check_vocabulary_fits, refuse_rows_that_are_not_text)
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_text_spec
 
 # keras-hub's task default; the paper's fine-tuning range is 2e-5 to 5e-5.
@@ -350,8 +351,12 @@ class TextTask(UpdateStep):
                 return x, y, sample_weight
             return x.map(self._map_element, num_parallel_calls=tf.data.AUTOTUNE), y, sample_weight
         x = check_texts(x)  # the one boundary: bad rows named before any tracing
-        if self.preprocessor is None or not self.is_text(x):
+        if self.preprocessor is None:
             return x, y, sample_weight
+        if not self.is_text(x):
+            refuse_rows_that_are_not_text(x)
+            return x, y, sample_weight
+        check_one_label_per_text(y, _num_rows(x))
         features, targets, weights = self.encode_text(x, y)
         if sample_weight is not None:
             weights = sample_weight if weights is None else weights * _column(sample_weight)

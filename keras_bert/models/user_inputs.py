@@ -10,9 +10,14 @@ an empty batch, a graph error after a 30 s compile for a label out of range).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+
+
+# The keys of text inputs given as a dict (a classifier's pair, a span extractor's).
+TEXT_KEYS = ("text", "text_pair", "question", "context")
 
 
 def _is_series(value: Any) -> bool:
@@ -39,13 +44,28 @@ def check_number(value: Any, argument: str, minimum: int = 1) -> int:
     return int(value)
 
 
+# A UTF-16 surrogate alone in a Python string (a bad decode, `surrogateescape`,
+# a JSON "\ud800" escape): not Unicode text, so UTF-8 cannot carry it into the graph.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def check_text_rows(rows: Sequence[Any], argument: str = "x") -> None:
     """Every row of a list of texts a string: `None`, numbers and other objects
-    are named by position; an empty list is refused."""
+    are named by position, as are strings UTF-8 cannot encode; an empty list
+    is refused."""
     if len(rows) == 0:
         raise ValueError(f"`{argument}` is empty: pass at least one text")
     for i, row in enumerate(rows):
-        if isinstance(row, (str, bytes, np.str_, np.bytes_)):
+        if isinstance(row, str):
+            surrogate = _LONE_SURROGATE.search(row)
+            if surrogate:
+                raise ValueError(
+                    f"`{argument}`[{i}] holds a lone surrogate (U+{ord(surrogate.group()):04X}) "
+                    f"at character {surrogate.start()}: not Unicode text, so it cannot be "
+                    "encoded as UTF-8 (a bad decode?); clean it, e.g. "
+                    "text.encode('utf-8', 'replace').decode('utf-8')")
+            continue
+        if isinstance(row, (bytes, np.bytes_)):
             continue
         what = "None" if row is None else f"a {type(row).__name__} ({row!r:.40})"
         raise ValueError(f"`{argument}`[{i}] is {what}, not a string: every text must be a "
@@ -62,6 +82,11 @@ def looks_like_texts(rows: Any) -> bool:
     return any(isinstance(row, (str, bytes)) for row in rows)
 
 
+def _is_rows(value: Any) -> bool:
+    """A list, tuple or 1-D array: rows, one per example."""
+    return isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim == 1)
+
+
 def check_texts(x: Any, argument: str = "x") -> Any:
     """Text inputs in any accepted form -> the same, pandas made plain; each
     list of texts checked row by row (`check_text_rows`), pairs for equal
@@ -70,22 +95,49 @@ def check_texts(x: Any, argument: str = "x") -> Any:
     if isinstance(x, list) and len(x) == 0:
         raise ValueError(f"`{argument}` is empty: pass at least one text")
     parts = {}
-    if isinstance(x, tuple) and len(x) == 2 and all(looks_like_texts(p) for p in x):
+    # A pair is (texts, pairs): one side of text makes the other one text too
+    # (an empty or all-None side is named, not handed to Keras as features).
+    if isinstance(x, tuple) and len(x) == 2 and any(looks_like_texts(p) for p in x) and all(
+            _is_rows(p) for p in x):
         parts = {f"{argument}[0] (texts)": x[0], f"{argument}[1] (pairs)": x[1]}
     elif isinstance(x, Mapping):  # {"text", "text_pair"}, {"question", "context"}
+        # The text keys hold text, whatever their rows are (empty, None, numbers).
         parts = {f"{argument}[{name!r}]": value for name, value in x.items()
-                 if looks_like_texts(value)}
-    elif looks_like_texts(x):
-        parts = {argument: x}
+                 if looks_like_texts(value) or (name in TEXT_KEYS and _is_rows(value))}
+    elif looks_like_texts(x) or (isinstance(x, str) and _LONE_SURROGATE.search(x)):
+        parts = {argument: [x] if isinstance(x, str) else x}
     for name, rows in parts.items():
-        if looks_like_texts(rows) or (isinstance(rows, (list, tuple)) and len(rows) == 0):
-            check_text_rows(list(rows), name)
+        check_text_rows(list(rows), name)
     if len(parts) == 2:
         (first, a), (second, b) = parts.items()
         if len(a) != len(b):  # the preprocessor's words, for pairs however given
             raise ValueError(f"one `text_pair` per `text`: got {len(a)} texts and {len(b)} "
                              f"pairs (`{first}`, `{second}`)")
     return x
+
+
+def refuse_rows_that_are_not_text(x: Any, argument: str = "x") -> None:
+    """`x` for a model that takes text, which is neither text nor features: a
+    list (or 1-D object array) of scalars such as `[None]` or `[0, 1]` names its
+    first row that is not a string. A list of arrays or tensors (features, in
+    the inputs' order) is left to Keras."""
+    if isinstance(x, np.ndarray):
+        if x.ndim != 1 or x.dtype.kind != "O":
+            return
+        x = x.tolist()
+    if not isinstance(x, (list, tuple)) or any(
+            hasattr(row, "shape") and getattr(row, "ndim", 0) for row in x):
+        return
+    check_text_rows(list(x), argument)
+
+
+def check_one_label_per_text(y: Any, count: int, argument: str = "y") -> None:
+    """As many labels (rows of tags, answers) as texts."""
+    if y is None or isinstance(y, Mapping) or not hasattr(y, "__len__"):
+        return
+    if len(y) != count:
+        raise ValueError(f"`{argument}` has {len(y)} labels for {count} texts: pass one label "
+                         "per text, in the same order")
 
 
 def check_class_indices(y: np.ndarray, num_classes: int, argument: str = "y") -> np.ndarray:
