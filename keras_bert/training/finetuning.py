@@ -74,7 +74,7 @@ class FinetuneConfig:
     epochs: float = 3
     warmup_proportion: float = 0.1
     weight_decay: float = 0.01
-    clipnorm: float = 1.0              # global-norm gradient clipping (the original's); null: none
+    clipnorm: float | None = 1.0       # global-norm gradient clipping (the original's); null: none
     dropout: float = 0.1
     seed: int = 0
     lora_rank: int | None = None       # LoRA adapters of this rank, the encoder frozen

@@ -61,7 +61,9 @@ class PretrainConfig:
     """Every setting of a pretraining run; recipes are these fields in YAML or JSON."""
 
     # === Model ===
-    model: str = "base"  # a BertConfig preset name or a bert_config.json path
+    # A BertConfig preset name or a bert_config.json path; null with an
+    # init_checkpoint (whose own config is used).
+    model: str | None = "base"
     init_checkpoint: str = None  # HuggingFace / TF1 checkpoint, or an earlier phase's export/
     objective: str = "nsp"  # "nsp", "sop", "none" or "lm" (next token, left_to_right attention)
     attention: str = None  # "left_to_right" or "bidirectional" overrides the model's; null keeps it
@@ -78,7 +80,7 @@ class PretrainConfig:
     train_steps: int = 1_000_000  # optimizer updates
     warmup_steps: int = 10_000
     weight_decay: float = 0.01
-    clipnorm: float = 1.0  # global-norm clipping; null for none
+    clipnorm: float | None = 1.0  # global-norm clipping; null for none
     # Micro-batches of batch_size per update (effective batch batch_size * this),
     # run one after another: for a big batch on small devices, any strategy.
     gradient_accumulation_steps: int = 1
@@ -118,6 +120,9 @@ class PretrainConfig:
                              f"of steps_per_execution ({self.steps_per_execution})")
         if not self.train_files:
             raise ValueError("config field train_files is required")
+        if not self.model and not self.init_checkpoint:
+            raise ValueError("config field model is required (a preset name such as base, or "
+                             "a bert_config.json path) unless init_checkpoint is given")
         if not self.model_dir:
             raise ValueError("config field model_dir is required")
 

@@ -100,10 +100,11 @@ def read_recipe(config_class: type, path: str | None = None, overrides: Sequence
         raise ValueError(f"{', '.join(where)}: unknown config field(s) {unknown}{hints}; "
                          f"known: {sorted(known)}")
     field_types = typing.get_type_hints(config_class)
+    defaults = {f.name: f.default for f in dataclasses.fields(config_class)}
     allowed = {**SHARED_CHOICES, **(choices or {})}
     for name, value in values.items():
         values[name] = typed_value(name, value, field_types[name], allowed.get(name),
-                                   origins[name])
+                                   origins[name], nullable=defaults[name] is None)
     try:
         return config_class(**values)
     except (ValueError, TypeError) as e:
@@ -111,11 +112,16 @@ def read_recipe(config_class: type, path: str | None = None, overrides: Sequence
 
 
 def typed_value(name: str, value: Any, annotation: Any, choices: Sequence[Any] | None,
-                origin: str) -> Any:
+                origin: str, nullable: bool = True) -> Any:
     """`value` as the field's type, or a ValueError naming the field and `origin`.
-    null is left to the config (some fields take it, e.g. `clipnorm: null`)."""
+    null only where the field takes it: its default is null, or its annotation
+    says `| None` (`clipnorm: null`, no clipping); elsewhere a null would reach
+    code that reads a number or a word, far from the recipe line."""
     if value is None:
-        return None
+        if nullable or type(None) in _members(annotation):
+            return None
+        raise ValueError(f"{origin}: config field {name} takes no null: give "
+                         f"{_kind_words(annotation, choices)}")
     if choices is not None:
         # `True in (1, ...)` holds in Python: compare types too.
         if not any(value == choice and type(value) is type(choice) for choice in choices):
@@ -124,16 +130,30 @@ def typed_value(name: str, value: Any, annotation: Any, choices: Sequence[Any] |
             raise ValueError(f"{origin}: config field {name} must be "
                              f"{', '.join(shown[:-1])} or {shown[-1]}, got {value!r}")
         return value
-    members = (typing.get_args(annotation)
-               if typing.get_origin(annotation) in (typing.Union, types.UnionType)
-               else (annotation,))
-    for member in members:
+    for member in _members(annotation):
         converted = _as_type(value, member)
         if converted is not _REFUSED:
             return converted
-    kinds = [_KINDS.get(m, getattr(m, "__name__", str(m))) for m in members if m is not type(None)]
-    raise ValueError(f"{origin}: config field {name} must be {' or '.join(kinds)}, "
-                     f"got {value!r}")
+    raise ValueError(f"{origin}: config field {name} must be "
+                     f"{_kind_words(annotation, None)}, got {value!r}")
+
+
+def _members(annotation: Any) -> tuple:
+    """`int | None` -> (int, NoneType); `int` -> (int,)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return typing.get_args(annotation)
+    return (annotation,)
+
+
+def _kind_words(annotation: Any, choices: Sequence[Any] | None) -> str:
+    """What a field takes, in words: "an integer", "true or false", "auto, 0, 1 or 2"."""
+    if choices is not None:
+        shown = [str(c).lower() if isinstance(c, bool) else str(c) for c in choices
+                 if c is not None]
+        return f"{', '.join(shown[:-1])} or {shown[-1]}" if len(shown) > 1 else shown[0]
+    kinds = [_KINDS.get(m, getattr(m, "__name__", str(m))) for m in _members(annotation)
+             if m is not type(None)]
+    return " or ".join(kinds)
 
 
 _REFUSED = object()
