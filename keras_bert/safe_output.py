@@ -293,6 +293,9 @@ def output_lock(path: str, make_parents: bool = True) -> Iterator[str | None]:
     with _held_guard:
         nested = _held.get(lock, 0)
         _held[lock] = nested + 1
+    # The folders made to hold the lock, removed with it if the command left
+    # them empty (a refused command leaves no empty output folder behind).
+    made = [] if nested else _missing_folders(os.path.dirname(lock))
     try:
         if not nested:
             _acquire(lock, path)
@@ -305,6 +308,11 @@ def output_lock(path: str, make_parents: bool = True) -> Iterator[str | None]:
                 del _held[lock]
         if last and not nested:
             _release(lock)
+            for folder in made:  # deepest first; stops at the first one in use
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    break
 
 
 def is_chief_process(environ: Mapping[str, str] | None = None) -> bool:
@@ -362,6 +370,18 @@ def _acquire(lock: str, path: str) -> None:
         finally:
             with contextlib.suppress(OSError):
                 os.remove(mine)
+
+
+def _missing_folders(folder: str) -> list[str]:
+    """The folders of the path `folder` that do not exist yet, deepest first."""
+    missing = []
+    while folder and not os.path.isdir(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return missing
 
 
 def _read_owner(lock: str) -> dict | None:

@@ -7,8 +7,8 @@
    2 with one line naming the field or the `--set` item.
 2. Drawn options and values for the commands that read a model or files,
    whose required inputs are missing: argparse's usage error or one
-   `keras-bert CMD: error:` line and exit 2, never a traceback, and the
-   input files (drawn as output paths too) unchanged.
+   `keras-bert CMD: error:` line and exit 2, never a traceback, the input
+   files (drawn as output paths too) unchanged and nothing left behind.
 """
 
 import contextlib
@@ -237,10 +237,11 @@ def command_lines(draw):
 
 
 def run_command_line(workdir, argv):
-    before = _digests(workdir)
+    before, names = _digests(workdir), sorted(os.listdir(workdir))
     with inside(workdir):
         code, stderr = run_main(argv)
     assert _digests(workdir) == before, f"{argv} changed an input file"
+    assert sorted(os.listdir(workdir)) == names, f"{argv} left {sorted(os.listdir(workdir))}"
     assert code == 2, f"{argv}: exit {code}: {stderr}"
     assert "Traceback" not in stderr, stderr
     last = stderr.strip().splitlines()[-1]
