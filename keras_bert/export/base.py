@@ -109,8 +109,8 @@ class TaskServing:
                     ) -> dict[str, tf.Tensor]:
         """`serve_ids`' inputs as a features dict, after checks that name what is
         wrong (equal shapes, at most max_position_embeddings long, ids inside
-        the vocabulary, segments and mask 0 or 1, at least one id per
-        sequence) instead of a shape or gather
+        the vocabulary, segments and mask 0 or 1, at least one id and one
+        real token per sequence) instead of a shape or gather
         error inside the model, or silently wrong logits for negative ids."""
         config = model_config(self.model)
         shape = tf.shape(input_ids)
@@ -122,9 +122,15 @@ class TaskServing:
             tf.debugging.Assert(shape[1] <= config.max_position_embeddings,
                                 [f"sequences may be at most {config.max_position_embeddings} "
                                  "ids long (max_position_embeddings); got", shape[1]]),
-            # A sequence needs its [CLS] at least (what a classifier's pooler reads).
+            # A sequence needs its [CLS] at least (what a classifier's pooler reads);
+            # a row of no real token has no answer (the padded and the unpadded
+            # model would give two different ones).
             tf.debugging.Assert(shape[1] >= 1, ["input_ids must hold at least one id per "
                                                 "sequence ([CLS]); got width", shape[1]]),
+            tf.debugging.Assert(tf.reduce_all(tf.reduce_any(tf.not_equal(input_mask, 0), axis=1)),
+                                ["input_mask must mark at least one real token (1) in every "
+                                 "sequence; rows without:", tf.where(
+                                     tf.reduce_all(tf.equal(input_mask, 0), axis=1))[:, 0]]),
         ]
         for name, value, size in (("input_ids", input_ids, config.vocab_size),
                                   ("segment_ids", segment_ids, config.type_vocab_size),
