@@ -306,7 +306,7 @@ def run_pretrain(args):
     # The output folder is the recipe's model_dir, known only now.
     safe_output.check_not_input(config.model_dir, [config.train_files, config.eval_files],
                                 "config field model_dir")
-    with safe_output.output_lock(config.model_dir):
+    with safe_output.output_lock(config.model_dir, folder=True):
         results = pretrain(config)
     print(" - ".join(f"{name}: {value:.4f}" for name, value in results.items()))
 

@@ -392,7 +392,7 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
             os.path.join(config.output_dir, name),
             [source for source in (config.train, config.dev, config.init_checkpoint,
                                    config.vocab_file) if isinstance(source, str)], "output_dir")
-    with safe_output.output_lock(config.output_dir):
+    with safe_output.output_lock(config.output_dir, folder=True):
         return _finetune(config, train, dev)
 
 
