@@ -123,6 +123,8 @@ class BertSpanExtractor(TextTask, keras.Model):
                    "end_logits": features.pop("end_positions")}
         return features, (targets if y is not None else None), None
 
+    text_forms = "(questions, contexts) or {'question': [...], 'context': [...]}"
+
     def is_text(self, x: Any) -> bool:
         if isinstance(x, Mapping):
             return QUESTION in x and CONTEXT in x

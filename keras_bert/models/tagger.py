@@ -212,6 +212,9 @@ class BertTokenClassifier(TextTask, keras.Model):
         return WordTagger(preprocessor.tokenizer, preprocessor.seq_length,
                           tag_names(self.num_labels, self.label_names))
 
+    text_forms = ("texts (a list, NumPy array or pandas Series of strings) or word lists "
+                  "(a list of lists of strings)")
+
     def is_text(self, x: Any) -> bool:
         """Texts, or word lists (a list of lists of strings)."""
         if isinstance(x, (list, tuple)) and x and isinstance(x[0], (list, tuple)):
