@@ -46,7 +46,7 @@ setup(
         # .pre-commit-config.yaml).
         "test": ["pytest", "import-linter", "tf-models-official==2.20.0", "seqeval",
                  "tensorflow-serving-api~=2.20.0", "ruff==0.17.6"],
-        # Peers of recipes/benchmarks (keras-hub's BertMaskedLM; Model Garden is in "test").
+        # Peers of benchmarks (keras-hub's BertMaskedLM; Model Garden is in "test").
         # HuggingFace tokenizers: the Python-side peer of serving_latency.py / tokenizer.py.
         "bench": ["keras-hub", "tf-models-official==2.20.0", "tokenizers"],
         # The documentation site (mkdocs.yml): `mkdocs build --strict` in CI. Pinned: the

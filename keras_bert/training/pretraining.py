@@ -88,7 +88,7 @@ class PretrainConfig:
     tpu: str = None  # TPU name or grpc:// address for strategy "tpu"
     mixed_precision: str = None  # mixed_bfloat16 (TPU, CPU) or mixed_float16 (GPU)
     # XLA: true, false or auto: on where there is a GPU or TPU, off on a
-    # CPU-only host, where it measured slower (recipes/benchmarks/pretraining_throughput.py).
+    # CPU-only host, where it measured slower (benchmarks/pretraining_throughput.py).
     jit_compile: object = "auto"
     steps_per_execution: int = 1
     train_loop: str = "auto"

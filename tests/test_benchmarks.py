@@ -1,4 +1,4 @@
-"""The fine-tuning benchmark's own parts (recipes/benchmarks/finetuning.py and its
+"""The fine-tuning benchmark's own parts (benchmarks/finetuning.py and its
 HuggingFace peer, finetuning_parity.py): the label alignment, the tasks' data and
 metric, keras_bert's side for one short run and for the step-by-step parity. The
 HuggingFace side needs torch and transformers, which the CI venv does not have."""
@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from repo_paths import recipe_script
+from repo_paths import benchmark_script
 
 
 def benchmark(name):
-    return recipe_script("benchmarks", name)
+    return benchmark_script(name)
 
 
 def test_first_piece_labels_follow_huggingface_token_classification():
