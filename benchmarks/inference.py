@@ -544,8 +544,10 @@ def main(argv=None):
 
 
 def side(name):
-    """The README's side of a peer row (None: a bound, not a side)."""
-    if name.startswith("kb "):
+    """The README's side of a peer row (None: a bound, not a side). keras_bert's
+    side is its strings-in export, what a server is sent; ids-in rows stay in the
+    table."""
+    if name.startswith("kb strings"):
         return "keras_bert"
     if name.startswith("hf ") or name == "hf pipeline":
         return "HuggingFace"

@@ -77,12 +77,13 @@ def headline(key, what, unit, figures, decimals=1):
 
 def write(name, title, *, table, figures, argv=None, method="", headlines=(),
           matmul_peak_gflops=None, peer_versions=None, directory=RESULTS_DIR, machine=None,
-          date=None):
+          date=None, versions=None):
     """Writes <directory>/<name>.json and .md and returns their paths.
 
     `argv`: the script's arguments (default: this process's); `peer_versions`:
-    {peer: versions} reported by peers in their own processes; `machine` and
-    `date` replace the measured ones only for a figure recorded elsewhere first.
+    {peer: versions} reported by peers in their own processes; `machine`,
+    `date` and `versions` replace this process's only for figures measured
+    before the script wrote results files (None fields: not recorded then).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     machine = dict(machine or cpu())
@@ -94,7 +95,7 @@ def write(name, title, *, table, figures, argv=None, method="", headlines=(),
         "date": date or datetime.date.today().isoformat(),
         "command": " ".join(["python", f"benchmarks/{name}.py", *argv]),
         "machine": machine,
-        "versions": {**package_versions(), **(peer_versions or {})},
+        "versions": {**(versions or package_versions()), **(peer_versions or {})},
         "method": method,
         "headlines": list(headlines),
         "figures": figures,
@@ -116,7 +117,7 @@ def markdown(report, table):
     lines = [
         f"# {report['title']}", "",
         f"Measured {report['date']} on {machine['model']}, {machine['cores']} cores, "
-        f"kernel flags: {', '.join(machine['flags']) or 'none'}"
+        f"kernel flags: {flags_text(machine['flags'])}"
         + (f"; float32 matmul peak {peak} GFLOP/s" if peak is not None else "") + ".", "",
         "Versions: " + ", ".join(f"{name} {version}"
                                  for name, version in report["versions"].items()) + ".", "",
@@ -133,6 +134,12 @@ def markdown(report, table):
         lines.append("")
     lines += ["## Results", "", table.rstrip("\n"), ""]
     return "\n".join(lines)
+
+
+def flags_text(flags):
+    if flags is None:
+        return "not recorded"
+    return ", ".join(flags) or "none of " + "*, ".join(KERNEL_FLAG_PREFIXES) + "*"
 
 
 def format_number(value, decimals):
