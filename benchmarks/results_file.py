@@ -39,17 +39,18 @@ def add_arguments(parser, name):
 def cpu(cpuinfo_path="/proc/cpuinfo"):
     """{"model", "cores", "flags"}: the CPU's model name, its logical cores and
     its kernel-deciding flags (an empty list: none of them)."""
-    model, flags = platform.processor() or platform.machine(), []
+    model, flags = None, []
     if os.path.exists(cpuinfo_path):
         with open(cpuinfo_path, encoding="utf-8", errors="replace") as f:
             for line in f:
                 key, _, value = line.partition(":")
-                if key.strip() == "model name" and model in ("", platform.machine()):
+                if key.strip() == "model name" and model is None:
                     model = value.strip()
                 elif key.strip() == "flags":
                     flags = kernel_flags(value.split())
                     break
-    return {"model": model, "cores": os.cpu_count(), "flags": flags}
+    return {"model": model or platform.processor() or platform.machine(),
+            "cores": os.cpu_count(), "flags": flags}
 
 
 def kernel_flags(words):

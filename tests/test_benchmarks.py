@@ -1,7 +1,9 @@
-"""The fine-tuning benchmark's own parts (benchmarks/finetuning.py and its
-HuggingFace peer, finetuning_parity.py): the label alignment, the tasks' data and
-metric, keras_bert's side for one short run and for the step-by-step parity. The
-HuggingFace side needs torch and transformers, which the CI venv does not have."""
+"""The benchmarks' keras_bert sides (benchmarks/finetuning.py and its HuggingFace
+peer, finetuning_parity.py, command_vs_fit.py, bbc_retrieval.py): the label
+alignment, the tasks' data and metric, keras_bert's side for one short run and
+for the step-by-step parity. The HuggingFace side needs torch and transformers,
+which live in the peers' environment (benchmarks/requirements-peers.txt), not
+the test environment."""
 
 import math
 
@@ -84,13 +86,12 @@ def test_command_against_fit_runs_both_sides(minilm_path, capsys):
 def test_bbc_retrieval_scores_zero_shot_and_after_a_step(tmp_path, minilm_path):
     """The retrieval recipe end to end on 8 dev rows at length 32; one
     fine-tuning step on 4 pairs."""
-    import json
     recipe = benchmark("bbc_retrieval")
-    results_path = tmp_path / "results.json"
     results = recipe.main(["--checkpoint", minilm_path, "--limit", "8", "--seq-length", "32",
                            "--batch-size", "4", "--train", recipe.DEV, "--train-limit", "4",
-                           "--train-batch-size", "4", "--results", str(results_path)])
-    assert json.loads(results_path.read_text()) == results
+                           "--train-batch-size", "4", "--results-dir", str(tmp_path)])
+    written = benchmark("results_file").read("bbc_retrieval_fine_tuned", str(tmp_path))
+    assert written["figures"] == results
     assert results["dev_queries"] == 8 and results["seq_length"] == 32
     for stage in ("zero_shot", "fine_tuned"):
         figures = results[stage]

@@ -159,8 +159,11 @@ class TextTask(UpdateStep):
         """Whether a dataset's `x` element spec is raw text for this task."""
         return is_text_spec(spec)
 
-    # Whether the outputs are logits (a probability-expecting loss is then a mistake).
-    outputs_logits = True
+    @property
+    def outputs_logits(self) -> bool:
+        """Whether the outputs are logits (a probability-expecting loss is then a
+        mistake). A property, so that a classifier can answer from its activation."""
+        return True
 
     def unused_weights(self) -> list:
         """Weights the task's outputs never depend on (a tagger's pooler): left
