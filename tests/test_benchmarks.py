@@ -72,14 +72,17 @@ def test_parity_keras_side_records_each_step_with_dropout_off(minilm_path):
 
 
 @pytest.mark.slow
-def test_command_against_fit_runs_both_sides(minilm_path, capsys):
+def test_command_against_fit_runs_both_sides(minilm_path, capsys, tmp_path):
     command_vs_fit = benchmark("command_vs_fit")
     command_vs_fit.main(["--tasks", "wnut16", "--windows", "1", "--steps", "2",
-                         "--checkpoint", minilm_path, "--no-results"])
+                         "--checkpoint", minilm_path, "--results-dir", str(tmp_path)])
     table = capsys.readouterr().out
     row = next(line for line in table.splitlines() if line.startswith("| wnut16 |"))
     command, fit = (float(cell) for cell in row.split("|")[2:4])
     assert command > 0 and fit > 0
+    (headline,) = benchmark("results_file").read("command_vs_fit", str(tmp_path))["headlines"]
+    assert headline["figures"] == pytest.approx({"keras-bert finetune": command, "fit": fit},
+                                                abs=0.05)
 
 
 @pytest.mark.slow
