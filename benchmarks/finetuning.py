@@ -447,12 +447,12 @@ def write_results(args, argv, measured, versions):
         speeds = {peer: max(values) for peer, values in
                   run.get("timing", {}).get("examples_per_second", {}).items()}
         sides = run.get("quality", {}).get("sides", {})
-        for peer in list(speeds) + [side for side in sides if side not in speeds]:
+        for peer in dict.fromkeys([*speeds, *sides]):  # timing's sides, then quality's
+            speed = f"{speeds[peer]:.1f}" if peer in speeds else ""
             quality = sides.get(peer)
-            lines.append(f"| {name} | {peer} | {speeds[peer]:.1f} | " if peer in speeds else
-                         f"| {name} | {peer} | | ")
-            lines[-1] += (f"{quality['mean']:.2f} ± {quality['sd']:.2f} "
-                          f"({len(quality['dev'])}) |" if quality else " |")
+            dev = (f"{quality['mean']:.2f} ± {quality['sd']:.2f} ({len(quality['dev'])})"
+                   if quality else "")
+            lines.append(f"| {name} | {peer} | {speed} | {dev} |")
         if speeds:
             fastest = {}
             for peer, rate in speeds.items():

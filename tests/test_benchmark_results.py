@@ -170,8 +170,65 @@ def test_finetuning_results_hold_speed_and_quality(tmp_path):
     assert headlines == {
         "rotten_tomatoes_examples_per_second": {"keras_bert": 12.0, "HuggingFace": 8.0},
         "rotten_tomatoes_dev_accuracy": {"keras_bert": 81.0, "HuggingFace": 82.0}}
+    text = open(tmp_path / "finetuning.md", encoding="utf-8").read()
+    assert "| rotten_tomatoes | keras_bert fit (fast) | 12.0 | 81.00 ± 1.41 (2) |" in text
+    assert "| rotten_tomatoes | hf Trainer (pad longest, 2 thr) | 8.0 |  |" in text
+    assert "| rotten_tomatoes | hf Trainer (pad longest, eager) |  | 82.00 ± 1.41 (2) |" in text
 
 
+def test_pretraining_data_results_compare_whole_commands(tmp_path):
+    script = benchmark_script("pretraining_data")
+
+    def run(instances, seconds):
+        return {"instances": instances, "seconds": seconds,
+                "instances_per_second": instances / seconds, "cpu_seconds": seconds,
+                "peak_rss_mib": 600.0, "load_average_at_start": 1.0}
+
+    measured = {"ours": run(1000, 2.0), "ours_runs": [run(1000, 2.0)], "not_next_percent": 50.0,
+                "original": run(1000, 10.0), "original_3_documents": run(10, 1.0),
+                "ours_3_documents": run(10, 0.5), "ours_x8": run(8000, 4.0),
+                "ours_once_started_instances_per_second": 3500.0,
+                "original_once_started_instances_per_second": 110.0}
+    script.write_results(namespace(tmp_path, "pretraining_data", repeats=1), [], measured)
+    (headline,) = results_file().read("pretraining_data", str(tmp_path))["headlines"]
+    assert headline["figures"] == {"keras_bert": 500.0, "Model Garden": 100.0}
+    text = open(tmp_path / "pretraining_data.md", encoding="utf-8").read()
+    assert "| original (Model Garden), 1x | 1000 | 10.0 | 100 | 10.0 | 600 |" in text
+
+
+def test_serving_latency_and_parity_and_retrieval_write_their_tables(tmp_path):
+    serving = benchmark_script("serving_latency")
+    serving.write_results(
+        namespace(tmp_path, "serving_latency", init_checkpoint=None, preset="tiny",
+                  seq_length=128, windows=1), [], 1000,
+        {1: {"strings_ms": 2.0, "hf_tokenizers_and_ids_ms": 3.0, "ids_only_ms": 1.5,
+             "tokenize_ours_ms": 0.5, "tokenize_hf_ms": 1.5, "same_ids": True}})
+    assert "| 1 | 2.0 | 3.0 | 1.5 | 0.50 | 1.50 |" in open(
+        tmp_path / "serving_latency.md", encoding="utf-8").read()
+
+    parity = benchmark_script("finetuning_parity")
+    side = {"loss": [3.0], "learning_rate": [0.0], "grad_norm": [2.0], "dropout": []}
+    parity.write_results(namespace(tmp_path, "finetuning_parity"), [],
+                         {"wnut16": {"keras_bert": side, "huggingface": side,
+                                     "updates_relative_difference": {1: 1e-5}}},
+                         {"peers": "torch 9"})
+    text = open(tmp_path / "finetuning_parity.md", encoding="utf-8").read()
+    assert "| wnut16 | 1 | 0 / 0 | 3 / 3 | 2 / 2 |" in text and "| wnut16 | 1 | 1.00e-05 |" in text
+
+    retrieval = benchmark_script("bbc_retrieval")
+    figures = {"recall@1": 0.5, "recall@5": 0.75, "recall@10": 1.0, "mrr@10": 0.6,
+               "ndcg@10": 0.7, "articles_per_second": 8.0}
+    results = {"dev_queries": 8, "seq_length": 32, "batch_size": 4, "zero_shot": figures,
+               "sentence_transformers": {**figures, "versions": "torch 9", "threads": 1,
+                                         "keras_bert_articles_per_second": 9.0}}
+    retrieval.write_results(namespace(tmp_path, "bbc_retrieval_zero_shot"), [], results)
+    report = results_file().read("bbc_retrieval_zero_shot", str(tmp_path))
+    assert report["headlines"][0]["figures"] == {"keras_bert": 9.0, "sentence-transformers": 8.0}
+    assert "| sentence-transformers | 0.500 | 0.750 | 1.000 | 0.600 | 0.700 | 8.0 |" in open(
+        tmp_path / "bbc_retrieval_zero_shot.md", encoding="utf-8").read()
+
+
+@pytest.mark.slow
 def test_tokenizer_script_writes_its_results_on_a_tiny_corpus(tmp_path):
     """keras_bert's side of the script end to end, on three lines (the peers too
     where installed: Model Garden's tokenizer is in the test extra)."""
