@@ -327,7 +327,11 @@ def write_results(args, argv, measured):
         figures={"seq_length": args.seq_length, "batch_size": args.batch_size,
                  "max_predictions": args.max_predictions, "windows": args.windows,
                  "repeats": args.repeats, "presets": measured},
-        method=__doc__.split("\n\n")[0].replace("\n", " "),
+        method=f"Synthetic batches of {args.batch_size} x {args.seq_length} tokens, "
+               f"{args.max_predictions} predictions, AdamW; every model with XLA on and off "
+               "(and mixed_bfloat16 where the CPU has bfloat16 arithmetic), the settings in "
+               f"turns in every window, best of {args.windows} windows of {args.repeats} steps; "
+               "MFU against the float32 matmul peak of the same windows.",
         headlines=[results_file.headline(
             f"{preset}_seq_per_second", f"pretraining step, BERT-{preset}", "seq/s",
             {SIDES[name]: best["seq_per_second"] for name, best in run["best"].items()},
