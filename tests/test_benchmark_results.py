@@ -248,6 +248,20 @@ def test_tokenizer_script_writes_its_results_on_a_tiny_corpus(tmp_path):
         "keras_bert BertTokenizer.tokenize"]
 
 
+@pytest.mark.slow
+def test_pretraining_throughput_script_times_keras_bert_on_a_tiny_config(tmp_path):
+    """keras_bert's side of the script end to end, on the tiny preset, one step."""
+    script = benchmark_script("pretraining_throughput")
+    script.main(["--presets", "tiny", "--models", "ours", "--xla", "off", "--windows", "1",
+                 "--repeats", "1", "--batch-size", "4", "--seq-length", "16",
+                 "--max-predictions", "2", "--results-dir", str(tmp_path)])
+    report = results_file().read("pretraining_throughput", str(tmp_path))
+    best = report["figures"]["presets"]["tiny"]["best"]["ours"]
+    assert best["seq_per_second"] > 0 and best["xla"] is False
+    assert report["headlines"][0]["figures"] == {"keras_bert": best["seq_per_second"]}
+    assert report["machine"]["matmul_peak_gflops"] > 0
+
+
 # === The README's table ===
 
 def test_the_table_quotes_each_rows_headline(tmp_path):
