@@ -245,8 +245,9 @@ def main(argv=None):
     precisions = (["float32"] + (["mixed_bfloat16"] if cpu_has_bfloat16() else [])
                   if args.precisions == "auto" else args.precisions.split(","))
     print(f"{os.cpu_count()} CPUs, bfloat16 arithmetic: {'yes' if cpu_has_bfloat16() else 'no'}; "
-          f"TF_ENABLE_ONEDNN_OPTS={os.environ['TF_ENABLE_ONEDNN_OPTS']}, "
-          f"TF_CPU_ALLOCATOR_USE_BFC={os.environ['TF_CPU_ALLOCATOR_USE_BFC']}; "
+          # Unset where TensorFlow was imported before this module (a test's process).
+          f"TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset')}, "
+          f"TF_CPU_ALLOCATOR_USE_BFC={os.environ.get('TF_CPU_ALLOCATOR_USE_BFC', 'unset')}; "
           f"precisions {precisions}; TensorFlow threads intra-op "
           f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}, inter-op "
           f"{tf.config.threading.get_inter_op_parallelism_threads() or 'default'}")
