@@ -4,9 +4,10 @@ Every script hands `write` what it measured: a Markdown table (what a reader
 compares), its figures (JSON, what a later reader computes from), the command
 that produced them and its headline rows (one figure per side, which
 `summary.py` may quote in the README). The machine (CPU model, the flags that
-decide which kernels run, cores, the matmul peak where the script measures it),
-the package versions and the date are added here, so every file carries them
-alike and a figure is never read without its machine.
+decide which kernels run, cores, the float32 matmul peak), the package versions
+and the date are added here, so every file carries them alike and a figure is
+never read without its machine. A script that does not time the (2048, 2048)
+float32 matmul in its own windows gets it timed here, after its run.
 """
 
 import datetime
@@ -58,6 +59,25 @@ def kernel_flags(words):
     return sorted({word for word in words if word.startswith(KERNEL_FLAG_PREFIXES)})
 
 
+def measure_matmul_peak(size=2048, repeats=5):
+    """The machine's float32 matmul rate now, GFLOP/s: the best of `repeats`
+    (size, size) x (size, size) products in TensorFlow, after one untimed. What
+    a model's rate is read against (its share of the peak): machines and hours
+    differ, the share says how much of what the CPU could do a side used."""
+    import time
+
+    import tensorflow as tf
+    a = tf.random.normal((size, size), dtype=tf.float32)
+    product = tf.function(lambda: tf.reduce_sum(tf.matmul(a, a)))
+    product().numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        product().numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 / best / 1e9
+
+
 def package_versions(names=PACKAGES):
     """{distribution: version}, "not installed" for a missing one."""
     versions = {}
@@ -87,7 +107,12 @@ def write(name, title, *, table, figures, argv=None, method="", headlines=(),
     before the script wrote results files (None fields: not recorded then).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
-    machine = dict(machine or cpu())
+    if machine is None:  # this machine: its peak now unless the script measured it in its windows
+        machine = cpu()
+        when = "in the benchmark's windows" if matmul_peak_gflops else "after the benchmark"
+        matmul_peak_gflops = matmul_peak_gflops or measure_matmul_peak()
+        machine["matmul_peak_measured"] = when
+    machine = dict(machine)
     if matmul_peak_gflops is not None:
         machine["matmul_peak_gflops"] = round(float(matmul_peak_gflops), 1)
     report = {
@@ -119,7 +144,9 @@ def markdown(report, table):
         f"# {report['title']}", "",
         f"Measured {report['date']} on {machine['model']}, {machine['cores']} cores, "
         f"kernel flags: {flags_text(machine['flags'])}"
-        + (f"; float32 matmul peak {peak} GFLOP/s" if peak is not None else "") + ".", "",
+        + (f"; float32 matmul peak {peak} GFLOP/s" if peak is not None else "")
+        + (f" ({machine['matmul_peak_measured']})" if "matmul_peak_measured" in machine else "")
+        + ".", "",
         "Versions: " + ", ".join(f"{name} {version}"
                                  for name, version in report["versions"].items()) + ".", "",
         f"Command: `{report['command']}`", "",

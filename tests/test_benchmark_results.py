@@ -4,6 +4,7 @@ results writer. The peers themselves are not run here: their environments are
 not the test environment's (benchmarks/README.md)."""
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -26,7 +27,16 @@ flags\t\t: fpu sse4_2 avx fma avx2 avx512f avx512bw avx512_vnni avx512_bf16 amx_
 
 
 def results_file():
-    return benchmark_script("results_file")
+    """The writer module the scripts import (`import results_file`)."""
+    benchmark_script("results_file")  # puts benchmarks/ on sys.path
+    return importlib.import_module("results_file")
+
+
+@pytest.fixture(autouse=True)
+def a_known_matmul_peak(monkeypatch):
+    """Writers time a (2048, 2048) matmul when their script did not: seconds each,
+    so here the peak is a known number (`measure_matmul_peak` has its own test)."""
+    monkeypatch.setattr(results_file(), "measure_matmul_peak", lambda: 100.0)
 
 
 def test_the_machine_names_the_cpu_and_its_kernel_flags(tmp_path):
@@ -64,6 +74,26 @@ def test_a_results_file_holds_figures_machine_versions_date_and_command(tmp_path
     assert "| example rate, seq/s | peer | 617.2 |" in text  # round half to even
     assert text.rstrip().endswith("| 1 | 2 |")
     assert writer.read("example", str(tmp_path)) == report
+
+
+def test_the_writer_times_the_matmul_when_the_script_did_not(tmp_path):
+    writer = results_file()
+    writer.write("timed", "t", table="", figures={}, argv=[], directory=str(tmp_path))
+    machine = writer.read("timed", str(tmp_path))["machine"]
+    assert machine["matmul_peak_gflops"] == 100.0
+    assert machine["matmul_peak_measured"] == "after the benchmark"
+    writer.write("timed", "t", table="", figures={}, argv=[], directory=str(tmp_path),
+                 matmul_peak_gflops=250.0)
+    machine = writer.read("timed", str(tmp_path))["machine"]
+    assert (machine["matmul_peak_gflops"], machine["matmul_peak_measured"]) == (
+        250.0, "in the benchmark's windows")
+    assert "peak 250.0 GFLOP/s (in the benchmark's windows)." in open(
+        tmp_path / "timed.md", encoding="utf-8").read()
+
+
+def test_the_matmul_peak_is_a_rate():
+    # A fresh copy of the module: this file's fixture replaced the shared one's.
+    assert benchmark_script("results_file").measure_matmul_peak(size=128, repeats=2) > 0
 
 
 def test_unrecorded_flags_are_said_so():
