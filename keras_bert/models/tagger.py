@@ -233,7 +233,7 @@ class BertTokenClassifier(TextTask, keras.Model):
         features, labels, weights, _ = encode_tagged(
             preprocessor.tokenizer, TaggedSentences(words, tags),
             tag_names(self.num_labels, self.label_names), preprocessor.seq_length)
-        if tags is None:
+        if labels is None:  # no tags given
             return features, None, None
         return features, np.maximum(labels, 0), weights
 

@@ -163,8 +163,11 @@ class TextTask(UpdateStep):
     text_forms = ("texts (a list, NumPy array or pandas Series of strings), "
                   "(texts, text_pairs) or {'text': ..., 'text_pair': ...}")
 
-    # Whether the outputs are logits (a probability-expecting loss is then a mistake).
-    outputs_logits = True
+    @property
+    def outputs_logits(self) -> bool:
+        """Whether the outputs are logits (a probability-expecting loss is then a
+        mistake). A property, so that a classifier can answer from its activation."""
+        return True
 
     def unused_weights(self) -> list:
         """Weights the task's outputs never depend on (a tagger's pooler): left

@@ -21,7 +21,7 @@ IGNORED = -1  # label id of pieces that carry no label (weight 0)
 @dataclasses.dataclass
 class TaggedSentences:
     words: list   # list of lists of words
-    tags: list    # list of lists of tags (None for unlabelled data)
+    tags: list | None  # list of lists of tags (None for unlabelled data)
 
     def __len__(self):
         return len(self.words)
