@@ -140,8 +140,8 @@ class BertSentenceEncoder(TextTask, keras.Model):
         source = resolve(folder.transformer)
         encoder = BertEncoder.from_pretrained(source, dtype=dtype)
         seq_length = seq_length or folder.max_seq_length
-        vocab_file = vocab_file or vocabulary_of(folder.transformer)
-        preprocessor = cls._preprocessor_for(source, encoder, seq_length, lowercase, vocab_file)
+        vocabulary = vocab_file or vocabulary_of(folder.transformer)  # a file, or the tokens
+        preprocessor = cls._preprocessor_for(source, encoder, seq_length, lowercase, vocabulary)
         settings = {"pooling": folder.pooling_modes, "normalize": folder.normalize,
                     "lowercase_text": folder.lowercase_text,
                     "dense": [{"units": int(module.kernel.shape[1]),

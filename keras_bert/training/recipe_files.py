@@ -88,6 +88,12 @@ def read_recipe(config_class: type, path: str | None = None, overrides: Sequence
         except yaml.YAMLError as e:
             raise ValueError(f"--set {item}: not a valid value ({e})") from None
         origins[key.strip()] = f"--set {item}"
+    # A flag and a --set item for one field: which one the user meant is a
+    # guess, and the other would be dropped without a word.
+    both = sorted(name for name in fields if origins.get(name, "").startswith("--set "))
+    if both:
+        raise ValueError(f"{', '.join(origins[name] for name in both)}: also given by its flag "
+                         f"({', '.join(both)}); give each field once")
     values.update(fields)
     origins.update(dict.fromkeys(fields, source))
     known = {f.name for f in dataclasses.fields(config_class)}

@@ -88,3 +88,13 @@ def test_the_command_refuses_lowercase_maybe_before_any_work(tmp_path):
         "keras-bert finetune: error: --set lowercase=maybe: config field lowercase must be "
         "true or false, got 'maybe'")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_field_given_by_set_and_by_its_flag_is_refused():
+    # `--epochs 1 --set epochs=abc`: the flag used to win and the bad value
+    # was never looked at.
+    with pytest.raises(ValueError, match=r"--set epochs=abc: also given by its flag \(epochs\); "
+                                         "give each field once"):
+        load_finetune_config(None, ["epochs=abc"], task="classify", epochs=1)
+    # A recipe's value and a flag: the flag overrides it, as documented.
+    assert load_finetune_config(None, ["seq_length=64"], task="classify", epochs=1).epochs == 1
