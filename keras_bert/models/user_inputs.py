@@ -127,9 +127,9 @@ def refuse_rows_that_are_not_text(x: Any, argument: str = "x") -> None:
         if x.ndim != 1 or x.dtype.kind != "O":
             return
         x = x.tolist()
-    if not isinstance(x, (list, tuple)) or any(
-            hasattr(row, "shape") and getattr(row, "ndim", 0) for row in x):
-        return
+    if not isinstance(x, (list, tuple)) or not all(
+            row is None or isinstance(row, (str, bytes, int, float, np.generic)) for row in x):
+        return  # lists of arrays, of lists (check_features names those)
     check_text_rows(list(x), argument)
 
 

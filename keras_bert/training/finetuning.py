@@ -101,7 +101,7 @@ class FinetuneConfig:
     strategy: str = "auto"             # auto, one_device, mirrored, multi_worker, tpu
     tpu: str = None                    # TPU name or grpc:// address for strategy "tpu"
     devices: list = None               # for "mirrored": e.g. ["/gpu:0", "/gpu:1"]
-    mixed_precision: str = "auto"      # auto (native), bfloat16, float16 (loss-scaled), float32
+    mixed_precision: str | None = "auto"  # auto (native), bfloat16, float16 (loss-scaled), float32
     jit_compile: object = "auto"       # XLA: true, false, auto (on with a GPU / TPU)
     gradient_accumulation_steps: int = 1  # micro-batches of batch_size per update
     train_loop: str = "auto"           # fit, or custom (strategy.run; multi-worker's)

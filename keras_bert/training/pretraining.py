@@ -89,7 +89,9 @@ class PretrainConfig:
     strategy: str = "auto"  # auto, one_device, mirrored, multi_worker, tpu
     devices: list = None  # for "mirrored": e.g. ["/gpu:0", "/gpu:1"]; null for all GPUs
     tpu: str = None  # TPU name or grpc:// address for strategy "tpu"
-    mixed_precision: str = "auto"  # auto (native: keras_bert.kernels.precision), mixed_bfloat16, mixed_float16, float32
+    # auto (native: keras_bert.kernels.precision), mixed_bfloat16, mixed_float16,
+    # float32 (or null)
+    mixed_precision: str | None = "auto"
     # XLA: true, false or auto: on where there is a GPU or TPU, off on a
     # CPU-only host, where it measured slower (benchmarks/pretraining_throughput.py).
     jit_compile: object = "auto"

@@ -77,11 +77,13 @@ def test_null_only_where_a_field_takes_it(item, message):
 
 def test_fields_that_take_null_still_do():
     config = pretraining.load_config(None, ["clipnorm=null", "eval_files=null",
-                                            "mixed_precision=null"], train_files="a",
-                                     model_dir="b")
-    assert (config.clipnorm, config.eval_files, config.mixed_precision) == (None, None, None)
+                                            "attention=null"], train_files="a", model_dir="b")
+    assert (config.clipnorm, config.eval_files, config.attention) == (None, None, None)
     assert finetuning.load_finetune_config(None, ["clipnorm=null", "lowercase=null"],
                                            task="classify").clipnorm is None
+    # mixed_precision null: float32 (distribute.PRECISIONS), as before.
+    assert pretraining.load_config(None, ["mixed_precision=null"], train_files="a",
+                                   model_dir="b").mixed_precision is None
     # model null: the init_checkpoint's own config.
     assert pretraining.load_config(None, ["model=null"], train_files="a", model_dir="b",
                                    init_checkpoint="phase1/export").model is None
