@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert.preprocessing.text_ops import clean_utf8
-from keras_bert.text.tokenizer import BertTokenizer
+from keras_bert.text.tokenizer import BertTokenizer, text_tensor
 
 TEXT = "text"
 TEXT_PAIR = "text_pair"
@@ -43,6 +43,10 @@ def as_text_batch(value: Any, name: str = TEXT) -> tf.Tensor:
     a single string becomes a batch of one. Other inputs: a TypeError naming `name`."""
     if isinstance(value, (str, bytes)):
         value = [value]
+    if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "OU":
+        value = value.tolist()
+    if isinstance(value, (list, tuple)) and all(isinstance(row, (str, bytes)) for row in value):
+        value = text_tensor(value)  # lone surrogates as the original treats them
     tensor = tf.convert_to_tensor(value) if not isinstance(value, tf.Tensor) else value
     if tensor.dtype != tf.string:
         raise TypeError(f"`{name}` must hold strings, got {tensor.dtype.name} values")

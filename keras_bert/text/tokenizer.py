@@ -38,8 +38,9 @@ import bisect
 import functools
 import json
 import os
+import re
 import unicodedata
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -186,6 +187,7 @@ def _patterns():
         "deleted": _class(classes["deleted"]),
         "marks": _class(classes["marks"]),
         "split": f"({_class(classes['whitespace'])}|{punctuation}|{cjk})",
+        "whitespace": _class(classes["whitespace"]),
         "keep": f"({punctuation}|{cjk})",
     }
 
@@ -216,6 +218,29 @@ def _call_on_rows(traced, strings):
     if strings.shape.rank == 0:
         return tf.nest.map_structure(lambda rows: rows[0], traced(strings[tf.newaxis]))
     return traced(strings)
+
+
+# === Python texts in ===
+
+# U+D800-U+DFFF alone in a Python str: what `errors="surrogateescape"`
+# decoding or a JSON "\\ud800" escape leaves. No UTF-8 holds them.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_tensor(rows: Sequence[Any]) -> tf.Tensor:
+    """Python texts (str or bytes) -> a (B,) UTF-8 string tensor.
+
+    A lone surrogate becomes U+FFFD, one character for one, so that character
+    offsets in the answers still index the caller's str; the tokenizer then
+    deletes it, as the original's `_clean_text` deletes the surrogate itself
+    (category Cs is a control character to it): the same ids, no error. (TF's
+    own conversion refuses the whole batch without naming the row. The
+    SavedModel gets bytes instead: a surrogate encoded there is invalid UTF-8,
+    which `clean_utf8` replaces.)"""
+    encoded = [_LONE_SURROGATE.sub("\ufffd", row).encode("utf-8")
+               if isinstance(row, str) else row for row in rows]
+    return tf.constant(encoded, dtype=tf.string, shape=[len(encoded)])
+
 
 
 # === Vocabulary ===
@@ -283,6 +308,7 @@ class BasicTokenizer(tf.Module):
         self._marks = patterns["marks"]
         self._split = patterns["split"]
         self._keep = patterns["keep"]
+        self._whitespace = patterns["whitespace"]
         vocab_chars = set(vocab_chars)
         self._placeholder = next(chr(cp) for cp in range(0xE000, 0xF900)
                                  if chr(cp) not in vocab_chars)
@@ -293,7 +319,8 @@ class BasicTokenizer(tf.Module):
         self._lower_to = tf.constant([b for _, b in fixes], tf.int32) if fixes else None
         self._lower_present = "(?s).*" + _class(_ranges(a for a, _ in fixes)) + ".*"
 
-        self._traced = _Traced(tokenize=self._words, tokenize_with_offsets=self._words_with_offsets)
+        self._traced = _Traced(tokenize=self._words, tokenize_with_offsets=self._words_with_offsets,
+                               whitespace_spans=self._whitespace_spans)
 
     @_no_autograph
     def tokenize(self, strings: tf.Tensor | Sequence[str] | str) -> tf.RaggedTensor | tf.Tensor:
@@ -316,6 +343,31 @@ class BasicTokenizer(tf.Module):
             normalized, self._split, self._keep)
         starts, ends = self.map_offsets(strings, plain, starts, ends)
         return words, starts, ends
+
+    @_no_autograph
+    def whitespace_spans(self, strings: tf.Tensor | Sequence[str] | str
+                         ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
+        """strings (B,) -> the byte spans (starts, ends), int64 (B, W), in the
+        input of the original's whitespace words: `whitespace_tokenize(
+        _clean_text(text))`, before punctuation and CJK splitting.
+
+        The one word splitting of the package: the tagger's words come from
+        here, and every task's pieces from the same cleaning. So NUL, U+FFFD and
+        control characters are deleted as the original deletes them, never
+        taken for the end of the text (tensorflow-text's regex split stops at a
+        NUL) nor for whitespace (Python's `str.split()` splits at \\x0b, \\x0c,
+        \\x1c-\\x1f and \\x85, which the original deletes). A word made only of
+        deleted characters is no word; a span starts at its word's first kept
+        character and ends after its last, so it never begins or ends with a
+        deleted one (it may hold some inside: "Em\\x00ma" is one word)."""
+        return self._traced.whitespace_spans(strings)
+
+    def _whitespace_spans(self, strings):
+        normalized, plain = self.normalize(strings)
+        # Normalised text holds no NUL, so the regex split sees all of it.
+        _, starts, ends = tf_text.regex_split_with_offsets(normalized, self._whitespace)
+        return self.map_offsets(strings, plain, tf.cast(starts, tf.int64),
+                                tf.cast(ends, tf.int64))
 
     # === Normalisation ===
 
@@ -475,8 +527,9 @@ class BertTokenizer(tf.Module):
             token_out_type=tf.int32, no_pretokenization=False,
             support_detokenization=True)
         # A word's first piece is never a "##" continuation.
-        self._is_word_start = tf.constant(
-            [not (t.startswith("##") and len(t) > 2) for t in self.vocab])
+        self.is_word_start = np.array(
+            [not (t.startswith("##") and len(t) > 2) for t in self.vocab])  # (vocab_size,)
+        self._is_word_start = tf.constant(self.is_word_start)
         self._traced = _Traced(tokenize=self._pieces,
                                tokenize_with_offsets=self._pieces_and_offsets)
 
@@ -589,6 +642,13 @@ class BertTokenizer(tf.Module):
         the byte span of each in the input, int64 (B, W). See BasicTokenizer.
         """
         return self.basic_tokenizer.tokenize_with_offsets(strings)
+
+    @_no_autograph
+    def whitespace_spans(self, strings: tf.Tensor | Sequence[str] | str
+                         ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
+        """strings (B,) -> byte spans (B, W) of the original's whitespace words
+        in the input (`BasicTokenizer.whitespace_spans`): the tagger's words."""
+        return self.basic_tokenizer.whitespace_spans(strings)
 
     @_no_autograph
     def tokenize(self, strings: tf.Tensor | Sequence[str] | str) -> tf.RaggedTensor | tf.Tensor:
