@@ -124,6 +124,24 @@ def is_text(inputs: Any) -> bool:
     return False
 
 
+def text_pairs_given(x: Any) -> bool | None:
+    """Whether text `x` (what `fit` / `predict` take: in memory, or a
+    `tf.data.Dataset` of text) holds pairs; None when `x` is not text (ids)."""
+    if isinstance(x, tf.data.Dataset):
+        spec = x.element_spec
+        # A tuple element is Keras' (x, y[, sample_weight]): pairs come as a dict.
+        spec = spec[0] if isinstance(spec, tuple) else spec
+        if not is_text_spec(spec):
+            return None
+        return isinstance(spec, Mapping) and TEXT_PAIR in spec
+    if not is_text(x):
+        return None
+    try:
+        return split_segments(x)[1] is not None
+    except ValueError:  # malformed: the preprocessor names what is wrong
+        return None
+
+
 def is_text_spec(spec: Any) -> bool:
     """Whether a dataset's element spec (its `x` part) describes raw text."""
     if isinstance(spec, Mapping):
