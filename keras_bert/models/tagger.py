@@ -46,7 +46,8 @@ class BertTokenClassifier(TextTask, keras.Model):
       dropout: dropout rate before the output layer.
       label_names: optional tag names, index-aligned with the logits.
       preprocessor: optional `BertPreprocessor`; with it `fit` / `evaluate`
-        take texts (words split at whitespace) or word lists with one tag
+        take texts (words split at whitespace as the original tokenizer
+        splits them: NUL and control characters deleted first) or word lists with one tag
         name per word, and `predict` on texts gives the entities.
       head: "linear" (the paper's) or "bilstm": `head_layers` randomly
         initialised BiLSTMs (H / 2 units per direction) before the output layer.

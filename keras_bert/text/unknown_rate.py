@@ -36,7 +36,9 @@ UNKNOWN_RATE_WARNING = 0.05
 # Above this many word pieces per word the vocabulary spells the text letter by
 # letter: Google's uncased vocabulary holds every Greek letter, so Greek text
 # has no [UNK] with it but about 5.4 pieces per word, where the English sets
-# above have 1.04-1.18. 3 leaves room for code, names and numbers.
+# above have 1.04-1.18, and even the quickstart's 600-token vocabulary, learned
+# on 60,000 characters of Emma, spells Emma in 1.59. 3 leaves room for code,
+# names and numbers.
 PIECES_PER_WORD_WARNING = 3.0
 # Texts counted for `finetune`: enough for a rate to two decimals, and a cost
 # that stays small before training (about a second on one core).

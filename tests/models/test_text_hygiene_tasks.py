@@ -58,3 +58,14 @@ def test_empty_question_is_refused_by_position_and_the_model_keeps_answering(rea
     assert len(answers) == 2
     for answer in answers:
         assert answer["start"] == -1 or 0 <= answer["start"] < answer["end"]
+
+
+def test_classifier_reads_a_lone_surrogate_as_the_original_reads_its_bytes():
+    # TF's own conversion refused the whole batch ("Error converting unicode
+    # string"), naming no row; now the surrogate is dropped, as from bytes.
+    import numpy as np
+    from task_models import classifier
+    model = classifier(seq_length=16)
+    with_surrogate = model.predict(["a fine\ud800 film", "ok"], verbose=0)
+    without = model.predict(["a fine film", "ok"], verbose=0)
+    np.testing.assert_allclose(with_surrogate, without, atol=1e-6)
