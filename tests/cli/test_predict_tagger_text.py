@@ -1,5 +1,5 @@
 """`keras-bert predict` with a tagger (`--task tag`, named entities) keeps every
-word of a line with a NUL or other control characters (issue 40: the words
+word of a line with a NUL or other control characters (the words
 after a NUL were dropped), with offsets into the line as read."""
 
 import json

@@ -1,5 +1,5 @@
 """The [UNK] line (and its warning) of `create-pretraining-data`, `vocab` and
-`finetune`: a vocabulary that cannot spell the text says so (issue 40: Greek
+`finetune`: a vocabulary that cannot spell the text says so (Greek
 text with an English vocabulary went through in silence)."""
 
 from keras_bert import cli

@@ -232,7 +232,7 @@ def test_short_contexts_are_answered():
             assert (start, end, answer) == (-1, -1, b"")
 
 
-# === Control characters, empty questions (issue 40, part 4) ===
+# === Control characters, empty questions ===
 
 
 @pytest.mark.slow

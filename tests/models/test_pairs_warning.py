@@ -1,5 +1,5 @@
 """A classifier trained on single texts warns once when it is given text pairs
-(issue 40: it answered them without a word); one trained on pairs, or on ids
+(it used to answer them without a word); one trained on pairs, or on ids
 (nobody knows), stays quiet. Its export warns once per loaded model."""
 
 import json

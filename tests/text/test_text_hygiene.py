@@ -82,7 +82,7 @@ def test_whitespace_words_are_the_originals(tokenizer, original):
             repr(text)
 
 
-def test_the_nul_case_of_the_issue(tokenizer):
+def test_the_words_after_a_nul_are_kept(tokenizer):
     assert whitespace_words(tokenizer, ["Emma\x00 lives in Highbury"]) == [
         ["Emma", "lives", "in", "Highbury"]]
 
