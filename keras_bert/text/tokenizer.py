@@ -363,11 +363,23 @@ class BasicTokenizer(tf.Module):
         return self._traced.whitespace_spans(strings)
 
     def _whitespace_spans(self, strings):
-        normalized, plain = self.normalize(strings)
-        # Normalised text holds no NUL, so the regex split sees all of it.
-        _, starts, ends = tf_text.regex_split_with_offsets(normalized, self._whitespace)
+        # Cleaned only, as the original splits: lowercasing, NFD and mark
+        # stripping come after, per word (a word's leading combining mark stays
+        # in its span). Cleaned text holds no NUL, so the split sees all of it.
+        cleaned = self._clean(strings)
+        _, starts, ends = tf_text.regex_split_with_offsets(cleaned, self._whitespace)
+        plain = tf.strings.regex_full_match(strings, _LENGTH_PRESERVING)  # nothing deleted
         return self.map_offsets(strings, plain, tf.cast(starts, tf.int64),
-                                tf.cast(ends, tf.int64))
+                                tf.cast(ends, tf.int64), cleaned_only=True)
+
+    def _clean(self, strings):
+        """Any strings (B,) -> the original's `_clean_text` less its whitespace
+        to spaces (B,): invalid UTF-8 read as the original reads it, then NUL,
+        U+FFFD and control / format characters deleted."""
+        valid = tf.reduce_all(tf.strings.regex_full_match(strings, _VALID_UTF8))
+        strings = tf.cond(valid, lambda: strings, lambda: tf.strings.unicode_transcode(
+            strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
+        return tf.strings.regex_replace(strings, self._deleted, "")
 
     # === Normalisation ===
 
@@ -400,12 +412,9 @@ class BasicTokenizer(tf.Module):
     def _normalize_unicode(self, strings):
         """Any strings (B,) -> normalised as the original does (B,)."""
         # The original decodes with errors="ignore". Replacing each bad sequence by
-        # U+FFFD, which cleaning deletes next, gives the same string.
-        valid = tf.reduce_all(tf.strings.regex_full_match(strings, _VALID_UTF8))
-        strings = tf.cond(valid, lambda: strings, lambda: tf.strings.unicode_transcode(
-            strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
-        # Deleting first also matters because TF's UTF-8 lowercasing stops at NUL.
-        strings = tf.strings.regex_replace(strings, self._deleted, "")
+        # U+FFFD, which cleaning deletes next, gives the same string. Deleting
+        # first also matters because TF's UTF-8 lowercasing stops at NUL.
+        strings = self._clean(strings)
         strings = tf.strings.regex_replace(strings, self._unassigned, self._placeholder)
         if self.lowercase:
             # On the whole string, so final sigma sees the context str.lower() sees
@@ -432,13 +441,15 @@ class BasicTokenizer(tf.Module):
 
     @_no_autograph
     def map_offsets(self, strings: tf.Tensor, plain: tf.Tensor, starts: tf.RaggedTensor,
-                    ends: tf.RaggedTensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
+                    ends: tf.RaggedTensor, cleaned_only: bool = False
+                    ) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
         """Byte spans (B, P) in the normalised strings -> byte spans in `strings`;
         `plain` (B,) marks the strings whose spans carry over unchanged."""
         def mapped():
             other = tf.where(tf.logical_not(plain))[:, 0]
             mapped_starts, mapped_ends = self._map_rows(
-                tf.gather(strings, other), tf.gather(starts, other), tf.gather(ends, other))
+                tf.gather(strings, other), tf.gather(starts, other), tf.gather(ends, other),
+                self._clean if cleaned_only else self._normalize_unicode)
             # Where those rows' pieces sit in the flat values.
             splits = starts.row_splits
             pieces = tf.ragged.range(tf.gather(splits[:-1], other),
@@ -450,7 +461,7 @@ class BasicTokenizer(tf.Module):
 
         return tf.cond(tf.reduce_all(plain), lambda: (starts, ends), mapped)
 
-    def _map_rows(self, strings, starts, ends):
+    def _map_rows(self, strings, starts, ends, normalize):
         """map_offsets for any strings, through each character's normalised length."""
         codepoints, char_starts = tf.strings.unicode_decode_with_offsets(
             strings, "UTF-8", errors="replace")  # (B, C)
@@ -472,7 +483,7 @@ class BasicTokenizer(tf.Module):
             tf.RaggedTensor.from_uniform_row_length(tf.gather(flat, non_ascii), 1), "UTF-8")
         normalized_length = tf.tensor_scatter_nd_update(
             ascii_length, non_ascii[:, tf.newaxis],
-            tf.strings.length(self._normalize_unicode(chars)))
+            tf.strings.length(normalize(chars)))
         # Normalised end of each character over the whole batch, and where each row begins.
         normalized_ends = tf.cumsum(tf.cast(normalized_length, tf.int64))
         row_begins = tf.gather(tf.concat([[0], normalized_ends], 0), codepoints.row_splits[:-1])

@@ -18,6 +18,8 @@ and Python's `str.split()` rule split at \\x0b, \\x0c, \\x1c-\\x1f and \\x85,
 which the original deletes.
 """
 
+import random
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -42,6 +44,7 @@ CASES = [
     "line\u2028sep\u2029para nbsp\u00a0ideo\u3000space",
     "\x7fdel \x1b[31mred\x1b[0m",
     "Émile Zola, café!",
+    "\u0301ΣΑ e\u0301 \u0301 \u0378x",  # marks at a word's edge, alone; unassigned
     "",
     "   ",
 ]
@@ -153,3 +156,16 @@ def test_split_is_traced_once_and_takes_batches_of_zero(tokenizer):
     assert starts.shape[0] == ends.shape[0] == 0
     np.testing.assert_array_equal(
         tokenizer.whitespace_spans(tf.constant("a\x00 b"))[0].numpy(), [0, 3])
+
+
+def test_random_dirty_strings_split_as_the_original(tokenizer, original):
+    # Characters the two rules could disagree on, in random order: whitespace
+    # of every kind, deleted ones, marks, unassigned, surrogates, CJK, emoji.
+    pool = list("ab Éé\t\n\r\x00\x01\x0b\x0c\x1c\x1f\x7f\x85\xa0\xad,'") + [
+        "\u200b", "\u2028", "\u3000", "\ufffd", "\u0301", "\U000E0001", "\u0378", "中",
+        "\ud800", "ΣΑ", "ß", "İ", "\U0001F600"]
+    rng = random.Random(0)
+    texts = ["".join(rng.choice(pool) for _ in range(rng.randint(0, 12))) for _ in range(400)]
+    for text, ours in zip(texts, whitespace_words(tokenizer, texts)):
+        assert [cleaned(original, word) for word in ours] == original_words(original, text), \
+            repr(text)
