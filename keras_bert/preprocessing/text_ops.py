@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+
 def clean_utf8(text: tf.Tensor) -> tf.Tensor:
     """(B,) bytes -> valid UTF-8: each invalid sequence becomes one U+FFFD, as
     Python's `bytes.decode("utf-8", errors="replace")` does. The tokenizer then
