@@ -137,10 +137,19 @@ def add_vocab(subparsers):
 
 
 def run_vocab(args):
-    from keras_bert.text.vocab import learn_vocabulary
-    vocab = learn_vocabulary(args.input, args.vocab_size, lowercase=not args.cased,
-                             output=args.output, num_unused=args.num_unused)
+    from keras_bert.text import unknown_rate
+    from keras_bert.text.tokenizer import BertTokenizer
+    from keras_bert.text.vocab import learn_vocabulary_and_counts
+    vocab, word_counts = learn_vocabulary_and_counts(
+        args.input, args.vocab_size, lowercase=not args.cased, output=args.output,
+        num_unused=args.num_unused)
     print(f"wrote {len(vocab)} tokens to {args.output}")
+    # The learned vocabulary on its own corpus: a rare script left out of the
+    # alphabet, or too small a --vocab-size, shows here.
+    unknown_rate.report(
+        unknown_rate.count_word_counts(BertTokenizer(vocab, lowercase=not args.cased),
+                                       word_counts),
+        "the input text", args.output)
 
 
 # === encode ===
@@ -287,6 +296,9 @@ def run_create_pretraining_data(args):
             if pool is not None:
                 pool.terminate()
     print(summary.to_text(settings))
+    warning = summary.unknown.warning(args.vocab_file)
+    if warning:
+        print(warning, file=sys.stderr)
 
 
 # === pretrain ===

@@ -56,6 +56,14 @@ def input_format_of(path: str, task: str, input_format: str | None = None) -> st
     return input_format
 
 
+def text_lines(content: str) -> list[str]:
+    """A file's lines as a text file has them: ends at \\n, \\r\\n or \\r only.
+    `str.splitlines()` also ends lines at \\x0b, \\x0c, \\x1c-\\x1e, \\x85,
+    U+2028 and U+2029, which would split one input line into several answers."""
+    lines = content.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 def read_inputs(path: str, task: str, input_format: str | None = None
                 ) -> list[dict[str, Any]]:
     """The input file -> one dict per input, with the task's fields and `line`
@@ -79,7 +87,7 @@ def read_inputs(path: str, task: str, input_format: str | None = None
             raise ValueError(f"{path}: not a SQuAD JSON file ({type(e).__name__}: {e})") from None
     rows = []
     required = ("question", "context") if task == "squad" else ("text",)
-    for number, line in enumerate(content.splitlines(), start=1):
+    for number, line in enumerate(text_lines(content), start=1):
         if not line.strip():
             rows.append({"line": number, "blank": True})
             continue

@@ -37,6 +37,7 @@ from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, config_sharing_preprocessor
 from keras_bert.tasks import readers
+from keras_bert.text import unknown_rate
 from keras_bert.text.tokenizer import BertTokenizer
 from keras_bert.training import distribute
 from keras_bert.training.checkpointing import write_json
@@ -413,6 +414,9 @@ def _finetune(config: FinetuneConfig, train: Any, dev: Any) -> dict[str, Any]:
     except ValueError as e:
         raise ValueError(f"{e} (--task {config.task} reads {DATA_FORMATS[config.task]})") \
             from None
+    # A vocabulary that cannot spell the text (language, casing) says so now.
+    unknown_rate.report_texts(tokenizer, task.fit_data(train_data)[0], "the training texts",
+                              vocab_file or "of the model")
     if config.output_dir and config.overwrite:
         discard_run_state(config.output_dir)
         shutil.rmtree(os.path.join(config.output_dir, RUNS), ignore_errors=True)
