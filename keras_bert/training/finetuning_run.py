@@ -129,7 +129,8 @@ class FinetuneRun:
             self.model.compile(
                 optimizer=optimizer,
                 gradient_accumulation_steps=config.gradient_accumulation_steps,
-                jit_compile=distribute.resolve_jit_compile(config.jit_compile))
+                jit_compile=distribute.resolve_jit_compile(config.jit_compile),
+                **self.task.compile_options())
             # Built now so that restoring fills every slot variable at once.
             self.model.optimizer.build(self.model.trainable_variables)
         # The early-stopping state, checkpointed with the weights it describes.
