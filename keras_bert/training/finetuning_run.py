@@ -309,6 +309,11 @@ def _check_same_run(path, config):
         return
     with open(path) as f:
         saved = json.load(f)
+    # A field the saved config lacks is newer than the run, which trained as
+    # its default does.
+    defaults = {field.name: field.default for field in dataclasses.fields(config)
+                if field.default is not dataclasses.MISSING}
+    saved = {**{name: value for name, value in defaults.items() if name not in saved}, **saved}
     current = dataclasses.asdict(config)
     changed = sorted(name for name in set(saved) | set(current)
                      if name not in RESUMABLE_CHANGES and saved.get(name) != current.get(name))
