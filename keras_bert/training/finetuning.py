@@ -472,7 +472,8 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
     of columns (`text`, optional `text_pair`, `label`; or a DataFrame), a
     (texts, labels) tuple or an unbatched `tf.data.Dataset` of those; for
     tagging {"words": word lists or texts, "tags": tag lists}; for SQuAD the
-    SQuAD JSON's `data` list.
+    SQuAD JSON's `data` list; for embeddings a dict of text columns (and a
+    `score` column) or `keras_bert.tasks.text_rows.TextRows`.
 
     With an `output_dir`, the run is checkpointed and rerunning the same
     command after a kill resumes it (`keras_bert.training.finetuning_run`);

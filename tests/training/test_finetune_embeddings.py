@@ -217,6 +217,7 @@ def test_epoch_batches_of_text_columns_are_cut_each_to_its_longest(tmp_path):
 
 # === The command line ===
 
+@pytest.mark.slow
 def test_cli_finetune_evaluate_predict(tmp_path, capsys):
     output = str(tmp_path / "embed")
     assert cli.main(["finetune", "--task", "embed", "--train", TRIPLETS, "--dev", DEV,
