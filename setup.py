@@ -46,9 +46,13 @@ setup(
         # .pre-commit-config.yaml).
         "test": ["pytest", "import-linter", "tf-models-official==2.20.0", "seqeval",
                  "tensorflow-serving-api~=2.20.0", "ruff==0.17.6"],
-        # Peers of recipes/benchmarks (keras-hub's BertMaskedLM; Model Garden is in "test").
-        # HuggingFace tokenizers: the Python-side peer of serving_latency.py / tokenizer.py.
+        # The peers of benchmarks/ that run beside TensorFlow (keras-hub's BertMaskedLM and
+        # classifier; Model Garden is in "test"; HuggingFace tokenizers for serving_latency.py /
+        # tokenizer.py). The PyTorch peers have an environment of their own:
+        # benchmarks/requirements-peers.txt.
         "bench": ["keras-hub", "tf-models-official==2.20.0", "tokenizers"],
+        # mypy on the public API in CI (pyproject.toml's [tool.mypy]); run.py's tests install it.
+        "lint": ["mypy==2.4.1"],
         # The documentation site (mkdocs.yml): `mkdocs build --strict` in CI. Pinned: the
         # strict build fails on warnings, and a new release may add some.
         "docs": ["mkdocs==1.6.1", "mkdocs-material==9.8.2", "mkdocstrings[python]==1.0.8",

@@ -36,7 +36,7 @@ import sys
 import threading
 from typing import Any, Iterable, Iterator, Mapping
 
-from keras_bert.errors import OutputInUseError, OutputIsInputError, output_error
+from keras_bert.errors import OutputInUseError, OutputIsInputError, UserError, output_error
 
 
 def is_remote(path: str) -> bool:
@@ -276,7 +276,8 @@ def lock_file(path: str) -> str:
 
 
 @contextlib.contextmanager
-def output_lock(path: str, make_parents: bool = True) -> Iterator[str | None]:
+def output_lock(path: str, make_parents: bool = True, folder: bool = False
+                ) -> Iterator[str | None]:
     """Holds `PATH.lock` while the block runs: another process taking the same
     output fails with OutputInUseError naming the owner's pid and host. A
     lock left by a process that is gone (same host, pid not running) is taken
@@ -284,7 +285,12 @@ def output_lock(path: str, make_parents: bool = True) -> Iterator[str | None]:
     Remote outputs and devices (/dev/stdout) are not locked (yields None),
     nor, with `make_parents=False`, an output whose folder does not exist (the
     writer refuses it itself). In a multi-worker cluster only the chief takes
-    the lock: the workers write one run together (`is_chief_process`)."""
+    the lock: the workers write one run together (`is_chief_process`).
+    `folder=True`: the output is a folder of many files (a run's output dir),
+    so an existing file of that name is refused before anything is written."""
+    if folder and not is_remote(path) and os.path.exists(path) and not os.path.isdir(path):
+        raise UserError(f"{path} is a file, and this output is a folder of files; "
+                                 "choose a folder name that is not taken")
     lock = lock_file(path)
     if is_remote(path) or _is_special(path) or not is_chief_process() or (
             not make_parents and not os.path.isdir(os.path.dirname(lock))):

@@ -7,7 +7,7 @@ import re
 
 from repo_paths import REPO_ROOT
 
-SEARCHED = ("keras_bert", "tests", "docs")
+SEARCHED = ("keras_bert", "tests", "docs", "benchmarks")
 SUFFIXES = (".py", ".md", ".yaml", ".yml", ".sh")
 # Data, not prose of ours (the Austen novels), and this file, which spells the patterns out.
 SKIPPED = (os.path.join(REPO_ROOT, "keras_bert", "assets"), os.path.abspath(__file__))

@@ -304,3 +304,15 @@ def test_remote_paths_go_through_tf_io_gfile():
     assert tf.io.gfile.listdir("ram://safe_output_test/run") == ["finetune_config.json"]
     with safe_output.output_lock("ram://safe_output_test/run") as lock:
         assert lock is None
+
+
+def test_a_folder_output_that_is_a_file_is_refused_before_writing(tmp_path):
+    taken = tmp_path / "train.tsv"
+    taken.write_text("label\tsentence\n")
+    with pytest.raises(errors.UserError, match="train.tsv is a file, and this output is a folder"):
+        with safe_output.output_lock(str(taken), folder=True):
+            pass
+    assert taken.read_text() == "label\tsentence\n"
+    assert not os.path.exists(f"{taken}.lock")
+    with safe_output.output_lock(str(tmp_path / "run"), folder=True) as lock:
+        assert lock == str(tmp_path / "run.lock")

@@ -306,7 +306,7 @@ def run_pretrain(args):
     # The output folder is the recipe's model_dir, known only now.
     safe_output.check_not_input(config.model_dir, [config.train_files, config.eval_files],
                                 "config field model_dir")
-    with safe_output.output_lock(config.model_dir):
+    with safe_output.output_lock(config.model_dir, folder=True):
         results = pretrain(config)
     print(" - ".join(f"{name}: {value:.4f}" for name, value in results.items()))
 
@@ -390,8 +390,10 @@ def add_finetune(subparsers):
                         choices=["auto", "one_device", "mirrored", "multi_worker", "tpu"],
                         help="tf.distribute strategy [auto: TF_CONFIG's cluster, else all GPUs]")
     parser.add_argument("--tpu", default=None, help="TPU name or grpc:// address")
-    parser.add_argument("--mixed-precision", default=None, choices=["bfloat16", "float16"],
-                        help="bfloat16 (TPU, CPU) or float16 (GPU, loss-scaled)")
+    parser.add_argument("--mixed-precision", default=None,
+                        choices=["auto", "bfloat16", "float16", "float32"],
+                        help="[auto: what the hardware multiplies natively, said in one "
+                             "line] bfloat16, float16 (loss-scaled) or float32")
     parser.add_argument("--jit-compile", default=None, choices=["true", "false", "auto"],
                         help="XLA [auto: on with a GPU or TPU]")
     parser.add_argument("--gradient-accumulation-steps", type=positive_int, default=None,

@@ -72,7 +72,7 @@ def import_tensorflow_lean():
 # AVX512-VNNI, AVX512-BF16 or AMX, yet they are faster on AVX2 CPUs too. The
 # pooling (BFC) host allocator: without it every activation buffer above 32 MB
 # is a fresh mmap whose pages fault in one by one (glibc's largest mmap
-# threshold). Figures in recipes/benchmarks/README.md; the benchmarks run with both.
+# threshold). Figures in benchmarks/README.md; the benchmarks run with both.
 FAST_CPU_TRAINING = {"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPU_ALLOCATOR_USE_BFC": "true"}
 
 

@@ -2,7 +2,7 @@
 the plain TensorFlow / Keras ops they replace, faster. One switch (`switch`: a
 model option, `BertEncoder(fast_kernels=...)`, saved in its config) chooses
 them, on by default; tests/kernels/test_fast_*.py prove fast == plain, values and
-gradients; measured figures are in recipes/benchmarks/README.md.
+gradients; measured figures are in benchmarks/README.md.
 
 - `dense`: `FastDense`, whose kernel gradient uses the layout CPUs are fast at
 - `layer_norm`: `FastLayerNorm`, LayerNorm with its closed-form gradient

@@ -41,7 +41,7 @@ def kernel_gradient(inputs: tf.Tensor, upstream: tf.Tensor) -> tf.Tensor:
     markedly slower than the same product with the wider operand copied
     transposed and put on the left. Elsewhere the copy costs more than it
     saves or as much, so those keep the plain product (the measured widths
-    are in recipes/benchmarks/README.md).
+    are in benchmarks/README.md).
     """
     inputs_width, upstream_width = inputs.shape[-1], upstream.shape[-1]
     if (inputs_width is None or upstream_width is None

@@ -5,7 +5,7 @@ element, the largest random tensor of a pretraining step. TensorFlow's
 dropout draws a float32 uniform there, compares, scales and selects, and its
 gradient selects and scales again. Here one 32-bit Philox draw serves two
 elements (a bitcast, no copy), and the gradient is one multiply by the kept
-mask (figures in recipes/benchmarks/README.md).
+mask (figures in benchmarks/README.md).
 
 The price: the rate is rounded to a multiple of 2^-16 (0.1 -> 0.100006); the
 scale is 1 / (1 - rounded rate), so the expected output is still the input.

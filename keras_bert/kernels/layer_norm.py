@@ -20,7 +20,7 @@ def layer_norm(x: tf.Tensor, gamma: tf.Tensor | keras.Variable, beta: tf.Tensor 
 
     Why a hand-written gradient: autodiff through the mean, the variance and
     their broadcasts builds about twice the element-wise ops of the closed
-    form below (figures in recipes/benchmarks/README.md).
+    form below (figures in benchmarks/README.md).
     """
     dtype = x.dtype
     x = tf.cast(x, tf.float32)

@@ -50,7 +50,7 @@ def cross_entropy_and_prediction(logits: tf.Tensor, labels: tf.Tensor, labels_na
     gradient) to float rounding. Why not that op: over the masked-LM head's
     logits it is several times slower than oneDNN's softmax, which this
     builds on, arg-max included (the accuracy metric needs it anyway; figures
-    in recipes/benchmarks/README.md). Training uses `tied_output_cross_entropy`, which also skips
+    in benchmarks/README.md). Training uses `tied_output_cross_entropy`, which also skips
     the (N, V) gradient of the logits.
     """
     logits = tf.cast(logits, tf.float32)
@@ -89,7 +89,7 @@ def tied_output_cross_entropy(hidden: tf.Tensor, table: tf.Tensor, bias: tf.Tens
     by its upstream gradient, on the (N, H) side in float32. So the
     gradient skips two passes over (N, V): the row weighting and the
     one-hot subtraction. d table is the transposed (H, V) product
-    (hidden^T P)^T (figures in recipes/benchmarks/README.md).
+    (hidden^T P)^T (figures in benchmarks/README.md).
     """
     vocabulary = tf.shape(table)[0]
     row_labels = _checked_rows(labels, vocabulary, labels_name)  # (N,)

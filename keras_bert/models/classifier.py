@@ -146,7 +146,8 @@ class BertClassifier(TextTask, keras.Model):
             y, np.ndarray) else y)
         if values.dtype.kind not in "OSU":
             return check_class_indices(values, self.num_classes)
-        index = {name: i for i, name in enumerate(self.answer_names())}
+        # No label_names: every text label is unknown (the error below says so).
+        index = {name: i for i, name in enumerate(self.answer_names() or [])}
         unknown = sorted({str(v) for v in values.ravel()} - set(index))
         if unknown:
             raise ValueError(f"label(s) {unknown[:5]} not among the model's label_names "

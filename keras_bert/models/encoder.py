@@ -18,6 +18,7 @@ from keras_bert.checkpoints.source import PretrainedSource, resolve
 from keras_bert.config import BertConfig
 from keras_bert.features import ENCODER_INPUTS
 from keras_bert.kernels.dropout import FastDropout
+from keras_bert.kernels import precision
 from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.layers import AttentionMaskBias, PositionEmbedding, TransformerBlock
 from keras_bert.layers.packing import TokenPacking
@@ -49,6 +50,8 @@ class BertEncoder(keras.Model):
                  fast_kernels: bool = True, **kwargs: Any) -> None:
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
+        # "auto": this machine's native precision (keras_bert.kernels.precision).
+        dtype = precision.resolve_auto(dtype)
         init = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
         # The fast kernels or the plain ops in every layer (keras_bert.kernels.switch).
         fast = {"fast_kernels": fast_kernels}
@@ -133,7 +136,11 @@ class BertEncoder(keras.Model):
         return embed_tokens(self, input_ids, input_mask, segment_ids, training=training)
 
     def get_config(self) -> dict:
+        # The layers' policy (a Functional model keeps none of its own), so a
+        # mixed-precision encoder reloads computing as it was built.
+        policy = self.token_embedding.dtype_policy.name
         return {"config": self.config.to_dict(), "fast_kernels": self.fast_kernels,
+                "dtype": None if policy == "float32" else policy,
                 "name": self.name, "trainable": self.trainable}
 
     @classmethod

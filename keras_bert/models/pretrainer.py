@@ -81,6 +81,9 @@ class BertPretrainer(UpdateStep, keras.Model):
                  **kwargs: Any) -> None:
         if isinstance(encoder, dict):
             encoder = keras.saving.deserialize_keras_object(encoder)
+        if not isinstance(encoder, BertEncoder):
+            raise TypeError(f"encoder must be a BertEncoder (or its serialized config), "
+                            f"got {type(encoder).__name__}")
         if objective not in features.PRETRAINER_OBJECTIVES:
             raise ValueError(f"objective must be one of {features.PRETRAINER_OBJECTIVES}, "
                              f"got {objective!r}")
@@ -175,6 +178,9 @@ class BertPretrainer(UpdateStep, keras.Model):
         global-batch loss: the masked-LM sum over the global weight sum, and
         the next-sentence mean divided by the number of replicas.
         """
+        if x is None or y_pred is None:  # Keras' signature allows None; the labels are in x
+            raise ValueError("BertPretrainer.compute_loss needs x (the feature dict, which "
+                             "holds the labels) and y_pred")
         masked_lm_total = self.update_normaliser(x)
         per_prediction, predicted = loss_and_prediction(
             y_pred["masked_lm_logits"], x["masked_lm_ids"], labels_name="masked_lm_ids",

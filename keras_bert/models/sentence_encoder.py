@@ -115,6 +115,8 @@ class BertSentenceEncoder(TextTask, keras.Model):
 
     # A plain BERT checkpoint: sentence-transformers reads up to 512 positions.
     default_seq_length = 512
+    text_forms = ("texts, text columns (anchors, positives[, negatives]) or rows of them, "
+                  "{'anchor': ..., 'positive': ...[, 'negative': ...]}")
     outputs_logits = False
 
     # === Loading ===
@@ -140,8 +142,8 @@ class BertSentenceEncoder(TextTask, keras.Model):
         source = resolve(folder.transformer)
         encoder = BertEncoder.from_pretrained(source, dtype=dtype)
         seq_length = seq_length or folder.max_seq_length
-        vocab_file = vocab_file or vocabulary_of(folder.transformer)
-        preprocessor = cls._preprocessor_for(source, encoder, seq_length, lowercase, vocab_file)
+        vocabulary = vocab_file or vocabulary_of(folder.transformer)  # a file, or the tokens
+        preprocessor = cls._preprocessor_for(source, encoder, seq_length, lowercase, vocabulary)
         return cls.from_encoder(encoder, preprocessor, folder, **model_kwargs)
 
     @classmethod

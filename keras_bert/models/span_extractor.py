@@ -123,6 +123,8 @@ class BertSpanExtractor(TextTask, keras.Model):
                    "end_logits": features.pop("end_positions")}
         return features, (targets if y is not None else None), None
 
+    text_forms = "(questions, contexts) or {'question': [...], 'context': [...]}"
+
     def is_text(self, x: Any) -> bool:
         if isinstance(x, Mapping):
             return QUESTION in x and CONTEXT in x
@@ -242,13 +244,14 @@ def _questions_and_contexts(x: Any) -> tuple[list[str], list[str]]:
     return questions, contexts
 
 
-def _answers(y: Any, count: int) -> list[dict | None]:
+def _answers(y: Any, count: int) -> list[dict[str, Any] | None]:
     """{"text": [...], "answer_start": [...]} or a list of such dicts -> a list."""
     if y is None:
         return [None] * count
     if isinstance(y, Mapping):
         y = [{"text": t, "answer_start": int(s)} for t, s in zip(y["text"], y["answer_start"])]
-    answers = [{"text": _text(a["text"]), "answer_start": int(a["answer_start"])} for a in y]
+    answers: list[dict[str, Any] | None] = [
+        {"text": _text(a["text"]), "answer_start": int(a["answer_start"])} for a in y]
     if len(answers) != count:
         raise ValueError(f"one answer per question: got {count} questions and "
                          f"{len(answers)} answers")

@@ -212,6 +212,9 @@ class BertTokenClassifier(TextTask, keras.Model):
         return WordTagger(preprocessor.tokenizer, preprocessor.seq_length,
                           tag_names(self.num_labels, self.label_names))
 
+    text_forms = ("texts (a list, NumPy array or pandas Series of strings) or word lists "
+                  "(a list of lists of strings)")
+
     def is_text(self, x: Any) -> bool:
         """Texts, or word lists (a list of lists of strings)."""
         if isinstance(x, (list, tuple)) and x and isinstance(x[0], (list, tuple)):
@@ -230,7 +233,7 @@ class BertTokenClassifier(TextTask, keras.Model):
         features, labels, weights, _ = encode_tagged(
             preprocessor.tokenizer, TaggedSentences(words, tags),
             tag_names(self.num_labels, self.label_names), preprocessor.seq_length)
-        if tags is None:
+        if labels is None:  # no tags given
             return features, None, None
         return features, np.maximum(labels, 0), weights
 

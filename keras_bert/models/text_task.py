@@ -45,7 +45,7 @@ from keras_bert.models import lora
 from keras_bert.models.batch_trimming import trim_features_batch
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.update_step import UpdateStep
-from keras_bert.models.user_inputs import check_texts, check_vocabulary_fits
+from keras_bert.models.user_inputs import check_features, check_texts, check_vocabulary_fits
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_text_spec
 
 # keras-hub's task default; the paper's fine-tuning range is 2e-5 to 5e-5.
@@ -159,8 +159,15 @@ class TextTask(UpdateStep):
         """Whether a dataset's `x` element spec is raw text for this task."""
         return is_text_spec(spec)
 
-    # Whether the outputs are logits (a probability-expecting loss is then a mistake).
-    outputs_logits = True
+    # The text this task takes, for the message that refuses anything else.
+    text_forms = ("texts (a list, NumPy array or pandas Series of strings), "
+                  "(texts, text_pairs) or {'text': ..., 'text_pair': ...}")
+
+    @property
+    def outputs_logits(self) -> bool:
+        """Whether the outputs are logits (a probability-expecting loss is then a
+        mistake). A property, so that a classifier can answer from its activation."""
+        return True
 
     def unused_weights(self) -> list:
         """Weights the task's outputs never depend on (a tagger's pooler): left
@@ -301,8 +308,7 @@ class TextTask(UpdateStep):
         come from its named helpers (`predict_labels`, `predict_entities`, ...)."""
         call = inspect.signature(super().predict).bind(x, batch_size, *args, **kwargs)
         given = call.arguments
-        if self.preprocessor is not None:
-            given["x"] = self.features_for_training(given["x"], None, None)[0]
+        given["x"] = self.features_for_training(given["x"], None, None)[0]
         if are_arrays(given["x"]):  # in order, the last batch partial
             given["x"] = array_batches(given["x"], batch_size=default_batch_size(
                 given["x"], given.pop("batch_size", None), given.get("steps")))
@@ -350,6 +356,10 @@ class TextTask(UpdateStep):
                 return x, y, sample_weight
             return x.map(self._map_element, num_parallel_calls=tf.data.AUTOTUNE), y, sample_weight
         x = check_texts(x)  # the one boundary: bad rows named before any tracing
+        if self.is_text(x):
+            self.require_preprocessor()  # text for a model that takes ids: say how to add one
+        else:
+            check_features(x, type(self).__name__, self.text_forms)
         if self.preprocessor is None or not self.is_text(x):
             return x, y, sample_weight
         features, targets, weights = self.encode_text(x, y)

@@ -66,14 +66,15 @@ class UpdateStep:
 
     gradient_accumulation_steps = 1
 
-    def compile(self, optimizer: Any = "rmsprop", gradient_accumulation_steps: int = 1,
+    def compile(self, optimizer: Any = "rmsprop", *, gradient_accumulation_steps: int = 1,
                 **kwargs: Any) -> None:
         """Keras' compile, and `gradient_accumulation_steps` k: each dataset
         element then holds k micro-batches of equal size (batch the dataset k
         times larger); they run forward and backward one after another, so only
         one micro-batch's activations are alive at a time, and the optimizer
         applies the sum of their gradients once. A model computing in float16
-        gets a LossScaleOptimizer (its gradients underflow without one)."""
+        gets a LossScaleOptimizer (its gradients underflow without one).
+        Keyword-only: Keras' second positional argument is the loss."""
         self.gradient_accumulation_steps = check_accumulation_steps(gradient_accumulation_steps)
         optimizer = keras.optimizers.get(optimizer)
         if (computes_in_float16(self)

@@ -14,6 +14,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from keras_bert.features import ENCODER_INPUTS
+
 
 def _is_series(value: Any) -> bool:
     """A pandas Series or Index, without importing pandas."""
@@ -86,6 +88,26 @@ def check_texts(x: Any, argument: str = "x") -> Any:
             raise ValueError(f"one `text_pair` per `text`: got {len(a)} texts and {len(b)} "
                              f"pairs (`{first}`, `{second}`)")
     return x
+
+
+def check_features(x: Any, model_name: str, text_forms: str, argument: str = "x") -> None:
+    """`x` that is not this task's text must be the encoder's id features (a
+    dict holding input_ids / input_mask / segment_ids, arrays or tensors);
+    anything else (a tuple of three text lists, a dict of unknown keys, a
+    number) is refused here, naming the forms the model takes, rather than by
+    Keras' "Unrecognized data type" or a graph error."""
+    if isinstance(x, Mapping):
+        if set(ENCODER_INPUTS) & set(x):
+            return
+        got = f"a dict with keys {sorted(map(str, x))}"
+    elif isinstance(x, (tuple, list)) and any(looks_like_texts(part) for part in x):
+        got = f"a {type(x).__name__} of {len(x)} lists of texts"
+    elif isinstance(x, (int, float)) or x is None:
+        got = repr(x)
+    else:
+        return  # arrays, tensors, generators, PyDatasets: Keras' own checks apply
+    raise ValueError(f"`{argument}`: a {model_name} takes {text_forms}, or a dict of the id "
+                     f"features {list(ENCODER_INPUTS)}, or a tf.data.Dataset of these; got {got}")
 
 
 def check_class_indices(y: np.ndarray, num_classes: int, argument: str = "y") -> np.ndarray:

@@ -118,7 +118,8 @@ def read_squad_data(source: Any, limit: int | None = None) -> list[dict]:
     `data` list -> that list, cut to its first `limit` questions."""
     spec = tfds_spec(source)
     if not isinstance(source, str):
-        dataset = source["data"] if isinstance(source, Mapping) else list(source)
+        dataset = squad.check_squad_data(
+            source["data"] if isinstance(source, Mapping) else list(source), "the SQuAD data")
     elif spec is not None:
         if not spec[0].startswith("squad"):
             raise ValueError(f"{source}: span extraction reads TFDS squad/* only")

@@ -113,9 +113,43 @@ def load_squad_json(path: str) -> list[dict[str, Any]]:
             content = json.load(f)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON ({e})") from None
-    if "data" not in content:
+    if not isinstance(content, dict) or "data" not in content:
         raise ValueError(f"{path}: no top-level `data` field; not a SQuAD file")
-    return content["data"]
+    return check_squad_data(content["data"], path)
+
+
+def check_squad_data(data: Any, source: str) -> list[dict[str, Any]]:
+    """`data` if it has SQuAD's shape (articles of paragraphs, each a `context`
+    and its `qas`, each a `question` and its `answers`), else a ValueError
+    naming `source` and the first bad field's place, e.g.
+    `data[0].paragraphs[2].qas`: checked once here, for every reader, rather
+    than as a KeyError wherever the field is first used."""
+    def require(value, kind, place, what):
+        if not isinstance(value, kind):
+            raise ValueError(f"{source}: {place} must be {what}, got "
+                             f"{type(value).__name__ if value is not None else 'nothing'}"
+                             " (SQuAD JSON: data[].paragraphs[].{context, qas[].{id, "
+                             "question, answers[].{text, answer_start}}})")
+
+    require(data, list, "data", "a list of articles")
+    for i, article in enumerate(data):
+        require(article, dict, f"data[{i}]", "an article (a JSON object)")
+        require(article.get("paragraphs"), list, f"data[{i}].paragraphs", "a list")
+        for j, paragraph in enumerate(article["paragraphs"]):
+            place = f"data[{i}].paragraphs[{j}]"
+            require(paragraph, dict, place, "a JSON object")
+            require(paragraph.get("context"), str, f"{place}.context", "text")
+            require(paragraph.get("qas"), list, f"{place}.qas", "a list of questions")
+            for k, qa in enumerate(paragraph["qas"]):
+                require(qa, dict, f"{place}.qas[{k}]", "a JSON object")
+                require(qa.get("question"), str, f"{place}.qas[{k}].question", "text")
+                for n, answer in enumerate(qa.get("answers") or []):
+                    where = f"{place}.qas[{k}].answers[{n}]"
+                    require(answer, dict, where, "a JSON object")
+                    require(answer.get("text"), str, f"{where}.text", "text")
+                    require(answer.get("answer_start"), int, f"{where}.answer_start",
+                            "a character offset")
+    return data
 
 
 def read_squad_tfds(name: str, split: str, data_dir: str | None = None) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ IGNORED = -1  # label id of pieces that carry no label (weight 0)
 @dataclasses.dataclass
 class TaggedSentences:
     words: list   # list of lists of words
-    tags: list    # list of lists of tags (None for unlabelled data)
+    tags: list | None  # list of lists of tags (None for unlabelled data)
 
     def __len__(self):
         return len(self.words)
@@ -33,6 +33,10 @@ def read_conll(path: str) -> TaggedSentences:
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"data file not found: {path}")
     words, tags, sentence_words, sentence_tags = [], [], [], []
+    # A CoNLL file has the same columns on every line (word ... tag), and a
+    # tag is one word: anything else is not CoNLL (e.g. a TSV of labelled
+    # sentences, whose "tags" would be the sentences), refused by line.
+    columns = None
 
     def flush():
         if sentence_words:
@@ -52,6 +56,18 @@ def read_conll(path: str) -> TaggedSentences:
             fields = line.split("\t") if "\t" in line else line.split()
             if len(fields) < 2:
                 raise ValueError(f"{path}, line {number}: expected `word<TAB>tag`, got {line!r}")
+            if len(fields[-1].split()) > 1:
+                raise ValueError(
+                    f"{path}, line {number}: the tag {fields[-1][:40]!r} has spaces; a CoNLL "
+                    f"file has one word and its tag per line (a table of labelled texts is "
+                    f"--task classify's)")
+            if columns is None:
+                columns = (len(fields), number)
+            elif len(fields) != columns[0]:
+                raise ValueError(
+                    f"{path}, line {number}: {len(fields)} columns, line {columns[1]} has "
+                    f"{columns[0]}; a CoNLL file has one word and its tag per line (a table "
+                    f"of labelled texts is --task classify's)")
             sentence_words.append(fields[0])
             sentence_tags.append(fields[-1].strip())
     flush()

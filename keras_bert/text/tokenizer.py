@@ -39,7 +39,7 @@ import functools
 import json
 import os
 import unicodedata
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -196,6 +196,9 @@ class _Untracked:
     def __init__(self, **attributes):
         self.__dict__.update(attributes)
 
+    if TYPE_CHECKING:  # the attributes come from the keyword arguments
+        def __getattr__(self, name: str) -> Any: ...
+
 
 class _Traced:
     """Methods as tf.functions over (B,) strings, traced once per tokenizer and then
@@ -208,6 +211,9 @@ class _Traced:
             # converting it would take most of the tracing time.
             traced = tf.function(method, input_signature=_STRINGS, autograph=False)
             setattr(self, name, functools.partial(_call_on_rows, traced))
+
+    if TYPE_CHECKING:  # the methods come from the keyword arguments
+        def __getattr__(self, name: str) -> Any: ...
 
 
 def _call_on_rows(traced, strings):
@@ -245,7 +251,7 @@ def check_vocabulary(vocab: Sequence[str], source: str = "vocabulary") -> list[s
     vocab = [str(token) for token in vocab]
     if not vocab:
         raise ValueError(f"vocabulary is empty: {source}")
-    seen = {}
+    seen: dict[str, int] = {}  # token -> its line
     for line, token in enumerate(vocab, start=1):
         if token in seen:
             raise ValueError(f"{source}, line {line}: token {token!r} repeats line "
@@ -283,10 +289,10 @@ class BasicTokenizer(tf.Module):
         self._marks = patterns["marks"]
         self._split = patterns["split"]
         self._keep = patterns["keep"]
-        vocab_chars = set(vocab_chars)
+        chars = set(vocab_chars)
         self._placeholder = next(chr(cp) for cp in range(0xE000, 0xF900)
-                                 if chr(cp) not in vocab_chars)
-        in_vocab = {ord(c) for c in vocab_chars if unicodedata.category(c) == "Cn"}
+                                 if chr(cp) not in chars)
+        in_vocab = {ord(c) for c in chars if unicodedata.category(c) == "Cn"}
         self._unassigned = _unassigned_class(frozenset(in_vocab))
         fixes = sorted(_lowercase_fixes().items()) if lowercase else []
         self._lower_from = tf.constant([a for a, _ in fixes], tf.int32) if fixes else None
@@ -668,15 +674,14 @@ class BertTokenizer(tf.Module):
           bounds how many shapes a served graph sees.
         """
         _check_padding(padding, length_multiple)
-        segment_a = self._as_ids(segment_a)
+        ids_a = self._as_ids(segment_a)
         if segment_b is None:
-            segment_a = _trim_rows(segment_a, seq_length - 2)
-            segments = [segment_a]
+            segments = [_trim_rows(ids_a, seq_length - 2)]
         else:
-            segment_b = self._as_ids(segment_b)
+            ids_b = self._as_ids(segment_b)
             keep_a, keep_b = truncated_pair_lengths(
-                segment_a.row_lengths(), segment_b.row_lengths(), seq_length - 3)
-            segments = [_trim_rows(segment_a, keep_a), _trim_rows(segment_b, keep_b)]
+                ids_a.row_lengths(), ids_b.row_lengths(), seq_length - 3)
+            segments = [_trim_rows(ids_a, keep_a), _trim_rows(ids_b, keep_b)]
         return self._pack_trimmed(segments, seq_length, padding, length_multiple)
 
     def _as_ids(self, segment):

@@ -116,7 +116,7 @@ class FinetuneConfig:
     strategy: str = "auto"             # auto, one_device, mirrored, multi_worker, tpu
     tpu: str = None                    # TPU name or grpc:// address for strategy "tpu"
     devices: list = None               # for "mirrored": e.g. ["/gpu:0", "/gpu:1"]
-    mixed_precision: str = None        # bfloat16 (TPU, CPU) or float16 (GPU, loss-scaled)
+    mixed_precision: str = "auto"      # auto (native), bfloat16, float16 (loss-scaled), float32
     jit_compile: object = "auto"       # XLA: true, false, auto (on with a GPU / TPU)
     gradient_accumulation_steps: int = 1  # micro-batches of batch_size per update
     train_loop: str = "auto"           # fit, or custom (strategy.run; multi-worker's)
@@ -495,7 +495,7 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
             os.path.join(config.output_dir, name),
             [source for source in (config.train, config.dev, config.init_checkpoint,
                                    config.vocab_file) if isinstance(source, str)], "output_dir")
-    with safe_output.output_lock(config.output_dir):
+    with safe_output.output_lock(config.output_dir, folder=True):
         return _finetune(config, train, dev)
 
 

@@ -303,6 +303,14 @@ class _StepCallback(keras.callbacks.Callback):
         self.model.stop_training = True
 
 
+def _effective(name, value):
+    """A field's value as the run uses it: mixed_precision "auto", "float32"
+    and null (older runs) all mean float32 on a machine without bfloat16."""
+    if name == "mixed_precision":
+        return distribute.model_dtype(value)
+    return value
+
+
 def _check_same_run(path, config):
     """A checkpoint resumes only the run that wrote it (same data, model, schedule)."""
     if not os.path.exists(path):
@@ -316,7 +324,8 @@ def _check_same_run(path, config):
     saved = {**{name: value for name, value in defaults.items() if name not in saved}, **saved}
     current = dataclasses.asdict(config)
     changed = sorted(name for name in set(saved) | set(current)
-                     if name not in RESUMABLE_CHANGES and saved.get(name) != current.get(name))
+                     if name not in RESUMABLE_CHANGES
+                     and _effective(name, saved.get(name)) != _effective(name, current.get(name)))
     if changed:
         details = ", ".join(f"{n}: {saved.get(n)!r} -> {current.get(n)!r}" for n in changed)
         raise ValueError(f"{os.path.dirname(os.path.dirname(path))} holds checkpoints of another "

@@ -131,12 +131,12 @@ class AdamW(GlobalBatchClipping, keras.optimizers.AdamW):
     With the gradient clipped to norm 1 over 22M weights most entries are far
     below it, so early updates shrank: fine-tuning MiniLM, the encoder's first
     updates came out 35-60 % off the HuggingFace Trainer's from the same
-    weights and batches (recipes/benchmarks/finetuning_parity.py).
+    weights and batches (benchmarks/finetuning_parity.py).
 
     Keras's Adam update is about a dozen separate element-wise ops per
     variable, each a pass over the variable or its moments, which the (V, H)
     embedding table makes a visible share of a CPU step (figures in
-    recipes/benchmarks/README.md). TensorFlow's `ResourceApplyAdam` kernel
+    benchmarks/README.md). TensorFlow's `ResourceApplyAdam` kernel
     does the same arithmetic in one pass (given epsilon * sqrt(1 - beta2^t),
     the kernel's epsilon-hat form is Algorithm 1's). The decoupled weight decay
     is Keras's (and PyTorch's), applied before the update, as one multiply.
@@ -204,7 +204,7 @@ def create_adamw(learning_rate: float, total_steps: int, warmup_steps: int,
     The clipping is the original's (google-research/bert `optimization.py`,
     fine-tuning included) and HuggingFace Trainer's default: fine-tuning MiniLM
     on wnut16 without it gave dev entity F1 23.1 against 36.2 with it, the same
-    seed and data order (recipes/benchmarks/finetuning.py).
+    seed and data order (benchmarks/finetuning.py).
     """
     batches_per_step = kwargs.get("gradient_accumulation_steps") or 1
     optimizer = AdamW(

@@ -86,9 +86,9 @@ class PretrainConfig:
     strategy: str = "auto"  # auto, one_device, mirrored, multi_worker, tpu
     devices: list = None  # for "mirrored": e.g. ["/gpu:0", "/gpu:1"]; null for all GPUs
     tpu: str = None  # TPU name or grpc:// address for strategy "tpu"
-    mixed_precision: str = None  # mixed_bfloat16 (TPU, CPU) or mixed_float16 (GPU)
+    mixed_precision: str = "auto"  # auto (native: keras_bert.kernels.precision), mixed_bfloat16, mixed_float16, float32
     # XLA: true, false or auto: on where there is a GPU or TPU, off on a
-    # CPU-only host, where it measured slower (recipes/benchmarks/pretraining_throughput.py).
+    # CPU-only host, where it measured slower (benchmarks/pretraining_throughput.py).
     jit_compile: object = "auto"
     steps_per_execution: int = 1
     train_loop: str = "auto"

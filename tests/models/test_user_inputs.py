@@ -94,3 +94,19 @@ def test_from_pretrained_refuses_a_vocabulary_larger_than_the_embedding(tmp_path
     with pytest.raises(ValueError, match="vocab.txt: the vocabulary has 25 entries but the "
                                          "encoder's token embedding only 11 rows"):
         BertClassifier.from_pretrained(encoder_file, num_classes=2, vocab_file=str(vocab))
+
+
+@pytest.mark.parametrize("bad, got", [
+    ((["the fox"], ["a dog"], ["the dog"]), "a tuple of 3 lists of texts"),
+    ({"txt": ["the fox"]}, "a dict with keys \\['txt'\\]"),
+    (7, "7"),
+])
+def test_input_in_no_form_the_model_takes_is_refused_naming_the_forms(classifier, bad, got):
+    with pytest.raises(ValueError, match=f"a BertClassifier takes texts .*; got {got}"):
+        classifier.predict(bad)
+
+
+def test_text_for_a_model_without_a_preprocessor_says_how_to_add_one():
+    model = BertClassifier(BertEncoder(tiny_config()), 2)
+    with pytest.raises(ValueError, match="has no preprocessor, so it takes input_ids"):
+        model.predict(["the quick fox"])

@@ -222,3 +222,21 @@ def test_tfds_squad_reader_with_mock_data(tokenizer):
         examples = squad.read_squad_examples(data, is_training=False)
         features = squad.convert_examples_to_features(examples, tokenizer, **SETTINGS)
         assert {f.example_index for f in features} == set(range(4))
+
+
+@pytest.mark.parametrize("data, place", [
+    ({"data": [{"paragraphs": [{"context": "abc"}]}]}, r"data\[0\].paragraphs\[0\].qas must be a list"),
+    ({"data": [{"paragraphs": [{"context": "abc", "qas": [{"id": "1"}]}]}]},
+     r"data\[0\].paragraphs\[0\].qas\[0\].question must be text"),
+    ({"data": [{"paragraphs": [{"context": "abc", "qas": [
+        {"id": "1", "question": "q?", "answers": [{"text": "a", "answer_start": "0"}]}]}]}]},
+     r"data\[0\].paragraphs\[0\].qas\[0\].answers\[0\].answer_start must be a character "
+     "offset, got str"),
+    ({"data": {"title": "x"}}, "data must be a list of articles"),
+    ([1, 2], "no top-level `data` field"),
+])
+def test_a_squad_file_of_the_wrong_shape_names_the_field(tmp_path, data, place):
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=f"train.json: {place}"):
+        squad.load_squad_json(str(path))

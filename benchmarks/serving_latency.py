@@ -18,7 +18,9 @@ Batch 1 gives latency, batch 64 throughput; every sequence is 128 tokens
 since other processes share the CPUs.
 
     pip install -e .[bench]
-    python recipes/benchmarks/serving_latency.py [--preset base] [--windows 5]
+    python benchmarks/serving_latency.py [--preset base] [--windows 5]
+
+Writes benchmarks/results/serving_latency.{md,json} (`results_file`).
 """
 
 import argparse
@@ -32,12 +34,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import results_file  # noqa: E402
 from keras_bert import BertConfig, BertEncoder, BertTokenizer  # noqa: E402
 from keras_bert.export import export_saved_model  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_TEXT = os.path.join(HERE, "..", "..", "keras_bert", "assets", "austen", "emma.txt")
-DEFAULT_VOCAB = os.path.join(HERE, "..", "..", "keras_bert", "assets", "bert_uncased_vocab.txt")
+DEFAULT_TEXT = os.path.join(HERE, "..", "keras_bert", "assets", "austen", "emma.txt")
+DEFAULT_VOCAB = os.path.join(HERE, "..", "keras_bert", "assets", "bert_uncased_vocab.txt")
 
 
 def paragraphs(path, count, min_words=130):
@@ -77,6 +80,7 @@ def main(argv=None):
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None,
                         help="intra/inter-op threads (default: TensorFlow's)")
+    results_file.add_arguments(parser, "serving_latency")
     args = parser.parse_args(argv)
     if args.threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
@@ -120,6 +124,7 @@ def main(argv=None):
     print(f"{'batch':>5} | {'strings (SavedModel)':>22} | {'HF tokenizers + ids':>22} | "
           f"{'ids only (model)':>17} | {'tokenize: ours':>14} | {'HF':>8} | "
           f"{'share of end-to-end: ours':>25} | {'HF':>6}")
+    measured = {}
     for batch in (int(b) for b in args.batch_sizes.split(",")):
         texts = paragraphs(args.text, batch)
         text_tensor = tf.constant(texts)
@@ -147,7 +152,29 @@ def main(argv=None):
               f"{t_ids * 1e3:>14.1f} ms | {t_ours * 1e3:>11.2f} ms | {t_hf * 1e3:>5.2f} ms | "
               f"{share_ours:>25.1%} | {share_hf:>6.1%}"
               + ("" if same else "   (ids differ from HF's on some text)"))
+        measured[batch] = {"strings_ms": t_strings * 1e3, "hf_tokenizers_and_ids_ms": t_python * 1e3,
+                           "ids_only_ms": t_ids * 1e3, "tokenize_ours_ms": t_ours * 1e3,
+                           "tokenize_hf_ms": t_hf * 1e3, "same_ids": bool(same)}
     print("ms: seconds per call (latency); /s: sequences per second (throughput)")
+    if not args.no_results:
+        write_results(args, argv, model.count_params(), measured)
+
+
+def write_results(args, argv, weights, measured):
+    lines = ["| batch | strings (SavedModel) ms | HF tokenizers + ids ms | ids only ms | "
+             "tokenize: ours ms | tokenize: HF ms |", "|---|---|---|---|---|---|"] + [
+        f"| {batch} | {row['strings_ms']:.1f} | {row['hf_tokenizers_and_ids_ms']:.1f} | "
+        f"{row['ids_only_ms']:.1f} | {row['tokenize_ours_ms']:.2f} | {row['tokenize_hf_ms']:.2f} |"
+        for batch, row in measured.items()]
+    results_file.write(
+        args.results_name, "Serving latency: strings in against ids from HuggingFace tokenizers",
+        table="\n".join(lines), argv=argv,
+        figures={"model": args.init_checkpoint or args.preset, "weights": weights,
+                 "seq_length": args.seq_length, "windows": args.windows,
+                 "batches": {str(batch): row for batch, row in measured.items()}},
+        method=f"Length {args.seq_length} (Austen paragraphs, cut), best of {args.windows} "
+               "windows per figure.",
+        directory=args.results_dir)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,12 @@ the original Python `FullTokenizer` (tf-models-official). Each TF tokenizer runs
 inside one `tf.function` on batches of lines; each figure is the best of several
 timing windows over the whole corpus, since other processes share the CPUs.
 
-    python recipes/benchmarks/tokenizer.py [--batch-size 1024] [--windows 5]
+    python benchmarks/tokenizer.py [--batch-size 1024] [--windows 5]
     # long, partly non-ASCII documents (the Unicode and offset-mapping paths):
-    python recipes/benchmarks/tokenizer.py --corpus data/bbc_news/dev.tsv \
-        --batch-size 64 --python-lines 300
+    python benchmarks/tokenizer.py --corpus data/bbc_news/dev.tsv \
+        --batch-size 64 --python-lines 300 --results-name tokenizer_bbc
+
+Writes benchmarks/results/tokenizer.{md,json} (`results_file`).
 """
 
 import argparse
@@ -18,6 +20,7 @@ import os
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import results_file  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
 import tensorflow_text as tf_text  # noqa: E402
@@ -25,8 +28,8 @@ import tensorflow_text as tf_text  # noqa: E402
 from keras_bert.text.tokenizer import BertTokenizer  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_CORPUS = os.path.join(HERE, "..", "..", "keras_bert", "assets", "austen")
-DEFAULT_VOCAB = os.path.join(HERE, "..", "..", "keras_bert", "assets", "bert_uncased_vocab.txt")
+DEFAULT_CORPUS = os.path.join(HERE, "..", "keras_bert", "assets", "austen")
+DEFAULT_VOCAB = os.path.join(HERE, "..", "keras_bert", "assets", "bert_uncased_vocab.txt")
 
 
 def read_lines(corpus):
@@ -63,6 +66,7 @@ def main(argv=None):
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--python-lines", type=int, default=10000,
                         help="the original Python tokenizer is timed on this many lines")
+    results_file.add_arguments(parser, "tokenizer")
     args = parser.parse_args(argv)
 
     lines = read_lines(args.corpus)
@@ -106,6 +110,33 @@ def main(argv=None):
         print(f"{name:50s} {rate:12,.0f} {rate / target:11.2f}x")
     ratio = target / rates["keras_bert BertTokenizer.tokenize"]
     print(f"ours is {ratio:.2f}x slower than bare FastBertTokenizer (target: within 2x)")
+    if not args.no_results:
+        write_results(args, argv, lines, rates, target)
+
+
+# The README's sides: keras_bert, the original tokenizer (Model Garden's copy), HuggingFace.
+HEADLINE_SIDES = {"keras_bert": "keras_bert BertTokenizer.tokenize",
+                  "Model Garden": "original Python FullTokenizer",
+                  "HuggingFace": "HuggingFace tokenizers (Rust) encode_batch"}
+
+
+def write_results(args, argv, lines, rates, target):
+    table = "\n".join(["| tokenizer | lines/s | vs FastBertTokenizer |", "|---|---|---|"] + [
+        f"| {name} | {rate:,.0f} | {rate / target:.2f}x |" for name, rate in rates.items()])
+    corpus = os.path.basename(os.path.normpath(args.corpus))
+    results_file.write(
+        args.results_name, f"Tokenizer throughput, {corpus}", table=table, argv=argv,
+        figures={"corpus": corpus, "lines": len(lines), "batch_size": args.batch_size,
+                 "windows": args.windows, "python_lines": args.python_lines,
+                 "lines_per_second": rates},
+        method=f"Best of {args.windows} windows over the whole corpus, batches of "
+               f"{args.batch_size}; the original Python tokenizer on the first "
+               f"{args.python_lines} lines, once.",
+        headlines=[results_file.headline(
+            "lines_per_second", f"tokenizer, {corpus}", "lines/s",
+            {side: rates[name] for side, name in HEADLINE_SIDES.items() if name in rates},
+            decimals=0)],
+        directory=args.results_dir)
 
 
 if __name__ == "__main__":

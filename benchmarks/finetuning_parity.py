@@ -17,8 +17,13 @@ step's loss and gradient with the weights the step starts from (the same
 computation as the train step, dropout off makes it deterministic) and reads
 the optimizer's rate; HuggingFace's from its Trainer (`trainer_peer.parity`).
 
-    PYTHONPATH=. /tmp/ft_venv/bin/python recipes/benchmarks/finetuning_parity.py \\
+The Trainer runs in the peers' environment (`--peer-python` or
+$KERAS_BERT_PEER_PYTHON; benchmarks/README.md builds it):
+
+    python benchmarks/finetuning_parity.py --peer-python .venv-peers/bin/python \\
         [--tasks wnut16,rotten_tomatoes] [--steps 10] [--keep-at 1,2,10]
+
+Writes benchmarks/results/finetuning_parity.{md,json} (`results_file`).
 """
 
 import argparse
@@ -28,7 +33,8 @@ import tempfile
 import numpy as np
 
 import finetuning as benchmark  # noqa: E402 (sets the CPU settings before TensorFlow loads)
-from peer_process import PeerProcess
+import results_file
+from peer_process import PeerProcess, add_peer_python_argument, peer_python
 
 # Tensors shown one by one (canonical names; "head/..." is the new output layer).
 SHOWN = ("head/kernel", "head/bias", "bert/embeddings/word_embeddings",
@@ -121,6 +127,8 @@ def huggingface_weights(path):
 # === Report ===
 
 def report(name, kb, hf, kb_weights, hf_weights):
+    """Prints the comparison; returns its figures (the results file's)."""
+    figures = {"keras_bert": kb, "huggingface": hf, "updates_relative_difference": {}}
     print(f"\n== {name}: per step (keras_bert | HuggingFace Trainer | relative difference) ==")
     print(f"{'step':>4}  {'learning rate':^38}  {'loss':^38}  {'grad global norm':^38}")
     for step in range(len(kb["loss"])):
@@ -148,6 +156,7 @@ def report(name, kb, hf, kb_weights, hf_weights):
         worst = max(moved, key=lambda n: relative(*moved[n]) if np.any(moved[n][1]) else 0.0)
         # Attention key biases have no true gradient (softmax ignores a shift
         # per query): both sides move them by rounding noise alone.
+        figures["updates_relative_difference"][step] = float(total)
         print(f"after step {step}: updates' relative difference {total:.2e} over the model; "
               f"worst tensor {worst} {relative(*moved[worst]):.2e} "
               f"(|d_hf| {np.linalg.norm(moved[worst][1]):.1e})")
@@ -160,6 +169,28 @@ def report(name, kb, hf, kb_weights, hf_weights):
     print("    " + "\n    ".join(kb["dropout"]))
     print(f"dropout, HuggingFace ({len(hf['dropout'])} modules):")
     print("    " + "\n    ".join(hf["dropout"]))
+    figures["initial_weights_relative_difference"] = float(worst_start)
+    return figures
+
+
+def write_results(args, argv, measured, versions):
+    lines = ["| task | step | learning rate: kb / hf | loss: kb / hf | grad norm: kb / hf |",
+             "|---|---|---|---|---|"]
+    for name, figures in measured.items():
+        kb, hf = figures["keras_bert"], figures["huggingface"]
+        for step in range(len(kb["loss"])):
+            lines.append(f"| {name} | {step + 1} | " + " | ".join(
+                f"{kb[key][step]:.6g} / {hf[key][step]:.6g}"
+                for key in ("learning_rate", "loss", "grad_norm")) + " |")
+    lines += ["", "| task | after step | updates' relative difference over the model |",
+              "|---|---|---|"] + [
+        f"| {name} | {step} | {difference:.2e} |" for name, figures in measured.items()
+        for step, difference in figures["updates_relative_difference"].items()]
+    results_file.write(
+        args.results_name, "Fine-tuning parity: keras_bert's fit against the Trainer, step by step",
+        table="\n".join(lines), argv=argv, figures=measured,
+        method="The same initial weights, dropout off, the same first batches in order.",
+        peer_versions=versions, directory=args.results_dir)
 
 
 def main(argv=None):
@@ -173,17 +204,18 @@ def main(argv=None):
                              "step 1 updates)")
     parser.add_argument("--seed", type=int, default=0, help="keras_bert's head initialisation")
     parser.add_argument("--torch-threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--hf-python", default=None,
-                        help="the Python with torch + transformers + accelerate")
+    add_peer_python_argument(parser)
+    results_file.add_arguments(parser, "finetuning_parity")
     args = parser.parse_args(argv)
-    import sys
+    python = peer_python(args.peer_python)
     checkpoint = args.checkpoint or benchmark.default_checkpoint()
     keep_at = [int(s) for s in args.keep_at.split(",")]
     worker = PeerProcess(os.path.join(benchmark.HERE, "trainer_peer.py"), {
-        "checkpoint": checkpoint, "threads": args.torch_threads},
-        args.hf_python or sys.executable)
+        "checkpoint": checkpoint, "threads": args.torch_threads}, python)
     if "missing" in worker.facts:
-        raise SystemExit(f"HuggingFace side not installed: {worker.facts['missing']}")
+        raise SystemExit(f"{python}: the peers' environment lacks a package "
+                         f"({worker.facts['missing']}); install benchmarks/requirements-peers.txt")
+    measured = {}
     print(f"{checkpoint}; {worker.facts['versions']}", flush=True)
     for name in args.tasks.split(","):
         task = benchmark.load_task(name)
@@ -198,8 +230,10 @@ def main(argv=None):
             hf = worker.ask(("parity", name, head, args.steps, keep_at, folder))
             hf_weights = {step: huggingface_weights(f"{folder}/step_{step}.safetensors")
                           for step in [0] + keep_at}
-        report(name, kb, hf, kb_weights, hf_weights)
+        measured[name] = report(name, kb, hf, kb_weights, hf_weights)
     worker.close()
+    if not args.no_results:
+        write_results(args, argv, measured, {"peers": worker.facts["versions"]})
 
 
 if __name__ == "__main__":

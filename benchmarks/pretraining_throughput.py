@@ -39,7 +39,9 @@ it actually does. Peak FLOP/s is the best window of a 2048^3 float32 matmul
 in TensorFlow, measured in the same rotation.
 
     pip install -e .[bench]
-    python recipes/benchmarks/pretraining_throughput.py [--presets mini,small] [--windows 5]
+    python benchmarks/pretraining_throughput.py [--presets mini,small] [--windows 5]
+
+Writes benchmarks/results/pretraining_throughput.{md,json} (`results_file`).
 """
 
 import argparse
@@ -57,6 +59,7 @@ use_fast_cpu_training_settings()
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import results_file  # noqa: E402
 from keras_bert.config import BertConfig  # noqa: E402
 
 VOCAB_SIZE = 30522
@@ -234,6 +237,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3, help="steps per timing window")
     parser.add_argument("--inter-op-threads", type=int, default=0,
                         help="TensorFlow inter-op threads (0: TensorFlow's default)")
+    results_file.add_arguments(parser, "pretraining_throughput")
     args = parser.parse_args(argv)
     if args.inter_op_threads:
         tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
@@ -241,13 +245,15 @@ def main(argv=None):
     precisions = (["float32"] + (["mixed_bfloat16"] if cpu_has_bfloat16() else [])
                   if args.precisions == "auto" else args.precisions.split(","))
     print(f"{os.cpu_count()} CPUs, bfloat16 arithmetic: {'yes' if cpu_has_bfloat16() else 'no'}; "
-          f"TF_ENABLE_ONEDNN_OPTS={os.environ['TF_ENABLE_ONEDNN_OPTS']}, "
-          f"TF_CPU_ALLOCATOR_USE_BFC={os.environ['TF_CPU_ALLOCATOR_USE_BFC']}; "
+          # Unset where TensorFlow was imported before this module (a test's process).
+          f"TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset')}, "
+          f"TF_CPU_ALLOCATOR_USE_BFC={os.environ.get('TF_CPU_ALLOCATOR_USE_BFC', 'unset')}; "
           f"precisions {precisions}; TensorFlow threads intra-op "
           f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}, inter-op "
           f"{tf.config.threading.get_inter_op_parallelism_threads() or 'default'}")
 
     batch = synthetic_batch(args.batch_size, args.seq_length, args.max_predictions)
+    measured = {}
     for preset in args.presets.split(","):
         config = BertConfig.preset(preset, vocab_size=VOCAB_SIZE)
         flops = training_flops(config, args.batch_size, args.seq_length, args.max_predictions)
@@ -266,6 +272,7 @@ def main(argv=None):
         seconds = {key: min(times) for key, times in per_window.items()}  # best window
         peak = matmul_flops / seconds.pop("peak")
         print(f"  peak float32 matmul: {peak / 1e9:.1f} GFLOP/s")
+        measured[preset] = {"peak_gflops": peak / 1e9, "load": load_average(), "best": {}}
         best = {}
         for (name, precision, xla), step_seconds in seconds.items():
             rate = args.batch_size / step_seconds
@@ -277,6 +284,8 @@ def main(argv=None):
         for name, (rate, precision, xla, mfu) in best.items():
             print(f"  best {name:13s} {rate:7.2f} seq/s  MFU {mfu:6.1%}  "
                   f"({precision}, XLA {'on' if xla else 'off'})")
+            measured[preset]["best"][name] = {"seq_per_second": rate, "mfu": mfu,
+                                              "precision": precision, "xla": xla}
         if "ours" in best:
             for name, (rate, *_) in best.items():
                 if name != "ours":
@@ -292,8 +301,44 @@ def main(argv=None):
                 ratios = sorted(p / o for o, p in zip(ours_times, peer_times))
                 print(f"  ours / {faster}, window by window: median "
                       f"{statistics.median(ratios):.2f}x, range {ratios[0]:.2f}-{ratios[-1]:.2f}x")
+                measured[preset]["window_ratios"] = ratios
         print(f"  (load {load_average()})", flush=True)
         del runs
+    if not args.no_results:
+        write_results(args, argv, measured)
+
+
+# The results files' names of the sides (MODELS' keys here).
+SIDES = {"ours": "keras_bert", "keras-hub": "keras-hub", "model-garden": "Model Garden"}
+
+
+def write_results(args, argv, measured):
+    lines = ["| size | side | seq/s | MFU | precision, XLA | ours / faster peer, "
+             "per window (median, range) |", "|---|---|---|---|---|---|"]
+    for preset, run in measured.items():
+        ratios = run.get("window_ratios")
+        spread = (f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}x)"
+                  if ratios else "")
+        for name, best in run["best"].items():
+            lines.append(f"| {preset} | {SIDES[name]} | {best['seq_per_second']:.2f} | "
+                         f"{best['mfu']:.1%} | {best['precision']}, XLA "
+                         f"{'on' if best['xla'] else 'off'} | {spread if name == 'ours' else ''} |")
+    results_file.write(
+        args.results_name, "Pretraining step throughput", table="\n".join(lines), argv=argv,
+        figures={"seq_length": args.seq_length, "batch_size": args.batch_size,
+                 "max_predictions": args.max_predictions, "windows": args.windows,
+                 "repeats": args.repeats, "presets": measured},
+        method=f"Synthetic batches of {args.batch_size} x {args.seq_length} tokens, "
+               f"{args.max_predictions} predictions, AdamW; every model with XLA on and off "
+               "(and mixed_bfloat16 where the CPU has bfloat16 arithmetic), the settings in "
+               f"turns in every window, best of {args.windows} windows of {args.repeats} steps; "
+               "MFU against the float32 matmul peak of the same windows.",
+        headlines=[results_file.headline(
+            f"{preset}_seq_per_second", f"pretraining step, BERT-{preset}", "seq/s",
+            {SIDES[name]: best["seq_per_second"] for name, best in run["best"].items()},
+            decimals=2) for preset, run in measured.items()],
+        matmul_peak_gflops=max(run["peak_gflops"] for run in measured.values()),
+        directory=args.results_dir)
 
 
 if __name__ == "__main__":

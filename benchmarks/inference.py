@@ -46,16 +46,15 @@ GFLOP/s counts the matrix products of the shape each peer computes (padded
 length); the matmul peak is a (2048, 2048) float32 `tf.matmul` timed in the
 same run. A missing peer prints "not installed".
 
-Packages outside the CI venv (torch, transformers, keras-hub) came from a venv
-of their own that reuses the CI venv through a .pth file:
+keras-hub runs in this process (the `bench` extra); HuggingFace's peers run
+in the peers' environment (`--peer-python` or $KERAS_BERT_PEER_PYTHON;
+benchmarks/README.md builds it; `--no-hf` leaves them out):
 
-    python -m venv /tmp/infer_venv
-    echo /tmp/keras_bert_ci_venv/lib/python3.11/site-packages > /tmp/infer_venv/lib/python3.11/site-packages/ci.pth
-    /tmp/infer_venv/bin/pip install torch transformers keras-hub   # torch 2.14.1 (its CUDA
-        # libraries are needed to import it even on CPU), transformers 5.24, keras-hub 0.32
-    /tmp/infer_venv/bin/pip uninstall -y triton   # imported next to TensorFlow, it crashed
-    PYTHONPATH=. /tmp/infer_venv/bin/python recipes/benchmarks/inference.py \
+    pip install -e ".[bench]"
+    python benchmarks/inference.py --peer-python .venv-peers/bin/python \
         --exports default,padding=longest
+
+Writes benchmarks/results/inference.{md,json} (`results_file`).
 """
 
 import argparse
@@ -71,11 +70,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
+import results_file  # noqa: E402
 from mkl_shim import mkl_shim_env  # noqa: E402
-from peer_process import PeerProcess  # noqa: E402
+from peer_process import PeerProcess, add_peer_python_argument, peer_python  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.join(HERE, "..", "..")
+ROOT = os.path.join(HERE, "..")
 REVIEWS = os.path.join(ROOT, "data", "rotten_tomatoes", "dev.tsv")
 AUSTEN = os.path.join(ROOT, "keras_bert", "assets", "austen", "emma.txt")
 SEQ_LENGTH = 128
@@ -308,12 +308,12 @@ def keras_bert_peers(model, tokenizer, fast_tokenizer, exports, fixed, folder):
 class TorchWorker(PeerProcess):
     """`torch_peers.py` in its own process (see `peer_process` why)."""
 
-    def __init__(self, model, checkpoint, threads, config=None, compile=True, env=None):
+    def __init__(self, model, checkpoint, threads, python, config=None, compile=True, env=None):
         head = model.get_layer("classifier_output")
         super().__init__(os.path.join(HERE, "torch_peers.py"), {
             "checkpoint": checkpoint, "threads": threads, "config": config,
             "compile": compile, "head_kernel": np.asarray(head.kernel.numpy(), np.float32),
-            "head_bias": np.asarray(head.bias.numpy(), np.float32)}, env=env)
+            "head_bias": np.asarray(head.bias.numpy(), np.float32)}, python=python, env=env)
 
     def peers(self, fixed):
         self.ask(("padding", "max_length" if fixed else "longest"))
@@ -418,7 +418,12 @@ def main(argv=None):
                         help="leave out `hf compiled` (torch.compile with freezing)")
     parser.add_argument("--lengths", default="natural,fixed")
     parser.add_argument("--skip", default="", help="comma-separated peer names to leave out")
+    parser.add_argument("--no-hf", action="store_true",
+                        help="leave out HuggingFace's peers (no peers' environment needed)")
+    add_peer_python_argument(parser)
+    results_file.add_arguments(parser, "inference")
     args = parser.parse_args(argv)
+    python = None if args.no_hf else peer_python(args.peer_python)
 
     import tensorflow as tf
     if args.tf_threads:
@@ -442,19 +447,18 @@ def main(argv=None):
     texts = {"natural": reviews(), "fixed": long_paragraphs()}
     skip = set(filter(None, args.skip.split(",")))
     torch_worker = None
-    if importlib.util.find_spec("torch") and importlib.util.find_spec("transformers"):
+    if python is not None:
         sizes = None if not args.preset else {  # HuggingFace's BertConfig, same names
             name: getattr(config, name) for name in (
                 "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                 "intermediate_size", "max_position_embeddings", "type_vocab_size")}
-        torch_worker = TorchWorker(model, checkpoint, args.torch_threads, sizes,
+        torch_worker = TorchWorker(model, checkpoint, args.torch_threads, python, sizes,
                                    compile=not args.no_hf_compile,
                                    env=None if args.no_mkl_shim else mkl_shim_env())
         if "missing" in torch_worker.facts:
-            print(f"HuggingFace transformers / torch: not installed ({torch_worker.facts['missing']})")
-            torch_worker = None
-    else:
-        print("HuggingFace transformers / torch: not installed")
+            raise SystemExit(f"{python}: the peers' environment lacks a package "
+                             f"({torch_worker.facts['missing']}); install "
+                             "benchmarks/requirements-peers.txt into it")
     peak = MatmulPeak()
     for _ in range(args.windows):
         peak.measure()
@@ -468,6 +472,7 @@ def main(argv=None):
     folder = tempfile.mkdtemp(prefix="inference_bench_")
     floor = ProductsAlone(model, fast_tokenizer).peer()
     hub = keras_hub_peer(config, vocab_file, args.keras_hub_xla) if "keras-hub" not in skip else []
+    measured = {}
     for mode in args.lengths.split(","):
         fixed = mode == "fixed"
         peers = keras_bert_peers(model, tokenizer, fast_tokenizer, args.exports.split(","),
@@ -504,6 +509,7 @@ def main(argv=None):
         print(f"{'peer':<38} | {'b1 p50 ms':>9} | {'b1 p99 ms':>9} | {'b1 x':>5} | "
               f"{f'b{args.batch} seq/s':>9} | {f'b{args.batch} x':>5} | {'GFLOP/s':>7} | "
               f"{'% peak':>6}")
+        rows = measured[mode] = {"mean_pieces": float(np.mean(lengths)), "peers": {}}
         for peer in peers:
             p50, p99 = single[peer.name]
             flops = np.mean([forward_flops(config, len(g), peer.length(g), peer.real_tokens(g),
@@ -513,6 +519,9 @@ def main(argv=None):
             ratio_b = f"{rates[peer.name] / fastest_rate:5.2f}" if fastest_rate else "  -  "
             print(f"{peer.name:<38} | {p50 * 1e3:9.1f} | {p99 * 1e3:9.1f} | {ratio_1} | "
                   f"{rates[peer.name]:9.1f} | {ratio_b} | {gflops:7.1f} | {gflops / peak.best:6.1%}")
+            rows["peers"][peer.name] = {"b1_p50_ms": p50 * 1e3, "b1_p99_ms": p99 * 1e3,
+                                        "seq_per_second": rates[peer.name], "gflops": gflops,
+                                        "peak_share": gflops / peak.best}
         if fastest_rate and floor.name in rates:
             print_bound(args.batch, fastest_single, fastest_rate,
                         single[floor.name][0], rates[floor.name])
@@ -529,6 +538,52 @@ def main(argv=None):
     print("x: speed relative to the fastest peer outside keras_bert (higher is faster); "
           "GFLOP/s: matrix products at the padded length each peer computes (remove_padding: "
           "the per-token ones on the real tokens)")
+    if not args.no_results:
+        versions = {"peers": torch_worker.facts["versions"]} if torch_worker else {}
+        write_results(args, argv, measured, peak.best, versions)
+
+
+def side(name):
+    """The README's side of a peer row (None: a bound, not a side). keras_bert's
+    side is its strings-in export, what a server is sent; ids-in rows stay in the
+    table."""
+    if name.startswith("kb strings"):
+        return "keras_bert"
+    if name.startswith("hf ") or name == "hf pipeline":
+        return "HuggingFace"
+    if name.startswith("keras-hub"):
+        return "keras-hub"
+    return None
+
+
+def write_results(args, argv, measured, peak, versions):
+    lines = [f"| lengths | peer | b1 p50 ms | b1 p99 ms | b{args.batch} seq/s | GFLOP/s | % peak |",
+             "|---|---|---|---|---|---|---|"]
+    headlines = []
+    for mode, run in measured.items():
+        label = "fixed 128" if mode == "fixed" else f"natural ({run['mean_pieces']:.1f} pieces)"
+        for name, row in run["peers"].items():
+            lines.append(f"| {label} | {name} | {row['b1_p50_ms']:.1f} | {row['b1_p99_ms']:.1f} | "
+                         f"{row['seq_per_second']:.1f} | {row['gflops']:.1f} | "
+                         f"{row['peak_share']:.0%} |")
+        fastest = {}  # each side's fastest row: its best setting
+        for name, row in run["peers"].items():
+            if side(name) is not None:
+                fastest[side(name)] = max(fastest.get(side(name), 0.0), row["seq_per_second"])
+        what = "reviews" if mode == "natural" else "128-piece texts"
+        headlines.append(results_file.headline(
+            f"{mode}_b{args.batch}_seq_per_second",
+            f"serving {args.preset or 'MiniLM'}, {args.batch} {what} a call", "seq/s", fastest))
+    results_file.write(
+        args.results_name, "Inference: the exported classifier against its peers",
+        table="\n".join(lines), argv=argv, figures={"batch": args.batch, "windows": args.windows,
+                                                   "calls": args.calls, "groups": args.groups,
+                                                   "lengths": measured},
+        method="Batch 1: p50 / p99 of single calls, the best window's; batch "
+               f"{args.batch}: sequences/s of the best of {args.windows} windows, peers in "
+               "turns block by block. A side's headline figure is its fastest setting's.",
+        headlines=headlines, matmul_peak_gflops=peak, peer_versions=versions,
+        directory=args.results_dir)
 
 
 if __name__ == "__main__":

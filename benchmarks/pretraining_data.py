@@ -18,7 +18,9 @@ the original's (instances - instances on 3 documents) / (seconds - seconds on
 3 documents) and ours the same between the 8x corpus and the corpus (ours is
 too fast for the difference from 3 documents to stand out of the noise).
 
-    python recipes/benchmarks/pretraining_data.py [--repeats 3] [--skip-original]
+    python benchmarks/pretraining_data.py [--repeats 3] [--skip-original]
+
+Writes benchmarks/results/pretraining_data.{md,json} (`results_file`).
 """
 
 import argparse
@@ -29,8 +31,10 @@ import sys
 import tempfile
 import time
 
+import results_file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.dirname(HERE)
 AUSTEN = os.path.join(ROOT, "keras_bert", "assets", "austen")
 VOCAB = os.path.join(ROOT, "keras_bert", "assets", "bert_uncased_vocab.txt")
 
@@ -66,6 +70,11 @@ class Run:
     def rate(self):
         return self.instances / self.seconds
 
+    def figures(self):
+        return {"instances": self.instances, "seconds": self.seconds,
+                "instances_per_second": self.rate, "cpu_seconds": self.cpu,
+                "peak_rss_mib": self.peak / 1024, "load_average_at_start": self.load}
+
     def describe(self):
         return (f"{self.instances} instances in {self.seconds:.1f} s = {self.rate:.0f} "
                 f"instances/s ({self.cpu:.1f} CPU s), peak RSS {self.peak / 1024:.0f} MiB, "
@@ -91,11 +100,12 @@ def original(corpus_file, out_dir):
     return result
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="timing runs of ours (best kept)")
     parser.add_argument("--skip-original", action="store_true")
-    args = parser.parse_args()
+    results_file.add_arguments(parser, "pretraining_data")
+    args = parser.parse_args(argv)
     sys.path.insert(0, ROOT)
     from keras_bert.text.corpus import prepare_corpus
 
@@ -127,6 +137,9 @@ def main():
                   f"(best), {min(r.rate for r in runs) / theirs.rate:.1f}x (worst); "
                   f"{(best.instances / best.cpu) / (theirs.instances / theirs.cpu):.1f}x "
                   f"instances per CPU second")
+        measured = {"ours": best.figures(), "ours_runs": [r.figures() for r in runs],
+                    "not_next_percent": float(best.not_next),
+                    "original": theirs.figures() if theirs is not None else None}
         ours_tiny = ours(tiny, tmp)
         print(f"ours, 3 documents:     {ours_tiny.describe()}")
         if theirs is not None:
@@ -142,7 +155,37 @@ def main():
                             / max(theirs.seconds - theirs_tiny.seconds, 1e-9))
             print(f", original {theirs_after:.0f} instances/s (1x - 3 documents); "
                   f"ratio {ours_after / theirs_after:.1f}x", end="")
+            measured.update(original_3_documents=theirs_tiny.figures(),
+                            original_once_started_instances_per_second=theirs_after)
         print()
+        measured.update(ours_3_documents=ours_tiny.figures(), ours_x8=x8.figures(),
+                        ours_once_started_instances_per_second=ours_after)
+    if not args.no_results:
+        write_results(args, argv, measured)
+
+
+def write_results(args, argv, measured):
+    sides = [("keras_bert, 1x (best run)", measured["ours"]),
+             ("original (Model Garden), 1x", measured["original"]),
+             ("keras_bert, 3 documents", measured["ours_3_documents"]),
+             ("original, 3 documents", measured.get("original_3_documents")),
+             ("keras_bert, 8x", measured["ours_x8"])]
+    table = "\n".join(["| run | instances | seconds | instances/s | CPU s | peak RSS MiB |",
+                       "|---|---|---|---|---|---|"] + [
+        f"| {name} | {run['instances']} | {run['seconds']:.1f} | "
+        f"{run['instances_per_second']:,.0f} | {run['cpu_seconds']:.1f} | "
+        f"{run['peak_rss_mib']:.0f} |" for name, run in sides if run is not None])
+    figures = {"keras_bert": measured["ours"]["instances_per_second"]}
+    if measured["original"] is not None:
+        figures["Model Garden"] = measured["original"]["instances_per_second"]
+    results_file.write(
+        args.results_name, "Pretraining data: create-pretraining-data against the original",
+        table=table, argv=argv, figures=measured,
+        method="Six Austen novels, dupe factor 5, length 128; whole commands, start-up "
+               f"included; ours best of {args.repeats} runs, one after the original's.",
+        headlines=[results_file.headline("instances_per_second", "pretraining data, Austen",
+                                         "instances/s", figures, decimals=0)],
+        directory=args.results_dir)
 
 
 if __name__ == "__main__":

@@ -53,20 +53,19 @@ window), float32 (`--hf-bf16`: bfloat16 autocast, for CPUs with bfloat16
 arithmetic), eager or `torch_compile` (`--hf-compile eager,compile`: a peer
 each), on AMD CPUs with MKL's fast kernels (`mkl_shim.py`; `--no-mkl-shim`).
 
-    python -m venv /tmp/ft_venv   # the inference benchmark's peers + accelerate
-    printf '%s\\n' /tmp/infer_venv/lib/python3.11/site-packages \\
-        /tmp/keras_bert_ci_venv/lib/python3.11/site-packages \\
-        > /tmp/ft_venv/lib/python3.11/site-packages/peers.pth
-    /tmp/ft_venv/bin/pip install --no-deps accelerate
-    PYTHONPATH=. /tmp/ft_venv/bin/python recipes/benchmarks/finetuning.py \\
+The Trainer runs in the peers' environment (`--peer-python` or
+$KERAS_BERT_PEER_PYTHON; benchmarks/README.md builds it):
+
+    python benchmarks/finetuning.py --peer-python .venv-peers/bin/python \
         [--tasks rotten_tomatoes,wnut16] [--seeds 0,1,2] [--timing-only | --quality-only]
+
+Writes benchmarks/results/finetuning.{md,json} (`results_file`).
 """
 
 import argparse
 import importlib.util
 import os
 import statistics
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -78,11 +77,12 @@ import numpy as np  # noqa: E402
 
 from keras_bert.tasks.text_classification import read_text_examples  # noqa: E402
 
+import results_file  # noqa: E402
 from mkl_shim import mkl_shim_env  # noqa: E402
-from peer_process import PeerProcess  # noqa: E402
+from peer_process import PeerProcess, add_peer_python_argument, peer_python  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.path.join(HERE, "..", "..", "data")
+DATA = os.path.join(HERE, "..", "data")
 WARMUP_STEPS = 2  # steps left out of every timing (tracing, first allocations)
 KEYS = ("kb", "hf")  # --quality-sides
 
@@ -271,6 +271,7 @@ def report_timing(name, rates):
     kb = [peer for peer in rates if peer.startswith("keras_bert")]
     hf = [peer for peer in rates if not peer.startswith("keras_bert")]
     best_kb = max(kb, key=lambda peer: max(rates[peer]))
+    report = {"examples_per_second": rates, "best_keras_bert": best_kb, "ratios": {}}
     print(f"\n== {name}: training examples/s, best of {len(rates[best_kb])} windows ==")
     for peer, values in rates.items():
         print(f"{peer:<40} {max(values):8.1f}   (median {statistics.median(values):.1f})")
@@ -279,6 +280,10 @@ def report_timing(name, rates):
         print(f"ratio {best_kb} / {peer}: {max(rates[best_kb]) / max(rates[peer]):.2f} "
               f"(window by window: median {statistics.median(by_window):.2f}, "
               f"range {min(by_window):.2f}-{max(by_window):.2f})")
+        report["ratios"][peer] = {"best": max(rates[best_kb]) / max(rates[peer]),
+                                  "window_median": statistics.median(by_window),
+                                  "window_range": [min(by_window), max(by_window)]}
+    return report
 
 
 def quality(name, task, sides, seeds):
@@ -307,6 +312,11 @@ def quality(name, task, sides, seeds):
         gap = (statistics.mean(m for m, _ in results[sides_list[0]])
                - statistics.mean(m for m, _ in results[sides_list[1]]))
         print(f"mean {sides_list[0]} - {sides_list[1]}: {gap:+.2f} points")
+    return {"metric": metric_name, "seeds": seeds, "epochs": task["epochs"],
+            "sides": {side: {"dev": [m for m, _ in values], "loop_examples_per_second":
+                             [r for _, r in values], "mean": statistics.mean(m for m, _ in values),
+                             "sd": spread([m for m, _ in values])}
+                      for side, values in results.items()}}
 
 
 def default_checkpoint():
@@ -347,14 +357,15 @@ def main(argv=None):
                         help="comma-separated eager / compile (TrainingArguments(torch_compile="
                              "True): inductor), each a peer with every --hf-padding; quality "
                              "uses the first")
-    parser.add_argument("--hf-python", default=sys.executable,
-                        help="the Python with torch + transformers + accelerate")
+    add_peer_python_argument(parser)
     parser.add_argument("--quality-sides", default="kb,hf",
                         help="comma-separated kb / hf: the sides of the quality runs")
     parser.add_argument("--clipnorm", type=float, default=None,
                         help="global-norm clipping on both sides (default 1.0; 0: none)")
     parser.add_argument("--max-train-examples", type=int, default=None, help="for smoke runs")
+    results_file.add_arguments(parser, "finetuning")
     args = parser.parse_args(argv)
+    python = peer_python(args.peer_python)
 
     import tensorflow as tf
     if args.tf_threads:
@@ -365,10 +376,11 @@ def main(argv=None):
     threads = list(range(1, cores + 1)) if args.torch_threads == "best" else [
         int(args.torch_threads)]
     worker = PeerProcess(os.path.join(HERE, "trainer_peer.py"), {
-        "checkpoint": checkpoint, "threads": threads[-1], "bf16": args.hf_bf16}, args.hf_python,
+        "checkpoint": checkpoint, "threads": threads[-1], "bf16": args.hf_bf16}, python,
         env=None if args.no_mkl_shim else mkl_shim_env())
     if "missing" in worker.facts:
-        raise SystemExit(f"HuggingFace side not installed: {worker.facts['missing']}")
+        raise SystemExit(f"{python}: the peers' environment lacks a package "
+                         f"({worker.facts['missing']}); install benchmarks/requirements-peers.txt")
     kb_sides = {f"keras_bert fit ({setting})": KerasBertSide(checkpoint, setting,
                                                              args.kb_head_init)
                 for setting in args.kb_settings.split(",")}
@@ -379,8 +391,11 @@ def main(argv=None):
           f"{' bf16' if args.hf_bf16 else ' float32'}; {cores} cores; load {load_average()}",
           flush=True)
 
+    measured = {}
     for name in args.tasks.split(","):
         task = load_task(name, args.max_train_examples)
+        measured[name] = {"train": len(task["train_x"]), "dev": len(task["dev_x"]),
+                          "seq_length": task["seq_length"], "batch_size": task["batch_size"]}
         if args.clipnorm is not None:
             task["clipnorm"] = args.clipnorm or None
         hf_settings = [(padding, compiled) for compiled in args.hf_compile.split(",")
@@ -401,7 +416,7 @@ def main(argv=None):
                         lambda steps, seed, key=f"{name}/{padding}/{compiled}", c=count:
                         worker.ask(("threads", c)) or worker.ask(("time", key, steps, seed)))
             rates = timing(name, task, peers, args.windows, args.steps, seeds[0])
-            report_timing(name, rates)
+            measured[name]["timing"] = report_timing(name, rates)
             if len(threads) > 1:  # the quality runs at the fastest thread count
                 fastest = max((p for p in rates if p.startswith("hf")), key=lambda p: max(rates[p]))
                 worker.ask(("threads", int(fastest.split(", ")[1].split()[0])))
@@ -412,9 +427,53 @@ def main(argv=None):
                      f"hf Trainer (pad {padding}, {compiled})":
                      lambda seed: worker.ask(("train", f"{name}/{padding}/{compiled}", seed))}
             chosen = args.quality_sides.split(",")
-            quality(name, task, {side: train for (side, train), key in zip(sides.items(), KEYS)
-                                 if key in chosen}, seeds)
+            chosen_sides = {side: train for (side, train), key in zip(sides.items(), KEYS)
+                            if key in chosen}
+            measured[name]["quality"] = quality(name, task, chosen_sides, seeds)
     worker.close()
+    if not args.no_results:
+        write_results(args, argv, measured, {"peers": worker.facts["versions"]})
+
+
+def side_of(peer):
+    return "keras_bert" if peer.startswith("keras_bert") else "HuggingFace"
+
+
+def write_results(args, argv, measured, versions):
+    lines = ["| task | side | ex/s (best window) | dev metric: mean ± sd (seeds) |",
+             "|---|---|---|---|"]
+    headlines = []
+    for name, run in measured.items():
+        speeds = {peer: max(values) for peer, values in
+                  run.get("timing", {}).get("examples_per_second", {}).items()}
+        sides = run.get("quality", {}).get("sides", {})
+        for peer in dict.fromkeys([*speeds, *sides]):  # timing's sides, then quality's
+            speed = f"{speeds[peer]:.1f}" if peer in speeds else ""
+            quality = sides.get(peer)
+            dev = (f"{quality['mean']:.2f} ± {quality['sd']:.2f} ({len(quality['dev'])})"
+                   if quality else "")
+            lines.append(f"| {name} | {peer} | {speed} | {dev} |")
+        if speeds:
+            fastest = {}
+            for peer, rate in speeds.items():
+                fastest[side_of(peer)] = max(fastest.get(side_of(peer), 0.0), rate)
+            headlines.append(results_file.headline(
+                f"{name}_examples_per_second", f"fine-tuning MiniLM, {name}, training",
+                "ex/s", fastest))
+        if sides:
+            metric = run["quality"]["metric"]
+            headlines.append(results_file.headline(
+                f"{name}_dev_{metric.replace(' ', '_')}",
+                f"fine-tuned MiniLM, {name} dev {metric}", "%",
+                {side_of(side): quality["mean"] for side, quality in sides.items()}, decimals=2))
+    results_file.write(
+        args.results_name, "Fine-tuning: Keras fit against HuggingFace's Trainer",
+        table="\n".join(lines), argv=argv, figures={"windows": args.windows,
+                                                   "steps": args.steps, "tasks": measured},
+        method=f"Speed: {args.steps} steps per window, best of {args.windows} alternating "
+               "windows, each side at its fastest setting. Quality: the full budget per seed, "
+               "dev metric in points.",
+        headlines=headlines, peer_versions=versions, directory=args.results_dir)
 
 
 if __name__ == "__main__":

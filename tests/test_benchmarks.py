@@ -1,18 +1,20 @@
-"""The fine-tuning benchmark's own parts (recipes/benchmarks/finetuning.py and its
-HuggingFace peer, finetuning_parity.py): the label alignment, the tasks' data and
-metric, keras_bert's side for one short run and for the step-by-step parity. The
-HuggingFace side needs torch and transformers, which the CI venv does not have."""
+"""The benchmarks' keras_bert sides (benchmarks/finetuning.py and its HuggingFace
+peer, finetuning_parity.py, command_vs_fit.py, bbc_retrieval.py): the label
+alignment, the tasks' data and metric, keras_bert's side for one short run and
+for the step-by-step parity. The HuggingFace side needs torch and transformers,
+which live in the peers' environment (benchmarks/requirements-peers.txt), not
+the test environment."""
 
 import math
 
 import numpy as np
 import pytest
 
-from repo_paths import recipe_script
+from repo_paths import benchmark_script
 
 
 def benchmark(name):
-    return recipe_script("benchmarks", name)
+    return benchmark_script(name)
 
 
 def test_first_piece_labels_follow_huggingface_token_classification():
@@ -70,27 +72,29 @@ def test_parity_keras_side_records_each_step_with_dropout_off(minilm_path):
 
 
 @pytest.mark.slow
-def test_command_against_fit_runs_both_sides(minilm_path, capsys):
+def test_command_against_fit_runs_both_sides(minilm_path, capsys, tmp_path):
     command_vs_fit = benchmark("command_vs_fit")
     command_vs_fit.main(["--tasks", "wnut16", "--windows", "1", "--steps", "2",
-                         "--checkpoint", minilm_path, "--no-results"])
+                         "--checkpoint", minilm_path, "--results-dir", str(tmp_path)])
     table = capsys.readouterr().out
     row = next(line for line in table.splitlines() if line.startswith("| wnut16 |"))
     command, fit = (float(cell) for cell in row.split("|")[2:4])
     assert command > 0 and fit > 0
+    (headline,) = benchmark("results_file").read("command_vs_fit", str(tmp_path))["headlines"]
+    assert headline["figures"] == pytest.approx({"keras-bert finetune": command, "fit": fit},
+                                                abs=0.05)
 
 
 @pytest.mark.slow
 def test_bbc_retrieval_scores_zero_shot_and_after_a_step(tmp_path, minilm_path):
     """The retrieval recipe end to end on 8 dev rows at length 32; one
     fine-tuning step on 4 pairs."""
-    import json
     recipe = benchmark("bbc_retrieval")
-    results_path = tmp_path / "results.json"
     results = recipe.main(["--checkpoint", minilm_path, "--limit", "8", "--seq-length", "32",
                            "--batch-size", "4", "--train", recipe.DEV, "--train-limit", "4",
-                           "--train-batch-size", "4", "--results", str(results_path)])
-    assert json.loads(results_path.read_text()) == results
+                           "--train-batch-size", "4", "--results-dir", str(tmp_path)])
+    written = benchmark("results_file").read("bbc_retrieval_fine_tuned", str(tmp_path))
+    assert written["figures"] == results
     assert results["dev_queries"] == 8 and results["seq_length"] == 32
     for stage in ("zero_shot", "fine_tuned"):
         figures = results[stage]

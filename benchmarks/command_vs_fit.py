@@ -14,18 +14,15 @@ and each side's figure is the best of `--windows` windows (the machine is shared
 noisy); the ratio is also given per window. Both sides run float32 with the training
 commands' CPU settings (`keras_bert.cli.startup`), in one process.
 
-    PYTHONPATH=. .venv/bin/python recipes/benchmarks/command_vs_fit.py \\
+    PYTHONPATH=. .venv/bin/python benchmarks/command_vs_fit.py \\
         [--tasks rotten_tomatoes,wnut16] [--windows 3] [--steps 20]
 
-Writes recipes/benchmarks/results/command_vs_fit.{md,json}.
+Writes benchmarks/results/command_vs_fit.{md,json} (`results_file`).
 """
 
 import argparse
-import datetime
 import importlib.util
-import json
 import os
-import platform
 import statistics
 import time
 
@@ -34,9 +31,10 @@ from keras_bert.cli.startup import use_fast_cpu_training_settings  # noqa: E402
 
 use_fast_cpu_training_settings()  # before TensorFlow loads: it reads them once
 
+import results_file  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.path.join(HERE, "..", "..", "data")
-RESULTS = os.path.join(HERE, "results")
+DATA = os.path.join(HERE, "..", "data")
 WARMUP_STEPS = 2
 
 TASKS = {
@@ -123,21 +121,6 @@ def time_fit(name, checkpoint, steps, seed):
     return clock.rate(config.batch_size)
 
 
-def machine():
-    """The CPU's model name and its AVX-512 / AMX flags (none listed: it has none)."""
-    import tensorflow as tf
-    cpu, flags = platform.processor() or platform.machine(), ""
-    if os.path.exists("/proc/cpuinfo"):
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name") and cpu == platform.machine():
-                cpu = line.split(":", 1)[1].strip()
-            if line.startswith("flags"):
-                flags = " ".join(f for f in line.split()[2:] if f.startswith(("avx512", "amx")))
-                break
-    return {"cpu": cpu, "cores": os.cpu_count(), "avx512_amx_flags": flags or "none",
-            "tensorflow": tf.__version__, "date": datetime.date.today().isoformat()}
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default="rotten_tomatoes,wnut16")
@@ -145,11 +128,11 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--checkpoint", default=None, help="default: the real MiniLM folder")
-    parser.add_argument("--no-results", action="store_true", help="print only")
+    results_file.add_arguments(parser, "command_vs_fit")
     args = parser.parse_args(argv)
     checkpoint = args.checkpoint or minilm_folder()
     sides = {"keras-bert finetune": time_command, "fit": time_fit}
-    report = {"machine": machine(), "steps": args.steps, "windows": args.windows, "tasks": {}}
+    report = {"steps": args.steps, "windows": args.windows, "tasks": {}}
     lines = ["| task | keras-bert finetune, ex/s | fit, ex/s | ratio (best) | "
              "ratio per window (median, range) |", "|---|---|---|---|---|"]
     for name in args.tasks.split(","):
@@ -172,13 +155,16 @@ def main(argv=None):
     table = "\n".join(lines)
     print(table)
     if not args.no_results:
-        os.makedirs(RESULTS, exist_ok=True)
-        with open(os.path.join(RESULTS, "command_vs_fit.json"), "w") as f:
-            json.dump(report, f, indent=2)
-        with open(os.path.join(RESULTS, "command_vs_fit.md"), "w") as f:
-            f.write(f"# keras-bert finetune against fit\n\n{json.dumps(report['machine'])}\n\n"
-                    f"{args.steps} timed steps per window, best of {args.windows} windows, "
-                    f"real MiniLM, length 64, float32.\n\n{table}\n")
+        results_file.write(
+            args.results_name, "keras-bert finetune against fit", table=table, argv=argv,
+            figures=report,
+            method=f"{args.steps} timed steps per window, best of {args.windows} windows, "
+                   "real MiniLM, length 64, float32.",
+            headlines=[results_file.headline(
+                f"{name}_examples_per_second", f"fine-tuning MiniLM, {name}", "ex/s",
+                {"keras-bert finetune": max(run["command"]), "fit": max(run["fit"])})
+                for name, run in report["tasks"].items()],
+            directory=args.results_dir)
 
 
 if __name__ == "__main__":

@@ -8,12 +8,38 @@ Requests and replies are pickled; the first request is the peer's constructor
 arguments, answered by its facts ({"threads", "versions"}, or {"missing"}
 when an import fails); `None` ends the process. Timing happens inside the
 peer, so the pipe's cost is not counted.
+
+The peer's Python is the peers' environment (benchmarks/README.md builds it
+from benchmarks/requirements-peers.txt): `--peer-python`, else
+$KERAS_BERT_PEER_PYTHON.
 """
 
 import os
 import pickle
 import subprocess
 import sys
+
+PEER_PYTHON_VARIABLE = "KERAS_BERT_PEER_PYTHON"
+
+
+def add_peer_python_argument(parser):
+    parser.add_argument("--peer-python", default=os.environ.get(PEER_PYTHON_VARIABLE),
+                        help="the Python of the PyTorch peers' environment (default: "
+                             f"${PEER_PYTHON_VARIABLE}; benchmarks/README.md builds it)")
+
+
+def peer_python(value):
+    """The peers' interpreter from `--peer-python` / $KERAS_BERT_PEER_PYTHON, or
+    SystemExit saying how to get one."""
+    if not value:
+        raise SystemExit(
+            f"no Python for the PyTorch peers: pass --peer-python or set {PEER_PYTHON_VARIABLE} "
+            "to the python of an environment built from benchmarks/requirements-peers.txt "
+            "(benchmarks/README.md, 'The peers' environments')")
+    if not (os.path.isfile(value) and os.access(value, os.X_OK)):
+        raise SystemExit(f"--peer-python / {PEER_PYTHON_VARIABLE}: {value!r} is not an "
+                         "executable Python")
+    return value
 
 
 def serve(make_peer):
