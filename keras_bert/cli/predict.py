@@ -12,9 +12,9 @@ line by line (a text line may begin with `{`):
 - squad (.json, question answering only): a SQuAD JSON file.
 
 Outputs, in input order: `{"label", "probabilities": {name: p}}`, `{"score"}`,
-`{"tokens", "tags", "entities"}`, `{"answer", "start", "end", "score"}`
-(+ `has_answer`, `null_score_diff` for SQuAD 2.0) or `{"embedding": [D floats]}`. Every answer starts with
-`line`, its input line number (a SQuAD file's answers carry the question's
+`{"tokens", "tags", "entities"}`, `{"answer", "start", "end", "score"}` (+
+`has_answer`, `null_score_diff` for SQuAD 2.0) or `{"embedding": [D floats]}`.
+Every answer starts with `line`, its input line number (a SQuAD file's answers carry the question's
 `id` instead), so answers and inputs line up: a blank input line is
 answered `{"line": N, "blank": true}`, never skipped. `--include-input`
 copies the input's fields into its answer. The file is written under a

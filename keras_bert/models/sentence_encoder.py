@@ -303,15 +303,16 @@ class BertSentenceEncoder(TextTask, keras.Model):
                 seed_states=self.random_states())
 
     def train_step(self, data: Any) -> dict:
-        return self.apply_update(data)
+        self.apply_update(data)
+        return {"loss": self.loss_tracker.result()}
 
-    def apply_update(self, data: Any) -> dict:
+    def apply_update(self, data: Any) -> None:
         """One optimizer update from one (per-replica) batch: `fit` calls it
         through `train_step`, a custom loop inside `strategy.run`
         (`keras_bert.training.steps`, multi-worker)."""
         _, value, gradients = self.loss_and_gradients(data)
         self.optimizer.apply_gradients(zip(gradients, self.trainable_weights))
-        return self._track(value, data)
+        self._track(value, data)
 
     def test_step(self, data: Any) -> dict:
         x, scores, _ = keras.utils.unpack_x_y_sample_weight(data)

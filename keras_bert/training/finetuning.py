@@ -9,8 +9,9 @@ One driver for the four task families of the paper, and embeddings:
   embed     sentence embeddings trained contrastively, `BertSentenceEncoder`.
 
 Data comes from files (TSV / CSV / JSONL tables, GLUE TSVs, CoNLL files,
-SQuAD JSON, TSVs of pairs, triplets or scored pairs) or from TFDS, written `tfds:<name>:<split>` (`tfds:glue/cola:train`,
-`tfds:conll2003:dev`, `tfds:squad/v2.0:validation`). Each run writes to
+SQuAD JSON, TSVs of pairs, triplets or scored pairs) or from TFDS, written
+`tfds:<name>:<split>` (`tfds:glue/cola:train`, `tfds:conll2003:dev`,
+`tfds:squad/v2.0:validation`). Each run writes to
 `output_dir`: `model.keras`, `vocab.txt`, `finetune_config.json` (what
 `evaluate` needs), `dev_results.json` and TensorBoard logs; `search="paper"`
 runs the paper's grid and writes `search_results.md`.
