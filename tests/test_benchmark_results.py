@@ -13,7 +13,7 @@ import pytest
 
 from repo_paths import REPO_ROOT, benchmark_script
 
-SCRIPTS = ("bbc_retrieval", "command_vs_fit", "finetuning", "finetuning_parity", "inference",
+SCRIPTS = ("batch1_profile", "bbc_retrieval", "command_vs_fit", "finetuning", "finetuning_parity", "inference",
            "int8_accuracy", "pretraining_data", "pretraining_throughput", "serving_latency",
            "tokenizer")
 PEER_SCRIPTS = ("bbc_retrieval", "finetuning", "finetuning_parity", "inference")
@@ -290,6 +290,22 @@ def test_pretraining_throughput_script_times_keras_bert_on_a_tiny_config(tmp_pat
     assert best["seq_per_second"] > 0 and best["xla"] is False
     assert report["headlines"][0]["figures"] == {"keras_bert": best["seq_per_second"]}
     assert report["machine"]["matmul_peak_gflops"] > 0
+
+
+@pytest.mark.slow
+def test_batch1_profile_takes_a_call_apart_on_a_tiny_config(tmp_path):
+    """The script end to end on the tiny preset: every part timed, the floors
+    below the whole call."""
+    script = benchmark_script("batch1_profile")
+    script.main(["--preset", "tiny", "--requests", "2", "--windows", "1",
+                 "--results-dir", str(tmp_path)])
+    report = results_file().read("batch1_profile", str(tmp_path))
+    parts = report["figures"]["ms_per_request"]
+    assert set(parts) == {"strings", "tokenize_and_pack", "ids_only", "arithmetic_floor",
+                          "dispatch_floor"}
+    assert all(value > 0 for value in parts.values())
+    assert parts["arithmetic_floor"] < parts["ids_only"] < parts["strings"]
+    assert report["figures"]["graph_ops"] > 100
 
 
 # === The README's table ===

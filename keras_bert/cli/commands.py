@@ -137,10 +137,19 @@ def add_vocab(subparsers):
 
 
 def run_vocab(args):
-    from keras_bert.text.vocab import learn_vocabulary
-    vocab = learn_vocabulary(args.input, args.vocab_size, lowercase=not args.cased,
-                             output=args.output, num_unused=args.num_unused)
+    from keras_bert.text import unknown_rate
+    from keras_bert.text.tokenizer import BertTokenizer
+    from keras_bert.text.vocab import learn_vocabulary_and_counts
+    vocab, word_counts = learn_vocabulary_and_counts(
+        args.input, args.vocab_size, lowercase=not args.cased, output=args.output,
+        num_unused=args.num_unused)
     print(f"wrote {len(vocab)} tokens to {args.output}")
+    # The learned vocabulary on its own corpus: a rare script left out of the
+    # alphabet, or too small a --vocab-size, shows here.
+    unknown_rate.report(
+        unknown_rate.count_word_counts(BertTokenizer(vocab, lowercase=not args.cased),
+                                       word_counts),
+        "the input text", args.output)
 
 
 # === encode ===
@@ -287,6 +296,9 @@ def run_create_pretraining_data(args):
             if pool is not None:
                 pool.terminate()
     print(summary.to_text(settings))
+    warning = summary.unknown.warning(args.vocab_file)
+    if warning:
+        print(warning, file=sys.stderr)
 
 
 # === pretrain ===
@@ -319,8 +331,10 @@ def _add_data_arguments(parser):
                              "mnli, qnli, rte, wnli): original TSVs or tfds:glue/<task>:<split>")
     parser.add_argument("--text-columns", default=None,
                         help="comma-separated text column(s) of a TSV/CSV/JSONL table "
-                             "(default: every column but the label, at most two)")
-    parser.add_argument("--label-column", default=None, help="[label]")
+                             "(default: every column but the label, at most two; embed: "
+                             "2 or 3, e.g. title,text)")
+    parser.add_argument("--label-column", default=None,
+                        help="[label] (embed: a score column [score, or a numeric label])")
     parser.add_argument("--version-2-with-negative", action="store_true", default=None,
                         help="SQuAD v2.0: questions may have no answer")
     parser.add_argument("--null-score-diff-threshold", type=float, default=None,
@@ -331,7 +345,7 @@ def _add_data_arguments(parser):
 def add_finetune(subparsers):
     parser = subparsers.add_parser(
         "finetune", help="fine-tune a BERT encoder on a classification, regression, "
-                         "tagging or SQuAD task; rerun the same command to resume")
+                         "tagging, SQuAD or embedding task; rerun the same command to resume")
     # Every flag defaults to None: what is not given comes from --config, else
     # from FinetuneConfig's own defaults (shown in brackets).
     parser.add_argument("--config", default=None,
@@ -339,11 +353,14 @@ def add_finetune(subparsers):
                              "recipes/finetuning); flags and --set override it")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a recipe field, e.g. --set glue_task=mrpc")
-    parser.add_argument("--task", default=None, choices=["classify", "regress", "tag", "squad"],
-                        help="required (here or in --config)")
+    parser.add_argument("--task", default=None,
+                        choices=["classify", "regress", "tag", "squad", "embed"],
+                        help="required (here or in --config); embed: sentence embeddings "
+                             "(BertSentenceEncoder), loss by --set embedding_loss=...")
     parser.add_argument("--train", default=None,
-                        help="file (TSV/CSV/JSONL, GLUE TSV, CoNLL, SQuAD JSON) or "
-                             "tfds:<name>:<split>; required")
+                        help="file (TSV/CSV/JSONL, GLUE TSV, CoNLL, SQuAD JSON; embed: a TSV "
+                             "of anchor/positive[/negative] or text/text/score with a header "
+                             "row) or tfds:<name>:<split>; required")
     parser.add_argument("--dev", default=None, help="as --train; scored after every epoch")
     parser.add_argument("--init-checkpoint", default=None,
                         help="our .keras file, HuggingFace folder, TF1 checkpoint or folder; "
@@ -427,19 +444,32 @@ def run_finetune(args):
 
 def add_evaluate(subparsers):
     parser = subparsers.add_parser(
-        "evaluate", help="score a fine-tuned model (a finetune --output-dir) on a data set")
-    parser.add_argument("--model-dir", required=True, help="a finetune --output-dir")
+        "evaluate", help="score a fine-tuned model (a finetune --output-dir) on a data set; "
+                         "--task embed: also a pretrained sentence encoder")
+    parser.add_argument("--model-dir", required=True,
+                        help="a finetune --output-dir; with --task embed also a pretrained "
+                             "sentence encoder (sentence-transformers folder or ORG/NAME in the "
+                             "local HuggingFace cache, BERT checkpoint, .keras)")
     parser.add_argument("--data", required=True, help="file or tfds:<name>:<split>")
+    parser.add_argument("--task", default=None,
+                        choices=["classify", "regress", "tag", "squad", "embed"],
+                        help="default: the model folder's; embed: retrieval figures (each "
+                             "row's first text queries its second) or Spearman on scored pairs")
+    parser.add_argument("--seq-length", type=sequence_length, default=None,
+                        help="embed, a pretrained encoder: its length [the folder's "
+                             "max_seq_length]")
     parser.add_argument("--max-examples", type=positive_int, default=None)
     _add_data_arguments(parser)
+    add_casing_arguments(parser)
     parser.set_defaults(run=run_evaluate)
 
 
 def run_evaluate(args):
     import json
     from keras_bert.training.finetuning import evaluate
-    result = evaluate(args.model_dir, args.data, max_dev_examples=args.max_examples,
-                      glue_task=args.glue_task,
+    result = evaluate(args.model_dir, args.data, task=args.task, seq_length=args.seq_length,
+                      max_dev_examples=args.max_examples, glue_task=args.glue_task,
+                      label_column=args.label_column, lowercase=args.lowercase,
                       text_columns=args.text_columns.split(",") if args.text_columns else None,
                       version_2_with_negative=args.version_2_with_negative or None,
                       null_score_diff_threshold=args.null_score_diff_threshold)

@@ -6,15 +6,15 @@ chosen by `--input-format` or else by the file's extension, never guessed
 line by line (a text line may begin with `{`):
 
 - text (any extension but .jsonl / .json): one input per line: a text
-  (classify, regress) or a sentence, words split at whitespace (tag);
+  (classify, regress, embed) or a sentence, words split at whitespace (tag);
 - jsonl (.jsonl): JSON Lines with `text` (and `text_pair`), or `question`
   and `context` (squad);
 - squad (.json, question answering only): a SQuAD JSON file.
 
 Outputs, in input order: `{"label", "probabilities": {name: p}}`, `{"score"}`,
-`{"tokens", "tags", "entities"}` or `{"answer", "start", "end", "score"}`
-(+ `has_answer`, `null_score_diff` for SQuAD 2.0). Every answer starts with
-`line`, its input line number (a SQuAD file's answers carry the question's
+`{"tokens", "tags", "entities"}`, `{"answer", "start", "end", "score"}` (+
+`has_answer`, `null_score_diff` for SQuAD 2.0) or `{"embedding": [D floats]}`.
+Every answer starts with `line`, its input line number (a SQuAD file's answers carry the question's
 `id` instead), so answers and inputs line up: a blank input line is
 answered `{"line": N, "blank": true}`, never skipped. `--include-input`
 copies the input's fields into its answer. The file is written under a
@@ -32,7 +32,7 @@ from keras_bert.progress import Progress
 from keras_bert.training.finetuning import load_finetuned
 
 FIELDS = {"classify": ("text", "text_pair"), "regress": ("text", "text_pair"),
-          "tag": ("text",), "squad": ("id", "question", "context")}
+          "tag": ("text",), "squad": ("id", "question", "context"), "embed": ("text",)}
 INPUT_FORMATS = ("text", "jsonl", "squad")
 
 
@@ -54,6 +54,14 @@ def input_format_of(path: str, task: str, input_format: str | None = None) -> st
         raise ValueError(f"--input-format squad is for question answering; this model's task "
                          f"is {task}")
     return input_format
+
+
+def text_lines(content: str) -> list[str]:
+    """A file's lines as a text file has them: ends at \\n, \\r\\n or \\r only.
+    `str.splitlines()` also ends lines at \\x0b, \\x0c, \\x1c-\\x1e, \\x85,
+    U+2028 and U+2029, which would split one input line into several answers."""
+    lines = content.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def read_inputs(path: str, task: str, input_format: str | None = None
@@ -79,7 +87,7 @@ def read_inputs(path: str, task: str, input_format: str | None = None
             raise ValueError(f"{path}: not a SQuAD JSON file ({type(e).__name__}: {e})") from None
     rows = []
     required = ("question", "context") if task == "squad" else ("text",)
-    for number, line in enumerate(content.splitlines(), start=1):
+    for number, line in enumerate(text_lines(content), start=1):
         if not line.strip():
             rows.append({"line": number, "blank": True})
             continue
@@ -141,6 +149,10 @@ def _answers(model, task, chunk, saved):
         return
     if task == "tag":
         yield from model.tag([r["text"] for r in chunk])
+        return
+    if task == "embed":
+        embeddings = model.encode([r["text"] for r in chunk], batch_size=len(chunk))
+        yield from ({"embedding": [float(x) for x in row]} for row in embeddings)
         return
     # Rows with and without a `text_pair` are packed differently: classify
     # each group on its own, answer in the input order.

@@ -12,12 +12,23 @@ and regression.
   regressor (the Regress API's name); the Predict API reads the same.
 - `serve_ids(input_ids, input_mask, segment_ids)`: the `serving_default` outputs.
 
+Pairs to a model trained on single texts (its `trained_on_pairs` is False):
+the signatures accept them, as the model's `predict` does, and answer; the
+first request that holds a pair prints one warning line on the server's
+stderr (a variable in the SavedModel remembers it, so once per loaded model,
+not once per request: a server's log is no place for a line per call). The
+metadata (`assets/keras_bert_export.json`) carries `trained_on_pairs`, so a
+client can check before sending pairs. Refusing them instead would break
+clients whose model was trained on ids, where nobody knows.
+
 Legend for shape comments: B = batch, C = classes, T = sequence length.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import sys
 
 import tensorflow as tf
 
@@ -40,13 +51,39 @@ class ClassifierServing(TaskServing):
         self.regression = model.num_classes == 1
         names = label_names if label_names is not None else getattr(model, "label_names", None)
         self.label_names = class_names(model.num_classes, names)
+        self.trained_on_pairs = getattr(model, "trained_on_pairs", None)
+        # Set by the first pair a model trained on single texts is given.
+        self.warned_about_pairs = (tf.Variable(False, trainable=False, name="warned_about_pairs")
+                                   if self.trained_on_pairs is False else None)
+
+    @property
+    def state_variables(self) -> list[tf.Variable]:
+        return [self.warned_about_pairs] if self.warned_about_pairs is not None else []
+
+    def warn_once_about_pairs(self, any_pair: tf.Tensor) -> list[tf.Operation]:
+        """Control dependencies that print the pairs warning the first time
+        `any_pair` (a bool scalar) is True, for a model trained on single texts."""
+        if self.warned_about_pairs is None:
+            return []
+        flag = self.warned_about_pairs
+
+        def warn():
+            printed = tf.print(
+                "keras_bert export: this classifier was trained on single texts and is "
+                "given text pairs: its answers to pairs are untrained (warned once)",
+                output_stream=sys.stderr)
+            with tf.control_dependencies([printed]):
+                return flag.assign(True, read_value=True)
+
+        return [tf.cond(any_pair & tf.logical_not(flag), warn, flag.read_value)]
 
     @property
     def task(self) -> str:
         return "regression" if self.regression else "classification"
 
     def metadata(self) -> dict[str, Any]:
-        return {**super().metadata(), "label_names": self.label_names}
+        return {**super().metadata(), "label_names": self.label_names,
+                "trained_on_pairs": self.trained_on_pairs}
 
     # === Features ===
 
@@ -88,7 +125,8 @@ class ClassifierServing(TaskServing):
                    tf.TensorSpec([None], tf.string, name="text_pair"))
         def serve_text(text, text_pair=tf.constant([], tf.string)):
             check = check_same_batch("text", text, "text_pair", text_pair, allow_empty_b=True)
-            with tf.control_dependencies([check]):
+            with tf.control_dependencies([check] + self.warn_once_about_pairs(
+                    tf.size(text_pair) > 0)):
                 features = self.pack_batch(text, text_pair)
             return self.classify(features)
 
@@ -103,7 +141,9 @@ class ClassifierServing(TaskServing):
                 tf.ones_like(pair.indices[:, 0]), pair.indices[:, 0], batch) > 0  # (B,)
             # The first `text_pair` of each example ("" where it has none).
             text_pair = tf.concat([tf.sparse.to_dense(pair, ""), tf.fill([batch, 1], "")], 1)[:, 0]
-            outputs = self.classify(self.pack(parsed["text"], text_pair, has_pair))
+            with tf.control_dependencies(self.warn_once_about_pairs(tf.reduce_any(has_pair))):
+                features = self.pack(parsed["text"], text_pair, has_pair)
+            outputs = self.classify(features)
             if self.regression:
                 return {"outputs": outputs["score"]}
             classes = tf.tile(tf.constant(self.label_names)[tf.newaxis], [batch, 1])

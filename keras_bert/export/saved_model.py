@@ -205,6 +205,8 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
         root = tf.Module()
         # Only what the graphs read: the weights and the assets (see TaskServing).
         root.model_variables = list(serving.model.variables)
+        # The signatures' own state (a classifier's warned-about-pairs flag).
+        root.serving_state = list(getattr(serving, "state_variables", []))
         signatures = serving.signatures()
         # The same functions as attributes, under the signatures' names: a loaded
         # signature with more than one input is keyword-only (a SignatureDef's

@@ -6,6 +6,7 @@ C = number of classes.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 import keras
@@ -17,7 +18,7 @@ from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
 from keras_bert.models.user_inputs import check_class_indices, check_number, check_scores
 from keras_bert.preprocessing.classification import class_names, classify_logits
-from keras_bert.preprocessing.preprocessor import BertPreprocessor
+from keras_bert.preprocessing.preprocessor import BertPreprocessor, text_pairs_given
 
 
 def serialize_encoder(encoder: BertEncoder) -> dict:
@@ -58,6 +59,13 @@ class BertClassifier(TextTask, keras.Model):
       activation: None (logits, the default, as keras-hub's classifiers) or
         "softmax" (probabilities out of the model, `predict` and exports alike;
         the default loss follows).
+      trained_on_pairs: whether `fit` has seen text pairs: set by `fit` on
+        text (True once any pairs came, False for single texts only), None
+        when unknown (trained on ids, or not yet). A model trained on single
+        texts warns once (Python `warnings`, once per model) when `predict`,
+        `classify`, `predict_proba` or `predict_labels` get pairs: its answers
+        to pairs are untrained. Kept in the config, so a saved model still
+        knows; its export warns too (`keras_bert.export.classifier`).
 
     Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 (B, T).
     Output: logits (B, C) (for `num_classes=1`, the score (B, 1)), from
@@ -68,7 +76,8 @@ class BertClassifier(TextTask, keras.Model):
     def __init__(self, encoder: BertEncoder | dict, num_classes: int, dropout: float = 0.1,
                  label_names: Sequence[str] | None = None,
                  preprocessor: BertPreprocessor | dict | None = None,
-                 activation: str | None = None, **kwargs: Any) -> None:
+                 activation: str | None = None, trained_on_pairs: bool | None = None,
+                 **kwargs: Any) -> None:
         encoder = deserialize_encoder(encoder)
         preprocessor = deserialize_preprocessor(preprocessor)
         num_classes = check_number(num_classes, "num_classes")
@@ -101,6 +110,8 @@ class BertClassifier(TextTask, keras.Model):
         self.label_names = list(label_names) if label_names is not None else None
         self.preprocessor = preprocessor
         self.activation = activation
+        self.trained_on_pairs = None if trained_on_pairs is None else bool(trained_on_pairs)
+        self._warned_about_pairs = False
 
     # === Text in, answers out ===
 
@@ -164,6 +175,31 @@ class BertClassifier(TextTask, keras.Model):
                 y = tf.argmax(tf.cast(known, tf.int32), axis=1, output_type=tf.int32)
         return self.require_preprocessor()(x), y, None
 
+    # === Single texts or pairs ===
+
+    def fit(self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any
+            ) -> keras.callbacks.History:
+        """`TextTask.fit`, remembering whether the text had pairs (`trained_on_pairs`)."""
+        pairs = text_pairs_given(x)
+        if pairs is not None:
+            self.trained_on_pairs = bool(self.trained_on_pairs) or pairs
+        return super().fit(x, y, *args, **kwargs)
+
+    def predict(self, x: Any, batch_size: int | None = None, *args: Any, **kwargs: Any) -> Any:
+        self.warn_if_pairs_are_new(x)
+        return super().predict(x, batch_size, *args, **kwargs)
+
+    def warn_if_pairs_are_new(self, x: Any) -> None:
+        """Warns (once per model) when a model trained on single texts gets pairs."""
+        if (self.trained_on_pairs is False and not self._warned_about_pairs
+                and text_pairs_given(x)):
+            self._warned_about_pairs = True
+            warnings.warn(
+                f"this {type(self).__name__} was trained on single texts (fit saw no "
+                "text_pair) and is now given text pairs: its answers to pairs are untrained. "
+                "Fine-tune it on pairs, or pass single texts (joined, if that is what you "
+                "mean)", UserWarning, stacklevel=3)
+
     def answer_names(self) -> list[str] | None:
         return class_names(self.num_classes, self.label_names)
 
@@ -177,6 +213,7 @@ class BertClassifier(TextTask, keras.Model):
         (`BertPreprocessor.windows`, single texts only); a text's logits are
         the mean of its windows' logits."""
         preprocessor, parts = self.require_preprocessor(), []
+        self.warn_if_pairs_are_new(x)
         for chunk in batches(x, batch_size or 32):
             if window_stride is None:
                 logits = self.logits(preprocessor(chunk))  # (B, C)
@@ -243,7 +280,8 @@ class BertClassifier(TextTask, keras.Model):
     def get_config(self) -> dict:
         return {"encoder": serialize_encoder(self.encoder), "num_classes": self.num_classes,
                 "dropout": self.dropout, "label_names": self.label_names,
-                "activation": self.activation, "name": self.name, "trainable": self.trainable,
+                "activation": self.activation, "trained_on_pairs": self.trained_on_pairs,
+                "name": self.name, "trainable": self.trainable,
                 **self.preprocessor_config()}
 
     @classmethod

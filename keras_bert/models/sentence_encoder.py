@@ -27,7 +27,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert.checkpoints import caches
-from keras_bert.checkpoints.sentence_transformers import (is_sentence_transformer,
+from keras_bert.checkpoints.sentence_transformers import (SentenceTransformerFolder,
+                                                          is_sentence_transformer,
                                                           read_sentence_transformer,
                                                           vocabulary_of)
 from keras_bert.checkpoints.source import PretrainedSource, resolve
@@ -38,6 +39,7 @@ from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, se
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.text_task import (DEFAULT_LEARNING_RATE, TextTask,
                                          deserialize_preprocessor)
+from keras_bert.models.update_step import UpdateStep
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, as_text_batch
 
 COLUMNS = contrastive.COLUMNS
@@ -66,8 +68,8 @@ class BertSentenceEncoder(TextTask, keras.Model):
     positives) or (anchors, positives, negatives) as columns, a list of such
     tuples, or a `tf.data.Dataset` of such string batches; with CoSENT, scored
     pairs `fit((texts_a, texts_b), scores)` or a dataset of ((a, b), score).
-    Validation rows go in as `validation_data=((anchors, positives), None)`
-    (a bare pair of columns would read as Keras' (x, y)) or as a dataset.
+    Validation rows go in the same forms: `validation_data=(anchors,
+    positives)`, `((texts_a, texts_b), scores)` or a dataset.
     """
 
     def __init__(self, encoder: BertEncoder | dict, pooling: str | Sequence[str] = "mean",
@@ -113,6 +115,8 @@ class BertSentenceEncoder(TextTask, keras.Model):
 
     # A plain BERT checkpoint: sentence-transformers reads up to 512 positions.
     default_seq_length = 512
+    text_forms = ("texts, text columns (anchors, positives[, negatives]) or rows of them, "
+                  "{'anchor': ..., 'positive': ...[, 'negative': ...]}")
     outputs_logits = False
 
     # === Loading ===
@@ -130,9 +134,7 @@ class BertSentenceEncoder(TextTask, keras.Model):
         model comes back whole. `model_kwargs` override the folder's settings
         (`pooling=`, `normalize=`)."""
         if not isinstance(path, PretrainedSource):
-            path = os.fspath(path)
-            if not os.path.exists(path) and caches.is_name(path):
-                path = caches.find_cached(path)  # sentence-transformers/all-MiniLM-L6-v2
+            path = _local_path(path)
         if isinstance(path, PretrainedSource) or not is_sentence_transformer(path):
             return super().from_pretrained(path, seq_length=seq_length, lowercase=lowercase,
                                            vocab_file=vocab_file, dtype=dtype, **model_kwargs)
@@ -142,6 +144,19 @@ class BertSentenceEncoder(TextTask, keras.Model):
         seq_length = seq_length or folder.max_seq_length
         vocabulary = vocab_file or vocabulary_of(folder.transformer)  # a file, or the tokens
         preprocessor = cls._preprocessor_for(source, encoder, seq_length, lowercase, vocabulary)
+        return cls.from_encoder(encoder, preprocessor, folder, **model_kwargs)
+
+    @classmethod
+    def from_encoder(cls, encoder: BertEncoder, preprocessor: BertPreprocessor | None = None,
+                     folder: SentenceTransformerFolder | None = None,
+                     **model_kwargs: Any) -> BertSentenceEncoder:
+        """This model around `encoder` (already loaded, e.g. at a training
+        run's precision) with the modules of a sentence-transformers folder
+        (`sentence_transformer_folder`): its pooling, Dense layers with their
+        weights, Normalize and do_lower_case; without one, mean pooling.
+        `model_kwargs` override the folder's settings."""
+        if folder is None:
+            return cls(encoder, preprocessor=preprocessor, **model_kwargs)
         settings = {"pooling": folder.pooling_modes, "normalize": folder.normalize,
                     "lowercase_text": folder.lowercase_text,
                     "dense": [{"units": int(module.kernel.shape[1]),
@@ -199,6 +214,18 @@ class BertSentenceEncoder(TextTask, keras.Model):
             return x, y, sample_weight
         return super().features_for_training(x, y, sample_weight)
 
+    def validation_features(self, validation_data: Any) -> Any:
+        """`validation_data` as users pass it: text columns `(anchors,
+        positives[, negatives])` or rows of them, Keras' `(x, y)` form
+        (`((texts_a, texts_b), scores)`, `((anchors, positives), None)`) or a
+        dataset. Bare columns are rows of texts, not (x, y[, sample_weight]):
+        a column of texts is never a target."""
+        if not isinstance(validation_data, tf.data.Dataset):
+            columns = text_columns(validation_data)
+            if columns is not None:
+                validation_data = (tuple(columns), None)
+        return super().validation_features(validation_data)
+
     def _map_columns(self, layout: str):
         if layout == "texts":
             return self.preprocess
@@ -212,11 +239,12 @@ class BertSentenceEncoder(TextTask, keras.Model):
     # === Training ===
 
     def compile(self, optimizer: Any = "auto", loss: Any = "auto", metrics: Any = None,
-                **kwargs: Any) -> None:
+                gradient_accumulation_steps: int = 1, **kwargs: Any) -> None:
         """Keras' compile with a contrastive loss: "auto" is
         MultipleNegativesRankingLoss (scale 20), "cosent" CoSENTLoss, or a
         loss object of `keras_bert.models.contrastive` (its `mini_batch_size`
-        turns on gradient caching). The optimizer: Adam at 5e-5 for "auto"."""
+        turns on gradient caching). The optimizer: Adam at 5e-5 for "auto"
+        (a model computing in float16 gets it loss-scaled)."""
         if optimizer == "auto":
             optimizer = keras.optimizers.Adam(DEFAULT_LEARNING_RATE)
         self.contrastive_loss = contrastive.get_loss(
@@ -224,7 +252,15 @@ class BertSentenceEncoder(TextTask, keras.Model):
         if metrics:
             raise ValueError("BertSentenceEncoder reports its loss only; evaluate retrieval "
                              "with keras_bert.tasks.retrieval")
-        keras.Model.compile(self, optimizer=optimizer, **kwargs)
+        if gradient_accumulation_steps != 1:
+            # Accumulated micro-batches would each rank against their own rows
+            # only: a different, weaker loss than the large batch's.
+            raise ValueError(
+                f"gradient_accumulation_steps={gradient_accumulation_steps}: a contrastive "
+                "loss compares every row of the batch with every other, so micro-batches "
+                "would change the loss; for a large batch in bounded memory give the loss a "
+                "mini_batch_size (gradient caching: the same loss and gradients)")
+        UpdateStep.compile(self, optimizer=optimizer, **kwargs)
 
     def get_compile_config(self) -> dict | None:
         config = super().get_compile_config()
@@ -267,9 +303,16 @@ class BertSentenceEncoder(TextTask, keras.Model):
                 seed_states=self.random_states())
 
     def train_step(self, data: Any) -> dict:
+        self.apply_update(data)
+        return {"loss": self.loss_tracker.result()}
+
+    def apply_update(self, data: Any) -> None:
+        """One optimizer update from one (per-replica) batch: `fit` calls it
+        through `train_step`, a custom loop inside `strategy.run`
+        (`keras_bert.training.steps`, multi-worker)."""
         _, value, gradients = self.loss_and_gradients(data)
         self.optimizer.apply_gradients(zip(gradients, self.trainable_weights))
-        return self._track(value, data)
+        self._track(value, data)
 
     def test_step(self, data: Any) -> dict:
         x, scores, _ = keras.utils.unpack_x_y_sample_weight(data)
@@ -298,7 +341,11 @@ class BertSentenceEncoder(TextTask, keras.Model):
         return features if self.static_shapes() else trim_features_batch(features)[0]
 
     def _unpadded(self):
-        if self.static_shapes():
+        # Under MultiWorkerMirroredStrategy the embeddings' sparse gradients are
+        # all-gathered between workers, which needs one shape on every worker:
+        # packed rows (each worker's real tokens) differ, padded batches do not.
+        if self.static_shapes() or isinstance(tf.distribute.get_strategy(),
+                                              tf.distribute.MultiWorkerMirroredStrategy):
             return contextlib.nullcontext()
         return self.encoder.remove_padding()
 
@@ -343,6 +390,25 @@ class BertSentenceEncoder(TextTask, keras.Model):
 
 
 ANCHOR_COLUMN = contrastive.ANCHOR
+
+
+def _local_path(path: str | os.PathLike) -> str:
+    """A path, or a model's `ORG/NAME` in the local HuggingFace cache -> its folder."""
+    path = os.fspath(path)
+    if not os.path.exists(path) and caches.is_name(path):
+        path = caches.find_cached(path)  # sentence-transformers/all-MiniLM-L6-v2
+    return path
+
+
+def sentence_transformer_folder(path: str | os.PathLike | None
+                                ) -> SentenceTransformerFolder | None:
+    """The modules of a sentence-transformers folder (or of its `ORG/NAME` in
+    the local HuggingFace cache), or None for anything else (a plain BERT
+    checkpoint, a `.keras` file, nothing)."""
+    if not path:
+        return None
+    path = _local_path(path)
+    return read_sentence_transformer(path) if is_sentence_transformer(path) else None
 
 
 def cosine_similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:

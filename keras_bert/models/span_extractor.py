@@ -16,6 +16,7 @@ from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, se
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
 from keras_bert.preprocessing.preprocessor import is_text
 from keras_bert.preprocessing.squad import SpanFinder, check_window_room
+from keras_bert.text.tokenizer import text_tensor
 from keras_bert.tasks import squad
 
 if TYPE_CHECKING:
@@ -107,6 +108,8 @@ class BertSpanExtractor(TextTask, keras.Model):
         their start / end positions (`keras_bert.tasks.squad`)."""
         questions, contexts = _questions_and_contexts(x)
         answers = _answers(y, len(questions))
+        if y is None:  # predict: an empty question has no answer to give
+            self.span_finder().check_questions(questions)
         preprocessor = self.require_preprocessor()
         qas = [{"id": str(i), "question": q,
                 "answers": [] if answer is None or not answer["text"] else [answer],
@@ -162,9 +165,10 @@ class BertSpanExtractor(TextTask, keras.Model):
         model takes them."""
         finder = self.span_finder(**options)
         questions, contexts = _questions_and_contexts(x)
+        finder.check_questions(questions)
         results = []
         for chunk in batches((questions, contexts), batch_size or 8):
-            out = finder.answer(tf.constant(chunk[0]), tf.constant(chunk[1]),
+            out = finder.answer(text_tensor(chunk[0]), text_tensor(chunk[1]),
                                 lambda f: self(f, training=False), n_best=n_best)
             out = {name: value.numpy() for name, value in out.items()}
             for row in range(len(chunk[0])):

@@ -21,8 +21,9 @@ from keras_bert.models.global_batch import global_weight_sum
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
 from keras_bert.models.user_inputs import check_number
 from keras_bert.preprocessing.preprocessor import is_text
-from keras_bert.preprocessing.tagging import WordTagger, tag_names
+from keras_bert.preprocessing.tagging import WordTagger, tag_names, whitespace_words
 from keras_bert.preprocessing.text_ops import clean_utf8
+from keras_bert.text.tokenizer import text_tensor
 from keras_bert.tasks.entity_f1 import EntityF1
 from keras_bert.tasks.tagging import TaggedSentences, decode_tags, encode_tagged
 
@@ -45,7 +46,8 @@ class BertTokenClassifier(TextTask, keras.Model):
       dropout: dropout rate before the output layer.
       label_names: optional tag names, index-aligned with the logits.
       preprocessor: optional `BertPreprocessor`; with it `fit` / `evaluate`
-        take texts (words split at whitespace) or word lists with one tag
+        take texts (words split at whitespace as the original tokenizer
+        splits them: NUL and control characters deleted first) or word lists with one tag
         name per word, and `predict` on texts gives the entities.
       head: "linear" (the paper's) or "bilstm": `head_layers` randomly
         initialised BiLSTMs (H / 2 units per direction) before the output layer.
@@ -221,10 +223,22 @@ class BertTokenClassifier(TextTask, keras.Model):
             return all(isinstance(word, str) for word in x[0])
         return is_text(x)
 
+    def words_of(self, x: Any) -> list[list[str]]:
+        """Texts or word lists -> word lists; texts split as `tag` splits them
+        (the original tokenizer's whitespace words, `whitespace_words`)."""
+        rows = list(x)
+        texts = [i for i, row in enumerate(rows) if isinstance(row, str)]
+        split = whitespace_words(self.require_preprocessor().tokenizer,
+                                 [rows[i] for i in texts])
+        words = [list(row) for row in rows]
+        for i, row_words in zip(texts, split):
+            words[i] = row_words
+        return words
+
     def encode_text(self, x: Any, y: Any = None) -> tuple[dict[str, np.ndarray], Any, Any]:
         """Texts or word lists (+ one tag per word) -> features, tag ids on each
         word's first piece and weights 1 there, 0 elsewhere (`encode_tagged`)."""
-        words = [text.split() if isinstance(text, str) else list(text) for text in x]
+        words = self.words_of(x)
         tags = None if y is None else [list(row) for row in y]
         if tags is not None and any(len(w) != len(t) for w, t in zip(words, tags)):
             row = next(i for i, (w, t) in enumerate(zip(words, tags)) if len(w) != len(t))
@@ -267,7 +281,7 @@ class BertTokenClassifier(TextTask, keras.Model):
         `text[start:end] == entity["text"]`), as the exported tagger answers."""
         tagger, results = self.word_tagger(), []
         for chunk in batches(x, batch_size or 32):
-            out = tagger.tag_words(tf.constant(chunk), lambda f: self(f, training=False))
+            out = tagger.tag_words(text_tensor(chunk), lambda f: self(f, training=False))
             out = {name: value.numpy() for name, value in out.items()}
             for row in range(len(chunk)):
                 words, entities = int(out["num_tokens"][row]), int(out["num_entities"][row])
@@ -294,7 +308,7 @@ class BertTokenClassifier(TextTask, keras.Model):
         word the sequence cut off counts as tagged "O". What `keras-bert
         finetune` reports on dev."""
         from keras_bert.tasks.metrics import entity_scores
-        words = [text.split() if isinstance(text, str) else list(text) for text in x]
+        words = self.words_of(x)
         preprocessor = self.require_preprocessor()
         names = tag_names(self.num_labels, self.label_names)
         features, _, _, first_pieces = encode_tagged(

@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert.preprocessing.text_ops import clean_utf8
-from keras_bert.text.tokenizer import BertTokenizer
+from keras_bert.text.tokenizer import BertTokenizer, text_tensor
 
 TEXT = "text"
 TEXT_PAIR = "text_pair"
@@ -43,6 +43,10 @@ def as_text_batch(value: Any, name: str = TEXT) -> tf.Tensor:
     a single string becomes a batch of one. Other inputs: a TypeError naming `name`."""
     if isinstance(value, (str, bytes)):
         value = [value]
+    if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "OU":
+        value = value.tolist()
+    if isinstance(value, (list, tuple)) and all(isinstance(row, (str, bytes)) for row in value):
+        value = text_tensor(value)  # lone surrogates as the original treats them
     tensor = tf.convert_to_tensor(value) if not isinstance(value, tf.Tensor) else value
     if tensor.dtype != tf.string:
         raise TypeError(f"`{name}` must hold strings, got {tensor.dtype.name} values")
@@ -118,6 +122,24 @@ def is_text(inputs: Any) -> bool:
     if isinstance(inputs, (list, tuple)):
         return len(inputs) > 0 and (isinstance(inputs[0], (str, bytes)) or _is_pair_list(inputs))
     return False
+
+
+def text_pairs_given(x: Any) -> bool | None:
+    """Whether text `x` (what `fit` / `predict` take: in memory, or a
+    `tf.data.Dataset` of text) holds pairs; None when `x` is not text (ids)."""
+    if isinstance(x, tf.data.Dataset):
+        spec = x.element_spec
+        # A tuple element is Keras' (x, y[, sample_weight]): pairs come as a dict.
+        spec = spec[0] if isinstance(spec, tuple) else spec
+        if not is_text_spec(spec):
+            return None
+        return isinstance(spec, Mapping) and TEXT_PAIR in spec
+    if not is_text(x):
+        return None
+    try:
+        return split_segments(x)[1] is not None
+    except ValueError:  # malformed: the preprocessor names what is wrong
+        return None
 
 
 def is_text_spec(spec: Any) -> bool:

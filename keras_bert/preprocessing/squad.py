@@ -25,7 +25,9 @@ Contexts longer than `max_windows` windows are searched in their first
 `max_windows` windows only (64 windows cover about 8,300 pieces at the
 defaults). Without an answer (SQuAD 2.0's null wins, or no span qualifies,
 as for an empty context) `answer` is "" and `start` = `end` = -1; `score` is
-the best span's score, -inf when no span qualifies.
+the best span's score, -inf when no span qualifies. An empty question (no
+word piece once cleaned) is refused: an InvalidArgumentError naming its batch
+position in the graph, a ValueError from `check_questions` in Python.
 
 Legend for shape comments: B = batch, N = windows of the whole batch, T =
 sequence length, K = n_best_size, P = word pieces.
@@ -33,7 +35,7 @@ sequence length, K = n_best_size, P = word pieces.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import tensorflow as tf
 
@@ -98,6 +100,7 @@ class SpanFinder:
         batch = tf.size(question, out_type=tf.int64)
         ids, starts, ends = self.tokenize_with_offsets(tf.concat([question, context], 0))
         question_ids = ids[:batch][:, :self.max_query_length]  # (B, Q)
+        question_ids = self._refuse_empty_questions(question_ids)
         context_ids = ids[batch:]  # (B, P)
         question_length = question_ids.row_lengths()  # (B,)
         context_length = context_ids.row_lengths()
@@ -117,6 +120,36 @@ class SpanFinder:
         window = {"example": example, "question_length": tf.gather(question_length, example),
                   "start": window_start, "length": window_length, "count": count}
         return features, window, starts[batch:], ends[batch:]
+
+    @staticmethod
+    def _refuse_empty_questions(question_ids: tf.RaggedTensor) -> tf.RaggedTensor:
+        """`question_ids` (B, Q), after an InvalidArgumentError naming the
+        positions of the questions without a word piece ("", whitespace, only
+        control characters): run_squad would answer them from the context alone,
+        a confident answer to nothing. A failed call leaves the model serving."""
+        empty = tf.where(tf.equal(question_ids.row_lengths(), 0))[:, 0]  # positions
+        check = tf.debugging.Assert(
+            tf.equal(tf.size(empty), 0),
+            ["empty question (no word after cleaning) at batch position(s)", empty,
+             "- every question needs text: drop those rows or fill in their questions"],
+            summarize=10)
+        with tf.control_dependencies([check]):
+            return tf.identity(question_ids)
+
+    def check_questions(self, questions: Sequence[str], argument: str = "question") -> None:
+        """A ValueError naming the first question without a word piece (see
+        `_refuse_empty_questions`): the Python side's check, before any model call."""
+        if len(questions) == 0:
+            return
+        from keras_bert.text.tokenizer import text_tensor
+        ids, _, _ = self.tokenize_with_offsets(clean_utf8(text_tensor(list(questions))))
+        empty = tf.where(tf.equal(ids.row_lengths(), 0))[:, 0].numpy()
+        if empty.size:
+            i = int(empty[0])
+            raise ValueError(f"`{argument}`[{i}] is empty ({questions[i]!r:.40} has no word "
+                             f"once whitespace and control characters are dropped; "
+                             f"{empty.size} such question(s)): every question needs text; "
+                             "drop those rows or fill in their questions")
 
     def max_context(self, window: Mapping[str, tf.Tensor]) -> tf.Tensor:
         """(N, T) bool: position p of window n holds a context piece whose

@@ -1,9 +1,13 @@
 """Tagging in the graph: whitespace words -> first-piece features, and per-word
 tags -> conlleval entities with character offsets.
 
-The text is split into words at whitespace (as Python's `str.split()`, the way
-CoNLL-style training data is written); each word is tokenized and tagged on its
-first word piece, as in training (`keras_bert.tasks.tagging`). Words are packed
+The text is split into words at whitespace as the original BERT tokenizer
+splits it, `whitespace_tokenize(_clean_text(text))` (NUL, U+FFFD and control
+characters deleted), the way CoNLL-style training data is written. The spans
+come from the tokenizer's `whitespace_spans`, so the tagger cleans text where
+every task does. Each word (its exact text in the input, from its first to
+its last kept character) is tokenized and tagged on its first word piece, as
+in training (`keras_bert.tasks.tagging`). Words are packed
 in order while they fit in `seq_length - 2` pieces; the words after the first
 one that does not fit are not seen by the model and get the tag `O`.
 Entities are the tag chunks by conlleval's rules (BIO, IOBES, bare IO labels),
@@ -18,15 +22,13 @@ pieces, T = sequence length, K = tags.
 
 from __future__ import annotations
 
-import functools
-import sys
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from keras_bert.preprocessing.text_ops import char_offsets, clean_utf8, surface_text
-from keras_bert.preprocessing.traced import traced_pack, traced_tokenizer
+from keras_bert.preprocessing.traced import (traced_pack, traced_tokenizer,
+                                             traced_whitespace_spans)
 
 if TYPE_CHECKING:
     from keras_bert.text.tokenizer import BertTokenizer
@@ -34,13 +36,6 @@ if TYPE_CHECKING:
 OUTSIDE = "O"
 # Chunk prefixes as integer codes for the in-graph conlleval rules.
 _O, _B, _I, _E, _S = range(5)
-
-
-@functools.lru_cache(maxsize=None)
-def whitespace_pattern() -> str:
-    """RE2 class of the characters Python's `str.split()` splits on."""
-    spaces = [cp for cp in range(sys.maxunicode + 1) if chr(cp).isspace()]
-    return "[" + "".join(f"\\x{{{cp:X}}}" for cp in spaces) + "]+"
 
 
 def split_tag(tag: str) -> tuple[str, str]:
@@ -82,7 +77,9 @@ class WordTagger:
                                       tf.Tensor, dict[str, tf.Tensor]]:
         """(B,) text -> words with byte spans (B, W), each word's first-piece
         position or -1 (B, W) dense, and the packed features."""
-        words, starts, ends = tf_text.regex_split_with_offsets(text, whitespace_pattern())
+        starts, ends = traced_whitespace_spans(self.tokenizer)(text)  # (B, W)
+        words = starts.with_flat_values(surface_text(
+            tf.gather(text, starts.value_rowids()), starts.flat_values, ends.flat_values))
         ids, _, _ = self.tokenize_with_offsets(words.flat_values)  # (all words, P)
         counts = words.with_flat_values(ids.row_lengths()).to_tensor()  # (B, W) pieces per word
         # Words in order while they fit between [CLS] and [SEP].
@@ -160,6 +157,18 @@ class WordTagger:
             "entity_text": tf.where(real, surface_text(text, byte_start, byte_end), ""),
             "num_entities": tf.reduce_sum(tf.cast(real, tf.int64), axis=1),
         }
+
+
+def whitespace_words(tokenizer: BertTokenizer, texts: Sequence[str]) -> list[list[str]]:
+    """Python texts -> each one's words, as `WordTagger` splits them in the
+    graph (the same spans), for training and scoring on text."""
+    if len(texts) == 0:
+        return []
+    from keras_bert.text.tokenizer import text_tensor
+    text = clean_utf8(text_tensor(texts))
+    starts, ends = traced_whitespace_spans(tokenizer)(text)
+    return [[row[start:end].decode("utf-8") for start, end in zip(row_starts, row_ends)]
+            for row, row_starts, row_ends in zip(text.numpy(), starts.numpy(), ends.numpy())]
 
 
 def tag_names(num_labels: int, label_names: Sequence[str] | None) -> list[str]:

@@ -21,6 +21,7 @@ TEXT_SPEC = tf.TensorSpec([None], tf.string)
 
 _TRACED_TOKENIZERS = weakref.WeakKeyDictionary()
 _TRACED_PACKS = weakref.WeakKeyDictionary()
+_TRACED_WHITESPACE = weakref.WeakKeyDictionary()
 
 
 def traced_tokenizer(tokenizer: BertTokenizer) -> Callable:
@@ -35,6 +36,19 @@ def traced_tokenizer(tokenizer: BertTokenizer) -> Callable:
                 clean_utf8(tf.ensure_shape(text, [None], name="check_text"))),
             input_signature=[TEXT_SPEC], autograph=False)
     return _TRACED_TOKENIZERS[tokenizer]
+
+
+def traced_whitespace_spans(tokenizer: BertTokenizer) -> Callable:
+    """`tokenizer.whitespace_spans` after `clean_utf8`, one `tf.function` per
+    tokenizer as `traced_tokenizer`: (B,) strings -> ragged (B, W) byte starts
+    and ends of the original's whitespace words in the cleaned text."""
+    if tokenizer not in _TRACED_WHITESPACE:
+        owner = weakref.ref(tokenizer)
+        _TRACED_WHITESPACE[tokenizer] = tf.function(
+            lambda text: owner().whitespace_spans(
+                clean_utf8(tf.ensure_shape(text, [None], name="check_text"))),
+            input_signature=[TEXT_SPEC], autograph=False)
+    return _TRACED_WHITESPACE[tokenizer]
 
 
 def traced_pack(tokenizer: BertTokenizer, seq_length: int, pair: bool = False,

@@ -39,6 +39,7 @@ from keras_bert.pretraining_data.workers import (BlockResult, start_workers,
                                                  _process_block_with_cached_encoder)
 from keras_bert.pretraining_data.reading import (iter_blocks, make_tokenize_fn, read_documents,
                                                  ReadStats, tokenize_block)
+from keras_bert.text.unknown_rate import UnknownCount, count_ids
 
 if TYPE_CHECKING:
     import multiprocessing.pool
@@ -62,6 +63,8 @@ class Summary:
     empty_files: list = dataclasses.field(default_factory=list)
     output_files: list = dataclasses.field(default_factory=list)
     seconds: float = 0.0
+    # The input's word pieces as tokenized, before instances are cut from them.
+    unknown: UnknownCount = dataclasses.field(default_factory=UnknownCount)
 
     def add(self, result: BlockResult) -> None:
         for name in ("documents", "instances", "candidates", "masked", "replaced_by_mask",
@@ -92,6 +95,8 @@ class Summary:
         elif options.objective == "sop":
             lines.append(f"swapped: {share(self.next_sentence_positive, self.instances)}")
         lines.append(f"truncated instances: {self.truncated_instances}")
+        if self.unknown.pieces:
+            lines.append(self.unknown.line("the input text"))
         if self.invalid_utf8_lines:
             lines.append(f"lines with invalid UTF-8 (bytes dropped): {self.invalid_utf8_lines}, "
                          f"first at {', '.join(self.invalid_utf8_examples)}")
@@ -223,6 +228,7 @@ def create_pretraining_data(input_file: str, output_file: str, vocab_file: str,
         blocks = iter_blocks(read_documents(files, stats))
         for index, documents in enumerate(blocks):
             block = tokenize_block(index, documents, tokenize_fn)
+            summary.unknown.add(count_ids(block.token_ids, tokenizer))
             if block.num_documents == 0:
                 continue
             if pool is None:

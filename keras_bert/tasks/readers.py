@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import tensorflow as tf
 
-from keras_bert.tasks import glue, squad, tagging, text_classification
+from keras_bert.tasks import glue, squad, tagging, text_classification, text_rows
 
 
 def source_name(source: Any) -> str:
@@ -165,3 +165,29 @@ def squad_questions_and_answers(dataset: Sequence[Mapping[str, Any]], source: st
                 contexts.append(paragraph["context"])
                 answers.append(answer)
     return {"question": questions, "context": contexts}, answers
+
+
+# === Rows of texts (embeddings) ===
+
+
+def read_text_rows(source: Any, text_columns: Sequence[str] | None = None,
+                   score_column: str | None = None, limit: int | None = None
+                   ) -> text_rows.TextRows:
+    """A TSV file of pairs, triplets or scored pairs with a header row, or
+    in-memory columns ({name: values}, a DataFrame), or `TextRows` -> the
+    rows (`keras_bert.tasks.text_rows`: the columns picked by name, else a
+    numeric `score` / `label` column holds the scores and the others, 2 or
+    3, are the texts)."""
+    if isinstance(source, text_rows.TextRows):
+        return source
+    if isinstance(source, str):
+        if tfds_spec(source) is not None:
+            raise ValueError(f"{source}: embedding rows come from TSV files (anchor<TAB>"
+                             "positive[<TAB>negative], or text<TAB>text<TAB>score)")
+        if not tf.io.gfile.exists(source):
+            raise FileNotFoundError(f"data file not found: {source}")
+        return text_rows.read_text_rows(source, text_columns, score_column, limit)
+    if isinstance(source, Mapping) or hasattr(source, "columns"):
+        return text_rows.rows_from_columns(source, text_columns, score_column, limit=limit)
+    raise ValueError(f"embedding rows: expected a TSV file, a dict of columns or TextRows; "
+                     f"got {type(source).__name__}")

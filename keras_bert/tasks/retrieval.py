@@ -20,11 +20,12 @@ Legend for shape comments: Q = queries, C = corpus documents, D = embedding size
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from keras_bert.tasks import metrics
+from keras_bert.tasks.text_rows import TextRows
 
 MRR_AT = 10
 NDCG_AT = 10
@@ -143,3 +144,22 @@ def evaluate_scored_pairs(model: Any, texts_a: Sequence[str], texts_b: Sequence[
     cosines = pair_cosines(model.predict(list(texts_a), batch_size=batch_size, verbose=0),
                            model.predict(list(texts_b), batch_size=batch_size, verbose=0))
     return {"spearman_cosine": spearman(cosines, scores)}
+
+
+# === Rows of a file ===
+
+def evaluate_text_rows(embed: Callable[[list[str]], np.ndarray], rows: TextRows
+                       ) -> dict[str, float | int]:
+    """The figures of `rows` (`keras_bert.tasks.text_rows`) for the embeddings
+    `embed(texts)` (N, D) gives: Spearman for scored pairs ({"spearman_cosine",
+    "pairs"}); else retrieval, each row's first text querying its second
+    among every second (and third) text of the rows (recall@1/5/10, mrr@10,
+    ndcg@10, "queries", "documents")."""
+    if rows.scores is not None:
+        cosines = pair_cosines(embed(rows.columns[0]), embed(rows.columns[1]))
+        return {"spearman_cosine": spearman(cosines, rows.scores), "pairs": len(rows)}
+    queries, corpus, relevant = rows.retrieval()
+    sets = relevance_sets(relevant, range(len(queries)), range(len(corpus)))
+    figures: dict[str, float | int] = dict(retrieval_metrics(embed(queries), embed(corpus), sets))
+    figures.update(queries=len(queries), documents=len(corpus))
+    return figures

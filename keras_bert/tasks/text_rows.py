@@ -22,9 +22,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import tensorflow as tf
 
 SCORE_NAMES = ("score", "label")
 
@@ -45,10 +46,12 @@ class TextRows:
 
     def retrieval(self) -> tuple[list[str], list[str], list[tuple[int, int]]]:
         """(queries, corpus, relevant (query, document) position pairs): the first
-        column's texts query the second column's, each distinct text once in the corpus."""
+        column's texts query the second column's, each distinct text once in the
+        corpus; triplets' negatives join the corpus as documents no query wants."""
         corpus: dict[str, int] = {}
-        for text in self.columns[1]:
-            corpus.setdefault(text, len(corpus))
+        for column in self.columns[1:]:
+            for text in column:
+                corpus.setdefault(text, len(corpus))
         relevant = [(q, corpus[text]) for q, text in enumerate(self.columns[1])]
         return list(self.columns[0]), list(corpus), relevant
 
@@ -57,12 +60,13 @@ def read_text_rows(path: str, text_columns: Sequence[str] | None = None,
                    score_column: str | None = None, limit: int | None = None) -> TextRows:
     """The rows of the TSV file `path` (header row first); see the module docstring."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long articles in one field
-    with open(path, encoding="utf-8", newline="") as f:
+    # GFile: local paths and gs:// alike, as the other tables are read.
+    with tf.io.gfile.GFile(path, "r") as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         header = next(reader, None)
         if header is None:
             raise ValueError(f"{path}: empty file; expected a header row and rows of texts")
-        rows = []
+        rows, lines = [], []
         for line, row in enumerate(reader, start=2):
             if not row:
                 continue
@@ -70,8 +74,19 @@ def read_text_rows(path: str, text_columns: Sequence[str] | None = None,
                 raise ValueError(f"{path}:{line}: {len(row)} fields, the header has "
                                  f"{len(header)} ({header})")
             rows.append(row)
+            lines.append(line)
             if limit is not None and len(rows) >= limit:
                 break
+    if not rows:
+        raise ValueError(f"{path}: no rows after the header row {header}")
+    return _pick_columns(path, header, rows, text_columns, score_column,
+                         where=lambda i: f"line {lines[i]}")
+
+
+def _pick_columns(path: str, header: list[str], rows: list[list[str]],
+                  text_columns: Sequence[str] | None, score_column: str | None,
+                  where: Callable[[int], str]) -> TextRows:
+    """`where(i)`: how errors name row i (its line in a file)."""
     score_column = _score_column(path, header, rows, score_column, text_columns)
     if text_columns is None:
         text_columns = [name for name in header if name != score_column]
@@ -87,11 +102,41 @@ def read_text_rows(path: str, text_columns: Sequence[str] | None = None,
         raise ValueError(f"{path}: scored rows are pairs; got text columns {list(text_columns)}")
     index = {name: i for i, name in enumerate(header)}
     columns = [[row[index[name]] for row in rows] for name in text_columns]
+    for name, column in zip(text_columns, columns):
+        empty = next((i for i, text in enumerate(column) if not text.strip()), None)
+        if empty is not None:
+            # A table with empty cells is usually a broken export (as read_text_examples says).
+            raise ValueError(f"{path}: {where(empty)}: empty text in column {name!r}; fill it "
+                             "in or remove the row")
     scores = None
     if score_column is not None:
         scores = np.asarray([_number(path, row[index[score_column]], score_column)
                              for row in rows], np.float32)
     return TextRows(names=list(text_columns), columns=columns, scores=scores)
+
+
+def rows_from_columns(columns: Mapping[str, Sequence[Any]],
+                      text_columns: Sequence[str] | None = None,
+                      score_column: str | None = None, source: str = "in-memory data",
+                      limit: int | None = None) -> TextRows:
+    """In-memory columns ({name: values}, or a DataFrame) -> `TextRows`, the
+    columns picked as `read_text_rows` picks a file's."""
+    names = list(columns.columns if hasattr(columns, "columns") else columns.keys())
+    lengths = {name: len(columns[name]) for name in names}
+    if len(set(lengths.values())) != 1 or not names or not max(lengths.values()):
+        raise ValueError(f"{source}: expected columns of equal, non-zero lengths; got {lengths}")
+    rows = [[_as_text(value) for value in values] for values in zip(
+        *(columns[name] for name in names))]
+    if limit is not None:
+        rows = rows[:limit]
+    return _pick_columns(source, names, rows, text_columns, score_column,
+                         where=lambda i: f"row {i}")
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    return str(value.item() if hasattr(value, "item") else value)
 
 
 def _score_column(path: str, header: list[str], rows: list[list[str]], given: str | None,

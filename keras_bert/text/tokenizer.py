@@ -38,6 +38,7 @@ import bisect
 import functools
 import json
 import os
+import re
 import unicodedata
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -186,6 +187,7 @@ def _patterns():
         "deleted": _class(classes["deleted"]),
         "marks": _class(classes["marks"]),
         "split": f"({_class(classes['whitespace'])}|{punctuation}|{cjk})",
+        "whitespace": _class(classes["whitespace"]),
         "keep": f"({punctuation}|{cjk})",
     }
 
@@ -222,6 +224,29 @@ def _call_on_rows(traced, strings):
     if strings.shape.rank == 0:
         return tf.nest.map_structure(lambda rows: rows[0], traced(strings[tf.newaxis]))
     return traced(strings)
+
+
+# === Python texts in ===
+
+# U+D800-U+DFFF alone in a Python str: what `errors="surrogateescape"`
+# decoding or a JSON "\\ud800" escape leaves. No UTF-8 holds them.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_tensor(rows: Sequence[Any]) -> tf.Tensor:
+    """Python texts (str or bytes) -> a (B,) UTF-8 string tensor.
+
+    A lone surrogate becomes U+FFFD, one character for one, so that character
+    offsets in the answers still index the caller's str; the tokenizer then
+    deletes it, as the original's `_clean_text` deletes the surrogate itself
+    (category Cs is a control character to it): the same ids, no error. (TF's
+    own conversion refuses the whole batch without naming the row. The
+    SavedModel gets bytes instead: a surrogate encoded there is invalid UTF-8,
+    which `clean_utf8` replaces.)"""
+    encoded = [_LONE_SURROGATE.sub("\ufffd", row).encode("utf-8")
+               if isinstance(row, str) else row for row in rows]
+    return tf.constant(encoded, dtype=tf.string, shape=[len(encoded)])
+
 
 
 # === Vocabulary ===
@@ -289,6 +314,7 @@ class BasicTokenizer(tf.Module):
         self._marks = patterns["marks"]
         self._split = patterns["split"]
         self._keep = patterns["keep"]
+        self._whitespace = patterns["whitespace"]
         chars = set(vocab_chars)
         self._placeholder = next(chr(cp) for cp in range(0xE000, 0xF900)
                                  if chr(cp) not in chars)
@@ -299,7 +325,8 @@ class BasicTokenizer(tf.Module):
         self._lower_to = tf.constant([b for _, b in fixes], tf.int32) if fixes else None
         self._lower_present = "(?s).*" + _class(_ranges(a for a, _ in fixes)) + ".*"
 
-        self._traced = _Traced(tokenize=self._words, tokenize_with_offsets=self._words_with_offsets)
+        self._traced = _Traced(tokenize=self._words, tokenize_with_offsets=self._words_with_offsets,
+                               whitespace_spans=self._whitespace_spans)
 
     @_no_autograph
     def tokenize(self, strings: tf.Tensor | Sequence[str] | str) -> tf.RaggedTensor | tf.Tensor:
@@ -322,6 +349,43 @@ class BasicTokenizer(tf.Module):
             normalized, self._split, self._keep)
         starts, ends = self.map_offsets(strings, plain, starts, ends)
         return words, starts, ends
+
+    @_no_autograph
+    def whitespace_spans(self, strings: tf.Tensor | Sequence[str] | str
+                         ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
+        """strings (B,) -> the byte spans (starts, ends), int64 (B, W), in the
+        input of the original's whitespace words: `whitespace_tokenize(
+        _clean_text(text))`, before punctuation and CJK splitting.
+
+        The one word splitting of the package: the tagger's words come from
+        here, and every task's pieces from the same cleaning. So NUL, U+FFFD and
+        control characters are deleted as the original deletes them, never
+        taken for the end of the text (tensorflow-text's regex split stops at a
+        NUL) nor for whitespace (Python's `str.split()` splits at \\x0b, \\x0c,
+        \\x1c-\\x1f and \\x85, which the original deletes). A word made only of
+        deleted characters is no word; a span starts at its word's first kept
+        character and ends after its last, so it never begins or ends with a
+        deleted one (it may hold some inside: "Em\\x00ma" is one word)."""
+        return self._traced.whitespace_spans(strings)
+
+    def _whitespace_spans(self, strings):
+        # Cleaned only, as the original splits: lowercasing, NFD and mark
+        # stripping come after, per word (a word's leading combining mark stays
+        # in its span). Cleaned text holds no NUL, so the split sees all of it.
+        cleaned = self._clean(strings)
+        _, starts, ends = tf_text.regex_split_with_offsets(cleaned, self._whitespace)
+        plain = tf.strings.regex_full_match(strings, _LENGTH_PRESERVING)  # nothing deleted
+        return self.map_offsets(strings, plain, tf.cast(starts, tf.int64),
+                                tf.cast(ends, tf.int64), cleaned_only=True)
+
+    def _clean(self, strings):
+        """Any strings (B,) -> the original's `_clean_text` less its whitespace
+        to spaces (B,): invalid UTF-8 read as the original reads it, then NUL,
+        U+FFFD and control / format characters deleted."""
+        valid = tf.reduce_all(tf.strings.regex_full_match(strings, _VALID_UTF8))
+        strings = tf.cond(valid, lambda: strings, lambda: tf.strings.unicode_transcode(
+            strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
+        return tf.strings.regex_replace(strings, self._deleted, "")
 
     # === Normalisation ===
 
@@ -354,12 +418,9 @@ class BasicTokenizer(tf.Module):
     def _normalize_unicode(self, strings):
         """Any strings (B,) -> normalised as the original does (B,)."""
         # The original decodes with errors="ignore". Replacing each bad sequence by
-        # U+FFFD, which cleaning deletes next, gives the same string.
-        valid = tf.reduce_all(tf.strings.regex_full_match(strings, _VALID_UTF8))
-        strings = tf.cond(valid, lambda: strings, lambda: tf.strings.unicode_transcode(
-            strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
-        # Deleting first also matters because TF's UTF-8 lowercasing stops at NUL.
-        strings = tf.strings.regex_replace(strings, self._deleted, "")
+        # U+FFFD, which cleaning deletes next, gives the same string. Deleting
+        # first also matters because TF's UTF-8 lowercasing stops at NUL.
+        strings = self._clean(strings)
         strings = tf.strings.regex_replace(strings, self._unassigned, self._placeholder)
         if self.lowercase:
             # On the whole string, so final sigma sees the context str.lower() sees
@@ -386,13 +447,15 @@ class BasicTokenizer(tf.Module):
 
     @_no_autograph
     def map_offsets(self, strings: tf.Tensor, plain: tf.Tensor, starts: tf.RaggedTensor,
-                    ends: tf.RaggedTensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
+                    ends: tf.RaggedTensor, cleaned_only: bool = False
+                    ) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
         """Byte spans (B, P) in the normalised strings -> byte spans in `strings`;
         `plain` (B,) marks the strings whose spans carry over unchanged."""
         def mapped():
             other = tf.where(tf.logical_not(plain))[:, 0]
             mapped_starts, mapped_ends = self._map_rows(
-                tf.gather(strings, other), tf.gather(starts, other), tf.gather(ends, other))
+                tf.gather(strings, other), tf.gather(starts, other), tf.gather(ends, other),
+                self._clean if cleaned_only else self._normalize_unicode)
             # Where those rows' pieces sit in the flat values.
             splits = starts.row_splits
             pieces = tf.ragged.range(tf.gather(splits[:-1], other),
@@ -404,7 +467,7 @@ class BasicTokenizer(tf.Module):
 
         return tf.cond(tf.reduce_all(plain), lambda: (starts, ends), mapped)
 
-    def _map_rows(self, strings, starts, ends):
+    def _map_rows(self, strings, starts, ends, normalize):
         """map_offsets for any strings, through each character's normalised length."""
         codepoints, char_starts = tf.strings.unicode_decode_with_offsets(
             strings, "UTF-8", errors="replace")  # (B, C)
@@ -426,7 +489,7 @@ class BasicTokenizer(tf.Module):
             tf.RaggedTensor.from_uniform_row_length(tf.gather(flat, non_ascii), 1), "UTF-8")
         normalized_length = tf.tensor_scatter_nd_update(
             ascii_length, non_ascii[:, tf.newaxis],
-            tf.strings.length(self._normalize_unicode(chars)))
+            tf.strings.length(normalize(chars)))
         # Normalised end of each character over the whole batch, and where each row begins.
         normalized_ends = tf.cumsum(tf.cast(normalized_length, tf.int64))
         row_begins = tf.gather(tf.concat([[0], normalized_ends], 0), codepoints.row_splits[:-1])
@@ -481,8 +544,9 @@ class BertTokenizer(tf.Module):
             token_out_type=tf.int32, no_pretokenization=False,
             support_detokenization=True)
         # A word's first piece is never a "##" continuation.
-        self._is_word_start = tf.constant(
-            [not (t.startswith("##") and len(t) > 2) for t in self.vocab])
+        self.is_word_start = np.array(
+            [not (t.startswith("##") and len(t) > 2) for t in self.vocab])  # (vocab_size,)
+        self._is_word_start = tf.constant(self.is_word_start)
         self._traced = _Traced(tokenize=self._pieces,
                                tokenize_with_offsets=self._pieces_and_offsets)
 
@@ -595,6 +659,13 @@ class BertTokenizer(tf.Module):
         the byte span of each in the input, int64 (B, W). See BasicTokenizer.
         """
         return self.basic_tokenizer.tokenize_with_offsets(strings)
+
+    @_no_autograph
+    def whitespace_spans(self, strings: tf.Tensor | Sequence[str] | str
+                         ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
+        """strings (B,) -> byte spans (B, W) of the original's whitespace words
+        in the input (`BasicTokenizer.whitespace_spans`): the tagger's words."""
+        return self.basic_tokenizer.whitespace_spans(strings)
 
     @_no_autograph
     def tokenize(self, strings: tf.Tensor | Sequence[str] | str) -> tf.RaggedTensor | tf.Tensor:

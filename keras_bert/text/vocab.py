@@ -81,6 +81,17 @@ def learn_vocabulary(files: str | Sequence[str], vocab_size: int, lowercase: boo
                      output: str | None = None, num_unused: int = 0,
                      max_unique_chars: int = 1000, max_token_length: int = 50,
                      min_count: int = 2) -> list[str]:
+    """Learns a WordPiece vocabulary of at most `vocab_size` tokens; see
+    `learn_vocabulary_and_counts` for the arguments."""
+    return learn_vocabulary_and_counts(files, vocab_size, lowercase, output, num_unused,
+                                       max_unique_chars, max_token_length, min_count)[0]
+
+
+def learn_vocabulary_and_counts(files: str | Sequence[str], vocab_size: int,
+                                lowercase: bool = True, output: str | None = None,
+                                num_unused: int = 0, max_unique_chars: int = 1000,
+                                max_token_length: int = 50, min_count: int = 2
+                                ) -> tuple[list[str], collections.Counter[str]]:
     """Learns a WordPiece vocabulary of at most `vocab_size` tokens.
 
     Args:
@@ -96,7 +107,9 @@ def learn_vocabulary(files: str | Sequence[str], vocab_size: int, lowercase: boo
       min_count: the learner's lower bound on a piece's frequency.
 
     Returns:
-      the vocabulary, a list of tokens.
+      the vocabulary, a list of tokens, and the corpus' word counts
+      (`count_words`), from which its [UNK] rate follows
+      (`keras_bert.text.unknown_rate.count_word_counts`).
     """
     reserved = special_tokens(num_unused)
     if vocab_size <= len(reserved):
@@ -133,7 +146,7 @@ def learn_vocabulary(files: str | Sequence[str], vocab_size: int, lowercase: boo
         raise ValueError(f"vocab_size {vocab_size} is too small for the characters of {files}")
     if output:
         write_vocabulary(vocab, output)
-    return vocab
+    return vocab, counts
 
 
 def write_vocabulary(vocab: Sequence[str], path: str) -> str:

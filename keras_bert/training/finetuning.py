@@ -1,15 +1,17 @@
 """Fine-tuning and evaluation: `finetune(FinetuneConfig)` and `evaluate(...)`.
 
-One driver for the four task families of the paper:
+One driver for the four task families of the paper, and embeddings:
 
   classify  sentence (pair) classification, `BertClassifier`;
   regress   sentence (pair) regression (STS-B), `BertClassifier(num_classes=1)`;
   tag       token tagging on first word pieces, `BertTokenClassifier`;
-  squad     extractive QA (SQuAD v1.1 / v2.0), `BertSpanExtractor`.
+  squad     extractive QA (SQuAD v1.1 / v2.0), `BertSpanExtractor`;
+  embed     sentence embeddings trained contrastively, `BertSentenceEncoder`.
 
 Data comes from files (TSV / CSV / JSONL tables, GLUE TSVs, CoNLL files,
-SQuAD JSON) or from TFDS, written `tfds:<name>:<split>` (`tfds:glue/cola:train`,
-`tfds:conll2003:dev`, `tfds:squad/v2.0:validation`). Each run writes to
+SQuAD JSON, TSVs of pairs, triplets or scored pairs) or from TFDS, written
+`tfds:<name>:<split>` (`tfds:glue/cola:train`, `tfds:conll2003:dev`,
+`tfds:squad/v2.0:validation`). Each run writes to
 `output_dir`: `model.keras`, `vocab.txt`, `finetune_config.json` (what
 `evaluate` needs), `dev_results.json` and TensorBoard logs; `search="paper"`
 runs the paper's grid and writes `search_results.md`.
@@ -33,23 +35,32 @@ from keras_bert.checkpoints.source import resolve, tokenizer_settings
 from keras_bert.config import BertConfig
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.sentence_encoder import BertSentenceEncoder, sentence_transformer_folder
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.tagger import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, config_sharing_preprocessor
-from keras_bert.tasks import readers
+from keras_bert.models import contrastive
+from keras_bert.tasks import readers, retrieval
+from keras_bert.text import unknown_rate
 from keras_bert.text.tokenizer import BertTokenizer
 from keras_bert.training import distribute
 from keras_bert.training.checkpointing import write_json
 from keras_bert.training.finetuning_run import FinetuneRun, RunResult, discard_run_state
 from keras_bert.training.recipe_files import read_recipe
 
-TASKS = ("classify", "regress", "tag", "squad")
+TASKS = ("classify", "regress", "tag", "squad", "embed")
 DATA_FORMATS = {
     "classify": "a TSV/CSV/JSONL table of text column(s) and a label column, or GLUE",
     "regress": "a TSV/CSV/JSONL table of text column(s) and a numeric label, or GLUE STS-B",
     "tag": "a CoNLL file (word<TAB>tag lines) or tfds:conll2003",
     "squad": "a SQuAD JSON file or tfds:squad/*",
+    "embed": "a TSV file with a header row: anchor<TAB>positive[<TAB>negative], or "
+             "text<TAB>text<TAB>score",
 }
+# Contrastive losses of --task embed (`keras_bert.models.contrastive`); "auto":
+# CoSENT for scored pairs, in-batch negatives otherwise.
+EMBEDDING_LOSSES = ("auto", "multiple_negatives_ranking", "multiple_negatives_symmetric_ranking",
+                    "cosent")
 # The paper's fine-tuning grid (Appendix A.3).
 PAPER_GRID = {"batch_size": (16, 32), "learning_rate": (5e-5, 3e-5, 2e-5), "epochs": (2, 3, 4)}
 # Its GLUE protocol (Section 4.1): batch 32, 3 epochs, the best of four learning rates on dev.
@@ -90,6 +101,12 @@ class FinetuneConfig:
     max_answer_length: int = 30
     n_best_size: int = 20
     null_score_diff_threshold: float = 0.0
+    # Embeddings (text_columns picks the 2-3 text columns, label_column a score column).
+    embedding_loss: str = "auto"       # one of EMBEDDING_LOSSES
+    loss_scale: float = 20.0           # the contrastive losses' scale (sentence-transformers')
+    mini_batch_size: int = None        # gradient caching: a batch's embeddings in chunks
+    pooling: str = None                # default: the sentence-transformers folder's, else mean
+    normalize: bool = None             # L2-normalised embeddings; default: the folder's, else no
     # Run control.
     max_train_examples: int = None     # a prefix of the training data (smoke runs)
     max_dev_examples: int = None
@@ -123,7 +140,7 @@ class FinetuneConfig:
                      "max_answer_length", "n_best_size", "eval_batch_size", "restarts",
                      "max_train_examples", "max_dev_examples", "early_stopping_patience",
                      "steps_per_epoch", "gradient_accumulation_steps", "checkpoint_every",
-                     "keep_checkpoints", "log_every", "lora_rank"):
+                     "keep_checkpoints", "log_every", "lora_rank", "mini_batch_size"):
             value = getattr(self, name)
             if value is None and name not in ("seq_length", "batch_size"):
                 continue
@@ -137,6 +154,16 @@ class FinetuneConfig:
                              f"untrained model), got {self.epochs!r}")
         if not 0 <= self.warmup_proportion <= 1 or not 0 <= self.dropout < 1:
             raise ValueError("warmup_proportion must lie in [0, 1] and dropout in [0, 1)")
+        if self.embedding_loss not in EMBEDDING_LOSSES:
+            raise ValueError(f"embedding_loss must be one of {EMBEDDING_LOSSES}, "
+                             f"got {self.embedding_loss!r}")
+        if not self.loss_scale > 0:
+            raise ValueError(f"loss_scale must be > 0, got {self.loss_scale!r}")
+        if self.task == "embed" and self.gradient_accumulation_steps != 1:
+            raise ValueError("gradient_accumulation_steps: a contrastive loss compares every "
+                             "row of the batch with every other, so micro-batches would change "
+                             "it; set mini_batch_size instead (gradient caching: the whole "
+                             "batch's loss and gradients in the memory of one mini-batch)")
         distribute.check_runtime_fields(self)
 
 
@@ -187,6 +214,11 @@ class _TaskFamily:
 
     def build_model(self, encoder: BertEncoder, preprocessor: BertPreprocessor) -> keras.Model:
         raise NotImplementedError
+
+    def compile_options(self) -> dict[str, Any]:
+        """What the task model's `compile` takes beyond the run's optimizer
+        (the loss where the task model has several)."""
+        return {}
 
     def score(self, model: keras.Model, data: Any) -> dict[str, Any]:
         raise NotImplementedError
@@ -298,6 +330,76 @@ class _Squad(_TaskFamily):
         return model.score(dataset, source=source, **self.options())
 
 
+class _Embedding(_TaskFamily):
+    """embed: rows of texts, (anchor, positive[, negative]) or scored pairs,
+    training a `BertSentenceEncoder` contrastively; dev scores retrieval
+    (each anchor queries every positive: MRR@10 picks the best epoch) or, for
+    scored pairs, the Spearman correlation of cosines and scores."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.train_scored = self.dev_scored = None
+
+    def read(self, source, limit=None, training=False):
+        config = self.config
+        # label_column is "label" unless given; a numeric `score` / `label` column is found anyway.
+        score_column = None if config.label_column == "label" else config.label_column
+        rows = readers.read_text_rows(source, config.text_columns, score_column, limit)
+        scored = rows.scores is not None
+        if training:
+            self.train_scored = scored
+            self._check_loss(rows, readers.source_name(source))
+        else:
+            self.dev_scored = scored
+        return rows
+
+    def _check_loss(self, rows, source):
+        loss = self.loss_name()
+        if (loss == "cosent") != (rows.scores is not None):
+            raise ValueError(
+                f"{source}: embedding_loss {loss} trains on "
+                f"{'scored pairs (text, text, score)' if loss == 'cosent' else 'rows of texts'}"
+                f", but the rows are {'scored pairs' if rows.scores is not None else 'not scored'}"
+                f" (columns {rows.names}); set embedding_loss to "
+                f"{'cosent' if rows.scores is not None else 'multiple_negatives_ranking'} "
+                "or auto")
+
+    def loss_name(self):
+        if self.config.embedding_loss != "auto":
+            return self.config.embedding_loss
+        return "cosent" if self.train_scored else "multiple_negatives_ranking"
+
+    @property
+    def primary_metric(self):
+        scored = self.dev_scored if self.dev_scored is not None else self.train_scored
+        return "spearman_cosine" if scored else "mrr@10"
+
+    def fit_data(self, rows):
+        return rows.fit_inputs()
+
+    def build_model(self, encoder, preprocessor):
+        settings = {name: value for name, value in (("pooling", self.config.pooling),
+                                                     ("normalize", self.config.normalize))
+                    if value is not None}
+        folder = sentence_transformer_folder(self.config.init_checkpoint)
+        return BertSentenceEncoder.from_encoder(encoder, preprocessor, folder, **settings)
+
+    def compile_options(self):
+        config = self.config
+        name = self.loss_name()
+        if name == "cosent":
+            loss = contrastive.CoSENTLoss(config.loss_scale, config.mini_batch_size)
+        else:
+            loss = contrastive.MultipleNegativesRankingLoss(
+                config.loss_scale, symmetric=name == "multiple_negatives_symmetric_ranking",
+                mini_batch_size=config.mini_batch_size)
+        return {"loss": loss}
+
+    def score(self, model, rows):
+        return retrieval.evaluate_text_rows(
+            lambda texts: model.encode(texts, batch_size=self.config.eval_batch_size), rows)
+
+
 def preprocessor_of(config: FinetuneConfig, tokenizer: BertTokenizer) -> BertPreprocessor:
     """The preprocessor saved inside the fine-tuned model: the run's
     vocabulary, casing and sequence length, so `model.keras` takes text."""
@@ -311,6 +413,8 @@ def make_task(config: FinetuneConfig) -> _TaskFamily:
         return _Classification(config)
     if config.task == "tag":
         return _Tagging(config)
+    if config.task == "embed":
+        return _Embedding(config)
     return _Squad(config)
 
 
@@ -370,7 +474,8 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
     of columns (`text`, optional `text_pair`, `label`; or a DataFrame), a
     (texts, labels) tuple or an unbatched `tf.data.Dataset` of those; for
     tagging {"words": word lists or texts, "tags": tag lists}; for SQuAD the
-    SQuAD JSON's `data` list.
+    SQuAD JSON's `data` list; for embeddings a dict of text columns (and a
+    `score` column) or `keras_bert.tasks.text_rows.TextRows`.
 
     With an `output_dir`, the run is checkpointed and rerunning the same
     command after a kill resumes it (`keras_bert.training.finetuning_run`);
@@ -413,6 +518,9 @@ def _finetune(config: FinetuneConfig, train: Any, dev: Any) -> dict[str, Any]:
     except ValueError as e:
         raise ValueError(f"{e} (--task {config.task} reads {DATA_FORMATS[config.task]})") \
             from None
+    # A vocabulary that cannot spell the text (language, casing) says so now.
+    unknown_rate.report_texts(tokenizer, task.fit_data(train_data)[0], "the training texts",
+                              vocab_file or "of the model")
     if config.output_dir and config.overwrite:
         discard_run_state(config.output_dir)
         shutil.rmtree(os.path.join(config.output_dir, RUNS), ignore_errors=True)
@@ -442,7 +550,8 @@ def load_finetune_config(path: str | None = None, overrides: Sequence[str] = (),
     then `key=value` overrides, then `fields` (the command's flags)."""
     return read_recipe(FinetuneConfig, path, overrides, float_fields=(
         "learning_rate", "epochs", "warmup_proportion", "weight_decay", "dropout",
-        "null_score_diff_threshold", "clipnorm"), choices={"task": TASKS, "search": SEARCHES},
+        "null_score_diff_threshold", "clipnorm", "loss_scale"),
+        choices={"task": TASKS, "search": SEARCHES, "embedding_loss": EMBEDDING_LOSSES},
         **fields)
 
 
@@ -567,24 +676,55 @@ def load_finetuned(model_dir: str) -> tuple[keras.Model, dict[str, Any]]:
     return model, saved
 
 
-def evaluate(model_dir: str, data: str, **overrides: Any) -> dict[str, Any]:
+def evaluate(model_dir: str, data: Any, task: str | None = None, seq_length: int | None = None,
+             **overrides: Any) -> dict[str, Any]:
     """Scores a fine-tuned model (a `finetune` output folder) on `data` with
     its task model's `score`.
 
     The task, sequence length and labels come from the folder's
     `finetune_config.json`; `overrides` change any of its fields (for
-    instance `null_score_diff_threshold` for SQuAD v2.0).
+    instance `null_score_diff_threshold` for SQuAD v2.0). `task`, when
+    given, must be the folder's. `task="embed"` also scores a pretrained
+    sentence encoder as it is (zero-shot): a sentence-transformers folder
+    (or its `ORG/NAME` in the local HuggingFace cache), a BERT checkpoint
+    (mean-pooled) or a `.keras` `BertSentenceEncoder`, at `seq_length`
+    (default: the folder's max_seq_length).
     """
+    if task is not None and task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    if not os.path.exists(os.path.join(model_dir, "finetune_config.json")):
+        if task == "embed":
+            return _evaluate_pretrained_embeddings(model_dir, data, seq_length, overrides)
+        raise FileNotFoundError(f"{model_dir}: no finetune_config.json (not a finetune output); "
+                                "--task embed scores a pretrained sentence encoder (a "
+                                "sentence-transformers folder, a BERT checkpoint) as it is")
     model, saved = load_finetuned(model_dir)
+    if task is not None and task != saved["task"]:
+        raise ValueError(f"{model_dir} was fine-tuned with --task {saved['task']}, not {task}")
+    if seq_length is not None and seq_length != saved["seq_length"]:
+        raise ValueError(f"seq_length {seq_length}: the model in {model_dir} reads "
+                         f"{saved['seq_length']} tokens (its fine-tuning length)")
     saved.update({k: v for k, v in overrides.items() if v is not None})
     config = FinetuneConfig(**saved)
     # The casing the model was fine-tuned with (finetune_config.json); an override must agree.
     tokenizer_settings(resolve(model_dir), lowercase=config.lowercase)
-    task = make_task(config)
-    task.label_names = saved["label_names"]
+    task_family = make_task(config)
+    task_family.label_names = saved["label_names"]
     try:
-        data = task.read(data, config.max_dev_examples)
+        data = task_family.read(data, config.max_dev_examples)
     except ValueError as e:
         raise ValueError(f"{e} (the model in {model_dir} was fine-tuned with --task "
                          f"{config.task}, which reads {DATA_FORMATS[config.task]})") from None
-    return task.score(model, data)
+    return task_family.score(model, data)
+
+
+def _evaluate_pretrained_embeddings(path, data, seq_length, overrides):
+    lowercase = overrides.pop("lowercase", None)
+    model = BertSentenceEncoder.from_pretrained(path, seq_length=seq_length, lowercase=lowercase)
+    config = FinetuneConfig(task="embed", **{k: v for k, v in overrides.items() if v is not None})
+    task_family = make_task(config)
+    try:
+        rows = task_family.read(data, config.max_dev_examples)
+    except ValueError as e:
+        raise ValueError(f"{e} (--task embed reads {DATA_FORMATS['embed']})") from None
+    return task_family.score(model, rows)

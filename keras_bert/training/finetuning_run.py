@@ -129,7 +129,8 @@ class FinetuneRun:
             self.model.compile(
                 optimizer=optimizer,
                 gradient_accumulation_steps=config.gradient_accumulation_steps,
-                jit_compile=distribute.resolve_jit_compile(config.jit_compile))
+                jit_compile=distribute.resolve_jit_compile(config.jit_compile),
+                **self.task.compile_options())
             # Built now so that restoring fills every slot variable at once.
             self.model.optimizer.build(self.model.trainable_variables)
         # The early-stopping state, checkpointed with the weights it describes.
@@ -316,6 +317,11 @@ def _check_same_run(path, config):
         return
     with open(path) as f:
         saved = json.load(f)
+    # A field the saved config lacks is newer than the run, which trained as
+    # its default does.
+    defaults = {field.name: field.default for field in dataclasses.fields(config)
+                if field.default is not dataclasses.MISSING}
+    saved = {**{name: value for name, value in defaults.items() if name not in saved}, **saved}
     current = dataclasses.asdict(config)
     changed = sorted(name for name in set(saved) | set(current)
                      if name not in RESUMABLE_CHANGES

@@ -230,3 +230,38 @@ def test_short_contexts_are_answered():
             assert context[start:end] == answer.decode("utf-8")
         else:
             assert (start, end, answer) == (-1, -1, b"")
+
+
+# === Control characters, empty questions ===
+
+
+@pytest.mark.slow
+def test_tagger_keeps_every_word_around_a_nul():
+    # Before: tensorflow-text's regex split stopped at the NUL: tokens ["Emma"].
+    text = "Emma\x00 lives in \x00High\x1fbury\x00"
+    served = call("tagger", text=[text])
+    count = int(served["num_tokens"][0])
+    assert decode(served["tokens"][0, :count]).tolist() == ["Emma", "lives", "in", "High\x1fbury"]
+    starts, ends = served["token_start"][0, :count], served["token_end"][0, :count]
+    assert [text[s:e] for s, e in zip(starts, ends)] == ["Emma", "lives", "in", "High\x1fbury"]
+    assert (served["tags"][0, :count] != b"").all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signature", ["serving_default", "serve_examples"])
+def test_empty_question_is_refused_by_position(signature):
+    questions = ["Who is handsome?", "", " \x00\t"]
+    context = "Emma Woodhouse, handsome, clever, and rich."
+    if signature == "serving_default":
+        inputs = dict(question=questions, context=[context] * 3)
+    else:
+        inputs = dict(inputs=[tf.train.Example(features=tf.train.Features(feature={
+            name: tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+            for name, value in (("question", q), ("context", context))})).SerializeToString()
+            for q in questions])
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"empty question .* batch position\(s\)\] \[1 2\]"):
+        call("squad", signature, **inputs)
+    # And the model keeps serving.
+    answered = call("squad", question=questions[:1], context=[context])
+    assert answered["answer"].shape == (1,)

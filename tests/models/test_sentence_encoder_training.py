@@ -232,3 +232,30 @@ def test_mirrored_negatives_are_the_global_batch(triplets):
         np.testing.assert_allclose(mirrored["loss"], one["loss"], rtol=1e-5, err_msg=name)
         for a, b in zip(one["weights"], mirrored["weights"]):
             np.testing.assert_allclose(b, a, atol=1e-5, err_msg=name)
+
+
+def test_validation_data_takes_text_columns_as_users_pass_them(triplets):
+    """`validation_data=(anchors, positives)` (or triplets, or rows) are rows
+    of texts, scored as `evaluate` scores them; Keras' own `((anchors,
+    positives), None)` form still reads the same."""
+    titles, openings, negatives = triplets
+    model = tiny_model()
+    model.compile(optimizer=keras.optimizers.SGD(0.5))
+    forms = {"pairs": ((titles, openings), (titles, openings)),
+             "keras_form": ((titles, openings), ((titles, openings), None)),
+             "rows": ((titles, openings), list(zip(titles, openings))),
+             "triplets": (triplets, triplets)}
+    for name, (x, validation) in forms.items():
+        history = model.fit(x, batch_size=4, epochs=1, shuffle=False, verbose=0,
+                            validation_data=validation)
+        # Evaluated after the epoch's updates, as fit's validation is.
+        expected = model.evaluate(x, batch_size=4, verbose=0, return_dict=True)["loss"]
+        np.testing.assert_allclose(history.history["val_loss"], [expected], rtol=1e-5,
+                                   err_msg=name)
+    scores = np.linspace(0, 1, 8).astype(np.float32)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="cosent")
+    history = model.fit((titles, openings), scores, batch_size=4, epochs=1, shuffle=False,
+                        verbose=0, validation_data=((titles, openings), scores))
+    expected = model.evaluate((titles, openings), scores, batch_size=4, verbose=0,
+                              return_dict=True)["loss"]
+    np.testing.assert_allclose(history.history["val_loss"], [expected], rtol=1e-5)

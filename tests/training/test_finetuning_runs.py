@@ -28,6 +28,7 @@ ENCODER = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_att
                      intermediate_size=32, max_position_embeddings=64,
                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 FILLER = ["the", "brown", "fox", "dog", "over", "a", "jumps"]
+EMBEDDING_ROWS = os.path.join(REPO_ROOT, "tests", "fixtures", "embeddings")
 
 
 def _sentiment(path, n, seed=0):
@@ -275,6 +276,9 @@ def _task_fields(task, tmp_path, datasets_dir, vocab_file, encoder_file):
     if task == "tag":
         return dict(common, task="tag", train=os.path.join(datasets_dir, "wnut16", "train.conll"),
                     max_train_examples=32, seq_length=32, batch_size=8)
+    if task == "embed":  # 48 real headline / opening pairs: in-batch negatives
+        return dict(common, task="embed", train=os.path.join(EMBEDDING_ROWS, "pairs_train.tsv"),
+                    seq_length=32, batch_size=8)
     # 5 real SQuAD questions make 12 windows of 96 at stride 48: batch 4, 3 per epoch.
     return dict(common, task="squad",
                 train=os.path.join(datasets_dir, "squad_samples", "squad_v1_sample.json"),
@@ -282,12 +286,14 @@ def _task_fields(task, tmp_path, datasets_dir, vocab_file, encoder_file):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", ["classify", "tag", "squad"])
+@pytest.mark.parametrize("task", ["classify", "tag", "squad", "embed"])
 def test_mirrored_two_cpus_equals_one_device(task, tmp_path, datasets_dir, tiny_vocab_file,
                                              real_vocab_file):
     """2 replicas, each half of every batch, = one device with the whole
     batch: the tagger's loss is normalised by the labelled pieces of the
-    global batch, so the halves' gradients add up to the one-device gradient."""
+    global batch, and the embedding model's anchors rank against every
+    positive of the global batch, so the halves' gradients add up to the
+    one-device gradient."""
     if task == "classify":
         vocab, encoder = tiny_vocab_file, _encoder_file(tmp_path)
     else:  # real text: the real vocabulary
@@ -315,11 +321,19 @@ WORKER_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_two_workers_on_loopback_equal_one_device(tmp_path, tiny_vocab_file):
+@pytest.mark.parametrize("task", ["classify", "embed"])
+def test_two_workers_on_loopback_equal_one_device(task, tmp_path, tiny_vocab_file,
+                                                  real_vocab_file):
     """MultiWorkerMirroredStrategy (the custom loop: Keras' fit does not run it)
     with 2 processes = one device, checkpoints and dev scores included."""
-    fields = _task_fields("classify", tmp_path, None, tiny_vocab_file, _encoder_file(tmp_path))
-    fields.update(dev=_sentiment(tmp_path / "dev.tsv", 16, seed=1), checkpoint_every=2)
+    if task == "classify":
+        fields = _task_fields(task, tmp_path, None, tiny_vocab_file, _encoder_file(tmp_path))
+        fields.update(dev=_sentiment(tmp_path / "dev.tsv", 16, seed=1), checkpoint_every=2)
+    else:
+        encoder = _encoder_file(tmp_path, BertConfig(**{**ENCODER.to_dict(), "vocab_size": 30522}))
+        fields = _task_fields(task, tmp_path, None, real_vocab_file, encoder)
+        fields.update(dev=os.path.join(EMBEDDING_ROWS, "pairs_dev.tsv"), checkpoint_every=2,
+                      epochs=1)
     one = finetuning.finetune(FinetuneConfig(**fields, output_dir=str(tmp_path / "one")))
     outputs = run_workers(WORKER_SCRIPT, [REPO_ROOT, json.dumps(
         dict(fields, strategy="multi_worker", output_dir=str(tmp_path / "cluster")))])
