@@ -139,7 +139,7 @@ def test_run_py_installs_once_and_adds_only_what_is_missing(monkeypatch, tmp_pat
     run_py.ensure_installed("quickstart")  # installed: nothing to do
     assert calls == ["venv", ROOT]
     run_py.ensure_installed("tests")  # the test extras and the real weights, once
-    assert calls[2:] == [ROOT + "[beam,docs,test]", run_py.TEST_WEIGHTS]
+    assert calls[2:] == [ROOT + "[beam,docs,lint,test]", run_py.TEST_WEIGHTS]
     run_py.ensure_installed("tests")
     run_py.ensure_installed("quickstart")
     assert len(calls) == 4

@@ -26,7 +26,7 @@ from keras_bert.export.base import IDS_SPECS, TaskServing, signature
 from keras_bert.preprocessing.tagging import WordTagger, tag_names
 
 if TYPE_CHECKING:
-    from keras_bert.models.tagger import BertTokenClassifier
+    from keras_bert.models.token_classifier import BertTokenClassifier
     from keras_bert.text.tokenizer import BertTokenizer
 
 

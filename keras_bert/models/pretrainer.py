@@ -27,7 +27,7 @@ from keras import ops
 from keras_bert import features
 from keras_bert.checkpoints.load import assign_head_weights
 from keras_bert.kernels.masked_lm_loss import loss_and_prediction
-from keras_bert.layers.heads import MaskedLMHead, NextSentenceHead
+from keras_bert.layers.pretraining_heads import MaskedLMHead, NextSentenceHead
 from keras_bert.models.encoder import BertEncoder, encoder_forward, load_encoder_and_heads
 from keras_bert.models.global_batch import global_weight_sum
 from keras_bert.models.update_step import UpdateStep

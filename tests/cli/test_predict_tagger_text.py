@@ -7,7 +7,7 @@ import os
 
 from conftest import TINY_VOCAB
 from keras_bert import BertEncoder, cli
-from keras_bert.models.tagger import BertTokenClassifier
+from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 from tiny_outputs import CONFIG
 

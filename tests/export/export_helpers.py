@@ -65,7 +65,7 @@ def _spread(layer, factor):
 def keras_model(kind):
     from keras_bert.models.classifier import BertClassifier
     from keras_bert.models.span_extractor import BertSpanExtractor
-    from keras_bert.models.tagger import BertTokenClassifier
+    from keras_bert.models.token_classifier import BertTokenClassifier
     encoder = tiny_encoder(KINDS.index(kind))
     if kind == "embeddings":
         return encoder

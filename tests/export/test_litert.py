@@ -17,7 +17,7 @@ from keras_bert.assets import VOCAB_FILE
 from keras_bert.export.litert import (convert, export_litert, litert_interpreter,
                                       litert_tokenizer, run_litert)
 from keras_bert.models.classifier import BertClassifier
-from keras_bert.models.tagger import BertTokenClassifier
+from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 from keras_bert.tasks.tagging import read_conll
 from keras_bert.text.tokenizer import BertTokenizer

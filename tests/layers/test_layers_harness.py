@@ -14,7 +14,7 @@ from keras_bert.kernels.dense import FastDense
 from keras_bert.kernels.dropout import FastDropout
 from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.layers import AttentionMaskBias, PositionEmbedding, SelfAttention, TransformerBlock
-from keras_bert.layers.heads import MaskedLMHead, NextSentenceHead
+from keras_bert.layers.pretraining_heads import MaskedLMHead, NextSentenceHead
 from keras_bert.layers.pooling import MeanPool, WeightedLayerSum
 from keras_bert.layers.task_heads import BiLSTMHead, SpanHead
 

@@ -6,9 +6,9 @@ import pytest
 
 import keras
 from keras_bert import BertConfig, BertEncoder
-from keras_bert.models.features_extractor import FEATURE_CHOICES, BertFeatureExtractor
+from keras_bert.models.feature_extractor import FEATURE_CHOICES, BertFeatureExtractor
 from keras_bert.models.span_extractor import BertSpanExtractor
-from keras_bert.models.tagger import BertTokenClassifier
+from keras_bert.models.token_classifier import BertTokenClassifier
 
 CONFIG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=5, num_attention_heads=2,
                     intermediate_size=32, max_position_embeddings=32)

@@ -12,7 +12,7 @@ from keras_bert.kernels.dense import FastDense
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.lora import lora_projections
 from keras_bert.models.span_extractor import BertSpanExtractor
-from keras_bert.models.tagger import BertTokenClassifier
+from keras_bert.models.token_classifier import BertTokenClassifier
 
 H, F, L = 16, 32, 4
 CONFIG = BertConfig(vocab_size=40, hidden_size=H, num_hidden_layers=L, num_attention_heads=2,

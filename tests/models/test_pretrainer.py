@@ -10,7 +10,7 @@ import keras
 
 from keras_bert import checkpoints
 from keras_bert.config import BertConfig
-from keras_bert.layers.heads import MaskedLMHead, NextSentenceHead
+from keras_bert.layers.pretraining_heads import MaskedLMHead, NextSentenceHead
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining_data import inputs

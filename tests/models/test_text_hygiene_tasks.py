@@ -6,7 +6,7 @@ import pytest
 
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.models.span_extractor import BertSpanExtractor
-from keras_bert.models.tagger import BertTokenClassifier
+from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 from task_models import tiny_encoder
 

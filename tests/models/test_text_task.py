@@ -14,9 +14,9 @@ from keras_bert import BertEncoder, BertTokenizer
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.export import export_saved_model
 from keras_bert.models.classifier import BertClassifier
-from keras_bert.models.features_extractor import BertFeatureExtractor
+from keras_bert.models.feature_extractor import BertFeatureExtractor
 from keras_bert.models.span_extractor import BertSpanExtractor
-from keras_bert.models.tagger import BertTokenClassifier
+from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 from keras_bert.tasks import squad
 from keras_bert.tasks.tagging import TaggedSentences, encode_tagged, read_conll

@@ -15,7 +15,7 @@ from keras_bert import BertConfig, BertEncoder, BertTokenizer
 from keras_bert.layers.packing import TokenPacking
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.span_extractor import BertSpanExtractor
-from keras_bert.models.tagger import BertTokenClassifier
+from keras_bert.models.token_classifier import BertTokenClassifier
 from task_models import reviews
 
 # Different products over the same rows: float32 rounding only.

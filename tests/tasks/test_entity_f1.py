@@ -19,7 +19,7 @@ from seqeval.metrics.sequence_labeling import get_entities as seqeval_get_entiti
 
 from keras_bert import BertEncoder
 from keras_bert.assets import VOCAB_FILE
-from keras_bert.models.tagger import BertTokenClassifier
+from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 from keras_bert.tasks.entity_f1 import EntityF1
 from keras_bert.tasks.tagging import read_conll, tag_vocabulary

@@ -16,7 +16,7 @@ from keras_bert.features import ENCODER_INPUTS
 from keras_bert.layers.task_heads import HEADS, BiLSTMHead
 from keras_bert.models.batch_trimming import longest_width, trim_padding
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
-from keras_bert.models.features_extractor import FrozenTokenFeatures
+from keras_bert.models.feature_extractor import FrozenTokenFeatures
 from keras_bert.models.global_batch import global_weight_sum
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
 from keras_bert.models.user_inputs import check_number
@@ -53,7 +53,7 @@ class BertTokenClassifier(TextTask, keras.Model):
         initialised BiLSTMs (H / 2 units per direction) before the output layer.
       head_layers: BiLSTM layers of the "bilstm" head.
       feature: None to fine-tune the encoder; one of the paper's feature-based
-        choices (`keras_bert.models.features_extractor.FEATURE_CHOICES`) to train
+        choices (`keras_bert.models.feature_extractor.FEATURE_CHOICES`) to train
         the head alone on that frozen encoder's features (the paper's
         feature-based tagger: `head="bilstm", head_layers=2`).
 
