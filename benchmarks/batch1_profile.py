@@ -36,11 +36,11 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import results_file  # noqa: E402
-
 from keras_bert import BertClassifier, BertConfig, BertEncoder, BertTokenizer  # noqa: E402
 from keras_bert.export import export_saved_model  # noqa: E402
 from keras_bert.export.base import traced_pack, traced_tokenizer  # noqa: E402
+
+import results_file  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REVIEWS = os.path.join(HERE, "..", "data", "rotten_tomatoes", "dev.tsv")

@@ -126,6 +126,7 @@ def main(argv=None) -> dict:
         "bbc_retrieval_fine_tuned" if args.train else "bbc_retrieval_zero_shot")
 
     import keras
+
     from keras_bert import BertSentenceEncoder
     from keras_bert.models.contrastive import MultipleNegativesRankingLoss
 

@@ -59,8 +59,8 @@ Writes benchmarks/results/inference.{md,json} (`results_file`).
 
 import argparse
 import csv
-import json
 import importlib.util
+import json
 import os
 import re
 import tempfile
@@ -258,6 +258,7 @@ def option_value(text):
 
 def keras_bert_peers(model, tokenizer, fast_tokenizer, exports, fixed, folder):
     import tensorflow as tf
+
     from keras_bert.export import export_saved_model
     from keras_bert.export.saved_model import EXPORT_METADATA
     peers = []

@@ -19,8 +19,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import results_file  # noqa: E402
 from keras_bert.export import export_model_dir  # noqa: E402
+
+import results_file  # noqa: E402
 
 
 def read_tsv(path, text_column="sentence", label_column="label"):

@@ -59,8 +59,9 @@ use_fast_cpu_training_settings()
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import results_file  # noqa: E402
 from keras_bert.config import BertConfig  # noqa: E402
+
+import results_file  # noqa: E402
 
 VOCAB_SIZE = 30522
 
@@ -143,6 +144,7 @@ def weighted_mlm_loss(logits, ids, weights):
 
 def ours_step(config, batch, jit_compile, precision="float32"):
     import keras
+
     from keras_bert.models.encoder import BertEncoder
     from keras_bert.models.pretrainer import BertPretrainer
     from keras_bert.training.optimization import create_adamw

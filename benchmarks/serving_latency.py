@@ -34,9 +34,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import results_file  # noqa: E402
 from keras_bert import BertConfig, BertEncoder, BertTokenizer  # noqa: E402
 from keras_bert.export import export_saved_model  # noqa: E402
+
+import results_file  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_TEXT = os.path.join(HERE, "..", "keras_bert", "assets", "austen", "emma.txt")
@@ -86,6 +87,7 @@ def main(argv=None):
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     from tokenizers import BertWordPieceTokenizer  # pip install -e .[bench]
+
     from keras_bert.models.classifier import BertClassifier
 
     if args.init_checkpoint:

@@ -20,12 +20,12 @@ import os
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import results_file  # noqa: E402
-
 import tensorflow as tf  # noqa: E402
 import tensorflow_text as tf_text  # noqa: E402
 
 from keras_bert.text.tokenizer import BertTokenizer  # noqa: E402
+
+import results_file  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_CORPUS = os.path.join(HERE, "..", "keras_bert", "assets", "austen")

@@ -19,7 +19,6 @@ from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
 
 from repo_paths import DATASETS_DIR  # noqa: E402
 
-
 # The fuzzer's (tests/fuzz) hypothesis profiles: "fuzz", the default suite's, a
 # few fixed examples per property (derandomized: the same draws every run, so a
 # red CI reproduces); "fuzz-long", the slow suite's, many random draws. No

@@ -13,8 +13,9 @@ the files.
 import json
 import sys
 
-import keras_bert  # noqa: F401  (registers keras_bert's classes with Keras)
 import keras
+
+import keras_bert  # noqa: F401  (registers keras_bert's classes with Keras)
 
 
 def jsonable(value):

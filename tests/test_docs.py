@@ -8,6 +8,7 @@ import re
 import pytest
 
 from keras_bert.cli import command_reference
+
 from markdown_blocks import python_blocks, run_markdown
 from repo_paths import REPO_ROOT
 

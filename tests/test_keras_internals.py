@@ -270,7 +270,8 @@ def test_strategies_say_whether_they_span_workers():
         assert callable(getattr(strategy.extended, "_in_multi_worker_mode", None)), message
         assert strategy.extended._in_multi_worker_mode() is False, message
     from tensorflow.python.distribute.collective_all_reduce_strategy import (
-        CollectiveAllReduceExtended)
+        CollectiveAllReduceExtended,
+    )
     assert callable(getattr(CollectiveAllReduceExtended, "_in_multi_worker_mode", None)), message
 
 

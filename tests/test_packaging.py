@@ -14,6 +14,7 @@ import pytest
 
 import keras_bert
 from keras_bert.cli import native_logs
+
 from markdown_blocks import python_blocks
 from repo_paths import REPO_ROOT
 

@@ -8,6 +8,7 @@ import pytest
 
 from keras_bert.config import BertConfig
 from keras_bert.training import pretraining
+
 from repo_paths import REPO_ROOT
 from synthetic_pretraining import write_records
 

@@ -16,6 +16,7 @@ import textwrap
 import pytest
 
 from keras_bert import errors, safe_output
+
 from repo_paths import REPO_ROOT
 
 

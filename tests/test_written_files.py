@@ -10,10 +10,9 @@ import shutil
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
-
-import keras
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "written_2026_12_03")
 

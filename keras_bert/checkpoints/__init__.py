@@ -7,10 +7,21 @@ fine-tuned heads (`task_heads`). Models are built a layer up:
 
 from keras_bert.checkpoints.casing import Casing, casing_from_vocabulary  # noqa: F401
 from keras_bert.checkpoints.load import (  # noqa: F401
-    HEAD_TENSORS, TASK_HEAD_TENSORS, assign_encoder_weights, assign_head_weights, encoder_variables,
-    head_variables, read_huggingface, read_tf1_checkpoint)
+    HEAD_TENSORS,
+    TASK_HEAD_TENSORS,
+    assign_encoder_weights,
+    assign_head_weights,
+    encoder_variables,
+    head_variables,
+    read_huggingface,
+    read_tf1_checkpoint,
+)
 from keras_bert.checkpoints.source import (  # noqa: F401
-    PretrainedSource, decide_lowercase, resolve, tokenizer_settings)
+    PretrainedSource,
+    decide_lowercase,
+    resolve,
+    tokenizer_settings,
+)
 from keras_bert.checkpoints.task_heads import load_original_task_head  # noqa: F401
 
 __all__ = ["HEAD_TENSORS", "TASK_HEAD_TENSORS", "Casing", "PretrainedSource",

@@ -31,11 +31,19 @@ import tensorflow as tf
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.checkpoints import caches
 from keras_bert.checkpoints.casing import (
-    Casing, casing_from_tf1_name, casing_from_tokenizer_config, casing_from_vocabulary,
-    choose_lowercase)
+    Casing,
+    casing_from_tf1_name,
+    casing_from_tokenizer_config,
+    casing_from_vocabulary,
+    choose_lowercase,
+)
 from keras_bert.checkpoints.load import (
-    HF_WEIGHTS_FILE, read_huggingface_config, read_huggingface_tensors, read_json,
-    read_tf1_checkpoint)
+    HF_WEIGHTS_FILE,
+    read_huggingface_config,
+    read_huggingface_tensors,
+    read_json,
+    read_tf1_checkpoint,
+)
 from keras_bert.config import BertConfig
 
 KINDS = ("huggingface", "tf1", "keras", "finetune_output")

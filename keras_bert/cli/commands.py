@@ -265,6 +265,7 @@ def add_create_pretraining_data(subparsers):
 
 def run_create_pretraining_data(args):
     import os
+
     from keras_bert.cli.startup import import_tensorflow_lean
     from keras_bert.pretraining_data import create, options, workers
     num_workers = os.cpu_count() if args.num_workers is None else args.num_workers
@@ -281,6 +282,7 @@ def run_create_pretraining_data(args):
         random_token_rate=args.random_token_rate, keep_token_rate=args.keep_token_rate)
     if args.runner:
         import shlex
+
         from keras_bert.pretraining_data.beam import create_pretraining_data_beam
         summary = create_pretraining_data_beam(
             args.input_file, args.output_file, args.vocab_file, settings,
@@ -426,6 +428,7 @@ _FINETUNE_NOT_FIELDS = ("command", "run", "fast_cpu_training", "config", "overri
 
 def run_finetune(args):
     import json
+
     from keras_bert.training.finetuning import finetune, load_finetune_config
     fields = {name: value for name, value in vars(args).items()
               if value is not None and name not in _FINETUNE_NOT_FIELDS}
@@ -466,6 +469,7 @@ def add_evaluate(subparsers):
 
 def run_evaluate(args):
     import json
+
     from keras_bert.training.finetuning import evaluate
     result = evaluate(args.model_dir, args.data, task=args.task, seq_length=args.seq_length,
                       max_dev_examples=args.max_examples, glue_task=args.glue_task,

@@ -160,12 +160,11 @@ def quickstart(output_dir="quickstart_output", corpus=None, fast=False, seed=0):
     `seed` sets every random choice of the run (the pretraining data's pairs
     and masks, the initial weights, data orders and dropout of pretraining and
     fine-tuning), so a rerun repeats it and another seed shows the spread."""
-    from keras_bert.text import vocab as vocab_learning
+    from keras_bert import export
     from keras_bert.config import BertConfig
     from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
-    from keras_bert import export
-    from keras_bert.training import pretraining
-    from keras_bert.training import finetuning
+    from keras_bert.text import vocab as vocab_learning
+    from keras_bert.training import finetuning, pretraining
 
     size = FAST if fast else FULL
     started_all = time.monotonic()

@@ -26,9 +26,8 @@ Legend for shape comments: B = batch, C = classes, T = sequence length.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
-
 import sys
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import tensorflow as tf
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
+
 # LiteRT's converter keeps tables read by ResourceGather (the embeddings) as
 # resource variables its interpreter leaves uninitialised (NaN outputs):
 # freezing the traced function first makes every weight a constant.

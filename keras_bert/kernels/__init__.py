@@ -12,8 +12,7 @@ gradients; measured figures are in benchmarks/README.md.
 - `masked_lm_loss`: the masked-LM output layer fused with its cross-entropy
 """
 
-from keras_bert.kernels.switch import FAST_KERNELS_ENV, fast_kernels_in_effect  # noqa: F401
-
 from keras_bert._lazy import submodule_getattr  # noqa: E402
+from keras_bert.kernels.switch import FAST_KERNELS_ENV, fast_kernels_in_effect  # noqa: F401
 
 __getattr__ = submodule_getattr(__name__, __path__)

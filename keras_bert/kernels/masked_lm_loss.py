@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
-
 if TYPE_CHECKING:
     import keras
 

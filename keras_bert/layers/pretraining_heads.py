@@ -14,8 +14,10 @@ import tensorflow as tf
 from keras import ops
 
 from keras_bert.kernels.layer_norm import FastLayerNorm
-from keras_bert.kernels.masked_lm_loss import (plain_cross_entropy_and_prediction,
-                                                tied_output_cross_entropy)
+from keras_bert.kernels.masked_lm_loss import (
+    plain_cross_entropy_and_prediction,
+    tied_output_cross_entropy,
+)
 from keras_bert.kernels.switch import FastKernelsOption
 from keras_bert.layers.activations import get_activation
 from keras_bert.layers.packing import gather_positions

@@ -17,8 +17,8 @@ from keras_bert.checkpoints.load import assign_encoder_weights, encoder_variable
 from keras_bert.checkpoints.source import PretrainedSource, resolve
 from keras_bert.config import BertConfig
 from keras_bert.features import ENCODER_INPUTS
-from keras_bert.kernels.dropout import FastDropout
 from keras_bert.kernels import precision
+from keras_bert.kernels.dropout import FastDropout
 from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.layers import AttentionMaskBias, PositionEmbedding, TransformerBlock
 from keras_bert.layers.packing import TokenPacking

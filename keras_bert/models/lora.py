@@ -29,7 +29,6 @@ import numpy as np
 from keras_bert import safe_output
 from keras_bert.preprocessing.preprocessor import config_sharing_preprocessor
 
-
 ADAPTER_NAMES = ("lora_kernel_a", "lora_kernel_b")
 _METADATA_KEY = "__lora__"
 _FINGERPRINT_KEY = "__base_fingerprint__"

@@ -27,18 +27,19 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert.checkpoints import caches
-from keras_bert.checkpoints.sentence_transformers import (SentenceTransformerFolder,
-                                                          is_sentence_transformer,
-                                                          read_sentence_transformer,
-                                                          vocabulary_of)
+from keras_bert.checkpoints.sentence_transformers import (
+    SentenceTransformerFolder,
+    is_sentence_transformer,
+    read_sentence_transformer,
+    vocabulary_of,
+)
 from keras_bert.checkpoints.source import PretrainedSource, resolve
 from keras_bert.layers.sentence_pooling import L2Normalize, SentencePooling, check_modes
 from keras_bert.models import contrastive
 from keras_bert.models.batch_trimming import trim_features_batch
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
 from keras_bert.models.encoder import BertEncoder
-from keras_bert.models.text_task import (DEFAULT_LEARNING_RATE, TextTask,
-                                         deserialize_preprocessor)
+from keras_bert.models.text_task import DEFAULT_LEARNING_RATE, TextTask, deserialize_preprocessor
 from keras_bert.models.update_step import UpdateStep
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, as_text_batch
 

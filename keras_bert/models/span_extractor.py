@@ -16,8 +16,8 @@ from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, se
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
 from keras_bert.preprocessing.preprocessor import is_text
 from keras_bert.preprocessing.squad import SpanFinder, check_window_room
-from keras_bert.text.tokenizer import text_tensor
 from keras_bert.tasks import squad
+from keras_bert.text.tokenizer import text_tensor
 
 if TYPE_CHECKING:
     from keras_bert.models.encoder import BertEncoder

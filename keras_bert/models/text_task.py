@@ -39,15 +39,24 @@ import tensorflow as tf
 
 from keras_bert.checkpoints.source import PretrainedSource, keras_saved_config, resolve
 from keras_bert.checkpoints.task_heads import load_original_task_head
-from keras_bert.dataset_options import (are_arrays, array_batches, class_weights_per_row,
-                                        default_batch_size, split_validation)
+from keras_bert.dataset_options import (
+    are_arrays,
+    array_batches,
+    class_weights_per_row,
+    default_batch_size,
+    split_validation,
+)
 from keras_bert.models import lora
 from keras_bert.models.batch_trimming import trim_features_batch
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.update_step import UpdateStep
-from keras_bert.models.user_inputs import (check_features, check_one_label_per_text,
-                                           check_texts, check_vocabulary_fits,
-                                           refuse_rows_that_are_not_text)
+from keras_bert.models.user_inputs import (
+    check_features,
+    check_one_label_per_text,
+    check_texts,
+    check_vocabulary_fits,
+    refuse_rows_that_are_not_text,
+)
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_text_spec
 
 # keras-hub's task default; the paper's fine-tuning range is 2e-5 to 5e-5.

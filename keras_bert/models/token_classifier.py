@@ -23,9 +23,9 @@ from keras_bert.models.user_inputs import check_number
 from keras_bert.preprocessing.preprocessor import is_text
 from keras_bert.preprocessing.tagging import WordTagger, tag_names, whitespace_words
 from keras_bert.preprocessing.text_ops import clean_utf8
-from keras_bert.text.tokenizer import text_tensor
 from keras_bert.tasks.entity_f1 import EntityF1
 from keras_bert.tasks.tagging import TaggedSentences, decode_tags, encode_tagged
+from keras_bert.text.tokenizer import text_tensor
 
 if TYPE_CHECKING:
     from keras_bert.models.encoder import BertEncoder

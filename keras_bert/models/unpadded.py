@@ -39,6 +39,7 @@ import tensorflow as tf
 
 from keras_bert.layers.pooling import last_real_positions
 
+
 class PaddingRemoval:
     """One encoder's setting: whether its calls (and traces) skip the padding,
     and where its last block is read. Off but inside `on(...)`, which a task

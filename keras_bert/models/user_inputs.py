@@ -17,7 +17,6 @@ import numpy as np
 
 from keras_bert.features import ENCODER_INPUTS
 
-
 # The keys of text inputs given as a dict (a classifier's pair, a span extractor's).
 TEXT_KEYS = ("text", "text_pair", "question", "context")
 

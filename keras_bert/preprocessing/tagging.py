@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import tensorflow as tf
 
 from keras_bert.preprocessing.text_ops import char_offsets, clean_utf8, surface_text
-from keras_bert.preprocessing.traced import (traced_pack, traced_tokenizer,
-                                             traced_whitespace_spans)
+from keras_bert.preprocessing.traced import traced_pack, traced_tokenizer, traced_whitespace_spans
 
 if TYPE_CHECKING:
     from keras_bert.text.tokenizer import BertTokenizer

@@ -52,11 +52,20 @@ except ImportError as e:  # the optional `beam` extra
 
 from keras_bert import safe_output
 from keras_bert.errors import output_error
-from keras_bert.pretraining_data.create import (Summary, _cached_tokenizer, _file_key,
-                                                expand_input_files, output_file_names)
+from keras_bert.pretraining_data.create import (
+    Summary,
+    _cached_tokenizer,
+    _file_key,
+    expand_input_files,
+    output_file_names,
+)
 from keras_bert.pretraining_data.options import VocabInfo
-from keras_bert.pretraining_data.reading import (ReadStats, iter_blocks, read_documents,
-                                                 tokenize_block)
+from keras_bert.pretraining_data.reading import (
+    ReadStats,
+    iter_blocks,
+    read_documents,
+    tokenize_block,
+)
 from keras_bert.pretraining_data.records import ExampleEncoder
 from keras_bert.pretraining_data.workers import process_block
 
@@ -250,6 +259,7 @@ def create_pretraining_data_beam(input_file: str, output_file: str, vocab_file: 
     """
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
+
     from keras_bert.pretraining_data.options import PretrainingOptions
 
     options = options or PretrainingOptions()

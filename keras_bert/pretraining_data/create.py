@@ -33,12 +33,20 @@ import functools
 from typing import TYPE_CHECKING
 
 from keras_bert import safe_output
-from keras_bert.progress import Progress
 from keras_bert.pretraining_data.options import PretrainingOptions, VocabInfo
-from keras_bert.pretraining_data.workers import (BlockResult, start_workers,
-                                                 _process_block_with_cached_encoder)
-from keras_bert.pretraining_data.reading import (iter_blocks, make_tokenize_fn, read_documents,
-                                                 ReadStats, tokenize_block)
+from keras_bert.pretraining_data.reading import (
+    ReadStats,
+    iter_blocks,
+    make_tokenize_fn,
+    read_documents,
+    tokenize_block,
+)
+from keras_bert.pretraining_data.workers import (
+    BlockResult,
+    _process_block_with_cached_encoder,
+    start_workers,
+)
+from keras_bert.progress import Progress
 from keras_bert.text.unknown_rate import UnknownCount, count_ids
 
 if TYPE_CHECKING:

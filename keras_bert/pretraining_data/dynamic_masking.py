@@ -32,6 +32,7 @@ from typing import Mapping
 
 import tensorflow as tf
 import tensorflow_text as tf_text
+
 # The base class is not exported at the top level of tensorflow_text.
 from tensorflow_text.python.ops import item_selector_ops
 

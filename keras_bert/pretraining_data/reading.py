@@ -8,8 +8,12 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from keras_bert.pretraining_data.options import (Block, BLOCK_CHARS, BLOCK_DOCUMENTS,
-                                                 BLOCK_MIN_DOCUMENTS)
+from keras_bert.pretraining_data.options import (
+    BLOCK_CHARS,
+    BLOCK_DOCUMENTS,
+    BLOCK_MIN_DOCUMENTS,
+    Block,
+)
 
 if TYPE_CHECKING:
     from keras_bert.text.tokenizer import BertTokenizer

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from keras_bert.pretraining_data.options import Block, block_seed, PretrainingOptions, VocabInfo
 from keras_bert.pretraining_data.instances import create_instances
+from keras_bert.pretraining_data.options import Block, PretrainingOptions, VocabInfo, block_seed
+from keras_bert.pretraining_data.records import ExampleEncoder, encode_instances
 from keras_bert.pretraining_data.static_masking import mask_instances
-from keras_bert.pretraining_data.records import encode_instances, ExampleEncoder
 
 if TYPE_CHECKING:
     import multiprocessing.pool

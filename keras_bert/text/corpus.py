@@ -22,7 +22,6 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 from keras_bert import safe_output
 from keras_bert.progress import Progress
 
-
 # === Sentence splitting ===
 #
 # A rule-based splitter in the spirit of Punkt: a sentence ends at ".", "!" or

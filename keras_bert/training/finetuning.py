@@ -33,13 +33,13 @@ import tensorflow as tf
 from keras_bert import features, safe_output
 from keras_bert.checkpoints.source import resolve, tokenizer_settings
 from keras_bert.config import BertConfig
+from keras_bert.models import contrastive
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.sentence_encoder import BertSentenceEncoder, sentence_transformer_folder
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, config_sharing_preprocessor
-from keras_bert.models import contrastive
 from keras_bert.tasks import readers, retrieval
 from keras_bert.text import unknown_rate
 from keras_bert.text.tokenizer import BertTokenizer

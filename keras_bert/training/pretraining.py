@@ -48,12 +48,15 @@ from keras_bert.pretraining_data.next_token import next_token_targets
 from keras_bert.progress import keras_verbose
 from keras_bert.training import distribute, steps
 from keras_bert.training.checkpointing import (
-    CheckpointWriter, checkpoint_step, optimizer_step, write_json)
+    CheckpointWriter,
+    checkpoint_step,
+    optimizer_step,
+    write_json,
+)
 from keras_bert.training.distribute import resolve_jit_compile
 from keras_bert.training.optimization import create_optimizer
 from keras_bert.training.recipe_files import read_recipe
 from keras_bert.training.train_log import TrainingLog
-
 
 
 @dataclasses.dataclass

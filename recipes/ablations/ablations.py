@@ -296,6 +296,7 @@ def score(task: str, export: str, vocab_file: str, size: Size, seed: int, head: 
     real text; returns dev accuracy (classify), entity F1 (tag) or the SQuAD
     samples' F1 (squad, a smoke check), in %."""
     import keras
+
     import keras_bert
     from keras_bert.tasks.metrics import entity_scores
     from keras_bert.tasks.tagging import read_conll

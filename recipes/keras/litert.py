@@ -19,11 +19,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from text_classification import read_reviews  # noqa: E402
 
 import keras_bert.models  # noqa: E402, F401 (registers the classes load_model looks up)
-from common import DATA, print_table  # noqa: E402
 from keras_bert.export.litert import export_litert, litert_interpreter, run_litert  # noqa: E402
-from text_classification import read_reviews  # noqa: E402
+
+from common import DATA, print_table  # noqa: E402
 
 
 def median_ms(call, texts):

@@ -23,13 +23,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from text_classification import read_reviews  # noqa: E402
 
 import keras_bert  # noqa: E402
-from common import DATA, minilm_checkpoint, print_table  # noqa: E402
 from keras_bert.tasks.metrics import entity_scores  # noqa: E402
 from keras_bert.tasks.tagging import read_conll  # noqa: E402
 from keras_bert.training.optimization import create_adamw  # noqa: E402
-from text_classification import read_reviews  # noqa: E402
+
+from common import DATA, minilm_checkpoint, print_table  # noqa: E402
 
 
 class Throughput(keras.callbacks.Callback):

@@ -18,8 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert.pretraining_data import inputs
-from keras_bert.training import distribute
-from keras_bert.training import pretraining
+from keras_bert.training import distribute, pretraining
 
 
 def label_counts(config, file_pattern):

@@ -7,8 +7,12 @@ import pytest
 from official.nlp.tools import tokenization
 
 from keras_bert.checkpoints.casing import (
-    Casing, casing_from_tf1_name, casing_from_tokenizer_config, casing_from_vocabulary,
-    choose_lowercase)
+    Casing,
+    casing_from_tf1_name,
+    casing_from_tokenizer_config,
+    casing_from_vocabulary,
+    choose_lowercase,
+)
 
 # Every name the original's check lists, later releases of the same form, and others.
 TF1_NAMES = [

@@ -8,8 +8,7 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file
 
-from keras_bert import BertConfig, BertEncoder, BertTokenizer
-from keras_bert import checkpoints
+from keras_bert import BertConfig, BertEncoder, BertTokenizer, checkpoints
 from keras_bert.models.encoder import load_encoder_and_heads
 
 SENTENCES = [

@@ -6,9 +6,9 @@ import os
 
 import numpy as np
 import pytest
+from original_checkpoints import TINY_CONFIG, original_bert_tensors, write_original_folder
 
 from keras_bert import BertClassifier, BertEncoder, BertSpanExtractor, checkpoints
-from original_checkpoints import TINY_CONFIG, original_bert_tensors, write_original_folder
 
 HIDDEN = TINY_CONFIG["hidden_size"]
 

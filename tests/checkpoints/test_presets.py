@@ -8,9 +8,9 @@ import os
 
 import numpy as np
 import pytest
+from original_checkpoints import TINY_CONFIG, original_bert_tensors, write_original_folder
 
 from keras_bert import BertClassifier, BertEncoder, checkpoints
-from original_checkpoints import TINY_CONFIG, original_bert_tensors, write_original_folder
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 COMMIT = "c9745ed1d9f207416be6d2e6f8de32d1f16199bf"

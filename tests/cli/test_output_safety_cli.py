@@ -19,6 +19,7 @@ import pytest
 
 from keras_bert import errors
 from keras_bert.cli import commands
+
 from repo_paths import REPO_ROOT
 
 ENV = {**os.environ, "PYTHONPATH": REPO_ROOT, "PYTHONDONTWRITEBYTECODE": "1"}

@@ -7,10 +7,9 @@ import json
 import os
 
 import pytest
-
-from keras_bert import cli
 from tiny_outputs import tiny_classifier_output
 
+from keras_bert import cli
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,13 @@ after a NUL were dropped), with offsets into the line as read."""
 import json
 import os
 
-from conftest import TINY_VOCAB
+from tiny_outputs import CONFIG
+
 from keras_bert import BertEncoder, cli
 from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
-from tiny_outputs import CONFIG
+
+from conftest import TINY_VOCAB
 
 TAGS = ["O", "B-PER", "I-PER"]
 

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from keras_bert import cli
-from keras_bert.cli.quickstart import build_novel_task, majority_baseline, FULL, DEFAULT_CORPUS
+from keras_bert.cli.quickstart import DEFAULT_CORPUS, FULL, build_novel_task, majority_baseline
 
 
 def test_novel_task_keeps_held_out_chapters_apart(tmp_path):

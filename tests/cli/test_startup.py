@@ -10,6 +10,7 @@ import pytest
 
 import keras_bert
 from keras_bert.cli.startup import OPTIONAL_PACKAGES
+
 from repo_paths import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -101,6 +102,7 @@ def test_training_commands_turn_on_the_fast_cpu_settings_unless_set():
             "('TF_ENABLE_ONEDNN_OPTS', 'TF_CPU_ALLOCATOR_USE_BFC')] + [loaded]))")
     assert _run_python(code) == ["1", "false", True]
     import tensorflow  # noqa: F401
+
     from keras_bert.cli.startup import use_fast_cpu_training_settings
     environ = {}
     # With TensorFlow loaded it is too late to change anything.

@@ -4,10 +4,11 @@ a model (random weights: answers are compared with the model's own methods)."""
 import json
 import os
 
-from conftest import TINY_VOCAB
 from keras_bert import BertConfig, BertEncoder
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
+
+from conftest import TINY_VOCAB
 
 CONFIG = BertConfig(vocab_size=len(TINY_VOCAB), hidden_size=16, num_hidden_layers=1,
                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)

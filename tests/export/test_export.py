@@ -14,10 +14,24 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from export_helpers import (
+    CLASS_NAMES,
+    SEQ_LENGTH,
+    SIGNATURES,
+    SQUAD_OPTIONS,
+    TAG_NAMES,
+    call,
+    decode,
+    export_log,
+    export_metadata,
+    export_path,
+    keras_features,
+    keras_model,
+    kinds,
+    signature_defs,
+    tokenizer,
+)
 
-from export_helpers import (CLASS_NAMES, SEQ_LENGTH, SIGNATURES, SQUAD_OPTIONS, TAG_NAMES, call,
-                            decode, export_log, export_metadata, export_path, keras_features,
-                            keras_model, kinds, signature_defs, tokenizer)
 from keras_bert.layers.pooling import mean_pool
 
 SENTENCES = ["It is a truth universally acknowledged.",
@@ -282,6 +296,7 @@ def model_garden_squad(questions, contexts):
     """Model Garden's run_squad logic (windows, max context, n-best, null score)
     on the Keras model's logits: (predictions, n-best lists, null score diffs)."""
     import collections
+
     from official.nlp.data import squad_lib
     from official.nlp.tools import tokenization
     full_tokenizer = tokenization.FullTokenizer(tokenizer().vocab_file, do_lower_case=True)

@@ -15,8 +15,8 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from export_helpers import SEQ_LENGTH, call, decode, keras_features, keras_model, kinds
+
 from keras_bert.assets import AUSTEN_DIR
 
 EMPTY = ["", " ", "\t\n  \u3000"]

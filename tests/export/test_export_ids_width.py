@@ -6,7 +6,6 @@ from the Keras model's (the unpadded path has no token to attend to)."""
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from export_helpers import call
 
 

@@ -23,6 +23,7 @@ from keras_bert import BertEncoder, BertTokenizer
 from keras_bert.export import export_saved_model
 from keras_bert.export.serving_ops import ops_in_saved_model, ops_serving_lacks
 from keras_bert.kernels.int8_dense import int8_kernel_available
+
 from repo_paths import DATASETS_DIR
 
 MIN_COSINE, MIN_MEAN_COSINE = 0.975, 0.99

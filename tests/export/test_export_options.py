@@ -9,8 +9,8 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from export_helpers import CLASS_NAMES, SEQ_LENGTH, call, keras_model, tokenizer
+
 from keras_bert.export import export_saved_model
 from keras_bert.export.serving_ops import ops_in_saved_model, ops_serving_lacks
 from keras_bert.kernels.int8_dense import int8_kernel_available

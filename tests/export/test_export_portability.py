@@ -16,8 +16,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from export_helpers import KINDS, SIGNATURES, call, export_path, keras_features
+
 from keras_bert.features import ENCODER_INPUTS
 
 try:

@@ -11,9 +11,8 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from export_helpers import SEQ_LENGTH, SQUAD_OPTIONS, keras_features, keras_model, kinds, tokenizer
 
-from export_helpers import (SEQ_LENGTH, SQUAD_OPTIONS, keras_features, keras_model, kinds,
-                            tokenizer)
 from keras_bert.export import export_saved_model
 from keras_bert.export.serving_ops import ops_serving_lacks
 

@@ -19,10 +19,8 @@ import pytest
 import tensorflow as tf
 
 pytest.importorskip("tensorflow_serving", reason="pip install tensorflow-serving-api")
-from tensorflow_serving.apis import (classification_pb2, predict_pb2,  # noqa: E402
-                                     regression_pb2)
-
 from export_helpers import CLASS_NAMES, call, loaded, signature_defs  # noqa: E402
+from tensorflow_serving.apis import classification_pb2, predict_pb2, regression_pb2  # noqa: E402
 
 # === What the model server does ===
 

@@ -17,6 +17,7 @@ from keras_bert.assets import VOCAB_FILE
 from keras_bert.export import export_saved_model
 from keras_bert.export.serving_ops import SERVING_TEXT_OPS
 from keras_bert.features import ENCODER_INPUTS
+
 from harness import tiny_config
 
 TEXTS = ["Emma Woodhouse, handsome, clever, and rich.", "naïve café — 東京", "",

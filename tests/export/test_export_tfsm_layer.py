@@ -15,9 +15,18 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from export_helpers import (
+    CLASS_NAMES,
+    KINDS,
+    SIGNATURES,
+    decode,
+    export_path,
+    keras_features,
+    keras_model,
+    kinds,
+    loaded,
+)
 
-from export_helpers import (CLASS_NAMES, KINDS, SIGNATURES, decode, export_path, keras_features,
-                            keras_model, kinds, loaded)
 from keras_bert.features import ENCODER_INPUTS
 from keras_bert.layers.pooling import mean_pool
 

@@ -9,13 +9,18 @@ import unicodedata
 import numpy as np
 import pytest
 import tensorflow as tf
+from export_helpers import CLASS_NAMES, call, keras_model
 from official.nlp.tools import tokenization
 
-from export_helpers import CLASS_NAMES, call, keras_model
 from keras_bert import cli
 from keras_bert.assets import VOCAB_FILE
-from keras_bert.export.litert import (convert, export_litert, litert_interpreter,
-                                      litert_tokenizer, run_litert)
+from keras_bert.export.litert import (
+    convert,
+    export_litert,
+    litert_interpreter,
+    litert_tokenizer,
+    run_litert,
+)
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor

@@ -7,7 +7,8 @@ answer, never an error of another type and never a changed input."""
 import copy
 
 import numpy as np
-from hypothesis import settings, strategies as st
+from hypothesis import settings
+from hypothesis import strategies as st
 
 FAST = settings(parent=settings.get_profile("fuzz"))
 LONG = settings(parent=settings.get_profile("fuzz-long"))

@@ -21,12 +21,13 @@ import types
 import typing
 
 import pytest
-from hypothesis import given, strategies as st
+from fuzz_inputs import FAST, LONG, PIECES
+from hypothesis import given
+from hypothesis import strategies as st
 
 from keras_bert import cli
 from keras_bert.cli import commands
 from keras_bert.training import distribute, finetuning, pretraining
-from fuzz_inputs import FAST, LONG, PIECES
 
 # YAML's corners: YAML 1.1 booleans, nulls, numbers in every spelling, flow
 # collections, tags, anchors, quoting, paths.

@@ -13,12 +13,14 @@ error. The export is made once for the module.
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import given, strategies as st
+from fuzz_inputs import FAST, LONG, byte_texts, has_surrogate, texts
+from hypothesis import given
+from hypothesis import strategies as st
 
 from keras_bert import BertClassifier, BertEncoder, BertPreprocessor
 from keras_bert.export import export_saved_model
+
 from conftest import TINY_VOCAB
-from fuzz_inputs import FAST, LONG, byte_texts, has_surrogate, texts
 from harness import tiny_config
 
 NAMES = ["neg", "pos"]

@@ -10,6 +10,7 @@ import pytest
 from keras_bert import BertClassifier, BertEncoder, BertPreprocessor, cli
 from keras_bert.models import user_inputs
 from keras_bert.training import finetuning, pretraining
+
 from conftest import TINY_VOCAB
 from harness import tiny_config
 

@@ -10,11 +10,13 @@ Never an error for a string (a lone surrogate: a ValueError naming it).
 
 import keras
 import pytest
-from hypothesis import given, strategies as st
+from fuzz_inputs import FAST, LONG, assert_clear_error, has_surrogate, texts
+from hypothesis import given
+from hypothesis import strategies as st
 
 from keras_bert import BertEncoder, BertPreprocessor, BertTokenClassifier
+
 from conftest import TINY_VOCAB
-from fuzz_inputs import FAST, LONG, assert_clear_error, has_surrogate, texts
 from harness import tiny_config
 
 TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]

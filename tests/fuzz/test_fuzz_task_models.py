@@ -11,12 +11,23 @@ under test (`expected`, `expected_labels`), so a silent accept fails too.
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from fuzz_inputs import (
+    FAST,
+    LONG,
+    assert_clear_error,
+    byte_texts,
+    frozen,
+    has_surrogate,
+    not_text,
+    same,
+    texts,
+)
+from hypothesis import given
+from hypothesis import strategies as st
 
 from keras_bert import BertClassifier, BertEncoder, BertPreprocessor
+
 from conftest import TINY_VOCAB
-from fuzz_inputs import (FAST, LONG, assert_clear_error, byte_texts, frozen, has_surrogate,
-                         not_text, same, texts)
 from harness import tiny_config
 
 NAMES = ["neg", "pos"]

@@ -11,7 +11,10 @@ import pytest
 import tensorflow as tf
 
 from keras_bert.kernels.dense import FastDense
-from keras_bert.kernels.masked_lm_loss import cross_entropy_and_prediction, tied_output_cross_entropy
+from keras_bert.kernels.masked_lm_loss import (
+    cross_entropy_and_prediction,
+    tied_output_cross_entropy,
+)
 
 
 def _dense_values_and_gradients(layer, x, upstream, jit_compile):

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from harness import running_plain_ops
 from keras_bert.kernels import int8_dense
 from keras_bert.kernels.dense import FastDense
 from keras_bert.kernels.int8_dense import column_sums, int8_kernel_available, int8_project
+
+from harness import running_plain_ops
 
 pytestmark = pytest.mark.skipif(not int8_kernel_available(),
                                 reason="this TensorFlow lacks oneDNN's int8 kernel")

@@ -49,9 +49,9 @@ def test_auto_resolves_once_with_one_line(monkeypatch, capsys):
 
 
 def test_encoder_and_from_pretrained_take_auto(monkeypatch, capsys):
-    from harness import tiny_config
-
     from keras_bert import BertEncoder
+
+    from harness import tiny_config
     monkeypatch.setattr(precision, "native_precision", lambda: ("mixed_bfloat16", "test CPU"))
     precision._say_once.cache_clear()
     encoder = BertEncoder(tiny_config(), dtype="auto")

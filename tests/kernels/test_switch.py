@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from harness import tiny_config
 from keras_bert import BertClassifier, BertEncoder
 from keras_bert.kernels.switch import FAST_KERNELS_ENV
 from keras_bert.models.fast_path import with_fast_kernels
+
+from harness import tiny_config
 
 
 def switchable_layers(model):

@@ -14,8 +14,8 @@ from keras_bert.kernels.dense import FastDense
 from keras_bert.kernels.dropout import FastDropout
 from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.layers import AttentionMaskBias, PositionEmbedding, SelfAttention, TransformerBlock
-from keras_bert.layers.pretraining_heads import MaskedLMHead, NextSentenceHead
 from keras_bert.layers.pooling import MeanPool, WeightedLayerSum
+from keras_bert.layers.pretraining_heads import MaskedLMHead, NextSentenceHead
 from keras_bert.layers.task_heads import BiLSTMHead, SpanHead
 
 from harness import run_layer_test, tiny_config

@@ -1,10 +1,10 @@
 """The task models: outputs equal the paper's heads computed by hand from the
 encoder's outputs, and every model survives a `.keras` save / load."""
 
+import keras
 import numpy as np
 import pytest
 
-import keras
 from keras_bert import BertConfig, BertEncoder
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.feature_extractor import BertFeatureExtractor

@@ -10,13 +10,16 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from keras_bert.dataset_options import (array_batches, class_weights_per_row,
-                                        default_batch_size, split_validation,
-                                        without_autotune)
-from keras_bert.training.finetuning_data import epoch_dataset
-
 from task_models import NAMES, assert_same_weights, classifier, reviews
+
+from keras_bert.dataset_options import (
+    array_batches,
+    class_weights_per_row,
+    default_batch_size,
+    split_validation,
+    without_autotune,
+)
+from keras_bert.training.finetuning_data import epoch_dataset
 
 
 def rows_of(dataset, leaf=lambda element: element):

@@ -1,5 +1,5 @@
-import numpy as np
 import keras
+import numpy as np
 import pytest
 
 from keras_bert import BertConfig, BertEncoder

@@ -1,10 +1,10 @@
 """The paper's feature-based choices (Table 7) equal the encoder's outputs sliced by
 hand; BiLSTM heads on the tagger and span extractor skip padding and save / load."""
 
+import keras
 import numpy as np
 import pytest
 
-import keras
 from keras_bert import BertConfig, BertEncoder
 from keras_bert.models.feature_extractor import FEATURE_CHOICES, BertFeatureExtractor
 from keras_bert.models.span_extractor import BertSpanExtractor

@@ -13,12 +13,20 @@ import zipfile
 import keras
 import numpy as np
 import pytest
-
-from keras_bert import (BertClassifier, BertEncoder, BertFeatureExtractor, BertPreprocessor,
-                        BertSentenceEncoder, BertSpanExtractor, BertTokenClassifier)
-from keras_bert.assets import VOCAB_FILE
-from fresh_process_check import inputs_of, jsonable
 from task_models import tiny_encoder
+
+from keras_bert import (
+    BertClassifier,
+    BertEncoder,
+    BertFeatureExtractor,
+    BertPreprocessor,
+    BertSentenceEncoder,
+    BertSpanExtractor,
+    BertTokenClassifier,
+)
+from keras_bert.assets import VOCAB_FILE
+
+from fresh_process_check import inputs_of, jsonable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECK = os.path.join(os.path.dirname(HERE), "fresh_process_check.py")

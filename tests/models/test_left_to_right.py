@@ -13,6 +13,7 @@ from keras_bert.layers.embeddings import AttentionMaskBias
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining_data.next_token import next_token_targets
+
 from harness import tiny_config
 
 TINY = tiny_config(hidden_size=16, intermediate_size=32, max_position_embeddings=16)

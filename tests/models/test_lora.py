@@ -1,18 +1,19 @@
 """LoRA on the task models: starts as the base model, trains only the adapters
 and the head, saves and loads only those, merges into the same outputs."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import keras
 from keras_bert import BertConfig, BertEncoder
-from harness import running_plain_ops
 from keras_bert.kernels.dense import FastDense
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.lora import lora_projections
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.token_classifier import BertTokenClassifier
+
+from harness import running_plain_ops
 
 H, F, L = 16, 32, 4
 CONFIG = BertConfig(vocab_size=40, hidden_size=H, num_hidden_layers=L, num_attention_heads=2,

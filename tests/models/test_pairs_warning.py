@@ -11,10 +11,10 @@ import warnings
 import keras
 import pytest
 import tensorflow as tf
+from task_models import classifier
 
 from keras_bert.export import export_saved_model
 from keras_bert.preprocessing.preprocessor import text_pairs_given
-from task_models import classifier
 
 TEXTS = ["a fine film", "a dull film", "the best film", "the worst film"]
 LABELS = ["fresh", "rotten", "fresh", "rotten"]

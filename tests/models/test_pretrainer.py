@@ -3,10 +3,10 @@ fit on dataset dicts without a loss argument, head-weight loading."""
 
 import dataclasses
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-import keras
 
 from keras_bert import checkpoints
 from keras_bert.config import BertConfig
@@ -14,6 +14,7 @@ from keras_bert.layers.pretraining_heads import MaskedLMHead, NextSentenceHead
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining_data import inputs
+
 from harness import tiny_config
 from synthetic_pretraining import write_records
 

@@ -11,13 +11,14 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_sentence_encoder import bbc_headlines_and_openings
 
 from keras_bert import BertEncoder, BertPreprocessor, BertSentenceEncoder
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.models.contrastive import CoSENTLoss, MultipleNegativesRankingLoss
+
 from harness import tiny_config
 from repo_paths import REPO_ROOT
-from test_sentence_encoder import bbc_headlines_and_openings
 
 
 def tiny_model(seed=0, dropout=0.0):

@@ -3,12 +3,12 @@ around a NUL (it used to stop at the NUL) and trains on the words it predicts;
 an empty SQuAD question is refused by position and the model keeps answering."""
 
 import pytest
+from task_models import tiny_encoder
 
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
-from task_models import tiny_encoder
 
 TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 

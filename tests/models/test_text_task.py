@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from task_models import NAMES, assert_same_weights, classifier, reviews, tiny_encoder
 
 from keras_bert import BertEncoder, BertTokenizer
 from keras_bert.assets import VOCAB_FILE
@@ -20,8 +21,6 @@ from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 from keras_bert.tasks import squad
 from keras_bert.tasks.tagging import TaggedSentences, encode_tagged, read_conll
-
-from task_models import NAMES, assert_same_weights, classifier, reviews, tiny_encoder
 
 
 def test_strings_train_as_their_ids_do(datasets_dir):

@@ -10,13 +10,13 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from task_models import reviews
 
 from keras_bert import BertConfig, BertEncoder, BertTokenizer
 from keras_bert.layers.packing import TokenPacking
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.token_classifier import BertTokenClassifier
-from task_models import reviews
 
 # Different products over the same rows: float32 rounding only.
 TOLERANCE = 1e-5

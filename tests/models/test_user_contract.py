@@ -7,12 +7,17 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from task_models import tiny_encoder
 
 import keras_bert
-from keras_bert import (BertClassifier, BertPreprocessor, BertSpanExtractor,
-                        BertTokenClassifier, BertTokenizer)
+from keras_bert import (
+    BertClassifier,
+    BertPreprocessor,
+    BertSpanExtractor,
+    BertTokenClassifier,
+    BertTokenizer,
+)
 from keras_bert.assets import VOCAB_FILE
-from task_models import tiny_encoder
 
 TEXTS = ["a gorgeous, witty movie", "dull and far too long", "fine", "Emma lives in Highbury"]
 PAIRS = ["what a film", "not again", "yes", "where does Emma live?"]

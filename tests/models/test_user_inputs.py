@@ -7,6 +7,7 @@ import pytest
 
 from keras_bert import BertClassifier, BertEncoder, BertPreprocessor, BertTokenClassifier
 from keras_bert.models import user_inputs
+
 from harness import tiny_config
 
 TEXTS = ["the quick fox", "a lazy dog", "the dog", "a fox"]

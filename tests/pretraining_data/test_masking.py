@@ -5,12 +5,12 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from pretraining_reference import MAX_PREDICTIONS, MAX_SEQ_LENGTH, mask_actions, read_records
 
 from keras_bert.assets import AUSTEN_DIR
 from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
 from keras_bert.pretraining_data.inputs import pretraining_dataset
 from keras_bert.text import corpus
-from pretraining_reference import MAX_PREDICTIONS, MAX_SEQ_LENGTH, mask_actions, read_records
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,12 @@ import tensorflow as tf
 
 pytest.importorskip("apache_beam")
 
+from pretraining_reference import mask_actions, read_records  # noqa: E402
+
 from keras_bert.assets import AUSTEN_DIR  # noqa: E402
 from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data  # noqa: E402
 from keras_bert.pretraining_data.beam import create_pretraining_data_beam  # noqa: E402
 from keras_bert.text import corpus  # noqa: E402
-from pretraining_reference import mask_actions, read_records  # noqa: E402
 
 COUNTS = ("input_files", "documents", "instances", "tokens", "candidates", "masked",
           "replaced_by_mask", "kept", "replaced_by_random", "next_sentence_positive",

@@ -11,13 +11,19 @@ import random
 import numpy as np
 import pytest
 import tensorflow as tf
+from pretraining_reference import MAX_PREDICTIONS, MAX_SEQ_LENGTH, mask_actions, read_records
 
 from keras_bert.assets import AUSTEN_DIR
-from keras_bert.pretraining_data import instances, reading, records, static_masking, workers
-from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
+from keras_bert.pretraining_data import (
+    PretrainingOptions,
+    create_pretraining_data,
+    instances,
+    reading,
+    records,
+    static_masking,
+    workers,
+)
 from keras_bert.text import corpus
-from pretraining_reference import (MAX_PREDICTIONS, MAX_SEQ_LENGTH, mask_actions,
-                                         read_records)
 
 BOOKS = ("persuasion.txt", "northangerabbey.txt")
 

@@ -9,12 +9,11 @@ import os
 
 import numpy as np
 import pytest
+from pretraining_reference import original_instances, read_records
 
 from keras_bert.assets import AUSTEN_DIR
-from keras_bert.pretraining_data import create, reading
-from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
+from keras_bert.pretraining_data import PretrainingOptions, create, create_pretraining_data, reading
 from keras_bert.text import corpus
-from pretraining_reference import original_instances, read_records
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,14 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from keras_bert.tasks.retrieval import (evaluate_retrieval, evaluate_scored_pairs, rank_corpus,
-                                        relevance_sets, retrieval_metrics, spearman)
+from keras_bert.tasks.retrieval import (
+    evaluate_retrieval,
+    evaluate_scored_pairs,
+    rank_corpus,
+    relevance_sets,
+    retrieval_metrics,
+    spearman,
+)
 from keras_bert.tasks.text_rows import read_text_rows
 
 # Unit vectors at angles: similarity falls with the angle between them.

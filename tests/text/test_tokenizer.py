@@ -17,8 +17,11 @@ import tensorflow_text as tf_text
 from official.nlp.tools import tokenization
 
 from keras_bert import cli
-from keras_bert.export.serving_ops import (SERVING_TEXT_OPS, custom_ops_in_saved_model,
-                                    ops_serving_lacks)
+from keras_bert.export.serving_ops import (
+    SERVING_TEXT_OPS,
+    custom_ops_in_saved_model,
+    ops_serving_lacks,
+)
 from keras_bert.text.tokenizer import BertTokenizer, truncated_pair_lengths
 
 TEXTS = ["Emma Woodhouse, handsome, clever, and rich.", "naïve café — Zoë's résumé!",

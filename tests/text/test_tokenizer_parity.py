@@ -16,11 +16,11 @@ import unicodedata
 import pytest
 import tensorflow as tf
 from official.nlp.tools import tokenization
+from tokenizer_hard_cases import HARD_CASES
 
 from keras_bert.assets import AUSTEN_DIR
 from keras_bert.text import tokenizer as tokenizer_module
 from keras_bert.text.tokenizer import BertTokenizer
-from tokenizer_hard_cases import HARD_CASES
 
 # === References and helpers ===
 

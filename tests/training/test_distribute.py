@@ -14,12 +14,11 @@ import tensorflow as tf
 
 from keras_bert.config import BertConfig
 from keras_bert.pretraining_data import inputs
-from keras_bert.training import distribute
-from keras_bert.training import pretraining
+from keras_bert.training import distribute, pretraining
+
 from loopback_cluster import printed_json, run_workers
 from repo_paths import REPO_ROOT
 from synthetic_pretraining import write_records
-
 
 
 def test_build_strategy(monkeypatch):

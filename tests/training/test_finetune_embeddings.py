@@ -20,6 +20,7 @@ from keras_bert.tasks import retrieval
 from keras_bert.tasks.text_rows import read_text_rows
 from keras_bert.training import finetuning, finetuning_data, finetuning_run
 from keras_bert.training.finetuning import FinetuneConfig
+
 from repo_paths import REPO_ROOT
 
 ROWS = os.path.join(REPO_ROOT, "tests", "fixtures", "embeddings")

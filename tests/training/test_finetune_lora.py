@@ -4,9 +4,9 @@ apart, model.keras merged."""
 import os
 import random
 
+import keras
 import numpy as np
 
-import keras
 from keras_bert import BertConfig, BertEncoder, cli
 from keras_bert.models.classifier import BertClassifier
 

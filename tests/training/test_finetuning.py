@@ -7,18 +7,17 @@ import json
 import os
 import random
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import keras
-from keras_bert import BertConfig, BertEncoder
-from keras_bert import checkpoints, cli
+from keras_bert import BertConfig, BertEncoder, checkpoints, cli
 from keras_bert.models.classifier import BertClassifier
-from keras_bert.training import finetuning, finetuning_data, finetuning_run, optimization
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 from keras_bert.tasks import squad
 from keras_bert.tasks.tagging import read_conll
+from keras_bert.training import finetuning, finetuning_data, finetuning_run, optimization
 from keras_bert.training.finetuning import FinetuneConfig
 
 CONFIG = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from keras_bert import cli
+
 from repo_paths import DATASETS_DIR, REPO_ROOT
 
 RECIPES = sorted(glob.glob(os.path.join(REPO_ROOT, "recipes", "finetuning", "*.yaml")))

@@ -20,6 +20,7 @@ import tensorflow as tf
 from keras_bert import BertConfig, BertEncoder
 from keras_bert.training import finetuning, finetuning_run
 from keras_bert.training.finetuning import FinetuneConfig
+
 from loopback_cluster import printed_json, run_workers
 from repo_paths import REPO_ROOT
 

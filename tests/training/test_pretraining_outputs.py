@@ -23,6 +23,7 @@ from keras_bert.errors import OutputError, OutputInUseError
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.training import pretraining
+
 from harness import tiny_config
 from repo_paths import REPO_ROOT
 

@@ -12,6 +12,7 @@ import pytest
 
 from keras_bert.training.finetuning import load_finetune_config
 from keras_bert.training.pretraining import load_config
+
 from repo_paths import REPO_ROOT
 
 

@@ -10,9 +10,10 @@ import pytest
 
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
+from keras_bert.models.update_step import UpdateStep
 from keras_bert.pretraining_data import inputs
 from keras_bert.training import optimization
-from keras_bert.models.update_step import UpdateStep
+
 from harness import tiny_config
 from synthetic_pretraining import write_records
 

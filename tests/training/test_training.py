@@ -17,8 +17,8 @@ import tensorflow as tf
 from keras_bert import cli
 from keras_bert.config import BertConfig
 from keras_bert.models.encoder import load_encoder_and_heads
-from keras_bert.training import distribute, optimization
-from keras_bert.training import pretraining
+from keras_bert.training import distribute, optimization, pretraining
+
 from harness import tiny_config
 from synthetic_pretraining import write_records
 
