@@ -61,6 +61,10 @@ def are_arrays(*structures: Any) -> bool:
 def default_batch_size(x: Any, batch_size: int | None, steps: int | None) -> int:
     """Keras' batch size for arrays: the one given, else enough rows for
     `steps` batches, else 32."""
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(
+            batch_size, (int, np.integer)) or batch_size < 1):
+        # Keras would go on to trace a step with no rows, failing far from here.
+        raise ValueError(f"`batch_size` must be a whole number of at least 1, got {batch_size!r}")
     if batch_size:
         return int(batch_size)
     return int(math.ceil(_num_rows(x) / steps)) if steps else 32

@@ -10,7 +10,6 @@ an empty batch, a graph error after a 30 s compile for a label out of range).
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -45,28 +44,15 @@ def check_number(value: Any, argument: str, minimum: int = 1) -> int:
     return int(value)
 
 
-# A UTF-16 surrogate alone in a Python string (a bad decode, `surrogateescape`,
-# a JSON "\ud800" escape): not Unicode text, so UTF-8 cannot carry it into the graph.
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def check_text_rows(rows: Sequence[Any], argument: str = "x") -> None:
     """Every row of a list of texts a string: `None`, numbers and other objects
-    are named by position, as are strings UTF-8 cannot encode; an empty list
-    is refused."""
+    are named by position; an empty list is refused. (A lone surrogate is not
+    refused: the tokenizer reads it as U+FFFD and drops it, as the original
+    tokenizer reads the bytes a server receives; `keras_bert.text.tokenizer`.)"""
     if len(rows) == 0:
         raise ValueError(f"`{argument}` is empty: pass at least one text")
     for i, row in enumerate(rows):
-        if isinstance(row, str):
-            surrogate = _LONE_SURROGATE.search(row)
-            if surrogate:
-                raise ValueError(
-                    f"`{argument}`[{i}] holds a lone surrogate (U+{ord(surrogate.group()):04X}) "
-                    f"at character {surrogate.start()}: not Unicode text, so it cannot be "
-                    "encoded as UTF-8 (a bad decode?); clean it, e.g. "
-                    "text.encode('utf-8', 'replace').decode('utf-8')")
-            continue
-        if isinstance(row, (bytes, np.bytes_)):
+        if isinstance(row, (str, bytes, np.bytes_)):
             continue
         what = "None" if row is None else f"a {type(row).__name__} ({row!r:.40})"
         raise ValueError(f"`{argument}`[{i}] is {what}, not a string: every text must be a "
@@ -105,7 +91,7 @@ def check_texts(x: Any, argument: str = "x") -> Any:
         # The text keys hold text, whatever their rows are (empty, None, numbers).
         parts = {f"{argument}[{name!r}]": value for name, value in x.items()
                  if looks_like_texts(value) or (name in TEXT_KEYS and _is_rows(value))}
-    elif looks_like_texts(x) or (isinstance(x, str) and _LONE_SURROGATE.search(x)):
+    elif looks_like_texts(x):
         parts = {argument: [x] if isinstance(x, str) else x}
     for name, rows in parts.items():
         check_text_rows(list(rows), name)

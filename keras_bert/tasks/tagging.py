@@ -145,11 +145,18 @@ def encode_tagged(tokenizer: BertTokenizer, sentences: TaggedSentences,
             for position, tag in zip(positions, sentences.tags[row]):
                 if position < 0:
                     continue
-                if tag not in index:
-                    if not strict:
-                        continue
-                    raise ValueError(f"sentence {row}: tag {tag!r} not among {label_names}")
-                labels[row, position] = index[tag]
+                # A tag is a name of label_names or its index (as a classifier's labels).
+                is_index = isinstance(tag, (int, np.integer)) and not isinstance(tag, bool)
+                if is_index and 0 <= tag < len(label_names):
+                    label = int(tag)
+                elif not is_index and tag in index:
+                    label = index[tag]
+                elif not strict:
+                    continue
+                else:
+                    raise ValueError(f"sentence {row}: tag {tag!r} is neither one of {label_names} "
+                                     f"nor an index below {len(label_names)}")
+                labels[row, position] = label
                 weights[row, position] = 1.0
     features = {"input_ids": input_ids, "input_mask": input_mask,
                 "segment_ids": np.zeros_like(input_ids)}

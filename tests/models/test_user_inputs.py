@@ -111,3 +111,11 @@ def test_text_for_a_model_without_a_preprocessor_says_how_to_add_one():
     model = BertClassifier(BertEncoder(tiny_config()), 2)
     with pytest.raises(ValueError, match="has no preprocessor, so it takes input_ids"):
         model.predict(["the quick fox"])
+
+
+@pytest.mark.parametrize("call", ["fit", "predict", "evaluate"])
+@pytest.mark.parametrize("batch_size", [0, -1, 2.5])
+def test_a_batch_size_below_one_is_named(classifier, call, batch_size):
+    args = (["the fox"],) if call == "predict" else (["the fox"], [1])
+    with pytest.raises(ValueError, match="`batch_size` must be a whole number of at least 1"):
+        getattr(classifier, call)(*args, batch_size=batch_size)

@@ -105,6 +105,18 @@ def test_unknown_tags_are_errors_for_training_only(tokenizer):
     assert weights[0].tolist() == [0, 0, 1, 0, 0, 0, 0, 0]
 
 
+def test_tags_are_names_or_their_indices(tokenizer):
+    names = ["O", "B-LOC"]
+    by_name = tagging.encode_tagged(
+        tokenizer, tagging.TaggedSentences([["Paris", "rocks"]], [["B-LOC", "O"]]), names, 8)
+    by_index = tagging.encode_tagged(
+        tokenizer, tagging.TaggedSentences([["Paris", "rocks"]], [[1, np.int64(0)]]), names, 8)
+    np.testing.assert_array_equal(by_name[1], by_index[1])
+    with pytest.raises(ValueError, match="tag 2 is neither one of .* nor an index below 2"):
+        tagging.encode_tagged(
+            tokenizer, tagging.TaggedSentences([["Paris", "rocks"]], [[2, 0]]), names, 8)
+
+
 def test_tfds_conll2003_with_mock_data():
     with tfds.testing.mock_data(num_examples=5):
         sentences = tagging.read_conll2003_tfds("train")
