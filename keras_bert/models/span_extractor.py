@@ -110,6 +110,7 @@ class BertSpanExtractor(TextTask, keras.Model):
         answers = _answers(y, len(questions))
         if y is None:  # predict: an empty question has no answer to give
             self.span_finder().check_questions(questions)
+            self.span_finder().check_has_words(contexts, "context", "context")
         preprocessor = self.require_preprocessor()
         qas = [{"id": str(i), "question": q,
                 "answers": [] if answer is None or not answer["text"] else [answer],
@@ -166,6 +167,7 @@ class BertSpanExtractor(TextTask, keras.Model):
         finder = self.span_finder(**options)
         questions, contexts = _questions_and_contexts(x)
         finder.check_questions(questions)
+        finder.check_has_words(contexts, "context", "context")
         results = []
         for chunk in batches((questions, contexts), batch_size or 8):
             out = finder.answer(text_tensor(chunk[0]), text_tensor(chunk[1]),

@@ -139,17 +139,23 @@ class SpanFinder:
     def check_questions(self, questions: Sequence[str], argument: str = "question") -> None:
         """A ValueError naming the first question without a word piece (see
         `_refuse_empty_questions`): the Python side's check, before any model call."""
-        if len(questions) == 0:
+        self.check_has_words(questions, argument, "question")
+
+    def check_has_words(self, texts: Sequence[str], argument: str, what: str) -> None:
+        """A ValueError naming the first of `texts` with no word piece once
+        cleaned: an empty question has no answer to look for, an empty context
+        no window to look in."""
+        if len(texts) == 0:
             return
         from keras_bert.text.tokenizer import text_tensor
-        ids, _, _ = self.tokenize_with_offsets(clean_utf8(text_tensor(list(questions))))
+        ids, _, _ = self.tokenize_with_offsets(clean_utf8(text_tensor(list(texts))))
         empty = tf.where(tf.equal(ids.row_lengths(), 0))[:, 0].numpy()
         if empty.size:
             i = int(empty[0])
-            raise ValueError(f"`{argument}`[{i}] is empty ({questions[i]!r:.40} has no word "
+            raise ValueError(f"`{argument}`[{i}] is empty ({texts[i]!r:.40} has no word "
                              f"once whitespace and control characters are dropped; "
-                             f"{empty.size} such question(s)): every question needs text; "
-                             "drop those rows or fill in their questions")
+                             f"{empty.size} such {what}(s)): every {what} needs text; "
+                             f"drop those rows or fill in their {what}s")
 
     def max_context(self, window: Mapping[str, tf.Tensor]) -> tf.Tensor:
         """(N, T) bool: position p of window n holds a context piece whose

@@ -47,6 +47,15 @@ def test_tagger_trains_on_the_words_it_predicts(tagger):
     assert weights.sum() == 5  # one first piece per word
 
 
+def test_an_empty_context_is_refused_by_position(reader):
+    # Was: numpy's "need at least one array to stack" (no window to look in).
+    questions, contexts = ["Who?", "Where?"], ["Emma lives at Hartfield.", " \x00 "]
+    with pytest.raises(ValueError, match=r"`context`\[1\] is empty .* every context needs text"):
+        reader.predict_answers({"question": questions, "context": contexts})
+    with pytest.raises(ValueError, match=r"`context`\[1\] is empty"):
+        reader.predict((questions, contexts), verbose=0)
+
+
 def test_empty_question_is_refused_by_position_and_the_model_keeps_answering(reader):
     questions = ["Who lives at Hartfield?", "  \x00\t", "Where?"]
     contexts = ["Emma Woodhouse lives at Hartfield."] * 3
