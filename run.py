@@ -68,8 +68,11 @@ def ensure_installed(command):
         return
     pip = [venv_bin("python"), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     target = HERE + (f"[{','.join(extras)}]" if extras else "")
-    print(f"run.py: installing keras_bert{'[' + ','.join(extras) + ']' if extras else ''} "
-          f"and its dependencies (once; a few minutes)", flush=True)
+    print(
+        f"run.py: installing keras_bert{'[' + ','.join(extras) + ']' if extras else ''} "
+        f"and its dependencies (once; a few minutes)",
+        flush=True,
+    )
     subprocess.run(pip + ["-e", target], check=True)
     if no_deps:
         subprocess.run(pip + ["--no-deps"] + no_deps, check=True)
@@ -95,8 +98,11 @@ def main(argv):
     else:
         run = [venv_bin("python"), "-m", "pytest"] + rest
     # The environment's own programs first, as `activate` would do.
-    env = {**os.environ, "PATH": os.path.dirname(venv_bin("python")) + os.pathsep
-           + os.environ.get("PATH", ""), "VIRTUAL_ENV": VENV}
+    env = {
+        **os.environ,
+        "PATH": os.path.dirname(venv_bin("python")) + os.pathsep + os.environ.get("PATH", ""),
+        "VIRTUAL_ENV": VENV,
+    }
     # The tests run from the checkout (pytest.ini); the quickstart writes where it is called.
     return subprocess.run(run, cwd=HERE if command == "tests" else None, env=env).returncode
 

@@ -19,15 +19,18 @@ setup(
     name="keras3-bert",
     version=read_version(),
     description="BERT (Devlin et al., 2018) for TensorFlow and Keras 3: in-graph WordPiece, "
-                "pretraining data, MLM+NSP pretraining, fine-tuning and SavedModel export.",
+    "pretraining data, MLM+NSP pretraining, fine-tuning and SavedModel export.",
     long_description=open(os.path.join(HERE, "README.md"), encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["keras_bert", "keras_bert.*"]),
     license="Apache-2.0",
     # What the commands read at run time: Unicode tables, the shipped vocabulary
     # and the quickstart's corpus (keras_bert/assets/README.md); py.typed: PEP 561.
-    package_data={"keras_bert": ["py.typed"], "keras_bert.text": ["unicode_classes.json"],
-                  "keras_bert.assets": ["README.md", "*.txt", "austen/*.txt"]},
+    package_data={
+        "keras_bert": ["py.typed"],
+        "keras_bert.text": ["unicode_classes.json"],
+        "keras_bert.assets": ["README.md", "*.txt", "austen/*.txt"],
+    },
     python_requires=">=3.10",
     install_requires=[
         "tensorflow~=2.20.0",
@@ -46,8 +49,15 @@ setup(
         # .pre-commit-config.yaml).
         # hypothesis: the fuzzer (tests/fuzz), pinned: its strategies' draws change between
         # releases, and the fast profile's fixed examples should not.
-        "test": ["pytest", "import-linter", "tf-models-official==2.20.0", "seqeval",
-                 "tensorflow-serving-api~=2.20.0", "ruff==0.17.6", "hypothesis==6.170.15"],
+        "test": [
+            "pytest",
+            "import-linter",
+            "tf-models-official==2.20.0",
+            "seqeval",
+            "tensorflow-serving-api~=2.20.0",
+            "ruff==0.17.6",
+            "hypothesis==6.170.15",
+        ],
         # The peers of benchmarks/ that run beside TensorFlow (keras-hub's BertMaskedLM and
         # classifier; Model Garden is in "test"; HuggingFace tokenizers for serving_latency.py /
         # tokenizer.py). The PyTorch peers have an environment of their own:
@@ -57,8 +67,12 @@ setup(
         "lint": ["mypy==2.4.1"],
         # The documentation site (mkdocs.yml): `mkdocs build --strict` in CI. Pinned: the
         # strict build fails on warnings, and a new release may add some.
-        "docs": ["mkdocs==1.6.1", "mkdocs-material==9.8.2", "mkdocstrings[python]==1.0.8",
-                 "mkdocstrings-python==2.0.11"],
+        "docs": [
+            "mkdocs==1.6.1",
+            "mkdocs-material==9.8.2",
+            "mkdocstrings[python]==1.0.8",
+            "mkdocstrings-python==2.0.11",
+        ],
         # create-pretraining-data --runner: Apache Beam (Dataflow, Flink, Spark); its
         # tfrecord extra and google-crc32c checksum the records (fast, in C).
         "beam": ["apache-beam[tfrecord]>=2.77", "google-crc32c"],

@@ -87,11 +87,13 @@ def encoder_flops(config, tokens):
 
 def op_chain(count):
     """A tf.function of `count` dependent trivial ops."""
+
     @tf.function
     def chain(x):
         for _ in range(count):
             x = x + 1.0
         return x
+
     return chain
 
 
@@ -107,16 +109,24 @@ def graph_op_count(function):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--init-checkpoint", default=None,
-                        help="real weights (a HuggingFace folder, e.g. all-MiniLM-L6-v2); "
-                             "default: random weights of --preset")
+    parser.add_argument(
+        "--init-checkpoint",
+        default=None,
+        help="real weights (a HuggingFace folder, e.g. all-MiniLM-L6-v2); "
+        "default: random weights of --preset",
+    )
     parser.add_argument("--preset", default="mini")
-    parser.add_argument("--vocab-file", default=None,
-                        help="default: the checkpoint's, else the shipped uncased one")
+    parser.add_argument(
+        "--vocab-file", default=None, help="default: the checkpoint's, else the shipped uncased one"
+    )
     parser.add_argument("--requests", type=int, default=16, help="review sentences timed")
     parser.add_argument("--windows", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="intra-op threads (default: TensorFlow's, all cores)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="intra-op threads (default: TensorFlow's, all cores)",
+    )
     results_file.add_arguments(parser, "batch1_profile")
     args = parser.parse_args(argv)
     if args.threads:
@@ -131,12 +141,14 @@ def main(argv=None):
     model = BertClassifier(encoder, 2)
     tokenizer = BertTokenizer(vocab)
     folder = tempfile.mkdtemp(prefix="batch1_profile_")
-    path = export_saved_model(model, tokenizer, os.path.join(folder, "model", "1"),
-                              seq_length=128, padding="longest")
+    path = export_saved_model(
+        model, tokenizer, os.path.join(folder, "model", "1"), seq_length=128, padding="longest"
+    )
     served = tf.saved_model.load(path)
     strings, by_ids = served.signatures["serving_default"], served.signatures["serve_ids"]
-    preprocess = tf.function(lambda text: traced_pack(tokenizer, 128)(
-        traced_tokenizer(tokenizer)(text)[0]))
+    preprocess = tf.function(
+        lambda text: traced_pack(tokenizer, 128)(traced_tokenizer(tokenizer)(text)[0])
+    )
 
     sentences = review_sentences(REVIEWS, args.requests)
     requests = [tf.constant([s]) for s in sentences]
@@ -149,12 +161,14 @@ def main(argv=None):
     runs = {
         "strings": lambda: [strings(text=r, text_pair=no_pair) for r in requests],
         "tokenize + pack": lambda: [preprocess(r) for r in requests],
-        "ids only": lambda: [by_ids(**{k: p[k] for k in ("input_ids", "input_mask",
-                                                          "segment_ids")}) for p in packed],
+        "ids only": lambda: [
+            by_ids(**{k: p[k] for k in ("input_ids", "input_mask", "segment_ids")}) for p in packed
+        ],
         "dispatch floor": lambda: [chain(one) for _ in requests],
     }
-    best = {name: seconds / len(requests)
-            for name, seconds in best_times(runs, args.windows, 1).items()}
+    best = {
+        name: seconds / len(requests) for name, seconds in best_times(runs, args.windows, 1).items()
+    }
     peak = matmul_peak(args.windows)
     arithmetic = np.mean([encoder_flops(encoder.config, n) for n in lengths]) / (peak * 1e9)
     best["arithmetic floor"] = arithmetic
@@ -164,23 +178,35 @@ def main(argv=None):
         figures[name.replace(" ", "_").replace("+", "and")] = best[name] * 1e3
     rest = best["ids only"] - best["arithmetic floor"] - best["dispatch floor"]
     rows.append(f"| ids only - both floors | {rest * 1e3:.2f} | {rest / total:.0%} |")
-    table = "\n".join(["| part of a batch-1 call | ms per request | share of strings |",
-                       "|---|---|---|", *rows])
-    summary = (f"{len(requests)} review sentences, {np.mean(lengths):.1f} tokens on average "
-               f"(padding=longest); {ops} ops in the model's graph; float32 matmul peak "
-               f"{peak:.1f} GFLOP/s at feed-forward size; "
-               f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'} "
-               "intra-op threads")
+    table = "\n".join(
+        ["| part of a batch-1 call | ms per request | share of strings |", "|---|---|---|", *rows]
+    )
+    summary = (
+        f"{len(requests)} review sentences, {np.mean(lengths):.1f} tokens on average "
+        f"(padding=longest); {ops} ops in the model's graph; float32 matmul peak "
+        f"{peak:.1f} GFLOP/s at feed-forward size; "
+        f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'} "
+        "intra-op threads"
+    )
     print(summary)
     print(table)
     if not args.no_results:
         results_file.write(
-            args.results_name, "Where a batch-1 call of the exported classifier spends its time",
-            table=table, argv=argv if argv is not None else sys.argv[1:],
-            figures={"model": args.init_checkpoint or args.preset, "mean_tokens": np.mean(lengths),
-                     "graph_ops": ops, "matmul_peak_gflops": peak, "ms_per_request": figures},
+            args.results_name,
+            "Where a batch-1 call of the exported classifier spends its time",
+            table=table,
+            argv=argv if argv is not None else sys.argv[1:],
+            figures={
+                "model": args.init_checkpoint or args.preset,
+                "mean_tokens": np.mean(lengths),
+                "graph_ops": ops,
+                "matmul_peak_gflops": peak,
+                "ms_per_request": figures,
+            },
             method=summary + f"; best of {args.windows} interleaved windows.",
-            matmul_peak_gflops=None, directory=args.results_dir)
+            matmul_peak_gflops=None,
+            directory=args.results_dir,
+        )
 
 
 if __name__ == "__main__":

@@ -49,11 +49,13 @@ def minilm_folder() -> str:
 
 def headline_retrieval(path: str, limit: int | None = None):
     from keras_bert.tasks.text_rows import read_text_rows
+
     return read_text_rows(path, text_columns=("title", "text"), limit=limit)
 
 
 def score(query_embeddings, corpus_embeddings, relevant) -> dict:
     from keras_bert.tasks.retrieval import relevance_sets, retrieval_metrics
+
     sets = relevance_sets(relevant, range(len(query_embeddings)), range(len(corpus_embeddings)))
     return retrieval_metrics(query_embeddings, corpus_embeddings, sets)
 
@@ -79,15 +81,19 @@ def compare_with_peer(python, checkpoint, model, rows, batch_size, windows) -> d
     difference of the embeddings, and both sides' speed on the articles: best
     of `windows` timings, the sides alternating (the machines are shared)."""
     from peer_process import PeerProcess
+
     queries, corpus, relevant = rows.retrieval()
-    peer = PeerProcess(os.path.join(HERE, "sentence_transformers_peer.py"),
-                       {"checkpoint": checkpoint, "seq_length": model.preprocessor.seq_length},
-                       python=python)
+    peer = PeerProcess(
+        os.path.join(HERE, "sentence_transformers_peer.py"),
+        {"checkpoint": checkpoint, "seq_length": model.preprocessor.seq_length},
+        python=python,
+    )
     if "missing" in peer.facts:
         raise SystemExit(f"{python}: {peer.facts['missing']} (install sentence-transformers there)")
     try:
-        theirs = np.concatenate([peer.ask(("embed", queries, batch_size)),
-                                 peer.ask(("embed", corpus, batch_size))])
+        theirs = np.concatenate(
+            [peer.ask(("embed", queries, batch_size)), peer.ask(("embed", corpus, batch_size))]
+        )
         ours = np.concatenate([model.encode(queries, batch_size), model.encode(corpus, batch_size)])
         ours_seconds, theirs_seconds = [], []
         for _ in range(windows):
@@ -95,12 +101,16 @@ def compare_with_peer(python, checkpoint, model, rows, batch_size, windows) -> d
             theirs_seconds.append(peer.ask(("time", corpus, batch_size)))
     finally:
         peer.close()
-    figures = score(theirs[:len(queries)], theirs[len(queries):], relevant)
-    return {**figures, "versions": peer.facts["versions"], "threads": peer.facts["threads"],
-            "max_abs_difference": float(np.abs(theirs - ours).max()),
-            "articles_per_second": len(corpus) / min(theirs_seconds),
-            "keras_bert_articles_per_second": len(corpus) / min(ours_seconds),
-            "windows": windows}
+    figures = score(theirs[: len(queries)], theirs[len(queries) :], relevant)
+    return {
+        **figures,
+        "versions": peer.facts["versions"],
+        "threads": peer.facts["threads"],
+        "max_abs_difference": float(np.abs(theirs - ours).max()),
+        "articles_per_second": len(corpus) / min(theirs_seconds),
+        "keras_bert_articles_per_second": len(corpus) / min(ours_seconds),
+        "windows": windows,
+    }
 
 
 def main(argv=None) -> dict:
@@ -115,15 +125,21 @@ def main(argv=None) -> dict:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--train-batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=2e-5)
-    parser.add_argument("--mini-batch-size", type=int, default=None,
-                        help="gradient caching in chunks of this many rows")
+    parser.add_argument(
+        "--mini-batch-size",
+        type=int,
+        default=None,
+        help="gradient caching in chunks of this many rows",
+    )
     add_peer_python_argument(parser)
-    parser.add_argument("--windows", type=int, default=3,
-                        help="timing windows per side with --peer-python")
+    parser.add_argument(
+        "--windows", type=int, default=3, help="timing windows per side with --peer-python"
+    )
     results_file.add_arguments(parser, None)
     args = parser.parse_args(argv)
     args.results_name = args.results_name or (
-        "bbc_retrieval_fine_tuned" if args.train else "bbc_retrieval_zero_shot")
+        "bbc_retrieval_fine_tuned" if args.train else "bbc_retrieval_zero_shot"
+    )
 
     import keras
 
@@ -134,78 +150,119 @@ def main(argv=None) -> dict:
     model = BertSentenceEncoder.from_pretrained(checkpoint, seq_length=args.seq_length)
     seq_length = model.preprocessor.seq_length
     rows = headline_retrieval(args.dev, args.limit)
-    results = {"checkpoint": os.path.basename(os.path.normpath(checkpoint)),
-               "dev_queries": len(rows), "seq_length": seq_length,
-               "batch_size": args.batch_size}
+    results = {
+        "checkpoint": os.path.basename(os.path.normpath(checkpoint)),
+        "dev_queries": len(rows),
+        "seq_length": seq_length,
+        "batch_size": args.batch_size,
+    }
     zero_shot, queries_embedded, corpus_embedded = evaluate(model, rows, args.batch_size)
     results["zero_shot"] = zero_shot
     print(f"keras_bert zero-shot (length {seq_length}): " + _line(zero_shot))
 
     if args.peer_python:
-        peer = compare_with_peer(args.peer_python, checkpoint, model, rows, args.batch_size,
-                                 args.windows)
+        peer = compare_with_peer(
+            args.peer_python, checkpoint, model, rows, args.batch_size, args.windows
+        )
         results["sentence_transformers"] = peer
         ratio = peer["keras_bert_articles_per_second"] / peer["articles_per_second"]
-        print(f"sentence-transformers ({peer['versions']}, {peer['threads']} threads): "
-              + _line(peer))
-        print(f"largest embedding difference: {peer['max_abs_difference']:.2e}; articles/s, best "
-              f"of {args.windows} alternating windows: keras_bert "
-              f"{peer['keras_bert_articles_per_second']:.1f}, sentence-transformers "
-              f"{peer['articles_per_second']:.1f} ({ratio:.2f}x)")
+        print(
+            f"sentence-transformers ({peer['versions']}, {peer['threads']} threads): " + _line(peer)
+        )
+        print(
+            f"largest embedding difference: {peer['max_abs_difference']:.2e}; articles/s, best "
+            f"of {args.windows} alternating windows: keras_bert "
+            f"{peer['keras_bert_articles_per_second']:.1f}, sentence-transformers "
+            f"{peer['articles_per_second']:.1f} ({ratio:.2f}x)"
+        )
 
     if args.train:
         train = headline_retrieval(args.train, args.train_limit)
         keras.utils.set_random_seed(0)
-        model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01),
-                      loss=MultipleNegativesRankingLoss(mini_batch_size=args.mini_batch_size))
+        model.compile(
+            optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01),
+            loss=MultipleNegativesRankingLoss(mini_batch_size=args.mini_batch_size),
+        )
         start = time.perf_counter()
-        history = model.fit(train.fit_inputs()[0], batch_size=args.train_batch_size,
-                            epochs=args.epochs, verbose=2)
+        history = model.fit(
+            train.fit_inputs()[0], batch_size=args.train_batch_size, epochs=args.epochs, verbose=2
+        )
         seconds = time.perf_counter() - start
         tuned, _, _ = evaluate(model, rows, args.batch_size)
-        results["fine_tuned"] = {**tuned, "train_rows": len(train), "epochs": args.epochs,
-                                 "train_batch_size": args.train_batch_size,
-                                 "learning_rate": args.learning_rate,
-                                 "train_seconds": seconds,
-                                 "final_loss": history.history["loss"][-1]}
-        print(f"keras_bert fine-tuned ({len(train)} pairs, {args.epochs} epoch(s), "
-              f"{seconds:.0f} s): " + _line(tuned))
+        results["fine_tuned"] = {
+            **tuned,
+            "train_rows": len(train),
+            "epochs": args.epochs,
+            "train_batch_size": args.train_batch_size,
+            "learning_rate": args.learning_rate,
+            "train_seconds": seconds,
+            "final_loss": history.history["loss"][-1],
+        }
+        print(
+            f"keras_bert fine-tuned ({len(train)} pairs, {args.epochs} epoch(s), "
+            f"{seconds:.0f} s): " + _line(tuned)
+        )
 
     if not args.no_results:
         write_results(args, argv, results)
     return results
 
 
-STAGES = {"zero_shot": "keras_bert zero-shot", "sentence_transformers": "sentence-transformers",
-          "fine_tuned": "keras_bert fine-tuned"}
+STAGES = {
+    "zero_shot": "keras_bert zero-shot",
+    "sentence_transformers": "sentence-transformers",
+    "fine_tuned": "keras_bert fine-tuned",
+}
 
 
 def write_results(args, argv, results):
-    lines = ["| model | recall@1 | recall@5 | recall@10 | MRR@10 | NDCG@10 | articles/s |",
-             "|---|---|---|---|---|---|---|"] + [
-        f"| {label} | " + " | ".join(f"{results[stage][key]:.3f}" for key in (
-            "recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10"))
+    lines = [
+        "| model | recall@1 | recall@5 | recall@10 | MRR@10 | NDCG@10 | articles/s |",
+        "|---|---|---|---|---|---|---|",
+    ] + [
+        f"| {label} | "
+        + " | ".join(
+            f"{results[stage][key]:.3f}"
+            for key in ("recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10")
+        )
         + f" | {results[stage]['articles_per_second']:.1f} |"
-        for stage, label in STAGES.items() if stage in results]
+        for stage, label in STAGES.items()
+        if stage in results
+    ]
     headlines = []
     peer = results.get("sentence_transformers")
     if peer:
-        headlines.append(results_file.headline(
-            "articles_per_second", "embedding BBC articles, MiniLM", "articles/s",
-            {"keras_bert": peer["keras_bert_articles_per_second"],
-             "sentence-transformers": peer["articles_per_second"]}))
+        headlines.append(
+            results_file.headline(
+                "articles_per_second",
+                "embedding BBC articles, MiniLM",
+                "articles/s",
+                {
+                    "keras_bert": peer["keras_bert_articles_per_second"],
+                    "sentence-transformers": peer["articles_per_second"],
+                },
+            )
+        )
     results_file.write(
-        args.results_name, "BBC News headline -> article retrieval", table="\n".join(lines),
-        argv=argv, figures=results, headlines=headlines,
+        args.results_name,
+        "BBC News headline -> article retrieval",
+        table="\n".join(lines),
+        argv=argv,
+        figures=results,
+        headlines=headlines,
         method=f"The {results['dev_queries']} dev headlines query the dev articles at length "
-               f"{results['seq_length']}, batch {results['batch_size']}.",
-        peer_versions={"peers": peer["versions"]} if peer else None, directory=args.results_dir)
+        f"{results['seq_length']}, batch {results['batch_size']}.",
+        peer_versions={"peers": peer["versions"]} if peer else None,
+        directory=args.results_dir,
+    )
 
 
 def _line(figures: dict) -> str:
-    return (f"recall@1 {figures['recall@1']:.3f}, recall@5 {figures['recall@5']:.3f}, "
-            f"MRR@10 {figures['mrr@10']:.3f}, NDCG@10 {figures['ndcg@10']:.3f}, "
-            f"{figures['articles_per_second']:.1f} articles/s")
+    return (
+        f"recall@1 {figures['recall@1']:.3f}, recall@5 {figures['recall@5']:.3f}, "
+        f"MRR@10 {figures['mrr@10']:.3f}, NDCG@10 {figures['ndcg@10']:.3f}, "
+        f"{figures['articles_per_second']:.1f} articles/s"
+    )
 
 
 if __name__ == "__main__":

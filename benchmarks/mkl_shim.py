@@ -36,8 +36,10 @@ def build(library=LIBRARY):
     """Compiles the shim into `library`; SystemExit without a C compiler."""
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
-        raise SystemExit("mkl_shim: no C compiler (cc or gcc) on PATH; install one "
-                         "(e.g. apt-get install gcc) or run the benchmarks with --no-mkl-shim")
+        raise SystemExit(
+            "mkl_shim: no C compiler (cc or gcc) on PATH; install one "
+            "(e.g. apt-get install gcc) or run the benchmarks with --no-mkl-shim"
+        )
     os.makedirs(os.path.dirname(library), exist_ok=True)
     source = os.path.splitext(library)[0] + ".c"
     with open(source, "w", encoding="utf-8") as f:
@@ -52,9 +54,11 @@ def mkl_shim_env(library=LIBRARY):
     if not amd_cpu():
         return {}
     if not os.path.exists(library):
-        raise SystemExit(f"mkl_shim: {library} is not built: run `python benchmarks/mkl_shim.py` "
-                         "once (PyTorch on this AMD CPU would run MKL's slow kernels), or pass "
-                         "--no-mkl-shim to time it without")
+        raise SystemExit(
+            f"mkl_shim: {library} is not built: run `python benchmarks/mkl_shim.py` "
+            "once (PyTorch on this AMD CPU would run MKL's slow kernels), or pass "
+            "--no-mkl-shim to time it without"
+        )
     preload = " ".join(filter(None, [library, os.environ.get("LD_PRELOAD")]))
     return {"LD_PRELOAD": preload}
 

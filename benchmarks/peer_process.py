@@ -23,9 +23,12 @@ PEER_PYTHON_VARIABLE = "KERAS_BERT_PEER_PYTHON"
 
 
 def add_peer_python_argument(parser):
-    parser.add_argument("--peer-python", default=os.environ.get(PEER_PYTHON_VARIABLE),
-                        help="the Python of the PyTorch peers' environment (default: "
-                             f"${PEER_PYTHON_VARIABLE}; benchmarks/README.md builds it)")
+    parser.add_argument(
+        "--peer-python",
+        default=os.environ.get(PEER_PYTHON_VARIABLE),
+        help="the Python of the PyTorch peers' environment (default: "
+        f"${PEER_PYTHON_VARIABLE}; benchmarks/README.md builds it)",
+    )
 
 
 def peer_python(value):
@@ -35,10 +38,12 @@ def peer_python(value):
         raise SystemExit(
             f"no Python for the PyTorch peers: pass --peer-python or set {PEER_PYTHON_VARIABLE} "
             "to the python of an environment built from benchmarks/requirements-peers.txt "
-            "(benchmarks/README.md, 'The peers' environments')")
+            "(benchmarks/README.md, 'The peers' environments')"
+        )
     if not (os.path.isfile(value) and os.access(value, os.X_OK)):
-        raise SystemExit(f"--peer-python / {PEER_PYTHON_VARIABLE}: {value!r} is not an "
-                         "executable Python")
+        raise SystemExit(
+            f"--peer-python / {PEER_PYTHON_VARIABLE}: {value!r} is not an executable Python"
+        )
     return value
 
 
@@ -68,8 +73,12 @@ class PeerProcess:
     answer."""
 
     def __init__(self, script, setup, python=sys.executable, env=None):
-        self.process = subprocess.Popen([python, script], env={**os.environ, **(env or {})},
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.process = subprocess.Popen(
+            [python, script],
+            env={**os.environ, **(env or {})},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
         self.facts = self.ask(setup)
 
     def ask(self, request):

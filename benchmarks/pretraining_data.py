@@ -40,18 +40,24 @@ VOCAB = os.path.join(ROOT, "keras_bert", "assets", "bert_uncased_vocab.txt")
 
 # Runs a command and prints the peak RSS (KiB) of its largest process and the CPU
 # seconds of all its processes.
-MEASURE = ("import resource, subprocess, sys; "
-           "code = subprocess.run(sys.argv[1:]).returncode; "
-           "usage = resource.getrusage(resource.RUSAGE_CHILDREN); "
-           "print('PEAK_RSS_KB', usage.ru_maxrss, 'CPU_S', usage.ru_utime + usage.ru_stime, "
-           "file=sys.stderr); sys.exit(code)")
+MEASURE = (
+    "import resource, subprocess, sys; "
+    "code = subprocess.run(sys.argv[1:]).returncode; "
+    "usage = resource.getrusage(resource.RUSAGE_CHILDREN); "
+    "print('PEAK_RSS_KB', usage.ru_maxrss, 'CPU_S', usage.ru_utime + usage.ru_stime, "
+    "file=sys.stderr); sys.exit(code)"
+)
 
 
 def run(command):
     load = os.getloadavg()[0]
     started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True,
-                            text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    result = subprocess.run(
+        [sys.executable, "-c", MEASURE, *command],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
     seconds = time.perf_counter() - started
     output = result.stdout + result.stderr
     if result.returncode:
@@ -71,31 +77,61 @@ class Run:
         return self.instances / self.seconds
 
     def figures(self):
-        return {"instances": self.instances, "seconds": self.seconds,
-                "instances_per_second": self.rate, "cpu_seconds": self.cpu,
-                "peak_rss_mib": self.peak / 1024, "load_average_at_start": self.load}
+        return {
+            "instances": self.instances,
+            "seconds": self.seconds,
+            "instances_per_second": self.rate,
+            "cpu_seconds": self.cpu,
+            "peak_rss_mib": self.peak / 1024,
+            "load_average_at_start": self.load,
+        }
 
     def describe(self):
-        return (f"{self.instances} instances in {self.seconds:.1f} s = {self.rate:.0f} "
-                f"instances/s ({self.cpu:.1f} CPU s), peak RSS {self.peak / 1024:.0f} MiB, "
-                f"load average {self.load:.2f} at start")
+        return (
+            f"{self.instances} instances in {self.seconds:.1f} s = {self.rate:.0f} "
+            f"instances/s ({self.cpu:.1f} CPU s), peak RSS {self.peak / 1024:.0f} MiB, "
+            f"load average {self.load:.2f} at start"
+        )
 
 
 def ours(corpus_file, out_dir):
-    result = run([
-        sys.executable, "-m", "keras_bert.cli", "create-pretraining-data",
-        "--input-file", corpus_file, "--output-file", os.path.join(out_dir, "ours.tfrecord"),
-        "--vocab-file", VOCAB, "--dupe-factor", "5", "--max-seq-length", "128", "--quiet"])
+    result = run(
+        [
+            sys.executable,
+            "-m",
+            "keras_bert.cli",
+            "create-pretraining-data",
+            "--input-file",
+            corpus_file,
+            "--output-file",
+            os.path.join(out_dir, "ours.tfrecord"),
+            "--vocab-file",
+            VOCAB,
+            "--dupe-factor",
+            "5",
+            "--max-seq-length",
+            "128",
+            "--quiet",
+        ]
+    )
     result.instances = int(re.search(r"^instances: (\d+)", result.output, re.M).group(1))
     result.not_next = re.search(r"^NotNext: ([\d.]+) %", result.output, re.M).group(1)
     return result
 
 
 def original(corpus_file, out_dir):
-    result = run([
-        sys.executable, "-m", "official.nlp.data.create_pretraining_data",
-        f"--input_file={corpus_file}", f"--output_file={os.path.join(out_dir, 'orig.tfrecord')}",
-        f"--vocab_file={VOCAB}", "--dupe_factor=5", "--max_seq_length=128"])
+    result = run(
+        [
+            sys.executable,
+            "-m",
+            "official.nlp.data.create_pretraining_data",
+            f"--input_file={corpus_file}",
+            f"--output_file={os.path.join(out_dir, 'orig.tfrecord')}",
+            f"--vocab_file={VOCAB}",
+            "--dupe_factor=5",
+            "--max_seq_length=128",
+        ]
+    )
     result.instances = int(re.search(r"Wrote (\d+) total instances", result.output).group(1))
     return result
 
@@ -116,8 +152,10 @@ def main(argv=None):
         text = open(corpus_1x, encoding="utf-8").read()
         with open(corpus_8x, "w", encoding="utf-8") as f:
             f.write("\n".join([text] * 8))
-        print(f"corpus: six Austen novels, {documents} documents (chapters), {sentences} "
-              f"sentences, {os.path.getsize(corpus_1x) / 1e6:.1f} MB; {os.cpu_count()} cores")
+        print(
+            f"corpus: six Austen novels, {documents} documents (chapters), {sentences} "
+            f"sentences, {os.path.getsize(corpus_1x) / 1e6:.1f} MB; {os.cpu_count()} cores"
+        )
         print("settings: --dupe-factor 5 --max-seq-length 128, other flags at their defaults")
         tiny = os.path.join(tmp, "tiny.txt")
         with open(tiny, "w", encoding="utf-8") as f:
@@ -133,59 +171,95 @@ def main(argv=None):
         print(f"ours:     {best.describe()} (best of {len(runs)}), NotNext {best.not_next} %")
         if theirs is not None:
             print(f"original: {theirs.describe()}")
-            print(f"ratio:    ours / original = {best.rate / theirs.rate:.1f}x instances/s "
-                  f"(best), {min(r.rate for r in runs) / theirs.rate:.1f}x (worst); "
-                  f"{(best.instances / best.cpu) / (theirs.instances / theirs.cpu):.1f}x "
-                  f"instances per CPU second")
-        measured = {"ours": best.figures(), "ours_runs": [r.figures() for r in runs],
-                    "not_next_percent": float(best.not_next),
-                    "original": theirs.figures() if theirs is not None else None}
+            print(
+                f"ratio:    ours / original = {best.rate / theirs.rate:.1f}x instances/s "
+                f"(best), {min(r.rate for r in runs) / theirs.rate:.1f}x (worst); "
+                f"{(best.instances / best.cpu) / (theirs.instances / theirs.cpu):.1f}x "
+                f"instances per CPU second"
+            )
+        measured = {
+            "ours": best.figures(),
+            "ours_runs": [r.figures() for r in runs],
+            "not_next_percent": float(best.not_next),
+            "original": theirs.figures() if theirs is not None else None,
+        }
         ours_tiny = ours(tiny, tmp)
         print(f"ours, 3 documents:     {ours_tiny.describe()}")
         if theirs is not None:
             theirs_tiny = original(tiny, tmp)
             print(f"original, 3 documents: {theirs_tiny.describe()}")
         x8 = ours(corpus_8x, tmp)
-        print(f"ours x8:  {x8.describe()} (x{x8.peak / best.peak:.2f} the 1x peak for 8x the "
-              f"corpus)")
+        print(
+            f"ours x8:  {x8.describe()} (x{x8.peak / best.peak:.2f} the 1x peak for 8x the corpus)"
+        )
         ours_after = (x8.instances - best.instances) / max(x8.seconds - best.seconds, 1e-9)
         print(f"once started: ours {ours_after:.0f} instances/s (x8 - 1x)", end="")
         if theirs is not None:
-            theirs_after = ((theirs.instances - theirs_tiny.instances)
-                            / max(theirs.seconds - theirs_tiny.seconds, 1e-9))
-            print(f", original {theirs_after:.0f} instances/s (1x - 3 documents); "
-                  f"ratio {ours_after / theirs_after:.1f}x", end="")
-            measured.update(original_3_documents=theirs_tiny.figures(),
-                            original_once_started_instances_per_second=theirs_after)
+            theirs_after = (theirs.instances - theirs_tiny.instances) / max(
+                theirs.seconds - theirs_tiny.seconds, 1e-9
+            )
+            print(
+                f", original {theirs_after:.0f} instances/s (1x - 3 documents); "
+                f"ratio {ours_after / theirs_after:.1f}x",
+                end="",
+            )
+            measured.update(
+                original_3_documents=theirs_tiny.figures(),
+                original_once_started_instances_per_second=theirs_after,
+            )
         print()
-        measured.update(ours_3_documents=ours_tiny.figures(), ours_x8=x8.figures(),
-                        ours_once_started_instances_per_second=ours_after)
+        measured.update(
+            ours_3_documents=ours_tiny.figures(),
+            ours_x8=x8.figures(),
+            ours_once_started_instances_per_second=ours_after,
+        )
     if not args.no_results:
         write_results(args, argv, measured)
 
 
 def write_results(args, argv, measured):
-    sides = [("keras_bert, 1x (best run)", measured["ours"]),
-             ("original (Model Garden), 1x", measured["original"]),
-             ("keras_bert, 3 documents", measured["ours_3_documents"]),
-             ("original, 3 documents", measured.get("original_3_documents")),
-             ("keras_bert, 8x", measured["ours_x8"])]
-    table = "\n".join(["| run | instances | seconds | instances/s | CPU s | peak RSS MiB |",
-                       "|---|---|---|---|---|---|"] + [
-        f"| {name} | {run['instances']} | {run['seconds']:.1f} | "
-        f"{run['instances_per_second']:,.0f} | {run['cpu_seconds']:.1f} | "
-        f"{run['peak_rss_mib']:.0f} |" for name, run in sides if run is not None])
+    sides = [
+        ("keras_bert, 1x (best run)", measured["ours"]),
+        ("original (Model Garden), 1x", measured["original"]),
+        ("keras_bert, 3 documents", measured["ours_3_documents"]),
+        ("original, 3 documents", measured.get("original_3_documents")),
+        ("keras_bert, 8x", measured["ours_x8"]),
+    ]
+    table = "\n".join(
+        [
+            "| run | instances | seconds | instances/s | CPU s | peak RSS MiB |",
+            "|---|---|---|---|---|---|",
+        ]
+        + [
+            f"| {name} | {run['instances']} | {run['seconds']:.1f} | "
+            f"{run['instances_per_second']:,.0f} | {run['cpu_seconds']:.1f} | "
+            f"{run['peak_rss_mib']:.0f} |"
+            for name, run in sides
+            if run is not None
+        ]
+    )
     figures = {"keras_bert": measured["ours"]["instances_per_second"]}
     if measured["original"] is not None:
         figures["Model Garden"] = measured["original"]["instances_per_second"]
     results_file.write(
-        args.results_name, "Pretraining data: create-pretraining-data against the original",
-        table=table, argv=argv, figures=measured,
+        args.results_name,
+        "Pretraining data: create-pretraining-data against the original",
+        table=table,
+        argv=argv,
+        figures=measured,
         method="Six Austen novels, dupe factor 5, length 128; whole commands, start-up "
-               f"included; ours best of {args.repeats} runs, one after the original's.",
-        headlines=[results_file.headline("instances_per_second", "pretraining data, Austen",
-                                         "instances/s", figures, decimals=0)],
-        directory=args.results_dir)
+        f"included; ours best of {args.repeats} runs, one after the original's.",
+        headlines=[
+            results_file.headline(
+                "instances_per_second",
+                "pretraining data, Austen",
+                "instances/s",
+                figures,
+                decimals=0,
+            )
+        ],
+        directory=args.results_dir,
+    )
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ def matmul_step(size=2048):
     a = tf.random.normal((size, size))
     b = tf.random.normal((size, size))
     matmul = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
-    return 2 * size ** 3, lambda: matmul().numpy()
+    return 2 * size**3, lambda: matmul().numpy()
 
 
 def time_in_turns(runs, windows, repeats, warmup=2):
@@ -114,21 +114,33 @@ def training_flops(config, batch, length, predictions):
     encoder_weights = layers * (4 * hidden * hidden + 2 * hidden * inter)
     head_weights = hidden * hidden + hidden * config.vocab_size  # transform + tied output
     pooler_weights = hidden * hidden + 2 * hidden
-    matmuls = 6 * (encoder_weights * batch * length + head_weights * batch * predictions
-                   + pooler_weights * batch)
+    matmuls = 6 * (
+        encoder_weights * batch * length
+        + head_weights * batch * predictions
+        + pooler_weights * batch
+    )
     attention = 12 * layers * batch * length * length * hidden
     return matmuls + attention
 
 
 def synthetic_batch(batch, length, predictions, seed=0):
     rng = np.random.default_rng(seed)
-    positions = np.sort(np.stack([rng.choice(np.arange(1, length), predictions, replace=False)
-                                  for _ in range(batch)]), axis=1)
+    positions = np.sort(
+        np.stack(
+            [rng.choice(np.arange(1, length), predictions, replace=False) for _ in range(batch)]
+        ),
+        axis=1,
+    )
     return {
         "input_ids": rng.integers(1, VOCAB_SIZE, (batch, length)).astype("int32"),
         "input_mask": np.ones((batch, length), "int32"),
-        "segment_ids": np.concatenate([np.zeros((batch, length // 2), "int32"),
-                                       np.ones((batch, length - length // 2), "int32")], 1),
+        "segment_ids": np.concatenate(
+            [
+                np.zeros((batch, length // 2), "int32"),
+                np.ones((batch, length - length // 2), "int32"),
+            ],
+            1,
+        ),
         "masked_lm_positions": positions.astype("int32"),
         "masked_lm_ids": rng.integers(1, VOCAB_SIZE, (batch, predictions)).astype("int32"),
         "masked_lm_weights": np.ones((batch, predictions), "float32"),
@@ -138,7 +150,8 @@ def synthetic_batch(batch, length, predictions, seed=0):
 
 def weighted_mlm_loss(logits, ids, weights):
     per_prediction = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=ids, logits=logits)  # (B, P)
+        labels=ids, logits=logits
+    )  # (B, P)
     return tf.reduce_sum(per_prediction * weights) / tf.maximum(tf.reduce_sum(weights), 1e-5)
 
 
@@ -148,6 +161,7 @@ def ours_step(config, batch, jit_compile, precision="float32"):
     from keras_bert.models.encoder import BertEncoder
     from keras_bert.models.pretrainer import BertPretrainer
     from keras_bert.training.optimization import create_adamw
+
     keras.utils.set_random_seed(0)
     model = BertPretrainer(BertEncoder(config, dtype=None if precision == "float32" else precision))
     model.compile(optimizer=create_adamw(1e-4, 10000, 100))  # as `keras-bert pretrain`
@@ -156,24 +170,33 @@ def ours_step(config, batch, jit_compile, precision="float32"):
     @tf.function(jit_compile=jit_compile)
     def step():  # what `fit` runs: loss, gradients, update, metrics
         return model.train_step(data)["loss"]
+
     return lambda: step().numpy(), model.count_params()
 
 
 def keras_hub_step(config, batch, jit_compile, precision="float32"):
     import keras
     import keras_hub
+
     keras.utils.set_random_seed(0)
     backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
-        num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
-        intermediate_dim=config.intermediate_size, dropout=config.hidden_dropout_prob,
-        max_sequence_length=config.max_position_embeddings, dtype=precision)
+        vocabulary_size=config.vocab_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size,
+        dropout=config.hidden_dropout_prob,
+        max_sequence_length=config.max_position_embeddings,
+        dtype=precision,
+    )
     model = keras_hub.models.BertMaskedLM(backbone)
     optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6)
-    data = {"token_ids": tf.constant(batch["input_ids"]),
-            "segment_ids": tf.constant(batch["segment_ids"]),
-            "padding_mask": tf.constant(batch["input_mask"].astype(bool)),
-            "mask_positions": tf.constant(batch["masked_lm_positions"])}
+    data = {
+        "token_ids": tf.constant(batch["input_ids"]),
+        "segment_ids": tf.constant(batch["segment_ids"]),
+        "padding_mask": tf.constant(batch["input_mask"].astype(bool)),
+        "mask_positions": tf.constant(batch["masked_lm_positions"]),
+    }
     ids, weights = tf.constant(batch["masked_lm_ids"]), tf.constant(batch["masked_lm_weights"])
 
     @tf.function(jit_compile=jit_compile)
@@ -183,29 +206,37 @@ def keras_hub_step(config, batch, jit_compile, precision="float32"):
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
+
     return lambda: step().numpy(), model.count_params()
 
 
 def model_garden_step(config, batch, jit_compile, precision="float32"):
     import tf_keras
     from official.nlp.modeling import models, networks
+
     tf_keras.utils.set_random_seed(0)
     # tf_keras layers take the global policy when they are built.
     tf_keras.mixed_precision.set_global_policy(precision)
     encoder = networks.BertEncoderV2(
-        vocab_size=config.vocab_size, hidden_size=config.hidden_size,
-        num_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
-        inner_dim=config.intermediate_size, inner_activation="gelu",
+        vocab_size=config.vocab_size,
+        hidden_size=config.hidden_size,
+        num_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads,
+        inner_dim=config.intermediate_size,
+        inner_activation="gelu",
         output_dropout=config.hidden_dropout_prob,
         attention_dropout=config.attention_probs_dropout_prob,
         max_sequence_length=config.max_position_embeddings,
-        type_vocab_size=config.type_vocab_size)
+        type_vocab_size=config.type_vocab_size,
+    )
     model = models.BertPretrainerV2(encoder_network=encoder, mlm_activation="gelu")
     optimizer = tf_keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6)
-    data = {"input_word_ids": tf.constant(batch["input_ids"]),
-            "input_mask": tf.constant(batch["input_mask"]),
-            "input_type_ids": tf.constant(batch["segment_ids"]),
-            "masked_lm_positions": tf.constant(batch["masked_lm_positions"])}
+    data = {
+        "input_word_ids": tf.constant(batch["input_ids"]),
+        "input_mask": tf.constant(batch["input_mask"]),
+        "input_type_ids": tf.constant(batch["segment_ids"]),
+        "masked_lm_positions": tf.constant(batch["masked_lm_positions"]),
+    }
     ids, weights = tf.constant(batch["masked_lm_ids"]), tf.constant(batch["masked_lm_weights"])
     model(data)  # builds the variables outside the tf.function
     tf_keras.mixed_precision.set_global_policy("float32")
@@ -218,6 +249,7 @@ def model_garden_step(config, batch, jit_compile, precision="float32"):
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
+
     return lambda: step().numpy(), model.count_params()
 
 
@@ -229,39 +261,54 @@ def main(argv=None):
     parser.add_argument("--presets", default="mini,small")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--xla", default="on,off", help="XLA settings to try per model")
-    parser.add_argument("--precisions", default="auto",
-                        help="float32 and/or mixed_bfloat16; auto: float32, plus "
-                             "mixed_bfloat16 where the CPU has AVX512-BF16 or AMX")
+    parser.add_argument(
+        "--precisions",
+        default="auto",
+        help="float32 and/or mixed_bfloat16; auto: float32, plus "
+        "mixed_bfloat16 where the CPU has AVX512-BF16 or AMX",
+    )
     parser.add_argument("--seq-length", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-predictions", type=int, default=20)
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3, help="steps per timing window")
-    parser.add_argument("--inter-op-threads", type=int, default=0,
-                        help="TensorFlow inter-op threads (0: TensorFlow's default)")
+    parser.add_argument(
+        "--inter-op-threads",
+        type=int,
+        default=0,
+        help="TensorFlow inter-op threads (0: TensorFlow's default)",
+    )
     results_file.add_arguments(parser, "pretraining_throughput")
     args = parser.parse_args(argv)
     if args.inter_op_threads:
         tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     xla_settings = [s == "on" for s in args.xla.split(",")]
-    precisions = (["float32"] + (["mixed_bfloat16"] if cpu_has_bfloat16() else [])
-                  if args.precisions == "auto" else args.precisions.split(","))
-    print(f"{os.cpu_count()} CPUs, bfloat16 arithmetic: {'yes' if cpu_has_bfloat16() else 'no'}; "
-          # Unset where TensorFlow was imported before this module (a test's process).
-          f"TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset')}, "
-          f"TF_CPU_ALLOCATOR_USE_BFC={os.environ.get('TF_CPU_ALLOCATOR_USE_BFC', 'unset')}; "
-          f"precisions {precisions}; TensorFlow threads intra-op "
-          f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}, inter-op "
-          f"{tf.config.threading.get_inter_op_parallelism_threads() or 'default'}")
+    precisions = (
+        ["float32"] + (["mixed_bfloat16"] if cpu_has_bfloat16() else [])
+        if args.precisions == "auto"
+        else args.precisions.split(",")
+    )
+    print(
+        f"{os.cpu_count()} CPUs, bfloat16 arithmetic: {'yes' if cpu_has_bfloat16() else 'no'}; "
+        # Unset where TensorFlow was imported before this module (a test's process).
+        f"TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset')}, "
+        f"TF_CPU_ALLOCATOR_USE_BFC={os.environ.get('TF_CPU_ALLOCATOR_USE_BFC', 'unset')}; "
+        f"precisions {precisions}; TensorFlow threads intra-op "
+        f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}, inter-op "
+        f"{tf.config.threading.get_inter_op_parallelism_threads() or 'default'}"
+    )
 
     batch = synthetic_batch(args.batch_size, args.seq_length, args.max_predictions)
     measured = {}
     for preset in args.presets.split(","):
         config = BertConfig.preset(preset, vocab_size=VOCAB_SIZE)
         flops = training_flops(config, args.batch_size, args.seq_length, args.max_predictions)
-        print(f"\n{preset}: L{config.num_hidden_layers}/H{config.hidden_size}, length "
-              f"{args.seq_length}, batch {args.batch_size}, {args.max_predictions} predictions, "
-              f"{flops / 1e9:.1f} GFLOP per training step  (load {load_average()})", flush=True)
+        print(
+            f"\n{preset}: L{config.num_hidden_layers}/H{config.hidden_size}, length "
+            f"{args.seq_length}, batch {args.batch_size}, {args.max_predictions} predictions, "
+            f"{flops / 1e9:.1f} GFLOP per training step  (load {load_average()})",
+            flush=True,
+        )
         runs = {}
         matmul_flops, runs["peak"] = matmul_step()
         params = {}
@@ -278,16 +325,24 @@ def main(argv=None):
         best = {}
         for (name, precision, xla), step_seconds in seconds.items():
             rate = args.batch_size / step_seconds
-            print(f"  {name:13s} {precision:14s} XLA {'on ' if xla else 'off'} "
-                  f"{params[name]:>11,d} weights  {rate:7.2f} seq/s  "
-                  f"MFU {flops / step_seconds / peak:6.1%}")
+            print(
+                f"  {name:13s} {precision:14s} XLA {'on ' if xla else 'off'} "
+                f"{params[name]:>11,d} weights  {rate:7.2f} seq/s  "
+                f"MFU {flops / step_seconds / peak:6.1%}"
+            )
             if rate > best.get(name, (0,))[0]:
                 best[name] = (rate, precision, xla, flops / step_seconds / peak)
         for name, (rate, precision, xla, mfu) in best.items():
-            print(f"  best {name:13s} {rate:7.2f} seq/s  MFU {mfu:6.1%}  "
-                  f"({precision}, XLA {'on' if xla else 'off'})")
-            measured[preset]["best"][name] = {"seq_per_second": rate, "mfu": mfu,
-                                              "precision": precision, "xla": xla}
+            print(
+                f"  best {name:13s} {rate:7.2f} seq/s  MFU {mfu:6.1%}  "
+                f"({precision}, XLA {'on' if xla else 'off'})"
+            )
+            measured[preset]["best"][name] = {
+                "seq_per_second": rate,
+                "mfu": mfu,
+                "precision": precision,
+                "xla": xla,
+            }
         if "ours" in best:
             for name, (rate, *_) in best.items():
                 if name != "ours":
@@ -298,11 +353,14 @@ def main(argv=None):
                 # Windows ran every setting back to back: the same window's
                 # ratio cancels the load that moves between windows.
                 faster = max(peers, key=peers.get)
-                ours_times, peer_times = (per_window[(name, *best[name][1:3])]
-                                          for name in ("ours", faster))
+                ours_times, peer_times = (
+                    per_window[(name, *best[name][1:3])] for name in ("ours", faster)
+                )
                 ratios = sorted(p / o for o, p in zip(ours_times, peer_times))
-                print(f"  ours / {faster}, window by window: median "
-                      f"{statistics.median(ratios):.2f}x, range {ratios[0]:.2f}-{ratios[-1]:.2f}x")
+                print(
+                    f"  ours / {faster}, window by window: median "
+                    f"{statistics.median(ratios):.2f}x, range {ratios[0]:.2f}-{ratios[-1]:.2f}x"
+                )
                 measured[preset]["window_ratios"] = ratios
         print(f"  (load {load_average()})", flush=True)
         del runs
@@ -315,32 +373,55 @@ SIDES = {"ours": "keras_bert", "keras-hub": "keras-hub", "model-garden": "Model 
 
 
 def write_results(args, argv, measured):
-    lines = ["| size | side | seq/s | MFU | precision, XLA | ours / faster peer, "
-             "per window (median, range) |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| size | side | seq/s | MFU | precision, XLA | ours / faster peer, "
+        "per window (median, range) |",
+        "|---|---|---|---|---|---|",
+    ]
     for preset, run in measured.items():
         ratios = run.get("window_ratios")
-        spread = (f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}x)"
-                  if ratios else "")
+        spread = (
+            f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}x)"
+            if ratios
+            else ""
+        )
         for name, best in run["best"].items():
-            lines.append(f"| {preset} | {SIDES[name]} | {best['seq_per_second']:.2f} | "
-                         f"{best['mfu']:.1%} | {best['precision']}, XLA "
-                         f"{'on' if best['xla'] else 'off'} | {spread if name == 'ours' else ''} |")
+            lines.append(
+                f"| {preset} | {SIDES[name]} | {best['seq_per_second']:.2f} | "
+                f"{best['mfu']:.1%} | {best['precision']}, XLA "
+                f"{'on' if best['xla'] else 'off'} | {spread if name == 'ours' else ''} |"
+            )
     results_file.write(
-        args.results_name, "Pretraining step throughput", table="\n".join(lines), argv=argv,
-        figures={"seq_length": args.seq_length, "batch_size": args.batch_size,
-                 "max_predictions": args.max_predictions, "windows": args.windows,
-                 "repeats": args.repeats, "presets": measured},
+        args.results_name,
+        "Pretraining step throughput",
+        table="\n".join(lines),
+        argv=argv,
+        figures={
+            "seq_length": args.seq_length,
+            "batch_size": args.batch_size,
+            "max_predictions": args.max_predictions,
+            "windows": args.windows,
+            "repeats": args.repeats,
+            "presets": measured,
+        },
         method=f"Synthetic batches of {args.batch_size} x {args.seq_length} tokens, "
-               f"{args.max_predictions} predictions, AdamW; every model with XLA on and off "
-               "(and mixed_bfloat16 where the CPU has bfloat16 arithmetic), the settings in "
-               f"turns in every window, best of {args.windows} windows of {args.repeats} steps; "
-               "MFU against the float32 matmul peak of the same windows.",
-        headlines=[results_file.headline(
-            f"{preset}_seq_per_second", f"pretraining step, BERT-{preset}", "seq/s",
-            {SIDES[name]: best["seq_per_second"] for name, best in run["best"].items()},
-            decimals=2) for preset, run in measured.items()],
+        f"{args.max_predictions} predictions, AdamW; every model with XLA on and off "
+        "(and mixed_bfloat16 where the CPU has bfloat16 arithmetic), the settings in "
+        f"turns in every window, best of {args.windows} windows of {args.repeats} steps; "
+        "MFU against the float32 matmul peak of the same windows.",
+        headlines=[
+            results_file.headline(
+                f"{preset}_seq_per_second",
+                f"pretraining step, BERT-{preset}",
+                "seq/s",
+                {SIDES[name]: best["seq_per_second"] for name, best in run["best"].items()},
+                decimals=2,
+            )
+            for preset, run in measured.items()
+        ],
         matmul_peak_gflops=max(run["peak_gflops"] for run in measured.values()),
-        directory=args.results_dir)
+        directory=args.results_dir,
+    )
 
 
 if __name__ == "__main__":

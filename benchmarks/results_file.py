@@ -28,13 +28,20 @@ PACKAGES = ("keras3-bert", "tensorflow", "tensorflow-text", "keras", "numpy")
 def add_arguments(parser, name):
     """The results options every script takes; `name`: the files' default name
     (the script's)."""
-    parser.add_argument("--results-dir", default=RESULTS_DIR,
-                        help="where <name>.md and <name>.json go (default: benchmarks/results)")
-    parser.add_argument("--results-name", default=name,
-                        help=f"the results files' name (default: {name}); another one keeps "
-                             "a run of other settings apart from the default run's")
-    parser.add_argument("--no-results", action="store_true",
-                        help="print only; write no results file")
+    parser.add_argument(
+        "--results-dir",
+        default=RESULTS_DIR,
+        help="where <name>.md and <name>.json go (default: benchmarks/results)",
+    )
+    parser.add_argument(
+        "--results-name",
+        default=name,
+        help=f"the results files' name (default: {name}); another one keeps "
+        "a run of other settings apart from the default run's",
+    )
+    parser.add_argument(
+        "--no-results", action="store_true", help="print only; write no results file"
+    )
 
 
 def cpu(cpuinfo_path="/proc/cpuinfo"):
@@ -50,8 +57,11 @@ def cpu(cpuinfo_path="/proc/cpuinfo"):
                 elif key.strip() == "flags":
                     flags = kernel_flags(value.split())
                     break
-    return {"model": model or platform.processor() or platform.machine(),
-            "cores": os.cpu_count(), "flags": flags}
+    return {
+        "model": model or platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "flags": flags,
+    }
 
 
 def kernel_flags(words):
@@ -67,6 +77,7 @@ def measure_matmul_peak(size=2048, repeats=5):
     import time
 
     import tensorflow as tf
+
     a = tf.random.normal((size, size), dtype=tf.float32)
     product = tf.function(lambda: tf.reduce_sum(tf.matmul(a, a)))
     product().numpy()
@@ -75,7 +86,7 @@ def measure_matmul_peak(size=2048, repeats=5):
         start = time.perf_counter()
         product().numpy()
         best = min(best, time.perf_counter() - start)
-    return 2 * size ** 3 / best / 1e9
+    return 2 * size**3 / best / 1e9
 
 
 def package_versions(names=PACKAGES):
@@ -92,13 +103,31 @@ def package_versions(names=PACKAGES):
 def headline(key, what, unit, figures, decimals=1):
     """One headline row: `figures` maps a side ("keras_bert", a peer's name) to
     one number in `unit`; `decimals` is how the README prints them."""
-    return {"key": key, "what": what, "unit": unit, "decimals": decimals,
-            "figures": {side: float(value) for side, value in figures.items()}}
+    return {
+        "key": key,
+        "what": what,
+        "unit": unit,
+        "decimals": decimals,
+        "figures": {side: float(value) for side, value in figures.items()},
+    }
 
 
-def write(name, title, *, table, figures, argv=None, method="", headlines=(),
-          matmul_peak_gflops=None, peer_versions=None, directory=RESULTS_DIR, machine=None,
-          date=None, versions=None):
+def write(
+    name,
+    title,
+    *,
+    table,
+    figures,
+    argv=None,
+    method="",
+    headlines=(),
+    matmul_peak_gflops=None,
+    peer_versions=None,
+    directory=RESULTS_DIR,
+    machine=None,
+    date=None,
+    versions=None,
+):
     """Writes <directory>/<name>.json and .md and returns their paths.
 
     `argv`: the script's arguments (default: this process's); `peer_versions`:
@@ -141,15 +170,20 @@ def markdown(report, table):
     machine = report["machine"]
     peak = machine.get("matmul_peak_gflops")
     lines = [
-        f"# {report['title']}", "",
+        f"# {report['title']}",
+        "",
         f"Measured {report['date']} on {machine['model']}, {machine['cores']} cores, "
         f"kernel flags: {flags_text(machine['flags'])}"
         + (f"; float32 matmul peak {peak} GFLOP/s" if peak is not None else "")
         + (f" ({machine['matmul_peak_measured']})" if "matmul_peak_measured" in machine else "")
-        + ".", "",
-        "Versions: " + ", ".join(f"{name} {version}"
-                                 for name, version in report["versions"].items()) + ".", "",
-        f"Command: `{report['command']}`", "",
+        + ".",
+        "",
+        "Versions: "
+        + ", ".join(f"{name} {version}" for name, version in report["versions"].items())
+        + ".",
+        "",
+        f"Command: `{report['command']}`",
+        "",
     ]
     if report["method"]:
         lines += [report["method"], ""]
@@ -157,8 +191,10 @@ def markdown(report, table):
         lines += ["## Headline figures", "", "| figure | side | value |", "|---|---|---|"]
         for row in report["headlines"]:
             for side, value in row["figures"].items():
-                lines.append(f"| {row['what']}, {row['unit']} | {side} | "
-                             f"{format_number(value, row['decimals'])} |")
+                lines.append(
+                    f"| {row['what']}, {row['unit']} | {side} | "
+                    f"{format_number(value, row['decimals'])} |"
+                )
         lines.append("")
     lines += ["## Results", "", table.rstrip("\n"), ""]
     return "\n".join(lines)

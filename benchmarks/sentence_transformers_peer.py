@@ -13,18 +13,19 @@ from peer_process import serve
 
 
 class SentenceTransformersPeer:
-
     def __init__(self, checkpoint, seq_length, threads=None):
         import sentence_transformers
         import torch
+
         self.torch = torch
         if threads:
             torch.set_num_threads(int(threads))
         self.model = sentence_transformers.SentenceTransformer(checkpoint, device="cpu")
         self.model.max_seq_length = seq_length
         self.threads = torch.get_num_threads()
-        self.versions = (f"sentence-transformers {sentence_transformers.__version__}, "
-                         f"torch {torch.__version__}")
+        self.versions = (
+            f"sentence-transformers {sentence_transformers.__version__}, torch {torch.__version__}"
+        )
 
     def encode(self, texts, batch_size):
         with self.torch.inference_mode():

@@ -79,8 +79,9 @@ def main(argv=None):
     parser.add_argument("--seq-length", type=int, default=128)
     parser.add_argument("--batch-sizes", default="1,64")
     parser.add_argument("--windows", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="intra/inter-op threads (default: TensorFlow's)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="intra/inter-op threads (default: TensorFlow's)"
+    )
     results_file.add_arguments(parser, "serving_latency")
     args = parser.parse_args(argv)
     if args.threads:
@@ -98,10 +99,13 @@ def main(argv=None):
     tokenizer = BertTokenizer(args.vocab_file)
     folder = tempfile.mkdtemp(prefix="serving_latency_")
     start = time.perf_counter()
-    path = export_saved_model(model, tokenizer, os.path.join(folder, "model", "1"),
-                              seq_length=args.seq_length)
-    print(f"exported {args.init_checkpoint or args.preset} classifier "
-          f"({model.count_params():,} weights) in {time.perf_counter() - start:.0f} s")
+    path = export_saved_model(
+        model, tokenizer, os.path.join(folder, "model", "1"), seq_length=args.seq_length
+    )
+    print(
+        f"exported {args.init_checkpoint or args.preset} classifier "
+        f"({model.count_params():,} weights) in {time.perf_counter() - start:.0f} s"
+    )
     served = tf.saved_model.load(path)
     strings, by_ids = served.signatures["serving_default"], served.signatures["serve_ids"]
 
@@ -111,21 +115,29 @@ def main(argv=None):
 
     def hf_features(texts):
         encodings = hf.encode_batch(texts)
-        return {"input_ids": np.array([e.ids for e in encodings], np.int32),
-                "input_mask": np.array([e.attention_mask for e in encodings], np.int32),
-                "segment_ids": np.array([e.type_ids for e in encodings], np.int32)}
+        return {
+            "input_ids": np.array([e.ids for e in encodings], np.int32),
+            "input_mask": np.array([e.attention_mask for e in encodings], np.int32),
+            "segment_ids": np.array([e.type_ids for e in encodings], np.int32),
+        }
 
     # The SavedModel's preprocessing alone: the same traced tokenizer and packing
     # functions its signatures call (keras_bert.export.base).
     from keras_bert.export.base import traced_pack, traced_tokenizer
-    preprocess = tf.function(lambda text: traced_pack(tokenizer, args.seq_length)(
-        traced_tokenizer(tokenizer)(text)[0]))
 
-    print(f"sequence length {args.seq_length}, best of {args.windows} windows, "
-          f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'} threads")
-    print(f"{'batch':>5} | {'strings (SavedModel)':>22} | {'HF tokenizers + ids':>22} | "
-          f"{'ids only (model)':>17} | {'tokenize: ours':>14} | {'HF':>8} | "
-          f"{'share of end-to-end: ours':>25} | {'HF':>6}")
+    preprocess = tf.function(
+        lambda text: traced_pack(tokenizer, args.seq_length)(traced_tokenizer(tokenizer)(text)[0])
+    )
+
+    print(
+        f"sequence length {args.seq_length}, best of {args.windows} windows, "
+        f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'} threads"
+    )
+    print(
+        f"{'batch':>5} | {'strings (SavedModel)':>22} | {'HF tokenizers + ids':>22} | "
+        f"{'ids only (model)':>17} | {'tokenize: ours':>14} | {'HF':>8} | "
+        f"{'share of end-to-end: ours':>25} | {'HF':>6}"
+    )
     measured = {}
     for batch in (int(b) for b in args.batch_sizes.split(",")):
         texts = paragraphs(args.text, batch)
@@ -136,12 +148,16 @@ def main(argv=None):
         id_tensors = {k: tf.constant(v) for k, v in features.items()}
         repeats = max(1, 8 // batch)
         no_pair = tf.constant([], tf.string)
-        best = best_times({
-            "strings": lambda: strings(text=text_tensor, text_pair=no_pair),
-            "ids": lambda: by_ids(**id_tensors),
-            "hf": lambda: hf_features(texts),
-            "ours": lambda: preprocess(text_tensor),
-        }, args.windows, repeats)
+        best = best_times(
+            {
+                "strings": lambda: strings(text=text_tensor, text_pair=no_pair),
+                "ids": lambda: by_ids(**id_tensors),
+                "hf": lambda: hf_features(texts),
+                "ours": lambda: preprocess(text_tensor),
+            },
+            args.windows,
+            repeats,
+        )
         t_strings, t_ids, t_hf, t_ours = (best[k] for k in ("strings", "ids", "hf", "ours"))
         t_python = t_hf + t_ids
         share_ours = t_ours / t_strings
@@ -150,33 +166,51 @@ def main(argv=None):
         def rate(seconds):
             return f"{seconds * 1e3:8.1f} ms {batch / seconds:7.1f}/s"
 
-        print(f"{batch:>5} | {rate(t_strings):>22} | {rate(t_python):>22} | "
-              f"{t_ids * 1e3:>14.1f} ms | {t_ours * 1e3:>11.2f} ms | {t_hf * 1e3:>5.2f} ms | "
-              f"{share_ours:>25.1%} | {share_hf:>6.1%}"
-              + ("" if same else "   (ids differ from HF's on some text)"))
-        measured[batch] = {"strings_ms": t_strings * 1e3, "hf_tokenizers_and_ids_ms": t_python * 1e3,
-                           "ids_only_ms": t_ids * 1e3, "tokenize_ours_ms": t_ours * 1e3,
-                           "tokenize_hf_ms": t_hf * 1e3, "same_ids": bool(same)}
+        print(
+            f"{batch:>5} | {rate(t_strings):>22} | {rate(t_python):>22} | "
+            f"{t_ids * 1e3:>14.1f} ms | {t_ours * 1e3:>11.2f} ms | {t_hf * 1e3:>5.2f} ms | "
+            f"{share_ours:>25.1%} | {share_hf:>6.1%}"
+            + ("" if same else "   (ids differ from HF's on some text)")
+        )
+        measured[batch] = {
+            "strings_ms": t_strings * 1e3,
+            "hf_tokenizers_and_ids_ms": t_python * 1e3,
+            "ids_only_ms": t_ids * 1e3,
+            "tokenize_ours_ms": t_ours * 1e3,
+            "tokenize_hf_ms": t_hf * 1e3,
+            "same_ids": bool(same),
+        }
     print("ms: seconds per call (latency); /s: sequences per second (throughput)")
     if not args.no_results:
         write_results(args, argv, model.count_params(), measured)
 
 
 def write_results(args, argv, weights, measured):
-    lines = ["| batch | strings (SavedModel) ms | HF tokenizers + ids ms | ids only ms | "
-             "tokenize: ours ms | tokenize: HF ms |", "|---|---|---|---|---|---|"] + [
+    lines = [
+        "| batch | strings (SavedModel) ms | HF tokenizers + ids ms | ids only ms | "
+        "tokenize: ours ms | tokenize: HF ms |",
+        "|---|---|---|---|---|---|",
+    ] + [
         f"| {batch} | {row['strings_ms']:.1f} | {row['hf_tokenizers_and_ids_ms']:.1f} | "
         f"{row['ids_only_ms']:.1f} | {row['tokenize_ours_ms']:.2f} | {row['tokenize_hf_ms']:.2f} |"
-        for batch, row in measured.items()]
+        for batch, row in measured.items()
+    ]
     results_file.write(
-        args.results_name, "Serving latency: strings in against ids from HuggingFace tokenizers",
-        table="\n".join(lines), argv=argv,
-        figures={"model": args.init_checkpoint or args.preset, "weights": weights,
-                 "seq_length": args.seq_length, "windows": args.windows,
-                 "batches": {str(batch): row for batch, row in measured.items()}},
+        args.results_name,
+        "Serving latency: strings in against ids from HuggingFace tokenizers",
+        table="\n".join(lines),
+        argv=argv,
+        figures={
+            "model": args.init_checkpoint or args.preset,
+            "weights": weights,
+            "seq_length": args.seq_length,
+            "windows": args.windows,
+            "batches": {str(batch): row for batch, row in measured.items()},
+        },
         method=f"Length {args.seq_length} (Austen paragraphs, cut), best of {args.windows} "
-               "windows per figure.",
-        directory=args.results_dir)
+        "windows per figure.",
+        directory=args.results_dir,
+    )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,11 @@ ROWS = (
     ("pretraining data, Austen, instances/s", "pretraining_data", "instances_per_second"),
     ("tokenizer, Austen, lines/s", "tokenizer", "lines_per_second"),
     ("serving MiniLM, 32 reviews a call, seq/s", "inference", "natural_b32_seq_per_second"),
-    ("fine-tuned MiniLM, rotten_tomatoes dev accuracy, %", "finetuning",
-     "rotten_tomatoes_dev_accuracy"),
+    (
+        "fine-tuned MiniLM, rotten_tomatoes dev accuracy, %",
+        "finetuning",
+        "rotten_tomatoes_dev_accuracy",
+    ),
 )
 
 
@@ -41,23 +44,27 @@ def headline(name, key, directory=results_file.RESULTS_DIR):
     for row in report["headlines"]:
         if row["key"] == key:
             return row
-    raise KeyError(f"benchmarks/results/{name}.json has no headline {key!r} (it has: "
-                   f"{', '.join(row['key'] for row in report['headlines'])}); rerun "
-                   f"benchmarks/{report['benchmark']}.py or change summary.ROWS")
+    raise KeyError(
+        f"benchmarks/results/{name}.json has no headline {key!r} (it has: "
+        f"{', '.join(row['key'] for row in report['headlines'])}); rerun "
+        f"benchmarks/{report['benchmark']}.py or change summary.ROWS"
+    )
 
 
 def table(directory=results_file.RESULTS_DIR, link_prefix="benchmarks/results/"):
     """The Markdown table, one row per ROWS entry."""
-    lines = ["| measured | " + " | ".join(COLUMNS) + " |",
-             "|---" * (len(COLUMNS) + 1) + "|"]
+    lines = ["| measured | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
     for label, name, key in ROWS:
         row = headline(name, key, directory)
         cells = []
         for column in COLUMNS:
             value = row["figures"].get(column)
-            cells.append("—" if value is None else
-                         f"[{results_file.format_number(value, row['decimals'])}]"
-                         f"({link_prefix}{name}.md)")
+            cells.append(
+                "—"
+                if value is None
+                else f"[{results_file.format_number(value, row['decimals'])}]"
+                f"({link_prefix}{name}.md)"
+            )
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -73,17 +80,26 @@ def readme_block(text):
 def with_table(text, new_table):
     """`text` with the block between the markers replaced by `new_table`."""
     readme_block(text)  # the markers must be there
-    return re.sub(re.escape(START) + r".*?" + re.escape(END),
-                  lambda _: f"{START}\n{new_table}\n{END}", text, count=1, flags=re.S)
+    return re.sub(
+        re.escape(START) + r".*?" + re.escape(END),
+        lambda _: f"{START}\n{new_table}\n{END}",
+        text,
+        count=1,
+        flags=re.S,
+    )
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--write-readme", action="store_true",
-                        help="rewrite README.md's table between its markers")
-    action.add_argument("--check", action="store_true",
-                        help="exit 1 if README.md's table differs from the results files'")
+    action.add_argument(
+        "--write-readme", action="store_true", help="rewrite README.md's table between its markers"
+    )
+    action.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 if README.md's table differs from the results files'",
+    )
     args = parser.parse_args(argv)
     generated = table()
     if not (args.write_readme or args.check):
@@ -93,8 +109,11 @@ def main(argv=None):
         text = f.read()
     if args.check:
         if readme_block(text) != generated:
-            print("README.md's comparison table is stale: python benchmarks/summary.py "
-                  "--write-readme", file=sys.stderr)
+            print(
+                "README.md's comparison table is stale: python benchmarks/summary.py "
+                "--write-readme",
+                file=sys.stderr,
+            )
             return 1
         return 0
     with open(README, "w", encoding="utf-8") as f:

@@ -16,25 +16,29 @@ SEQ_LENGTH = 128
 
 
 class TorchPeers:
-
-    def __init__(self, checkpoint, head_kernel, head_bias, threads, config=None,
-                 compile=True):
+    def __init__(self, checkpoint, head_kernel, head_bias, threads, config=None, compile=True):
         import numpy as np
         import torch
         import transformers
+
         self.torch = torch
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint, use_fast=True)
         if config is None:
             self.model = transformers.AutoModelForSequenceClassification.from_pretrained(
-                checkpoint, num_labels=head_kernel.shape[1]).eval()
+                checkpoint, num_labels=head_kernel.shape[1]
+            ).eval()
         else:  # another size (--preset): random weights; speed does not depend on them
-            self.model = transformers.BertForSequenceClassification(transformers.BertConfig(
-                **config, num_labels=head_kernel.shape[1])).eval()
+            self.model = transformers.BertForSequenceClassification(
+                transformers.BertConfig(**config, num_labels=head_kernel.shape[1])
+            ).eval()
         with torch.no_grad():  # the same head as keras_bert's classifier
-            self.model.classifier.weight.copy_(torch.from_numpy(np.ascontiguousarray(head_kernel.T)))
+            self.model.classifier.weight.copy_(
+                torch.from_numpy(np.ascontiguousarray(head_kernel.T))
+            )
             self.model.classifier.bias.copy_(torch.from_numpy(head_bias))
-        self.pipe = transformers.pipeline("text-classification", model=self.model,
-                                          tokenizer=self.tokenizer, device="cpu")
+        self.pipe = transformers.pipeline(
+            "text-classification", model=self.model, tokenizer=self.tokenizer, device="cpu"
+        )
         self.padding = "longest"
         self.threads = self.best_threads() if threads == "best" else int(threads)
         torch.set_num_threads(self.threads)
@@ -49,6 +53,7 @@ class TorchPeers:
         seq/s, against eager 7.8 ms and 151 seq/s). None when it cannot compile
         (it needs a C++ compiler)."""
         import torch._inductor.config as inductor_config
+
         inductor_config.freezing = True
         compiled = self.torch.compile(self.model, dynamic=True)
         try:
@@ -70,15 +75,18 @@ class TorchPeers:
             self.torch.set_num_threads(threads)
             for batch in (texts, texts * 8):
                 self.run("hf model", batch)
-            seconds = min(sum(self.seconds("hf model", batch) for batch in (texts, texts * 8))
-                          for _ in range(10))
+            seconds = min(
+                sum(self.seconds("hf model", batch) for batch in (texts, texts * 8))
+                for _ in range(10)
+            )
             if seconds < best_time:
                 best, best_time = threads, seconds
         return best
 
     def encode(self, texts):
-        return self.tokenizer(texts, padding=self.padding, truncation=True,
-                              max_length=SEQ_LENGTH, return_tensors="pt")
+        return self.tokenizer(
+            texts, padding=self.padding, truncation=True, max_length=SEQ_LENGTH, return_tensors="pt"
+        )
 
     def products_alone(self, x, texts):
         """The bare model's linear layers alone, eager (`inference.py`'s
@@ -87,12 +95,17 @@ class TorchPeers:
         be faster than this: freezing runs its products on prepacked weights."""
         functional = self.torch.nn.functional
         for layer in self.model.bert.encoder.layer:
-            for linear in (layer.attention.self.key, layer.attention.self.value,
-                           layer.attention.self.query, layer.attention.output.dense,
-                           layer.intermediate.dense, layer.output.dense):
+            for linear in (
+                layer.attention.self.key,
+                layer.attention.self.value,
+                layer.attention.self.query,
+                layer.attention.output.dense,
+                layer.intermediate.dense,
+                layer.output.dense,
+            ):
                 x = functional.linear(x, linear.weight, linear.bias)
         pooler = self.model.bert.pooler.dense
-        return functional.linear(x[:len(texts)], pooler.weight, pooler.bias).numpy()
+        return functional.linear(x[: len(texts)], pooler.weight, pooler.bias).numpy()
 
     def run(self, peer, texts):
         with self.torch.inference_mode():
@@ -102,8 +115,13 @@ class TorchPeers:
                 return self.model(**self.encode(texts)).logits.numpy()
             if peer == "hf compiled":
                 return self.compiled(**self.encode(texts)).logits.numpy()
-            return self.pipe(texts, batch_size=len(texts), truncation=True,
-                             max_length=SEQ_LENGTH, padding=self.padding)
+            return self.pipe(
+                texts,
+                batch_size=len(texts),
+                truncation=True,
+                max_length=SEQ_LENGTH,
+                padding=self.padding,
+            )
 
     def floor_input(self, texts):
         rows = self.encode(texts)["input_ids"].numel()
@@ -128,14 +146,16 @@ class TorchPeers:
         if kind == "time":
             return self.seconds(request[1], request[2])
         if kind == "logits":
-            return self.run(request[1] if request[1] != "hf pipeline" else "hf model",
-                            request[2])
+            return self.run(request[1] if request[1] != "hf pipeline" else "hf model", request[2])
         if kind == "peers":
             compiled = ["hf compiled"] if self.compiled is not None else []
             return ["hf model", "hf pipeline"] + compiled + ["products alone: hf eager"]
         if kind == "length":
-            return SEQ_LENGTH if self.padding == "max_length" else \
-                self.encode(request[1])["input_ids"].shape[1]
+            return (
+                SEQ_LENGTH
+                if self.padding == "max_length"
+                else self.encode(request[1])["input_ids"].shape[1]
+            )
         raise ValueError(f"unknown request {kind}")
 
 

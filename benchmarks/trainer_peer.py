@@ -67,10 +67,10 @@ class StepClock:
 
 
 class TrainerPeer:
-
     def __init__(self, checkpoint, threads, bf16=False):
         import torch
         import transformers
+
         self.torch, self.transformers = torch, transformers
         self.checkpoint, self.bf16 = checkpoint, bf16
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint, use_fast=True)
@@ -90,9 +90,13 @@ class TrainerPeer:
 
     def encode(self, spec, x, y):
         tagging = spec["kind"] == "tagging"
-        encoded = self.tokenizer(x, is_split_into_words=tagging, truncation=True,
-                                 max_length=spec["seq_length"],
-                                 padding="max_length" if spec["padding"] == "max_length" else False)
+        encoded = self.tokenizer(
+            x,
+            is_split_into_words=tagging,
+            truncation=True,
+            max_length=spec["seq_length"],
+            padding="max_length" if spec["padding"] == "max_length" else False,
+        )
         rows = []
         for index in range(len(x)):
             row = {key: encoded[key][index] for key in encoded.keys()}
@@ -116,28 +120,51 @@ class TrainerPeer:
     def new_model(self, spec, seed):
         transformers = self.transformers
         transformers.set_seed(seed)  # the new head's initial weights
-        auto = (transformers.AutoModelForTokenClassification if spec["kind"] == "tagging"
-                else transformers.AutoModelForSequenceClassification)
+        auto = (
+            transformers.AutoModelForTokenClassification
+            if spec["kind"] == "tagging"
+            else transformers.AutoModelForSequenceClassification
+        )
         return auto.from_pretrained(self.checkpoint, num_labels=spec["num_labels"])
 
-    def trainer(self, spec, model, rows, seed, epochs, max_steps=-1, callbacks=(),
-                trainer_class=None):
+    def trainer(
+        self, spec, model, rows, seed, epochs, max_steps=-1, callbacks=(), trainer_class=None
+    ):
         transformers = self.transformers
         steps = -(-len(rows) // spec["batch_size"]) * epochs if max_steps < 0 else max_steps
         args = transformers.TrainingArguments(
-            output_dir=self.folder, per_device_train_batch_size=spec["batch_size"],
-            num_train_epochs=epochs, max_steps=max_steps, learning_rate=spec["learning_rate"],
+            output_dir=self.folder,
+            per_device_train_batch_size=spec["batch_size"],
+            num_train_epochs=epochs,
+            max_steps=max_steps,
+            learning_rate=spec["learning_rate"],
             # The same warmup as keras_bert's side: a step count, not a ratio
             # (HuggingFace rounds the ratio up, keras_bert's recipes down).
-            warmup_steps=int(spec["warmup_ratio"] * steps), lr_scheduler_type="linear",
-            weight_decay=spec["weight_decay"], adam_beta1=0.9, adam_beta2=0.999,
-            adam_epsilon=spec["epsilon"], max_grad_norm=spec["clipnorm"] or 0.0,
-            seed=seed, use_cpu=True, bf16=self.bf16, save_strategy="no", eval_strategy="no",
+            warmup_steps=int(spec["warmup_ratio"] * steps),
+            lr_scheduler_type="linear",
+            weight_decay=spec["weight_decay"],
+            adam_beta1=0.9,
+            adam_beta2=0.999,
+            adam_epsilon=spec["epsilon"],
+            max_grad_norm=spec["clipnorm"] or 0.0,
+            seed=seed,
+            use_cpu=True,
+            bf16=self.bf16,
+            save_strategy="no",
+            eval_strategy="no",
             torch_compile=spec.get("torch_compile", False),
-            logging_strategy="no", report_to=[], disable_tqdm=True, dataloader_num_workers=0)
+            logging_strategy="no",
+            report_to=[],
+            disable_tqdm=True,
+            dataloader_num_workers=0,
+        )
         return (trainer_class or transformers.Trainer)(
-            model=model, args=args, train_dataset=rows, data_collator=self.collator(spec),
-            callbacks=list(callbacks))
+            model=model,
+            args=args,
+            train_dataset=rows,
+            data_collator=self.collator(spec),
+            callbacks=list(callbacks),
+        )
 
     def time(self, name, steps, seed, skip=2):
         """Seconds of `steps` training steps after `skip` warm-up steps, on a
@@ -146,9 +173,10 @@ class TrainerPeer:
         if name not in self.timing_models:
             self.timing_models[name] = self.new_model(spec, seed)
         clock = StepClock(skip)
-        rows = spec["train_rows"][:(steps + skip) * spec["batch_size"]]
-        self.trainer(spec, self.timing_models[name], rows, seed, 1, steps + skip,
-                     [clock.callback]).train()
+        rows = spec["train_rows"][: (steps + skip) * spec["batch_size"]]
+        self.trainer(
+            spec, self.timing_models[name], rows, seed, 1, steps + skip, [clock.callback]
+        ).train()
         return clock.seconds * steps / clock.steps
 
     def train(self, name, seed, skip=2):
@@ -156,11 +184,15 @@ class TrainerPeer:
         spec = self.tasks[name]
         model = self.new_model(spec, seed)
         clock = StepClock(skip)
-        self.trainer(spec, model, spec["train_rows"], seed, spec["epochs"],
-                     callbacks=[clock.callback]).train()
+        self.trainer(
+            spec, model, spec["train_rows"], seed, spec["epochs"], callbacks=[clock.callback]
+        ).train()
         examples = spec["epochs"] * len(spec["train_rows"]) - skip * spec["batch_size"]
-        return {"predictions": self.predict(spec, model), "seconds": clock.seconds,
-                "examples": examples}
+        return {
+            "predictions": self.predict(spec, model),
+            "seconds": clock.seconds,
+            "examples": examples,
+        }
 
     def predict(self, spec, model):
         """Dev predictions: a label id per row, or for tagging a label id per
@@ -171,9 +203,10 @@ class TrainerPeer:
         collate = self.collator(spec)
         predictions = []
         for start in range(0, len(spec["dev_rows"]), 64):
-            rows = spec["dev_rows"][start:start + 64]
-            batch = collate([{k: v for k, v in row.items() if k not in ("word_ids", "labels")}
-                             for row in rows])
+            rows = spec["dev_rows"][start : start + 64]
+            batch = collate(
+                [{k: v for k, v in row.items() if k not in ("word_ids", "labels")} for row in rows]
+            )
             with torch.inference_mode():
                 best = model(**batch).logits.argmax(-1).numpy()
             for row, labels in zip(rows, best):
@@ -193,30 +226,50 @@ class TrainerPeer:
         the weights before step 1 and after each step in `keep_at`, as
         safetensors files `folder/step_<n>.safetensors`."""
         from safetensors.torch import save_file
+
         spec, torch = self.tasks[name], self.torch
-        auto = (self.transformers.AutoModelForTokenClassification if spec["kind"] == "tagging"
-                else self.transformers.AutoModelForSequenceClassification)
-        model = auto.from_pretrained(self.checkpoint, num_labels=spec["num_labels"],
-                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                                     classifier_dropout=0.0)
+        auto = (
+            self.transformers.AutoModelForTokenClassification
+            if spec["kind"] == "tagging"
+            else self.transformers.AutoModelForSequenceClassification
+        )
+        model = auto.from_pretrained(
+            self.checkpoint,
+            num_labels=spec["num_labels"],
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+            classifier_dropout=0.0,
+        )
         with torch.no_grad():
             model.classifier.weight.copy_(torch.from_numpy(head["kernel"].T))  # (K, H)
             model.classifier.bias.copy_(torch.from_numpy(head["bias"]))
         records = {"loss": [], "learning_rate": [], "grad_norm": []}
 
         def save(step):
-            save_file({key: value.detach().contiguous()
-                       for key, value in model.state_dict().items()},
-                      f"{folder}/step_{step}.safetensors")
+            save_file(
+                {key: value.detach().contiguous() for key, value in model.state_dict().items()},
+                f"{folder}/step_{step}.safetensors",
+            )
 
         save(0)
         trainer_class = parity_trainer(self.transformers, torch, records)
         stop = stop_after(self.transformers, steps, keep_at, save)
-        self.trainer(spec, model, spec["train_rows"], 0, spec["epochs"], callbacks=[stop],
-                     trainer_class=trainer_class).train()
-        records["dropout"] = [f"{path} {module.p}" for path, module in auto.from_pretrained(
-            self.checkpoint, num_labels=spec["num_labels"]).named_modules()
-            if isinstance(module, torch.nn.Dropout)]
+        self.trainer(
+            spec,
+            model,
+            spec["train_rows"],
+            0,
+            spec["epochs"],
+            callbacks=[stop],
+            trainer_class=trainer_class,
+        ).train()
+        records["dropout"] = [
+            f"{path} {module.p}"
+            for path, module in auto.from_pretrained(
+                self.checkpoint, num_labels=spec["num_labels"]
+            ).named_modules()
+            if isinstance(module, torch.nn.Dropout)
+        ]
         return records
 
     def serve(self, request):

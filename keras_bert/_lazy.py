@@ -10,8 +10,9 @@ import pkgutil
 
 def submodule_names(package_path):
     """The public submodules and subpackages on disk (found without importing them)."""
-    return sorted(info.name for info in pkgutil.iter_modules(package_path)
-                  if not info.name.startswith("_"))
+    return sorted(
+        info.name for info in pkgutil.iter_modules(package_path) if not info.name.startswith("_")
+    )
 
 
 def submodule_getattr(package_name, package_path):

@@ -46,29 +46,37 @@ class BertConfig:
     def __post_init__(self):
         act = _ACTIVATION_SPELLINGS.get(self.hidden_act, self.hidden_act)
         object.__setattr__(self, "hidden_act", act)
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers",
-                     "num_attention_heads", "intermediate_size",
-                     "max_position_embeddings", "type_vocab_size"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by "
-                f"num_attention_heads ({self.num_attention_heads})")
+                f"num_attention_heads ({self.num_attention_heads})"
+            )
         if self.hidden_act not in ACTIVATIONS:
             raise ValueError(
-                f"BertConfig.hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}")
+                f"BertConfig.hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}"
+            )
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
         if self.attention not in ATTENTIONS:
-            raise ValueError(
-                f"BertConfig.attention {self.attention!r} is not one of {ATTENTIONS}")
+            raise ValueError(f"BertConfig.attention {self.attention!r} is not one of {ATTENTIONS}")
         if self.initializer_range <= 0:
             raise ValueError(
-                f"BertConfig.initializer_range must be positive, got {self.initializer_range!r}")
+                f"BertConfig.initializer_range must be positive, got {self.initializer_range!r}"
+            )
 
     @property
     def head_size(self) -> int:
@@ -95,12 +103,21 @@ class BertConfig:
         return values
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any],
-                  source: str | os.PathLike = "config") -> BertConfig:
+    def from_dict(
+        cls, values: Mapping[str, Any], source: str | os.PathLike = "config"
+    ) -> BertConfig:
         known = {f.name for f in dataclasses.fields(cls)}
-        missing = [name for name in ("vocab_size", "hidden_size", "num_hidden_layers",
-                                     "num_attention_heads", "intermediate_size")
-                   if name not in values]
+        missing = [
+            name
+            for name in (
+                "vocab_size",
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "intermediate_size",
+            )
+            if name not in values
+        ]
         if missing:
             raise ValueError(f"{source}: missing field(s) {missing}")
         return cls(**{k: v for k, v in values.items() if k in known})
@@ -124,8 +141,12 @@ class BertConfig:
 
 
 def _sized(layers, hidden):
-    return dict(num_hidden_layers=layers, hidden_size=hidden,
-                num_attention_heads=hidden // 64, intermediate_size=4 * hidden)
+    return dict(
+        num_hidden_layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=hidden // 64,
+        intermediate_size=4 * hidden,
+    )
 
 
 PRESETS = {

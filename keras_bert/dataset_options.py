@@ -55,14 +55,18 @@ def are_arrays(*structures: Any) -> bool:
     return bool(leaves) and all(
         (isinstance(leaf, np.ndarray) and leaf.dtype.kind in "biuf" and leaf.ndim >= 1)
         or (isinstance(leaf, tf.Tensor) and hasattr(leaf, "numpy") and leaf.shape.rank)
-        for leaf in leaves)
+        for leaf in leaves
+    )
 
 
 def default_batch_size(x: Any, batch_size: int | None, steps: int | None) -> int:
     """Keras' batch size for arrays: the one given, else enough rows for
     `steps` batches, else 32."""
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(
-            batch_size, (int, np.integer)) or batch_size < 1):
+    if batch_size is not None and (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, (int, np.integer))
+        or batch_size < 1
+    ):
         # Keras would go on to trace a step with no rows, failing far from here.
         raise ValueError(f"`batch_size` must be a whole number of at least 1, got {batch_size!r}")
     if batch_size:
@@ -76,18 +80,23 @@ def split_validation(x: Any, y: Any, sample_weight: Any, validation_split: float
     rows = _num_rows(x)
     split_at = int(math.floor(rows * (1.0 - validation_split)))
     if split_at == 0 or split_at == rows:
-        raise ValueError(f"the training data has {rows} rows, which is not enough to split "
-                         f"with validation_split={validation_split}: the split leaves "
-                         f"{split_at} for training and {rows - split_at} for validation")
-    head = tf.nest.map_structure(lambda a: None if a is None else a[:split_at],
-                                 (x, y, sample_weight))
-    tail = tf.nest.map_structure(lambda a: None if a is None else a[split_at:],
-                                 (x, y, sample_weight))
+        raise ValueError(
+            f"the training data has {rows} rows, which is not enough to split "
+            f"with validation_split={validation_split}: the split leaves "
+            f"{split_at} for training and {rows - split_at} for validation"
+        )
+    head = tf.nest.map_structure(
+        lambda a: None if a is None else a[:split_at], (x, y, sample_weight)
+    )
+    tail = tf.nest.map_structure(
+        lambda a: None if a is None else a[split_at:], (x, y, sample_weight)
+    )
     return head, tail
 
 
-def class_weights_per_row(y: Any, sample_weight: Any, class_weight: Mapping[int, float]
-                          ) -> np.ndarray:
+def class_weights_per_row(
+    y: Any, sample_weight: Any, class_weight: Mapping[int, float]
+) -> np.ndarray:
     """Keras' `class_weight` for arrays as one sample weight per row: the weight
     of the row's label (an integer, a (n, 1) column rounded, or the argmax of a
     one-hot row), 1.0 for labels the mapping lacks."""
@@ -101,12 +110,19 @@ def class_weights_per_row(y: Any, sample_weight: Any, class_weight: Mapping[int,
     labels = np.round(labels).astype(np.int64)
     if labels.ndim != 1:
         raise ValueError(f"`class_weight` needs one label per row; y has shape {np.shape(y)}")
-    return np.asarray([class_weight.get(int(label), 1.0) for label in labels],
-                      dtype=keras.config.floatx())
+    return np.asarray(
+        [class_weight.get(int(label), 1.0) for label in labels], dtype=keras.config.floatx()
+    )
 
 
-def array_batches(x: Any, y: Any = None, sample_weight: Any = None, *, batch_size: int,
-                  shuffle: bool | str = False) -> tf.data.Dataset:
+def array_batches(
+    x: Any,
+    y: Any = None,
+    sample_weight: Any = None,
+    *,
+    batch_size: int,
+    shuffle: bool | str = False,
+) -> tf.data.Dataset:
     """(x[, y[, sample_weight]]) batches of `batch_size` rows of in-memory arrays,
     the last one partial, in order, or with `shuffle=True` in a fresh
     permutation of all rows each time the dataset is iterated (each epoch);
@@ -114,8 +130,9 @@ def array_batches(x: Any, y: Any = None, sample_weight: Any = None, *, batch_siz
     rows = _num_rows(x)
     # Whole arrays once, beside the index batches: captured by the map instead,
     # they would be copied into its graph as constants.
-    inputs = keras.tree.lists_to_tuples(keras.utils.pack_x_y_sample_weight(
-        *tf.nest.map_structure(_floatx, (x, y, sample_weight))))
+    inputs = keras.tree.lists_to_tuples(
+        keras.utils.pack_x_y_sample_weight(*tf.nest.map_structure(_floatx, (x, y, sample_weight)))
+    )
     indices = tf.data.Dataset.range(rows)
     if shuffle and shuffle != "batch":
         indices = indices.shuffle(rows, reshuffle_each_iteration=True)
@@ -125,13 +142,13 @@ def array_batches(x: Any, y: Any = None, sample_weight: Any = None, *, batch_siz
     dataset = tf.data.Dataset.zip((indices, tf.data.Dataset.from_tensors(inputs).repeat()))
     dataset = dataset.map(
         lambda index, arrays: tf.nest.map_structure(lambda a: tf.gather(a, index), arrays),
-        num_parallel_calls=tf.data.AUTOTUNE)
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
     options = tf.data.Options()
     # As Keras' own array pipeline: each worker reads its share of every batch.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     if shuffle:  # the shuffles' random state need not be checkpointed or shipped
-        options.experimental_external_state_policy = (
-            tf.data.experimental.ExternalStatePolicy.IGNORE)
+        options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     return without_autotune(dataset.with_options(options).prefetch(tf.data.AUTOTUNE))
 
 

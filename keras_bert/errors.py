@@ -17,10 +17,9 @@ WRITE_ERRNOS = {
     errno.ENOSPC: "the disk is full: free some space or write somewhere else",
     errno.EDQUOT: "the disk quota is used up: free some space or write somewhere else",
     errno.EFBIG: "the file is larger than this file system or the process's file size "
-                 "limit (ulimit -f) allows: raise the limit or write somewhere else",
+    "limit (ulimit -f) allows: raise the limit or write somewhere else",
     errno.EACCES: "permission denied: fix the permissions or choose a place you can write to",
-    errno.EPERM: "operation not permitted: fix the permissions or choose a place you can "
-                 "write to",
+    errno.EPERM: "operation not permitted: fix the permissions or choose a place you can write to",
     errno.EROFS: "the file system is read-only: write somewhere else",
 }
 # The same refusals as TensorFlow's file ops word them (tf.errors.OpError
@@ -72,12 +71,20 @@ def output_error(error: BaseException, path: str) -> OutputError | None:
     number = write_errno(error)
     if number is None:
         return None
-    return OutputError(f"cannot write {path}: {WRITE_ERRNOS[number]} "
-                       f"([Errno {number}] {errno.errorcode.get(number, '')})")
+    return OutputError(
+        f"cannot write {path}: {WRITE_ERRNOS[number]} "
+        f"([Errno {number}] {errno.errorcode.get(number, '')})"
+    )
 
 
-EXPECTED = (UserError, ValueError, FileNotFoundError, FileExistsError, IsADirectoryError,
-            NotADirectoryError)
+EXPECTED = (
+    UserError,
+    ValueError,
+    FileNotFoundError,
+    FileExistsError,
+    IsADirectoryError,
+    NotADirectoryError,
+)
 
 
 def expected_failure(error: BaseException) -> str | None:

@@ -30,15 +30,19 @@ OBJECTIVES = ("nsp", "sop", "none")
 PRETRAINER_OBJECTIVES = OBJECTIVES + ("lm",)
 
 
-def pretraining_feature_spec(seq_length: int, max_predictions_per_seq: int,
-                             with_next_sentence: bool = True, with_masked_lm: bool = True
-                             ) -> dict[str, tf.io.FixedLenFeature]:
+def pretraining_feature_spec(
+    seq_length: int,
+    max_predictions_per_seq: int,
+    with_next_sentence: bool = True,
+    with_masked_lm: bool = True,
+) -> dict[str, tf.io.FixedLenFeature]:
     """Parsing spec of one pretraining example, as `run_pretraining.py` reads it.
 
     `with_masked_lm=False`: the unmasked records that `create-pretraining-data
     --no-mask` writes for dynamic masking (no masked_lm_* features).
     """
     import tensorflow as tf
+
     spec = {name: tf.io.FixedLenFeature([seq_length], tf.int64) for name in ENCODER_INPUTS}
     if with_masked_lm:
         spec["masked_lm_positions"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
@@ -51,14 +55,26 @@ def pretraining_feature_spec(seq_length: int, max_predictions_per_seq: int,
 
 def int64_feature(values: Iterable[int]) -> tf.train.Feature:
     import tensorflow as tf
+
     return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
 
 def float_feature(values: Iterable[float]) -> tf.train.Feature:
     import tensorflow as tf
+
     return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
 
 # What a `keras-bert finetune` run writes in its output folder: the command line
 # refuses an output folder holding one of the run's inputs under these names.
-FINETUNE_OUTPUT_FILES = ("model.keras", "vocab.txt", "finetune_config.json", "dev_results.json",
-                         "lora_weights.npz", "search_results.md", "checkpoints", "logs", "runs")
+FINETUNE_OUTPUT_FILES = (
+    "model.keras",
+    "vocab.txt",
+    "finetune_config.json",
+    "dev_results.json",
+    "lora_weights.npz",
+    "search_results.md",
+    "checkpoints",
+    "logs",
+    "runs",
+)

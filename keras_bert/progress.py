@@ -48,8 +48,14 @@ class Progress:
     `total` may be None (unknown): the line then counts without a bar.
     """
 
-    def __init__(self, total: int | None, unit: str, detail: str = "", enabled: bool = True,
-                 stream: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        total: int | None,
+        unit: str,
+        detail: str = "",
+        enabled: bool = True,
+        stream: TextIO | None = None,
+    ) -> None:
         self.stream = sys.stderr if stream is None else stream
         self.terminal = _is_terminal(self.stream)
         self.enabled = enabled and (_shown if _shown is not None else self.terminal)

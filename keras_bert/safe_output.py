@@ -55,14 +55,20 @@ def temporary_sibling(path: str, keep_extension: bool = False) -> str:
 
 # === Renaming into place ===
 
+
 class Replacement:
     """One output written under a temporary name: `temporary` to write, then
     `commit()` (renamed over `path`) or `abort()` (removed). For several
     outputs that must appear together (a run's shards), commit each once all
     are written."""
 
-    def __init__(self, path: str, folder: bool = False, keep_extension: bool = False,
-                 make_parents: bool = True) -> None:
+    def __init__(
+        self,
+        path: str,
+        folder: bool = False,
+        keep_extension: bool = False,
+        make_parents: bool = True,
+    ) -> None:
         self.path = os.fspath(path)
         self.folder = folder
         # A device, pipe or socket (/dev/null, /dev/stdout, a FIFO) is written
@@ -114,8 +120,9 @@ class Replacement:
 
 
 @contextlib.contextmanager
-def replacing(path: str, folder: bool = False, keep_extension: bool = False,
-              make_parents: bool = True) -> Iterator[str]:
+def replacing(
+    path: str, folder: bool = False, keep_extension: bool = False, make_parents: bool = True
+) -> Iterator[str]:
     """Yields a temporary path beside `path` to write; renamed over `path` when
     the block ends, removed if it raises. Write errors become OutputError."""
     replacement = Replacement(path, folder, keep_extension, make_parents)
@@ -129,13 +136,13 @@ def replacing(path: str, folder: bool = False, keep_extension: bool = False,
 
 
 @contextlib.contextmanager
-def open_replacing(path: str, mode: str = "w", encoding: str | None = "utf-8"
-                   ) -> Iterator[Any]:
+def open_replacing(path: str, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[Any]:
     """`open(path, mode)` of a temporary sibling, renamed over `path` when done."""
     binary = "b" in mode
     with replacing(path) as temporary:
         if is_remote(path):
             import tensorflow as tf
+
             with tf.io.gfile.GFile(temporary, mode) as f:
                 yield f
         else:
@@ -166,6 +173,7 @@ def copy_file(source: str, path: str) -> str:
     with replacing(path) as temporary:
         if is_remote(source) or is_remote(path):
             import tensorflow as tf
+
             tf.io.gfile.copy(source, temporary, overwrite=True)
         else:
             shutil.copyfile(source, temporary)
@@ -187,8 +195,10 @@ def reporting_write_errors(path: str) -> Iterator[None]:
 
 # === Outputs that are inputs ===
 
-def check_not_input(output: str | None, inputs: Iterable[str | None],
-                    output_name: str = "the output") -> None:
+
+def check_not_input(
+    output: str | None, inputs: Iterable[str | None], output_name: str = "the output"
+) -> None:
     """Raises OutputIsInputError if `output` is one of `inputs` (or inside an
     input folder's place: the same folder): the same path, or the same file
     under another name (a hard or symbolic link). Inputs may be globs or
@@ -204,15 +214,18 @@ def check_not_input(output: str | None, inputs: Iterable[str | None],
                 raise OutputIsInputError(
                     f"{output_name} {output} is the input {candidate}"
                     f"{'' if spelled_alike else ' (the same file under another name)'}"
-                    ": writing it would destroy the input; choose another output")
+                    ": writing it would destroy the input; choose another output"
+                )
             if _replaces_a_file_inside(str(output), candidate):
                 raise OutputIsInputError(
                     f"{output_name} {output} is a file of the input folder {candidate}: "
-                    "writing it would destroy part of the input; choose another output")
+                    "writing it would destroy part of the input; choose another output"
+                )
 
 
-def check_inputs_outside(folder: str | None, inputs: Iterable[str | None],
-                         output_name: str = "the output") -> None:
+def check_inputs_outside(
+    folder: str | None, inputs: Iterable[str | None], output_name: str = "the output"
+) -> None:
     """Raises OutputIsInputError if one of `inputs` lies inside `folder`, an
     output folder that is replaced whole (an export's version folder)."""
     if not folder or is_remote(str(folder)):
@@ -226,7 +239,8 @@ def check_inputs_outside(folder: str | None, inputs: Iterable[str | None],
             if real != root and os.path.commonpath([root, real]) == root:
                 raise OutputIsInputError(
                     f"{output_name} {folder} holds the input {candidate}: replacing the folder "
-                    "would destroy it; choose another output")
+                    "would destroy it; choose another output"
+                )
 
 
 def _replaces_a_file_inside(output: str, candidate: str) -> bool:
@@ -276,8 +290,7 @@ def lock_file(path: str) -> str:
 
 
 @contextlib.contextmanager
-def output_lock(path: str, make_parents: bool = True, folder: bool = False
-                ) -> Iterator[str | None]:
+def output_lock(path: str, make_parents: bool = True, folder: bool = False) -> Iterator[str | None]:
     """Holds `PATH.lock` while the block runs: another process taking the same
     output fails with OutputInUseError naming the owner's pid and host. A
     lock left by a process that is gone (same host, pid not running) is taken
@@ -289,11 +302,17 @@ def output_lock(path: str, make_parents: bool = True, folder: bool = False
     `folder=True`: the output is a folder of many files (a run's output dir),
     so an existing file of that name is refused before anything is written."""
     if folder and not is_remote(path) and os.path.exists(path) and not os.path.isdir(path):
-        raise UserError(f"{path} is a file, and this output is a folder of files; "
-                                 "choose a folder name that is not taken")
+        raise UserError(
+            f"{path} is a file, and this output is a folder of files; "
+            "choose a folder name that is not taken"
+        )
     lock = lock_file(path)
-    if is_remote(path) or _is_special(path) or not is_chief_process() or (
-            not make_parents and not os.path.isdir(os.path.dirname(lock))):
+    if (
+        is_remote(path)
+        or _is_special(path)
+        or not is_chief_process()
+        or (not make_parents and not os.path.isdir(os.path.dirname(lock)))
+    ):
         yield None
         return
     with _held_guard:
@@ -341,9 +360,12 @@ def is_chief_process(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def _acquire(lock: str, path: str) -> None:
-    owner = {"pid": os.getpid(), "host": socket.gethostname(),
-             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-             "command": " ".join(sys.argv)}
+    owner = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+    }
     with reporting_write_errors(lock):
         os.makedirs(os.path.dirname(lock), exist_ok=True)
         # The record is written whole under a private name, then linked to the
@@ -365,14 +387,21 @@ def _acquire(lock: str, path: str) -> None:
                         f"{path} is in use by process {holder.get('pid')} on "
                         f"{holder.get('host')} (since {holder.get('started')}: "
                         f"{holder.get('command', '')[:200]}); wait for it to finish or choose "
-                        f"another output. If that process is gone, remove {lock}")
-                print(f"warning: taking over the lock of {path}: its process "
-                      f"{(holder or {}).get('pid')} on {(holder or {}).get('host')} is no "
-                      f"longer running ({lock})", file=sys.stderr, flush=True)
+                        f"another output. If that process is gone, remove {lock}"
+                    )
+                print(
+                    f"warning: taking over the lock of {path}: its process "
+                    f"{(holder or {}).get('pid')} on {(holder or {}).get('host')} is no "
+                    f"longer running ({lock})",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(lock)
-            raise OutputInUseError(f"{path}: could not take its lock {lock} (other processes "
-                                   "keep taking it); try again")
+            raise OutputInUseError(
+                f"{path}: could not take its lock {lock} (other processes "
+                "keep taking it); try again"
+            )
         finally:
             with contextlib.suppress(OSError):
                 os.remove(mine)
@@ -438,6 +467,7 @@ def _release(lock: str) -> None:
 
 # === File system helpers (local, or tf.io.gfile for remote paths) ===
 
+
 class _Local:
     @staticmethod
     def makedirs(path):
@@ -456,16 +486,19 @@ class _Remote:
     @staticmethod
     def makedirs(path):
         import tensorflow as tf
+
         tf.io.gfile.makedirs(path)
 
     @staticmethod
     def exists(path):
         import tensorflow as tf
+
         return tf.io.gfile.exists(path)
 
     @staticmethod
     def rename(source, target):
         import tensorflow as tf
+
         tf.io.gfile.rename(source, target, overwrite=True)
 
 
@@ -491,6 +524,7 @@ def _is_special(path: str) -> bool:
 def _remove(path: str) -> None:
     if is_remote(path):
         import tensorflow as tf
+
         if tf.io.gfile.isdir(path):
             tf.io.gfile.rmtree(path)
         elif tf.io.gfile.exists(path):

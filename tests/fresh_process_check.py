@@ -47,8 +47,11 @@ def main(manifest_path, results_path):
         try:
             model = keras.models.load_model(entry["file"])
             outputs = model.predict(inputs_of(entry["inputs"]), verbose=0)
-            results[name] = {"outputs": jsonable(outputs), "error": None,
-                             "class": type(model).__name__}
+            results[name] = {
+                "outputs": jsonable(outputs),
+                "error": None,
+                "class": type(model).__name__,
+            }
         except Exception as e:  # reported per model, asserted by the test
             results[name] = {"outputs": None, "error": f"{type(e).__name__}: {e}"}
     with open(results_path, "w", encoding="utf-8") as f:

@@ -29,9 +29,15 @@ def tiny_config(**overrides):
     feed-forward 64, a 40-token vocabulary (the `task_inputs` fixture's ids)
     and no dropout, so two runs of the same data give the same values.
     `overrides` are BertConfig fields (vocab_size=30522 for the real vocabulary)."""
-    values = dict(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=64, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0)
+    values = dict(
+        vocab_size=40,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     return BertConfig(**{**values, **overrides})
 
 
@@ -41,8 +47,12 @@ def running_plain_ops(*layers):
     inside, their weights unchanged: the fast and the plain path of one layer
     compared on the same weights. (Users choose with `fast_kernels=False`, or
     KERAS_BERT_FAST_KERNELS=0, when a layer is built.)"""
-    switched = [inner for layer in layers for inner in layer._flatten_layers(include_self=True)
-                if hasattr(inner, "runs_fast_kernels")]
+    switched = [
+        inner
+        for layer in layers
+        for inner in layer._flatten_layers(include_self=True)
+        if hasattr(inner, "runs_fast_kernels")
+    ]
     before = [inner.runs_fast_kernels for inner in switched]
     for inner in switched:
         inner.runs_fast_kernels = False
@@ -92,8 +102,9 @@ def _assert_finite(outputs, what):
 
 def _assert_same_values(actual, expected, what):
     for a, e in zip(keras.tree.flatten(actual), keras.tree.flatten(expected), strict=True):
-        np.testing.assert_array_equal(keras.ops.convert_to_numpy(a),
-                                      keras.ops.convert_to_numpy(e), err_msg=what)
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(e), err_msg=what
+        )
 
 
 def _check_config(layer_cls, init_kwargs, config):
@@ -111,23 +122,35 @@ def _check_config(layer_cls, init_kwargs, config):
             value = keras.saving.serialize_keras_object(value)
         assert config[key] == value, (
             f"{layer_cls.__name__}.get_config()[{key!r}] is {config[key]!r}, "
-            f"the constructor got {value!r}")
+            f"the constructor got {value!r}"
+        )
     if "__init__" in vars(layer_cls):
         parameters = inspect.signature(layer_cls.__init__).parameters
-        named = {name for name, p in parameters.items()
-                 if name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+        named = {
+            name
+            for name, p in parameters.items()
+            if name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+        }
         # `*args` passes the Keras parent's arguments on (FastDense(fast_kernels=...,
         # *Dense's)): its own must be in the config, the parent's are as above.
         passes_on = any(p.kind == p.VAR_POSITIONAL for p in parameters.values())
         assert named <= set(own) if passes_on else named == set(own), (
             f"{layer_cls.__name__}.get_config() returns {sorted(own)}, "
-            f"its constructor takes {sorted(named)}")
+            f"its constructor takes {sorted(named)}"
+        )
 
 
-def run_layer_test(layer_cls, init_kwargs, input_data, expected_output_shape,
-                   expected_num_trainable_weights=None, expected_output_dtype=None,
-                   run_precision_test=True, run_training_test=True,
-                   check_input_gradients=True):
+def run_layer_test(
+    layer_cls,
+    init_kwargs,
+    input_data,
+    expected_output_shape,
+    expected_num_trainable_weights=None,
+    expected_output_dtype=None,
+    run_precision_test=True,
+    run_training_test=True,
+    check_input_gradients=True,
+):
     """Builds `layer_cls(**init_kwargs)`, calls it on `input_data` and checks:
 
     - the output shapes (a structure of tuples for several outputs), and
@@ -153,14 +176,16 @@ def run_layer_test(layer_cls, init_kwargs, input_data, expected_output_shape,
     layer = layer_cls(**init_kwargs)
     outputs = _call(layer, input_data)
     assert _shapes(outputs) == _as_shapes(expected_output_shape), (
-        f"{name} output shapes {_shapes(outputs)}, expected {expected_output_shape}")
+        f"{name} output shapes {_shapes(outputs)}, expected {expected_output_shape}"
+    )
     if isinstance(input_data, dict):
         input_shapes = [tuple(np.shape(x)) for x in input_data.values()]
     else:
         input_shapes = [keras.tree.map_structure(lambda x: tuple(np.shape(x)), input_data)]
     computed = layer.compute_output_shape(*input_shapes)
     assert _as_shapes(computed) == _shapes(outputs), (
-        f"{name}.compute_output_shape gives {computed}, the call {_shapes(outputs)}")
+        f"{name}.compute_output_shape gives {computed}, the call {_shapes(outputs)}"
+    )
     if expected_num_trainable_weights is not None:
         assert len(layer.trainable_weights) == expected_num_trainable_weights
 
@@ -171,8 +196,11 @@ def run_layer_test(layer_cls, init_kwargs, input_data, expected_output_shape,
     assert restored.get_config() == config, f"{name}: from_config(get_config()) changed the config"
     _call(restored, input_data)  # builds its weights
     restored.set_weights(layer.get_weights())
-    _assert_same_values(_call(restored, input_data), outputs,
-                        f"{name}: from_config(get_config()) with the same weights")
+    _assert_same_values(
+        _call(restored, input_data),
+        outputs,
+        f"{name}: from_config(get_config()) with the same weights",
+    )
     # And through Keras' own serialization (what a saved .keras file holds).
     serialized = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
     assert type(serialized) is layer_cls and serialized.get_config() == config
@@ -185,8 +213,8 @@ def run_layer_test(layer_cls, init_kwargs, input_data, expected_output_shape,
             assert mixed.compute_dtype == compute_dtype and mixed.variable_dtype == "float32"
             for x in keras.tree.flatten(mixed_outputs):
                 assert keras.backend.standardize_dtype(x.dtype) == (
-                    expected_output_dtype or compute_dtype), (
-                    f"{name} under {policy} returns {x.dtype}")
+                    expected_output_dtype or compute_dtype
+                ), f"{name} under {policy} returns {x.dtype}"
             _assert_finite(mixed_outputs, f"{name} under {policy}")
 
     # === One training step ===
@@ -200,8 +228,10 @@ def run_layer_test(layer_cls, init_kwargs, input_data, expected_output_shape,
             # A fixed random projection of the outputs: a loss whose gradient is
             # not zero by symmetry (as the mean square of a LayerNorm's output is).
             rng = np.random.default_rng(0)
-            loss = sum(tf.reduce_sum(tf.cast(x, "float32") * rng.normal(size=x.shape))
-                       for x in keras.tree.flatten(_call(trained, watched, training=True)))
+            loss = sum(
+                tf.reduce_sum(tf.cast(x, "float32") * rng.normal(size=x.shape))
+                for x in keras.tree.flatten(_call(trained, watched, training=True))
+            )
         sources = list(trained.trainable_weights) + (inputs if check_input_gradients else [])
         gradients = tape.gradient(loss, sources)
         for source, gradient in zip(sources, gradients):

@@ -18,8 +18,9 @@ import re
 from repo_paths import REPO_ROOT
 
 HUB_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-_BLOCK = re.compile(r"^(?:<!-- test: (?P<mark>[a-z-]+) -->\n)?```python\n(?P<code>.*?)^```",
-                    flags=re.S | re.M)
+_BLOCK = re.compile(
+    r"^(?:<!-- test: (?P<mark>[a-z-]+) -->\n)?```python\n(?P<code>.*?)^```", flags=re.S | re.M
+)
 MARKS = {"slow"}
 
 
@@ -39,8 +40,9 @@ def python_blocks(relative_path):
     for match in _BLOCK.finditer(text):
         mark = match["mark"]
         if mark is not None and mark not in MARKS:
-            raise ValueError(f"{relative_path}: unknown mark <!-- test: {mark} --> "
-                             f"(known: {sorted(MARKS)})")
+            raise ValueError(
+                f"{relative_path}: unknown mark <!-- test: {mark} --> (known: {sorted(MARKS)})"
+            )
         line = text.count("\n", 0, match.start("code")) + 1
         blocks.append(CodeBlock(relative_path, line, match["code"], mark == "slow"))
     return blocks

@@ -17,8 +17,9 @@ DATASETS_DIR = os.path.join(REPO_ROOT, "data")
 def recipe_script(folder, name):
     """recipes/<folder>/<name>.py as a module, its folder on sys.path as when
     it runs as a script (it imports its siblings)."""
-    return _script_module(os.path.join(REPO_ROOT, "recipes", folder), f"recipe_{folder}_{name}",
-                          name)
+    return _script_module(
+        os.path.join(REPO_ROOT, "recipes", folder), f"recipe_{folder}_{name}", name
+    )
 
 
 def benchmark_script(name):
@@ -30,8 +31,9 @@ def benchmark_script(name):
 def _script_module(directory, module_name, name):
     if directory not in sys.path:
         sys.path.insert(0, directory)
-    spec = importlib.util.spec_from_file_location(module_name,
-                                                  os.path.join(directory, f"{name}.py"))
+    spec = importlib.util.spec_from_file_location(
+        module_name, os.path.join(directory, f"{name}.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

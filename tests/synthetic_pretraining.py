@@ -20,10 +20,13 @@ def random_instance(rng, vocab_size, seq_length, max_predictions_per_seq, full_p
     ids = rng.integers(FIRST_WORD_ID, vocab_size, size=length)
     ids[0], ids[split], ids[length - 1] = CLS, SEP, SEP
     segments = np.zeros(length, np.int64)
-    segments[split + 1:] = 1
+    segments[split + 1 :] = 1
     candidates = [i for i in range(1, length - 1) if i != split]
-    count = max_predictions_per_seq if full_predictions else int(
-        rng.integers(1, max_predictions_per_seq + 1))
+    count = (
+        max_predictions_per_seq
+        if full_predictions
+        else int(rng.integers(1, max_predictions_per_seq + 1))
+    )
     positions = np.sort(rng.choice(candidates, size=count, replace=False))
     masked_ids = ids[positions].copy()
     ids[positions] = MASK
@@ -42,19 +45,31 @@ def random_instance(rng, vocab_size, seq_length, max_predictions_per_seq, full_p
     }
 
 
-def write_records(path, num_examples, vocab_size=32, seq_length=16,
-                  max_predictions_per_seq=4, seed=0, full_predictions=False):
+def write_records(
+    path,
+    num_examples,
+    vocab_size=32,
+    seq_length=16,
+    max_predictions_per_seq=4,
+    seed=0,
+    full_predictions=False,
+):
     """Writes `num_examples` random instances to the TFRecord file `path`;
     `full_predictions` masks `max_predictions_per_seq` tokens in every one."""
     rng = np.random.default_rng(seed)
     with tf.io.TFRecordWriter(str(path)) as writer:
         for _ in range(num_examples):
-            instance = random_instance(rng, vocab_size, seq_length, max_predictions_per_seq,
-                                       full_predictions)
+            instance = random_instance(
+                rng, vocab_size, seq_length, max_predictions_per_seq, full_predictions
+            )
             feature = {
-                name: (features.float_feature(values) if name == "masked_lm_weights"
-                       else features.int64_feature(values))
-                for name, values in instance.items()}
+                name: (
+                    features.float_feature(values)
+                    if name == "masked_lm_weights"
+                    else features.int64_feature(values)
+                )
+                for name, values in instance.items()
+            }
             example = tf.train.Example(features=tf.train.Features(feature=feature))
             writer.write(example.SerializeToString())
     return str(path)

@@ -74,15 +74,28 @@ def test_parity_keras_side_records_each_step_with_dropout_off(minilm_path):
 @pytest.mark.slow
 def test_command_against_fit_runs_both_sides(minilm_path, capsys, tmp_path):
     command_vs_fit = benchmark("command_vs_fit")
-    command_vs_fit.main(["--tasks", "wnut16", "--windows", "1", "--steps", "2",
-                         "--checkpoint", minilm_path, "--results-dir", str(tmp_path)])
+    command_vs_fit.main(
+        [
+            "--tasks",
+            "wnut16",
+            "--windows",
+            "1",
+            "--steps",
+            "2",
+            "--checkpoint",
+            minilm_path,
+            "--results-dir",
+            str(tmp_path),
+        ]
+    )
     table = capsys.readouterr().out
     row = next(line for line in table.splitlines() if line.startswith("| wnut16 |"))
     command, fit = (float(cell) for cell in row.split("|")[2:4])
     assert command > 0 and fit > 0
     (headline,) = benchmark("results_file").read("command_vs_fit", str(tmp_path))["headlines"]
-    assert headline["figures"] == pytest.approx({"keras-bert finetune": command, "fit": fit},
-                                                abs=0.05)
+    assert headline["figures"] == pytest.approx(
+        {"keras-bert finetune": command, "fit": fit}, abs=0.05
+    )
 
 
 @pytest.mark.slow
@@ -90,9 +103,26 @@ def test_bbc_retrieval_scores_zero_shot_and_after_a_step(tmp_path, minilm_path):
     """The retrieval recipe end to end on 8 dev rows at length 32; one
     fine-tuning step on 4 pairs."""
     recipe = benchmark("bbc_retrieval")
-    results = recipe.main(["--checkpoint", minilm_path, "--limit", "8", "--seq-length", "32",
-                           "--batch-size", "4", "--train", recipe.DEV, "--train-limit", "4",
-                           "--train-batch-size", "4", "--results-dir", str(tmp_path)])
+    results = recipe.main(
+        [
+            "--checkpoint",
+            minilm_path,
+            "--limit",
+            "8",
+            "--seq-length",
+            "32",
+            "--batch-size",
+            "4",
+            "--train",
+            recipe.DEV,
+            "--train-limit",
+            "4",
+            "--train-batch-size",
+            "4",
+            "--results-dir",
+            str(tmp_path),
+        ]
+    )
     written = benchmark("results_file").read("bbc_retrieval_fine_tuned", str(tmp_path))
     assert written["figures"] == results
     assert results["dev_queries"] == 8 and results["seq_length"] == 32

@@ -14,8 +14,8 @@ SKIPPED = (os.path.join(REPO_ROOT, "keras_bert", "assets"), os.path.abspath(__fi
 # An issue or pull request by number ("issue 12", "issues #3", "PR 7"), a bare
 # "#12", or the issue itself ("the issue's goal").
 ISSUE_REFERENCE = re.compile(
-    r"\b(?:issues?|PR|pull request)\s*#?\d+|(?:^|[\s(\[,])#\d+\b|\bthe issue\b",
-    flags=re.I | re.M)
+    r"\b(?:issues?|PR|pull request)\s*#?\d+|(?:^|[\s(\[,])#\d+\b|\bthe issue\b", flags=re.I | re.M
+)
 # Not references: MRPC's column names ("#1 String", "#2 ID" in glue.py and its tests).
 NOT_REFERENCES = re.compile(r"#[12] (?:String|ID)\b")
 
@@ -30,8 +30,9 @@ def searched_files():
 
 
 def issue_references(text):
-    return [match.group(0).strip() for match in ISSUE_REFERENCE.finditer(
-        NOT_REFERENCES.sub("", text))]
+    return [
+        match.group(0).strip() for match in ISSUE_REFERENCE.finditer(NOT_REFERENCES.sub("", text))
+    ]
 
 
 def test_no_issue_numbers_in_code_tests_or_docs():
@@ -41,15 +42,26 @@ def test_no_issue_numbers_in_code_tests_or_docs():
             for number, line in enumerate(f, 1):
                 for reference in issue_references(line):
                     found.append(f"{os.path.relpath(path, REPO_ROOT)}:{number}: {reference!r}")
-    assert not found, ("say the reason instead of pointing at a tracker thread:\n"
-                       + "\n".join(found))
+    assert not found, "say the reason instead of pointing at a tracker thread:\n" + "\n".join(found)
 
 
 def test_the_pattern_finds_what_it_is_for():
     number = "41"
-    for text in (f"see issue {number}", f"(#{number})", f"Issue #{number}: why",
-                 f"PR {number}", "the Issue's 1.5x goal", f"fixed in #{number}."):
+    for text in (
+        f"see issue {number}",
+        f"(#{number})",
+        f"Issue #{number}: why",
+        f"PR {number}",
+        "the Issue's 1.5x goal",
+        f"fixed in #{number}.",
+    ):
         assert issue_references(text), text
-    for text in ('("#1 String", "#2 String")', "Quality\t#1 ID\t#2 ID", "C# 12",
-                 "page.md#section-2", "an issue of float rounding", "x[#]"):
+    for text in (
+        '("#1 String", "#2 String")',
+        "Quality\t#1 ID\t#2 ID",
+        "C# 12",
+        "page.md#section-2",
+        "an issue of float rounding",
+        "x[#]",
+    ):
         assert not issue_references(text), text

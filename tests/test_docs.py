@@ -19,14 +19,18 @@ def markdown_pages():
     """docs/ pages, relative to the repository root, in a stable order."""
     pages = []
     for folder, _, files in os.walk(DOCS):
-        pages += [os.path.relpath(os.path.join(folder, name), REPO_ROOT)
-                  for name in files if name.endswith(".md")]
+        pages += [
+            os.path.relpath(os.path.join(folder, name), REPO_ROOT)
+            for name in files
+            if name.endswith(".md")
+        ]
     return sorted(pages)
 
 
 PAGES_WITH_CODE = [page for page in markdown_pages() if python_blocks(page)]
-FAST_PAGES = [page for page in PAGES_WITH_CODE
-              if any(not block.slow for block in python_blocks(page))]
+FAST_PAGES = [
+    page for page in PAGES_WITH_CODE if any(not block.slow for block in python_blocks(page))
+]
 
 
 def test_the_pages_hold_code_to_run():
@@ -55,12 +59,14 @@ def test_every_block_runs(page, tmp_path, monkeypatch, minilm_path):
 def test_command_reference_in_sync():
     with open(os.path.join(DOCS, "guides", "command-line.md"), encoding="utf-8") as f:
         text = f.read()
-    block = re.search(r"<!-- command-reference:start -->\n(.*)\n<!-- command-reference:end -->",
-                      text, flags=re.S)
+    block = re.search(
+        r"<!-- command-reference:start -->\n(.*)\n<!-- command-reference:end -->", text, flags=re.S
+    )
     assert block, "docs/guides/command-line.md lacks the command-reference markers"
     assert block.group(1) == command_reference(), (
         "docs/guides/command-line.md's command table is stale: paste "
-        "keras_bert.cli.command_reference()")
+        "keras_bert.cli.command_reference()"
+    )
 
 
 def test_the_ablation_pictures_are_the_results_files():
@@ -71,5 +77,6 @@ def test_the_ablation_pictures_are_the_results_files():
     names = sorted(name for name in os.listdir(results) if name.endswith(".png"))
     assert names and sorted(os.listdir(pictures)) == names
     for name in names:
-        assert filecmp.cmp(os.path.join(results, name), os.path.join(pictures, name),
-                           shallow=False), f"docs/images/ablations/{name} is stale"
+        assert filecmp.cmp(
+            os.path.join(results, name), os.path.join(pictures, name), shallow=False
+        ), f"docs/images/ablations/{name} is stale"

@@ -25,8 +25,11 @@ def user_pages():
     """The Markdown a user reads: the README and the docs' pages (repository-relative)."""
     pages = ["README.md"]
     for folder, _, files in os.walk(os.path.join(ROOT, "docs")):
-        pages += sorted(os.path.relpath(os.path.join(folder, name), ROOT)
-                        for name in files if name.endswith(".md"))
+        pages += sorted(
+            os.path.relpath(os.path.join(folder, name), ROOT)
+            for name in files
+            if name.endswith(".md")
+        )
     return pages
 
 
@@ -79,8 +82,18 @@ def test_public_api_is_reachable_from_the_top_level():
     assert keras_bert.checkpoints.resolve and keras_bert.BertEncoder.from_pretrained
     assert keras_bert.export.export_saved_model
     assert keras_bert.BertPretrainer.__name__ == "BertPretrainer"
-    assert {"checkpoints", "cli", "export", "kernels", "layers", "models", "pretraining_data",
-            "tasks", "text", "training"} <= set(keras_bert.__all__)
+    assert {
+        "checkpoints",
+        "cli",
+        "export",
+        "kernels",
+        "layers",
+        "models",
+        "pretraining_data",
+        "tasks",
+        "text",
+        "training",
+    } <= set(keras_bert.__all__)
     assert keras_bert.training.finetuning.finetune and keras_bert.text.tokenizer.BertTokenizer
     assert os.path.exists(os.path.join(os.path.dirname(keras_bert.__file__), "py.typed"))
 
@@ -103,17 +116,21 @@ def test_the_changelog_keeps_a_changelog():
         lines = f.read().splitlines()
     versions = [line for line in lines if line.startswith("## ")]
     assert versions[0] == "## [Unreleased]", versions
-    assert all(re.fullmatch(r"## \[(Unreleased|\d+\.\d+\.\d+)\]( - \d{4}-\d{2}-\d{2})?", line)
-               for line in versions), versions
+    assert all(
+        re.fullmatch(r"## \[(Unreleased|\d+\.\d+\.\d+)\]( - \d{4}-\d{2}-\d{2})?", line)
+        for line in versions
+    ), versions
     kinds = {line for line in lines if line.startswith("### ")}
-    assert kinds <= {f"### {kind}" for kind in
-                     ("Added", "Changed", "Deprecated", "Removed", "Fixed", "Security")}, kinds
+    assert kinds <= {
+        f"### {kind}" for kind in ("Added", "Changed", "Deprecated", "Removed", "Fixed", "Security")
+    }, kinds
     first_version = lines.index(versions[0])
     for number, line in enumerate(lines[first_version:], first_version + 1):
         assert not line.startswith("  "), f"CHANGELOG.md:{number}: one line per change"
 
 
 # === run.py: the README's two commands ===
+
 
 def load_run_py(monkeypatch, venv):
     monkeypatch.setenv("KERAS_BERT_VENV", str(venv))
@@ -133,8 +150,7 @@ def test_run_py_installs_once_and_adds_only_what_is_missing(monkeypatch, tmp_pat
         open(run_py.venv_bin("python"), "w").close()
 
     monkeypatch.setattr(run_py.venv, "create", create_venv)
-    monkeypatch.setattr(run_py.subprocess, "run",
-                        lambda command, check: calls.append(command[-1]))
+    monkeypatch.setattr(run_py.subprocess, "run", lambda command, check: calls.append(command[-1]))
     run_py.ensure_installed("quickstart")
     assert calls == ["venv", ROOT]
     run_py.ensure_installed("quickstart")  # installed: nothing to do
@@ -161,13 +177,28 @@ def test_run_py_names_its_commands(monkeypatch, tmp_path, capsys):
 
 # === A wheel, installed outside the checkout ===
 
+
 @pytest.mark.slow
 def test_wheel_installs_and_its_commands_run_outside_the_checkout(tmp_path):
     """A non-editable install carries what the commands read at run time (the
     vocabulary, the Unicode tables, the Austen novels); nothing comes from here."""
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(wheels), ROOT], check=True, cwd=tmp_path)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(wheels),
+            ROOT,
+        ],
+        check=True,
+        cwd=tmp_path,
+    )
     (wheel,) = wheels.iterdir()
     # A fresh environment that reuses this one's dependencies (no download): this
     # environment's site-packages goes on its path, but not its .pth files, so
@@ -175,33 +206,59 @@ def test_wheel_installs_and_its_commands_run_outside_the_checkout(tmp_path):
     env_dir = tmp_path / "env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
     python = str(env_dir / "bin" / "python")
-    env_site = subprocess.run([python, "-c", "import site; print(site.getsitepackages()[0])"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+    env_site = subprocess.run(
+        [python, "-c", "import site; print(site.getsitepackages()[0])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     with open(os.path.join(env_site, "dependencies.pth"), "w", encoding="utf-8") as f:
         f.write("\n".join(site.getsitepackages()) + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
-                    "-q", str(wheel)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "-q", str(wheel)],
+        check=True,
+    )
     bin_dir = str(env_dir / "bin")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL")}
     env["PATH"] = bin_dir + os.pathsep + env["PATH"]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    where = subprocess.run([python, "-c", "import keras_bert; print(keras_bert.__file__)"],
-                           capture_output=True, text=True, check=True, cwd=elsewhere, env=env)
+    where = subprocess.run(
+        [python, "-c", "import keras_bert; print(keras_bert.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=elsewhere,
+        env=env,
+    )
     assert where.stdout.startswith(env_site), where.stdout
 
-    quickstart = subprocess.run([os.path.join(bin_dir, "keras-bert"), "quickstart", "--fast",
-                                 "--output", "qs"], capture_output=True, text=True,
-                                cwd=elsewhere, env=env, timeout=1200)
+    quickstart = subprocess.run(
+        [os.path.join(bin_dir, "keras-bert"), "quickstart", "--fast", "--output", "qs"],
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        env=env,
+        timeout=1200,
+    )
     output = quickstart.stdout + quickstart.stderr
     assert quickstart.returncode == 0, output[-3000:]
     assert "[8/8]" in quickstart.stdout
     # Quiet by default: no TensorFlow / XLA / oneDNN C++ log line anywhere.
-    assert [line for line in output.splitlines(keepends=True)
-            if native_logs.is_native_log_line(line.encode())] == []
+    assert [
+        line
+        for line in output.splitlines(keepends=True)
+        if native_logs.is_native_log_line(line.encode())
+    ] == []
     assert not re.search(r"cuInit|oneDNN|Compiled cluster", output), output[-3000:]
 
-    encode = subprocess.run([os.path.join(bin_dir, "keras-bert"), "encode", "Hello, world!"],
-                            capture_output=True, text=True, cwd=elsewhere, env=env, timeout=600)
+    encode = subprocess.run(
+        [os.path.join(bin_dir, "keras-bert"), "encode", "Hello, world!"],
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        env=env,
+        timeout=600,
+    )
     assert encode.returncode == 0, encode.stderr[-3000:]
     assert "hello" in encode.stdout and "world" in encode.stdout

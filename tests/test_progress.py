@@ -74,16 +74,29 @@ def test_a_command_writes_plain_progress_lines_into_a_log(tmp_path):
     import subprocess
 
     from keras_bert.assets import AUSTEN_DIR
+
     keras_bert_command = shutil.which("keras-bert")
     assert keras_bert_command, "the keras-bert command is not installed (pip install -e .)"
     result = subprocess.run(
-        [keras_bert_command, "vocab", "--input", os.path.join(AUSTEN_DIR, "persuasion.txt"),
-         "--vocab-size", "400", "--output", str(tmp_path / "vocab.txt")],
-        capture_output=True, text=True, timeout=600,
-        env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
+        [
+            keras_bert_command,
+            "vocab",
+            "--input",
+            os.path.join(AUSTEN_DIR, "persuasion.txt"),
+            "--vocab-size",
+            "400",
+            "--output",
+            str(tmp_path / "vocab.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stderr.splitlines()
     assert "\r" not in result.stderr and "\x1b" not in result.stderr
     progress_lines = [line for line in lines if "bytes of 466,854, counting words" in line]
     assert progress_lines and progress_lines[-1].startswith(
-        "[##############################] 100.0 % 466,854 bytes of 466,854"), lines
+        "[##############################] 100.0 % 466,854 bytes of 466,854"
+    ), lines

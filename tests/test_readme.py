@@ -28,7 +28,8 @@ def test_readme_gives_the_two_commands_and_ci_runs_the_same():
 
 def test_readme_is_a_first_screen_not_a_reference():
     assert len(read_readme().splitlines()) <= MAX_LINES, (
-        f"README.md is over {MAX_LINES} lines: move the detail into a page of docs/")
+        f"README.md is over {MAX_LINES} lines: move the detail into a page of docs/"
+    )
 
 
 def test_every_readme_block_compiles():
@@ -54,7 +55,8 @@ def test_the_comparison_table_is_generated_from_the_results_files():
     summary = benchmark_script("summary")
     assert summary.readme_block(read_readme()) == summary.table(), (
         "README.md's comparison table differs from the results files': "
-        "python benchmarks/summary.py --write-readme")
+        "python benchmarks/summary.py --write-readme"
+    )
 
 
 def test_every_number_in_the_comparison_links_to_its_results_file():

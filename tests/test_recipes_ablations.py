@@ -26,10 +26,25 @@ def output_dir(tmp_path_factory):
 
 @pytest.mark.slow
 def test_objectives_table(output_dir, capsys):
-    ablations().main(["objectives", "--smoke", "--seeds", "0", "--output-dir", output_dir,
-                      "--row", "ltr", "--row", "ltr_bilstm"])
+    ablations().main(
+        [
+            "objectives",
+            "--smoke",
+            "--seeds",
+            "0",
+            "--output-dir",
+            output_dir,
+            "--row",
+            "ltr",
+            "--row",
+            "ltr_bilstm",
+        ]
+    )
     table = open(os.path.join(output_dir, "objectives.md")).read()
-    assert "| LTR & No NSP | " in table and "| BERT (MLM + NSP) | not run | not run | not run |" in table
+    assert (
+        "| LTR & No NSP | " in table
+        and "| BERT (MLM + NSP) | not run | not run | not run |" in table
+    )
     # The SQuAD smoke column runs the span path, the BiLSTM span head included.
     assert "SQuAD samples F1 (smoke" in table and table.count("(n=1)") == 5
     assert os.path.exists(os.path.join(output_dir, "objectives.png"))
@@ -41,16 +56,36 @@ def test_objectives_table(output_dir, capsys):
 
 @pytest.mark.slow
 def test_masking_table(output_dir):
-    ablations().main(["masking", "--smoke", "--seeds", "0", "--output-dir", output_dir,
-                      "--row", "mask0_same0_rnd100"])
+    ablations().main(
+        [
+            "masking",
+            "--smoke",
+            "--seeds",
+            "0",
+            "--output-dir",
+            output_dir,
+            "--row",
+            "mask0_same0_rnd100",
+        ]
+    )
     table = open(os.path.join(output_dir, "masking.md")).read()
     assert table.count("(n=1)") == 3 and "| 80 / 10 / 10 | not run" in table
 
 
 @pytest.mark.slow
 def test_feature_based_table(output_dir):
-    ablations().main(["feature_based", "--smoke", "--seeds", "0", "--output-dir", output_dir,
-                      "--row", "concat_last_four"])
+    ablations().main(
+        [
+            "feature_based",
+            "--smoke",
+            "--seeds",
+            "0",
+            "--output-dir",
+            output_dir,
+            "--row",
+            "concat_last_four",
+        ]
+    )
     table = open(os.path.join(output_dir, "feature_based.md")).read()
     assert "| Concat last four hidden | " in table and "(n=1)" in table
 

@@ -22,8 +22,11 @@ from repo_paths import REPO_ROOT
 
 def leftovers(folder):
     """Temporary outputs or locks left in `folder`."""
-    return sorted(name for name in os.listdir(folder) if ".partial-" in name
-                  or name.endswith(".lock") or ".old-" in name)
+    return sorted(
+        name
+        for name in os.listdir(folder)
+        if ".partial-" in name or name.endswith(".lock") or ".old-" in name
+    )
 
 
 # === Whole or not at all ===
@@ -37,13 +40,16 @@ def test_a_file_is_replaced_whole(tmp_path):
     assert leftovers(tmp_path) == []
 
 
-@pytest.mark.parametrize("number, says", [
-    (errno.ENOSPC, "the disk is full"),
-    (errno.EDQUOT, "the disk quota is used up"),
-    (errno.EFBIG, "file size limit"),
-    (errno.EACCES, "permission denied"),
-    (errno.EROFS, "the file system is read-only"),
-])
+@pytest.mark.parametrize(
+    "number, says",
+    [
+        (errno.ENOSPC, "the disk is full"),
+        (errno.EDQUOT, "the disk quota is used up"),
+        (errno.EFBIG, "file size limit"),
+        (errno.EACCES, "permission denied"),
+        (errno.EROFS, "the file system is read-only"),
+    ],
+)
 def test_a_refused_write_is_one_error_and_leaves_the_old_file(tmp_path, number, says):
     path = str(tmp_path / "vocab.txt")
     safe_output.write_text(path, "[PAD]\n")
@@ -62,6 +68,7 @@ def test_a_refused_rename_leaves_nothing_that_looks_complete(tmp_path, monkeypat
 
     def read_only(source, target):
         raise OSError(errno.EROFS, "Read-only file system", target)
+
     monkeypatch.setattr(os, "replace", read_only)
     with pytest.raises(errors.OutputError, match="read-only"):
         safe_output.write_bytes(path, b"weights")
@@ -69,22 +76,27 @@ def test_a_refused_rename_leaves_nothing_that_looks_complete(tmp_path, monkeypat
     assert leftovers(tmp_path) == []
 
 
-@pytest.mark.parametrize("kind, message, says", [
-    ("ResourceExhaustedError", "No space left on device", "the disk is full"),
-    ("OutOfRangeError", "File too large", "ulimit -f"),  # SaveV2 under a file size limit
-    ("PermissionDeniedError", "Permission denied", "permission denied"),
-    ("FailedPreconditionError", "Read-only file system", "read-only"),
-])
+@pytest.mark.parametrize(
+    "kind, message, says",
+    [
+        ("ResourceExhaustedError", "No space left on device", "the disk is full"),
+        ("OutOfRangeError", "File too large", "ulimit -f"),  # SaveV2 under a file size limit
+        ("PermissionDeniedError", "Permission denied", "permission denied"),
+        ("FailedPreconditionError", "Read-only file system", "read-only"),
+    ],
+)
 def test_a_tensorflow_write_error_is_translated(tmp_path, kind, message, says):
     """TensorFlow's file ops (SaveV2, TFRecordWriter, GFile) carry no errno:
     the refusal is read from the message (e.g. a model folder turned
     read-only in the middle of pretraining)."""
     import tensorflow as tf
+
     path = str(tmp_path / "ckpt")
     with pytest.raises(errors.OutputError, match=says) as caught:
         with safe_output.reporting_write_errors(path):
             raise getattr(tf.errors, kind)(
-                None, None, f"{path}/variables.data-00000-of-00001; {message}")
+                None, None, f"{path}/variables.data-00000-of-00001; {message}"
+            )
     assert f"cannot write {path}" in str(caught.value)
 
 
@@ -111,10 +123,13 @@ FULL_DISK = textwrap.dedent("""
 
 def test_a_real_file_size_limit_is_one_error_and_no_file(tmp_path):
     path = str(tmp_path / "big.txt")
-    result = subprocess.run([sys.executable, "-c", FULL_DISK, path], capture_output=True,
-                            text=True, cwd=REPO_ROOT,
-                            env={**os.environ, "PYTHONPATH": REPO_ROOT,
-                                 "PYTHONDONTWRITEBYTECODE": "1"})
+    result = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, path],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": REPO_ROOT, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
     assert result.returncode == 3, result.stderr
     assert f"cannot write {path}" in result.stdout and "ulimit -f" in result.stdout
     assert not os.path.exists(path)
@@ -155,8 +170,12 @@ def test_the_output_may_not_be_an_input(tmp_path):
     source.write_text("the inputs\n")
     os.link(source, tmp_path / "hard.txt")
     os.symlink(source, tmp_path / "soft.txt")
-    for output in (str(source), str(tmp_path / "." / "a.txt"), str(tmp_path / "hard.txt"),
-                   str(tmp_path / "soft.txt")):
+    for output in (
+        str(source),
+        str(tmp_path / "." / "a.txt"),
+        str(tmp_path / "hard.txt"),
+        str(tmp_path / "soft.txt"),
+    ):
         with pytest.raises(errors.OutputIsInputError, match="would destroy the input"):
             safe_output.check_not_input(output, [str(source)], "--output")
     with pytest.raises(errors.OutputIsInputError):  # inputs as a glob or a comma list
@@ -181,13 +200,16 @@ HOLDER = textwrap.dedent("""
 
 def test_an_output_in_use_by_another_process_is_refused(tmp_path):
     output = str(tmp_path / "run")
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, output], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": REPO_ROOT})
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, output],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": REPO_ROOT},
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(errors.OutputInUseError,
-                           match=f"in use by process {holder.pid} on "):
+        with pytest.raises(errors.OutputInUseError, match=f"in use by process {holder.pid} on "):
             with safe_output.output_lock(output):
                 pass
     finally:
@@ -200,6 +222,7 @@ def test_an_output_in_use_by_another_process_is_refused(tmp_path):
 
 def test_a_stale_lock_is_taken_over_with_a_warning(tmp_path, capsys):
     import socket
+
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # its pid is no longer running
     output = str(tmp_path / "out.jsonl")
@@ -215,8 +238,9 @@ def test_a_lock_of_another_host_is_not_taken_over(tmp_path):
     output = str(tmp_path / "out")
     with open(safe_output.lock_file(output), "w") as f:
         json.dump({"pid": 1, "host": "some-other-machine", "started": "earlier"}, f)
-    with pytest.raises(errors.OutputInUseError, match="some-other-machine.*If that process "
-                                                      "is gone, remove"):
+    with pytest.raises(
+        errors.OutputInUseError, match="some-other-machine.*If that process is gone, remove"
+    ):
         with safe_output.output_lock(output):
             pass
 
@@ -237,6 +261,7 @@ def test_a_device_is_written_in_place_never_replaced(tmp_path):
     """/dev/null (or /dev/stdout, a pipe) as the output: written to, and the
     device node stays (renaming over it, as root, would replace it with a file)."""
     import stat
+
     before = os.stat("/dev/null")
     safe_output.write_text("/dev/null", "answers\n")
     with safe_output.output_lock("/dev/null") as lock:
@@ -272,9 +297,11 @@ def test_an_output_may_not_replace_a_file_of_an_input_folder(tmp_path):
 
 def test_only_a_clusters_chief_takes_the_lock(tmp_path, monkeypatch):
     """The workers of one multi-worker run share its output: the lock is the chief's."""
+
     def tf_config(kind, index, chief=False):
         cluster = {"worker": ["h:1", "h:2"], **({"chief": ["h:0"]} if chief else {})}
         return json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}})
+
     assert safe_output.is_chief_process({})
     assert safe_output.is_chief_process({"TF_CONFIG": tf_config("worker", 0)})
     assert not safe_output.is_chief_process({"TF_CONFIG": tf_config("worker", 1)})
@@ -292,6 +319,7 @@ def test_remote_paths_go_through_tf_io_gfile():
     """gs:// and other file systems of TensorFlow (here its in-memory ram://):
     written beside and renamed, folders too; no inode, no lock."""
     import tensorflow as tf
+
     path = "ram://safe_output_test/run/finetune_config.json"
     safe_output.write_json(path, {"task": "classify"})
     with tf.io.gfile.GFile(path) as f:

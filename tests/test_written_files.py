@@ -24,12 +24,23 @@ def _expected():
 
 def test_an_old_keras_file_loads_in_a_fresh_process_and_predicts_the_same():
     expected = _expected()
-    script = ("import json, sys, keras_bert, keras\n"
-              "model = keras.models.load_model(sys.argv[1])\n"
-              "print(json.dumps(model.predict(json.loads(sys.argv[2]), verbose=0).tolist()))\n")
+    script = (
+        "import json, sys, keras_bert, keras\n"
+        "model = keras.models.load_model(sys.argv[1])\n"
+        "print(json.dumps(model.predict(json.loads(sys.argv[2]), verbose=0).tolist()))\n"
+    )
     done = subprocess.run(
-        [sys.executable, "-c", script, os.path.join(FIXTURES, "classifier.keras"),
-         json.dumps(expected["texts"])], capture_output=True, text=True, check=True)
+        [
+            sys.executable,
+            "-c",
+            script,
+            os.path.join(FIXTURES, "classifier.keras"),
+            json.dumps(expected["texts"]),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     logits = json.loads(done.stdout.strip().splitlines()[-1])
     np.testing.assert_allclose(logits, expected["logits"], atol=1e-5)
 
@@ -37,13 +48,14 @@ def test_an_old_keras_file_loads_in_a_fresh_process_and_predicts_the_same():
 def test_an_old_export_serves_the_same():
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
+
     expected = _expected()
     loaded = tf.saved_model.load(os.path.join(FIXTURES, "classifier_export"))
     texts = expected["texts"]
     outputs = loaded.signatures["serving_default"](
-        text=tf.constant(texts), text_pair=tf.constant([""] * len(texts)))
-    np.testing.assert_allclose(outputs["logits"].numpy(), expected["export"]["logits"],
-                               atol=1e-5)
+        text=tf.constant(texts), text_pair=tf.constant([""] * len(texts))
+    )
+    np.testing.assert_allclose(outputs["logits"].numpy(), expected["export"]["logits"], atol=1e-5)
     assert [v.decode() for v in outputs["label"].numpy()] == expected["export"]["label"]
 
 
@@ -59,19 +71,30 @@ def fixture_copy(tmp_path, monkeypatch):
 
 def _finetune_config(output_dir):
     from keras_bert.training.finetuning import FinetuneConfig
-    return FinetuneConfig(task="classify", train="train.tsv", vocab_file="vocab.txt",
-                          seq_length=16, init_checkpoint="encoder.keras", batch_size=8,
-                          epochs=2, verbose=0, output_dir=output_dir, tensorboard=False,
-                          dropout=0.0, learning_rate=1e-3)
+
+    return FinetuneConfig(
+        task="classify",
+        train="train.tsv",
+        vocab_file="vocab.txt",
+        seq_length=16,
+        init_checkpoint="encoder.keras",
+        batch_size=8,
+        epochs=2,
+        verbose=0,
+        output_dir=output_dir,
+        tensorboard=False,
+        dropout=0.0,
+        learning_rate=1e-3,
+    )
 
 
 def _weights(path):
     return keras.models.load_model(path, compile=False).get_weights()
 
 
-def test_an_interrupted_finetune_run_resumes_to_the_uninterrupted_weights(fixture_copy,
-                                                                         capsys):
+def test_an_interrupted_finetune_run_resumes_to_the_uninterrupted_weights(fixture_copy, capsys):
     from keras_bert.training import finetuning
+
     resumed = finetuning.finetune(_finetune_config("finetune_run"))
     assert "resuming from finetune_run/checkpoints/ckpt-3 at step 3" in capsys.readouterr().out
     assert resumed["steps"] == 6
@@ -79,17 +102,30 @@ def test_an_interrupted_finetune_run_resumes_to_the_uninterrupted_weights(fixtur
     first = _weights("encoder.keras")[0]
     trained = _weights("uninterrupted/model.keras")[0]
     assert np.abs(trained - first).max() > 1e-3  # far enough for a lost step to show
-    for ours, theirs in zip(_weights("finetune_run/model.keras"),
-                            _weights("uninterrupted/model.keras")):
+    for ours, theirs in zip(
+        _weights("finetune_run/model.keras"), _weights("uninterrupted/model.keras")
+    ):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
 def test_a_pretraining_run_resumes_on_its_records(fixture_copy, capsys):
     from keras_bert.training import pretraining
-    results = pretraining.pretrain(pretraining.PretrainConfig(
-        model="bert_config.json", train_files="pretraining.tfrecord", seq_length=16,
-        max_predictions_per_seq=4, batch_size=4, train_steps=4, warmup_steps=1,
-        checkpoint_every=2, log_every=1, model_dir="pretraining_run", verbose=0))
+
+    results = pretraining.pretrain(
+        pretraining.PretrainConfig(
+            model="bert_config.json",
+            train_files="pretraining.tfrecord",
+            seq_length=16,
+            max_predictions_per_seq=4,
+            batch_size=4,
+            train_steps=4,
+            warmup_steps=1,
+            checkpoint_every=2,
+            log_every=1,
+            model_dir="pretraining_run",
+            verbose=0,
+        )
+    )
     assert "resuming from" in capsys.readouterr().out
     with open("pretraining_run/eval_results.json") as f:
         assert json.load(f)["step"] == 4

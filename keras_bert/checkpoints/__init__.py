@@ -24,11 +24,23 @@ from keras_bert.checkpoints.source import (  # noqa: F401
 )
 from keras_bert.checkpoints.task_heads import load_original_task_head  # noqa: F401
 
-__all__ = ["HEAD_TENSORS", "TASK_HEAD_TENSORS", "Casing", "PretrainedSource",
-           "assign_encoder_weights", "assign_head_weights", "casing_from_vocabulary",
-           "decide_lowercase", "encoder_variables", "head_variables",
-           "load_original_task_head", "read_huggingface", "read_tf1_checkpoint", "resolve",
-           "tokenizer_settings"]
+__all__ = [
+    "HEAD_TENSORS",
+    "TASK_HEAD_TENSORS",
+    "Casing",
+    "PretrainedSource",
+    "assign_encoder_weights",
+    "assign_head_weights",
+    "casing_from_vocabulary",
+    "decide_lowercase",
+    "encoder_variables",
+    "head_variables",
+    "load_original_task_head",
+    "read_huggingface",
+    "read_tf1_checkpoint",
+    "resolve",
+    "tokenizer_settings",
+]
 
 from keras_bert._lazy import submodule_getattr  # noqa: E402
 

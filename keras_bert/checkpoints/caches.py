@@ -29,25 +29,39 @@ _STORAGE = "https://storage.googleapis.com/bert_models"
 # Release name -> (its folder on storage.googleapis.com/bert_models, HuggingFace's
 # names for the same weights), as google-research/bert's README links them.
 RELEASES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "uncased_L-12_H-768_A-12": ("2018_10_18", ("google-bert/bert-base-uncased",
-                                               "bert-base-uncased")),
+    "uncased_L-12_H-768_A-12": (
+        "2018_10_18",
+        ("google-bert/bert-base-uncased", "bert-base-uncased"),
+    ),
     "cased_L-12_H-768_A-12": ("2018_10_18", ("google-bert/bert-base-cased", "bert-base-cased")),
-    "uncased_L-24_H-1024_A-16": ("2018_10_18", ("google-bert/bert-large-uncased",
-                                                "bert-large-uncased")),
-    "cased_L-24_H-1024_A-16": ("2018_10_18", ("google-bert/bert-large-cased",
-                                              "bert-large-cased")),
-    "multi_cased_L-12_H-768_A-12": ("2018_11_23", ("google-bert/bert-base-multilingual-cased",
-                                                   "bert-base-multilingual-cased")),
-    "multilingual_L-12_H-768_A-12": ("2018_11_03", ("google-bert/bert-base-multilingual-uncased",
-                                                    "bert-base-multilingual-uncased")),
-    "chinese_L-12_H-768_A-12": ("2018_11_03", ("google-bert/bert-base-chinese",
-                                               "bert-base-chinese")),
-    "wwm_uncased_L-24_H-1024_A-16": ("2019_05_30", (
-        "google-bert/bert-large-uncased-whole-word-masking",
-        "bert-large-uncased-whole-word-masking")),
-    "wwm_cased_L-24_H-1024_A-16": ("2019_05_30", (
-        "google-bert/bert-large-cased-whole-word-masking",
-        "bert-large-cased-whole-word-masking")),
+    "uncased_L-24_H-1024_A-16": (
+        "2018_10_18",
+        ("google-bert/bert-large-uncased", "bert-large-uncased"),
+    ),
+    "cased_L-24_H-1024_A-16": ("2018_10_18", ("google-bert/bert-large-cased", "bert-large-cased")),
+    "multi_cased_L-12_H-768_A-12": (
+        "2018_11_23",
+        ("google-bert/bert-base-multilingual-cased", "bert-base-multilingual-cased"),
+    ),
+    "multilingual_L-12_H-768_A-12": (
+        "2018_11_03",
+        ("google-bert/bert-base-multilingual-uncased", "bert-base-multilingual-uncased"),
+    ),
+    "chinese_L-12_H-768_A-12": (
+        "2018_11_03",
+        ("google-bert/bert-base-chinese", "bert-base-chinese"),
+    ),
+    "wwm_uncased_L-24_H-1024_A-16": (
+        "2019_05_30",
+        (
+            "google-bert/bert-large-uncased-whole-word-masking",
+            "bert-large-uncased-whole-word-masking",
+        ),
+    ),
+    "wwm_cased_L-24_H-1024_A-16": (
+        "2019_05_30",
+        ("google-bert/bert-large-cased-whole-word-masking", "bert-large-cased-whole-word-masking"),
+    ),
 }
 # The 24 small BERTs (Turc et al., 2019): 64-wide heads. Their L-12_H-768 is
 # BERT-base, whose name stays with the 2018 release above.
@@ -56,13 +70,15 @@ for _layers in (2, 4, 6, 8, 10, 12):
         _name = f"uncased_L-{_layers}_H-{_hidden}_A-{_hidden // 64}"
         RELEASES.setdefault(_name, ("2020_02_20", (f"google/bert_{_name}",)))
 del _layers, _hidden, _name
-ALIASES = {hub_name: release for release, (_, hub_names) in RELEASES.items()
-           for hub_name in hub_names}
+ALIASES = {
+    hub_name: release for release, (_, hub_names) in RELEASES.items() for hub_name in hub_names
+}
 
 # huggingface_hub's repo ids: `NAME` or `ORG/NAME` of letters, digits, `-`, `_`,
 # `.`; no `--` or `..` (validate_repo_id). Then an optional `@revision`.
-_NAME = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*(?:/[A-Za-z0-9][\w.-]*)?)(?:@(?P<rev>[\w./-]+))?",
-                   re.ASCII)
+_NAME = re.compile(
+    r"(?P<repo>[A-Za-z0-9][\w.-]*(?:/[A-Za-z0-9][\w.-]*)?)(?:@(?P<rev>[\w./-]+))?", re.ASCII
+)
 # A missing file, not a name: reported as a missing path.
 _FILE_SUFFIXES = (".ckpt", ".keras", ".json", ".safetensors", ".index", ".h5", ".bin", ".txt")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -71,8 +87,13 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 def is_name(path: str) -> bool:
     """Whether `path`, which does not exist, reads as a checkpoint name."""
     match = _NAME.fullmatch(path)
-    return (match is not None and len(match["repo"]) <= 96 and "--" not in match["repo"]
-            and ".." not in path and not match["repo"].endswith(_FILE_SUFFIXES))
+    return (
+        match is not None
+        and len(match["repo"]) <= 96
+        and "--" not in match["repo"]
+        and ".." not in path
+        and not match["repo"].endswith(_FILE_SUFFIXES)
+    )
 
 
 def huggingface_cache() -> tuple[str, str]:
@@ -124,14 +145,17 @@ def find_cached(name: str) -> str:
 
     if release is not None and repo == release:
         zip_name = f"{release}.zip"
-        command = (f"curl -LO {_STORAGE}/{RELEASES[release][0]}/{zip_name} && "
-                   f"unzip {zip_name} -d {os.path.join(cache, release)}")
+        command = (
+            f"curl -LO {_STORAGE}/{RELEASES[release][0]}/{zip_name} && "
+            f"unzip {zip_name} -d {os.path.join(cache, release)}"
+        )
     else:
         arguments = f"download {repo}" + (f" --revision {revision}" if revision else "")
         command = f"hf {arguments}  (older huggingface_hub: huggingface-cli {arguments})"
     raise FileNotFoundError(
         f"{name}: no such local path, and not in the local caches (keras_bert reads no "
-        "network). Looked in:\n  " + "\n  ".join(looked) + f"\nFetch it with: {command}")
+        "network). Looked in:\n  " + "\n  ".join(looked) + f"\nFetch it with: {command}"
+    )
 
 
 def _hub_snapshot(hub: str, repo: str, revision: str | None) -> tuple[str | None, str]:
@@ -152,7 +176,8 @@ def _hub_snapshot(hub: str, repo: str, revision: str | None) -> tuple[str | None
                 raise FileNotFoundError(
                     f"{model}: no refs/main and {len(commits)} snapshots "
                     f"({', '.join(commits[:4])}{', ...' if len(commits) > 4 else ''}); "
-                    f"name one: {repo}@<commit>")
+                    f"name one: {repo}@<commit>"
+                )
             if not commits:
                 return None, snapshots
             commit = commits[0]

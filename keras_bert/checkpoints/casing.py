@@ -26,6 +26,7 @@ from keras_bert.checkpoints.load import read_json
 @dataclasses.dataclass(frozen=True)
 class Casing:
     """Whether text must be lowercased for a checkpoint, and why we think so."""
+
     lowercase: bool
     evidence: str  # e.g. "TF1 folder name uncased_L-12_H-768_A-12"
 
@@ -34,6 +35,7 @@ class Casing:
 
 
 # === HuggingFace ===
+
 
 def casing_from_tokenizer_config(path: str) -> Casing | None:
     """`do_lower_case` of a HuggingFace `tokenizer_config.json`; None where the
@@ -52,17 +54,26 @@ def casing_from_tokenizer_config(path: str) -> Casing | None:
 # === Original TF1 releases ===
 
 # The folder names google-research/bert's validate_case_matches_checkpoint knows.
-TF1_UNCASED_MODELS = ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
-                      "multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12")
-TF1_CASED_MODELS = ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16",
-                    "multi_cased_L-12_H-768_A-12")
+TF1_UNCASED_MODELS = (
+    "uncased_L-24_H-1024_A-16",
+    "uncased_L-12_H-768_A-12",
+    "multilingual_L-12_H-768_A-12",
+    "chinese_L-12_H-768_A-12",
+)
+TF1_CASED_MODELS = (
+    "cased_L-12_H-768_A-12",
+    "cased_L-24_H-1024_A-16",
+    "multi_cased_L-12_H-768_A-12",
+)
 # The original's pattern: the folder right above `bert_model.ckpt`.
 _TF1_MODEL_NAME = re.compile(r"^.*?([A-Za-z0-9_-]+)/bert_model.ckpt")
 # Google's later releases with names of the same form, which the original's list
 # predates: whole-word masking (wwm_uncased_L-24_H-1024_A-16) and the 24 small
 # BERTs (uncased_L-4_H-256_A-4). Multilingual without "cased" and Chinese are uncased.
-_TF1_RELEASE = re.compile(r"(?:wwm_)?(uncased|cased|multi_cased|multilingual|chinese)"
-                          r"_L-\d+_H-\d+_A-\d+")
+_TF1_RELEASE = re.compile(
+    r"(?:wwm_)?(uncased|cased|multi_cased|multilingual|chinese)"
+    r"_L-\d+_H-\d+_A-\d+"
+)
 
 
 def casing_from_tf1_name(checkpoint_prefix: str) -> Casing | None:
@@ -77,11 +88,13 @@ def casing_from_tf1_name(checkpoint_prefix: str) -> Casing | None:
     release = _TF1_RELEASE.fullmatch(name)
     if release is None:
         return None
-    return Casing(release.group(1) in ("uncased", "multilingual", "chinese"),
-                  f"TF1 folder name {name}")
+    return Casing(
+        release.group(1) in ("uncased", "multilingual", "chinese"), f"TF1 folder name {name}"
+    )
 
 
 # === The vocabulary ===
+
 
 def _is_special(entry: str) -> bool:
     # [PAD], [CLS], [unused12]...: upper-case in uncased vocabularies too.
@@ -107,6 +120,7 @@ def casing_from_vocabulary(vocab_file: str) -> Casing:
 
 # === Deciding ===
 
+
 def choose_lowercase(lowercase: bool | None, detected: Casing, source: str) -> bool:
     """The detected value for `lowercase=None`; a given value must agree with it."""
     if lowercase is None:
@@ -115,5 +129,6 @@ def choose_lowercase(lowercase: bool | None, detected: Casing, source: str) -> b
         given = "lowercase=True (uncased)" if lowercase else "lowercase=False (cased)"
         raise ValueError(
             f"{given} contradicts {source}, which is {detected.describe()}; leave the "
-            "casing out to use the checkpoint's, or give a checkpoint of the other casing")
+            "casing out to use the checkpoint's, or give a checkpoint of the other casing"
+        )
     return bool(lowercase)

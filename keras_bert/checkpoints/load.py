@@ -38,8 +38,10 @@ HEAD_TENSORS = (
 # loads them into task models): an encoder loaded from such a checkpoint leaves
 # them, and refuses only tensors nobody knows.
 TASK_HEAD_TENSORS = (
-    "output_weights", "output_bias",                       # run_classifier.py
-    "cls/squad/output_weights", "cls/squad/output_bias",   # run_squad.py
+    "output_weights",
+    "output_bias",  # run_classifier.py
+    "cls/squad/output_weights",
+    "cls/squad/output_bias",  # run_squad.py
 )
 
 
@@ -69,15 +71,18 @@ def encoder_variables(encoder: keras.Model) -> dict[str, keras.Variable]:
         for scope, dense in dense_layers.items():
             names[f"{prefix}/{scope}/kernel"] = dense.kernel
             names[f"{prefix}/{scope}/bias"] = dense.bias
-        for scope, norm in (("attention/output/LayerNorm", block.attention_layer_norm),
-                            ("output/LayerNorm", block.output_layer_norm)):
+        for scope, norm in (
+            ("attention/output/LayerNorm", block.attention_layer_norm),
+            ("output/LayerNorm", block.output_layer_norm),
+        ):
             names[f"{prefix}/{scope}/gamma"] = norm.gamma
             names[f"{prefix}/{scope}/beta"] = norm.beta
     return names
 
 
-def assign_encoder_weights(encoder: keras.Model, tensors: Mapping[str, np.ndarray],
-                           source: str) -> dict[str, np.ndarray]:
+def assign_encoder_weights(
+    encoder: keras.Model, tensors: Mapping[str, np.ndarray], source: str
+) -> dict[str, np.ndarray]:
     """Assigns canonical tensors to the encoder; all-or-nothing.
 
     Every encoder variable must be present with its exact shape, and no tensor
@@ -87,17 +92,22 @@ def assign_encoder_weights(encoder: keras.Model, tensors: Mapping[str, np.ndarra
     variables = encoder_variables(encoder)
     missing = sorted(set(variables) - set(tensors))
     if missing:
-        raise ValueError(f"{source}: missing tensor(s) for the encoder: {missing[:5]}"
-                         + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
-    unexpected = sorted(set(tensors) - set(variables) - set(HEAD_TENSORS)
-                        - set(TASK_HEAD_TENSORS))
+        raise ValueError(
+            f"{source}: missing tensor(s) for the encoder: {missing[:5]}"
+            + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        )
+    unexpected = sorted(set(tensors) - set(variables) - set(HEAD_TENSORS) - set(TASK_HEAD_TENSORS))
     if unexpected:
-        raise ValueError(f"{source}: unexpected tensor(s) not part of BERT: {unexpected[:5]}"
-                         + (f" and {len(unexpected) - 5} more" if len(unexpected) > 5 else ""))
+        raise ValueError(
+            f"{source}: unexpected tensor(s) not part of BERT: {unexpected[:5]}"
+            + (f" and {len(unexpected) - 5} more" if len(unexpected) > 5 else "")
+        )
     for name, variable in variables.items():
         if tuple(tensors[name].shape) != tuple(variable.shape):
-            raise ValueError(f"{source}: tensor {name} has shape {tuple(tensors[name].shape)} "
-                             f"but the model expects {tuple(variable.shape)}")
+            raise ValueError(
+                f"{source}: tensor {name} has shape {tuple(tensors[name].shape)} "
+                f"but the model expects {tuple(variable.shape)}"
+            )
     for name, variable in variables.items():
         variable.assign(tensors[name].astype(variable.dtype))
     return {name: tensors[name] for name in HEAD_TENSORS if name in tensors}
@@ -109,8 +119,9 @@ def read_json(path: str) -> Any:
         try:
             return json.load(f)
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e}); a truncated download? "
-                             "fetch the file again") from None
+            raise ValueError(
+                f"{path}: not valid JSON ({e}); a truncated download? fetch the file again"
+            ) from None
 
 
 # === Original TF1 checkpoints (google-research/bert) ===
@@ -165,15 +176,19 @@ _HF_FIXED = {
     "cls.seq_relationship.bias": "cls/seq_relationship/output_bias",
 }
 # Buffers and tied copies that carry no weights of their own.
-_HF_IGNORED = ("embeddings.position_ids", "cls.predictions.decoder.weight",
-               "cls.predictions.decoder.bias")
+_HF_IGNORED = (
+    "embeddings.position_ids",
+    "cls.predictions.decoder.weight",
+    "cls.predictions.decoder.bias",
+)
 
 
 def _hf_to_canonical(name, value):
     """One HuggingFace tensor -> (canonical name, array in the TF1 layout)."""
-    name = name[len("bert."):] if name.startswith("bert.") else name
+    name = name[len("bert.") :] if name.startswith("bert.") else name
     name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
-        "LayerNorm.beta", "LayerNorm.bias")
+        "LayerNorm.beta", "LayerNorm.bias"
+    )
     if name in _HF_IGNORED:
         return None, None
     if name in _HF_FIXED:
@@ -208,9 +223,12 @@ def read_huggingface_config(model_dir: str) -> BertConfig:
 def read_huggingface_tensors(weights_path: str) -> dict[str, np.ndarray]:
     """Canonical tensors from a HuggingFace `model.safetensors`."""
     if not os.path.exists(weights_path):
-        raise FileNotFoundError(f"HuggingFace BERT folder {os.path.dirname(weights_path)} "
-                                f"lacks {os.path.basename(weights_path)}")
+        raise FileNotFoundError(
+            f"HuggingFace BERT folder {os.path.dirname(weights_path)} "
+            f"lacks {os.path.basename(weights_path)}"
+        )
     from safetensors.numpy import load_file  # Imported here: only this path needs it.
+
     tensors = {}
     for name, value in load_file(weights_path).items():
         canonical, value = _hf_to_canonical(name, value)
@@ -226,6 +244,7 @@ def read_huggingface(model_dir: str) -> tuple[BertConfig, dict[str, np.ndarray]]
 
 
 # === Pretrainer heads (`cls/...`) ===
+
 
 def head_variables(pretrainer: keras.Model) -> dict[str, tuple[keras.Variable, bool]]:
     """Original TF1 name (`cls/...`) -> the head's Keras variable and whether
@@ -246,8 +265,9 @@ def head_variables(pretrainer: keras.Model) -> dict[str, tuple[keras.Variable, b
     return names
 
 
-def assign_head_weights(pretrainer: keras.Model, tensors: Mapping[str, np.ndarray],
-                        source: str = "checkpoint") -> list[str]:
+def assign_head_weights(
+    pretrainer: keras.Model, tensors: Mapping[str, np.ndarray], source: str = "checkpoint"
+) -> list[str]:
     """Assigns the `cls/...` tensors present in `tensors` (as returned by
     `keras_bert.models.encoder.load_encoder_and_heads`); heads
     absent there keep their fresh initialisation. Returns the names loaded."""
@@ -259,9 +279,11 @@ def assign_head_weights(pretrainer: keras.Model, tensors: Mapping[str, np.ndarra
         value = np.asarray(tensors[name])
         value = value.T if transposed else value
         if tuple(value.shape) != tuple(variable.shape):
-            raise ValueError(f"{source}: tensor {name} has shape {tuple(np.shape(tensors[name]))} "
-                             f"but the pretrainer expects {tuple(variable.shape)}"
-                             + (" (transposed)" if transposed else ""))
+            raise ValueError(
+                f"{source}: tensor {name} has shape {tuple(np.shape(tensors[name]))} "
+                f"but the pretrainer expects {tuple(variable.shape)}"
+                + (" (transposed)" if transposed else "")
+            )
         loaded.append((name, variable, value))
     for _, variable, value in loaded:
         variable.assign(value.astype(variable.dtype))

@@ -35,6 +35,7 @@ _ACTIVATIONS = {
 @dataclasses.dataclass(frozen=True)
 class DenseModule:
     """One Dense module: kernel (in, out), bias (out,) or None, Keras activation."""
+
     kernel: np.ndarray
     bias: np.ndarray | None
     activation: str | None
@@ -43,9 +44,10 @@ class DenseModule:
 @dataclasses.dataclass(frozen=True)
 class SentenceTransformerFolder:
     """The modules of a sentence-transformers folder, in pipeline order."""
-    transformer: str               # the BERT folder (config.json, model.safetensors)
-    max_seq_length: int | None     # sentence_bert_config.json's, None if unset
-    lowercase_text: bool           # do_lower_case: str.lower() before the tokenizer
+
+    transformer: str  # the BERT folder (config.json, model.safetensors)
+    max_seq_length: int | None  # sentence_bert_config.json's, None if unset
+    lowercase_text: bool  # do_lower_case: str.lower() before the tokenizer
     pooling_modes: tuple[str, ...]
     dense: tuple[DenseModule, ...]
     normalize: bool
@@ -61,16 +63,22 @@ def read_sentence_transformer(folder: str) -> SentenceTransformerFolder:
     modules_path = os.path.join(folder, MODULES_FILE)
     modules = read_json(modules_path)
     if not isinstance(modules, list):
-        raise ValueError(f"{modules_path}: expected a list of modules, got {type(modules).__name__}")
+        raise ValueError(
+            f"{modules_path}: expected a list of modules, got {type(modules).__name__}"
+        )
     # sentence-transformers 2-5 name `sentence_transformers.models.Pooling`, 6
     # `sentence_transformers.sentence_transformer.modules.pooling.Pooling`.
     kinds = [module.get("type", "").rsplit(".", 1)[-1] for module in modules]
     if not kinds or kinds[0] != "Transformer":
-        raise ValueError(f"{modules_path}: the first module must be a sentence_transformers "
-                         f"Transformer (BERT); got {kinds[:1]}")
+        raise ValueError(
+            f"{modules_path}: the first module must be a sentence_transformers "
+            f"Transformer (BERT); got {kinds[:1]}"
+        )
     if kinds.count("Pooling") != 1 or kinds.index("Pooling") != 1:
-        raise ValueError(f"{modules_path}: expected one Pooling module right after the "
-                         f"Transformer; got modules {kinds}")
+        raise ValueError(
+            f"{modules_path}: expected one Pooling module right after the "
+            f"Transformer; got modules {kinds}"
+        )
     transformer = os.path.join(folder, modules[0].get("path", ""))
     settings = _transformer_settings(folder, transformer)
     pooling_modes = _pooling_modes(os.path.join(folder, modules[1].get("path", ""), "config.json"))
@@ -78,21 +86,28 @@ def read_sentence_transformer(folder: str) -> SentenceTransformerFolder:
     for module, kind in zip(modules[2:], kinds[2:]):
         path = os.path.join(folder, module.get("path", ""))
         if normalize:
-            raise ValueError(f"{modules_path}: a {kind} module after Normalize is not supported "
-                             "(the embeddings would no longer have unit length)")
+            raise ValueError(
+                f"{modules_path}: a {kind} module after Normalize is not supported "
+                "(the embeddings would no longer have unit length)"
+            )
         if kind == "Dense":
             dense.append(_dense_module(path))
         elif kind == "Normalize":
             normalize = True
         else:
-            raise ValueError(f"{modules_path}: module {module.get('name')!r} of type "
-                             f"{module.get('type')!r} is not supported; keras_bert builds "
-                             "Transformer (BERT), Pooling, Dense and Normalize modules")
+            raise ValueError(
+                f"{modules_path}: module {module.get('name')!r} of type "
+                f"{module.get('type')!r} is not supported; keras_bert builds "
+                "Transformer (BERT), Pooling, Dense and Normalize modules"
+            )
     return SentenceTransformerFolder(
         transformer=transformer,
         max_seq_length=settings.get("max_seq_length") or _tokenizer_max_length(transformer),
         lowercase_text=bool(settings.get("do_lower_case", False)),
-        pooling_modes=pooling_modes, dense=tuple(dense), normalize=normalize)
+        pooling_modes=pooling_modes,
+        dense=tuple(dense),
+        normalize=normalize,
+    )
 
 
 def _transformer_settings(folder: str, transformer: str) -> dict:
@@ -136,21 +151,27 @@ def _pooling_modes(config_path: str) -> tuple[str, ...]:
         raise FileNotFoundError(f"sentence-transformers Pooling module: {config_path} is missing")
     config = read_json(config_path)
     if config.get("include_prompt", True) is False:
-        raise ValueError(f"{config_path}: include_prompt=false (pooling that skips an "
-                         "instruction prompt) is not supported")
+        raise ValueError(
+            f"{config_path}: include_prompt=false (pooling that skips an "
+            "instruction prompt) is not supported"
+        )
     # sentence-transformers 6: "pooling_mode": a mode or a list; before: one flag per mode.
     named = config.get("pooling_mode")
     if named is not None:
         named = [named] if isinstance(named, str) else list(named)
         unknown = [mode for mode in named if mode not in POOLING_CONFIG_KEYS]
         if unknown:
-            raise ValueError(f"{config_path}: pooling_mode {unknown} is not supported; known: "
-                             f"{list(POOLING_CONFIG_KEYS)}")
+            raise ValueError(
+                f"{config_path}: pooling_mode {unknown} is not supported; known: "
+                f"{list(POOLING_CONFIG_KEYS)}"
+            )
         return tuple(named)  # concatenated in this order
     modes = tuple(mode for mode, key in POOLING_CONFIG_KEYS.items() if config.get(key))
     if not modes:
-        raise ValueError(f"{config_path}: no pooling mode is on (one of "
-                         f"{sorted(POOLING_CONFIG_KEYS.values())} must be true)")
+        raise ValueError(
+            f"{config_path}: no pooling mode is on (one of "
+            f"{sorted(POOLING_CONFIG_KEYS.values())} must be true)"
+        )
     return modes
 
 
@@ -159,24 +180,33 @@ def _dense_module(path: str) -> DenseModule:
     config = read_json(config_path)
     activation_name = config.get("activation_function", "torch.nn.modules.activation.Tanh")
     if activation_name not in _ACTIVATIONS:
-        raise ValueError(f"{config_path}: activation_function {activation_name!r} is not "
-                         f"supported; known: {sorted(_ACTIVATIONS)}")
+        raise ValueError(
+            f"{config_path}: activation_function {activation_name!r} is not "
+            f"supported; known: {sorted(_ACTIVATIONS)}"
+        )
     weights_path = os.path.join(path, "model.safetensors")
     if not os.path.exists(weights_path):
         raise FileNotFoundError(
             f"sentence-transformers Dense module {path}: no model.safetensors (a "
             "pytorch_model.bin needs PyTorch to read: save the model again with a recent "
-            "sentence-transformers, which writes safetensors)")
+            "sentence-transformers, which writes safetensors)"
+        )
     from safetensors.numpy import load_file  # Imported here: only this path needs it.
+
     tensors = load_file(weights_path)
     if "linear.weight" not in tensors:
         raise ValueError(f"{weights_path}: no `linear.weight` tensor (found {sorted(tensors)})")
     kernel = np.asarray(tensors["linear.weight"], np.float32).T  # torch (out, in) -> (in, out)
     expected = (config.get("in_features"), config.get("out_features"))
     if None not in expected and kernel.shape != tuple(expected):
-        raise ValueError(f"{weights_path}: linear.weight is {kernel.shape[::-1]} (out, in), but "
-                         f"{config_path} says in_features={expected[0]}, "
-                         f"out_features={expected[1]}")
+        raise ValueError(
+            f"{weights_path}: linear.weight is {kernel.shape[::-1]} (out, in), but "
+            f"{config_path} says in_features={expected[0]}, "
+            f"out_features={expected[1]}"
+        )
     bias = tensors.get("linear.bias") if config.get("bias", True) else None
-    return DenseModule(kernel=kernel, bias=None if bias is None else np.asarray(bias, np.float32),
-                       activation=_ACTIVATIONS[activation_name])
+    return DenseModule(
+        kernel=kernel,
+        bias=None if bias is None else np.asarray(bias, np.float32),
+        activation=_ACTIVATIONS[activation_name],
+    )

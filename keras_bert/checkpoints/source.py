@@ -52,21 +52,24 @@ FINETUNE_MODEL = "model.keras"
 VOCAB = "vocab.txt"
 # Weights files HuggingFace also writes, which we do not read: named in the error.
 _HF_OTHER_WEIGHTS = ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack")
-_LAYOUTS = ("a HuggingFace folder (config.json + model.safetensors), an original TF1 "
-            "folder (bert_config.json + bert_model.ckpt.*) or its checkpoint prefix "
-            "(.../bert_model.ckpt), a .keras file, a `keras-bert finetune` output folder "
-            f"({FINETUNE_CONFIG} + {FINETUNE_MODEL}) or a `keras-bert pretrain` model_dir "
-            "(export/bert_config.json)")
+_LAYOUTS = (
+    "a HuggingFace folder (config.json + model.safetensors), an original TF1 "
+    "folder (bert_config.json + bert_model.ckpt.*) or its checkpoint prefix "
+    "(.../bert_model.ckpt), a .keras file, a `keras-bert finetune` output folder "
+    f"({FINETUNE_CONFIG} + {FINETUNE_MODEL}) or a `keras-bert pretrain` model_dir "
+    "(export/bert_config.json)"
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class PretrainedSource:
     """What a pretrained path holds, read without loading its weights."""
-    path: str                    # as given
-    kind: str                    # one of KINDS
+
+    path: str  # as given
+    kind: str  # one of KINDS
     config: BertConfig
-    weights: str                 # model.safetensors, TF1 prefix or .keras file
-    vocab_file: str | None       # the source's own vocabulary, if it has one
+    weights: str  # model.safetensors, TF1 prefix or .keras file
+    vocab_file: str | None  # the source's own vocabulary, if it has one
     stated_casing: Casing | None  # what the source says beside its vocabulary
 
     @property
@@ -83,8 +86,10 @@ class PretrainedSource:
             return read_huggingface_tensors(self.weights)
         if self.kind == "tf1":
             return read_tf1_checkpoint(self.weights)
-        raise ValueError(f"{self.path}: a {self.kind} source holds a Keras model, not "
-                         "checkpoint tensors; load it with BertEncoder.from_pretrained")
+        raise ValueError(
+            f"{self.path}: a {self.kind} source holds a Keras model, not "
+            "checkpoint tensors; load it with BertEncoder.from_pretrained"
+        )
 
 
 def resolve(path: str) -> PretrainedSource:
@@ -95,8 +100,9 @@ def resolve(path: str) -> PretrainedSource:
         return _resolve_folder(path, path)
     if path.endswith(".keras"):
         folder = os.path.dirname(path)
-        if (os.path.basename(path) == FINETUNE_MODEL
-                and os.path.exists(os.path.join(folder, FINETUNE_CONFIG))):
+        if os.path.basename(path) == FINETUNE_MODEL and os.path.exists(
+            os.path.join(folder, FINETUNE_CONFIG)
+        ):
             return dataclasses.replace(_finetune_output(folder), path=path)
         return _keras_file(path)
     if tf.io.gfile.exists(path + ".index"):
@@ -108,8 +114,9 @@ def resolve(path: str) -> PretrainedSource:
     raise ValueError(f"{path}: not a checkpoint; give {_LAYOUTS}")
 
 
-def decide_lowercase(lowercase: bool | None, vocab_file: str,
-                     source: PretrainedSource | None = None) -> bool:
+def decide_lowercase(
+    lowercase: bool | None, vocab_file: str, source: PretrainedSource | None = None
+) -> bool:
     """Whether a tokenizer of `vocab_file` feeding `source`'s encoder lowercases:
     detected for `lowercase=None`, else checked (ValueError naming both).
 
@@ -121,8 +128,9 @@ def decide_lowercase(lowercase: bool | None, vocab_file: str,
     return choose_lowercase(lowercase, casing_from_vocabulary(vocab_file), vocab_file)
 
 
-def tokenizer_settings(source: PretrainedSource | None, vocab_file: str | None = None,
-                       lowercase: bool | None = None) -> tuple[str, bool]:
+def tokenizer_settings(
+    source: PretrainedSource | None, vocab_file: str | None = None, lowercase: bool | None = None
+) -> tuple[str, bool]:
     """(vocabulary, lowercase) of the tokenizer for `source`'s encoder: the
     vocabulary given, else the source's own, else the shipped uncased one; the
     casing from `decide_lowercase`."""
@@ -131,6 +139,7 @@ def tokenizer_settings(source: PretrainedSource | None, vocab_file: str | None =
 
 
 # === Folders ===
+
 
 def _resolve_folder(folder: str, given: str) -> PretrainedSource:
     def has(name):
@@ -146,8 +155,10 @@ def _resolve_folder(folder: str, given: str) -> PretrainedSource:
         if prefix is None and tf.io.gfile.exists(os.path.join(folder, "bert_model.ckpt.index")):
             prefix = os.path.join(folder, "bert_model.ckpt")
         if prefix is None:
-            raise FileNotFoundError(f"{folder}: has bert_config.json but no TF1 checkpoint "
-                                    "(bert_model.ckpt.index or a `checkpoint` file)")
+            raise FileNotFoundError(
+                f"{folder}: has bert_config.json but no TF1 checkpoint "
+                "(bert_model.ckpt.index or a `checkpoint` file)"
+            )
         return _tf1_prefix(prefix, given)
     # A `keras-bert pretrain` model_dir: its export/ folder is the original layout.
     if os.path.exists(os.path.join(folder, "export", "bert_config.json")):
@@ -159,25 +170,38 @@ def _huggingface(folder: str, given: str) -> PretrainedSource:
     weights = os.path.join(folder, HF_WEIGHTS_FILE)
     if not os.path.exists(weights):
         others = [name for name in _HF_OTHER_WEIGHTS if os.path.exists(os.path.join(folder, name))]
-        hint = (f" (it has {', '.join(others)}: save the model again with "
-                "safe_serialization=True, HuggingFace's default)" if others else "")
+        hint = (
+            f" (it has {', '.join(others)}: save the model again with "
+            "safe_serialization=True, HuggingFace's default)"
+            if others
+            else ""
+        )
         raise FileNotFoundError(f"HuggingFace BERT folder {folder} lacks {HF_WEIGHTS_FILE}{hint}")
     return PretrainedSource(
-        path=given, kind="huggingface", config=read_huggingface_config(folder), weights=weights,
+        path=given,
+        kind="huggingface",
+        config=read_huggingface_config(folder),
+        weights=weights,
         vocab_file=_vocab_beside(folder),
-        stated_casing=casing_from_tokenizer_config(os.path.join(folder, "tokenizer_config.json")))
+        stated_casing=casing_from_tokenizer_config(os.path.join(folder, "tokenizer_config.json")),
+    )
 
 
 def _tf1_prefix(prefix: str, given: str) -> PretrainedSource:
     folder = os.path.dirname(prefix) or "."
     config_path = os.path.join(folder, "bert_config.json")
     if not os.path.exists(config_path):
-        raise FileNotFoundError(f"TF1 checkpoint {prefix}: no bert_config.json beside it "
-                                f"({config_path})")
+        raise FileNotFoundError(
+            f"TF1 checkpoint {prefix}: no bert_config.json beside it ({config_path})"
+        )
     return PretrainedSource(
-        path=given, kind="tf1", config=BertConfig.from_json_file(config_path), weights=prefix,
+        path=given,
+        kind="tf1",
+        config=BertConfig.from_json_file(config_path),
+        weights=prefix,
         vocab_file=_vocab_beside(folder),
-        stated_casing=casing_from_tf1_name(os.path.abspath(prefix)))
+        stated_casing=casing_from_tf1_name(os.path.abspath(prefix)),
+    )
 
 
 def _finetune_output(folder: str) -> PretrainedSource:
@@ -185,15 +209,25 @@ def _finetune_output(folder: str) -> PretrainedSource:
     settings = read_json(settings_path)
     model = os.path.join(folder, FINETUNE_MODEL)
     if not os.path.exists(model):
-        raise FileNotFoundError(f"{folder}: has {FINETUNE_CONFIG} but no {FINETUNE_MODEL} "
-                                "(an unfinished fine-tuning run?)")
+        raise FileNotFoundError(
+            f"{folder}: has {FINETUNE_CONFIG} but no {FINETUNE_MODEL} "
+            "(an unfinished fine-tuning run?)"
+        )
     lowercase = settings.get("lowercase")
-    stated = (Casing(lowercase, f"{FINETUNE_CONFIG} lowercase {json.dumps(lowercase)}")
-              if isinstance(lowercase, bool) else None)
+    stated = (
+        Casing(lowercase, f"{FINETUNE_CONFIG} lowercase {json.dumps(lowercase)}")
+        if isinstance(lowercase, bool)
+        else None
+    )
     config = _keras_encoder_config(keras_saved_config(model), model)
     return PretrainedSource(
-        path=folder, kind="finetune_output", config=config, weights=model,
-        vocab_file=_vocab_beside(folder), stated_casing=stated)
+        path=folder,
+        kind="finetune_output",
+        config=config,
+        weights=model,
+        vocab_file=_vocab_beside(folder),
+        stated_casing=stated,
+    )
 
 
 def _vocab_beside(folder: str) -> str | None:
@@ -203,16 +237,25 @@ def _vocab_beside(folder: str) -> str | None:
 
 # === .keras files: read as the zip they are, so no model is built here ===
 
+
 def _keras_file(path: str) -> PretrainedSource:
     if not os.path.exists(path):
         raise FileNotFoundError(f"pretrained checkpoint not found: {path}")
     saved = keras_saved_config(path)
     lowercase = _saved_lowercase(saved)
-    stated = (None if lowercase is None else
-              Casing(lowercase, f"{os.path.basename(path)} saved lowercase {json.dumps(lowercase)}"))
+    stated = (
+        None
+        if lowercase is None
+        else Casing(lowercase, f"{os.path.basename(path)} saved lowercase {json.dumps(lowercase)}")
+    )
     return PretrainedSource(
-        path=path, kind="keras", config=_keras_encoder_config(saved, path), weights=path,
-        vocab_file=_vocab_beside(os.path.dirname(path) or "."), stated_casing=stated)
+        path=path,
+        kind="keras",
+        config=_keras_encoder_config(saved, path),
+        weights=path,
+        vocab_file=_vocab_beside(os.path.dirname(path) or "."),
+        stated_casing=stated,
+    )
 
 
 def keras_saved_config(path: str) -> dict[str, Any]:
@@ -229,8 +272,10 @@ def _keras_encoder_config(saved: dict[str, Any], path: str) -> BertConfig:
     for candidate in (saved, saved.get("config", {}).get("encoder")):
         if isinstance(candidate, dict) and candidate.get("class_name") == "BertEncoder":
             return BertConfig.from_dict(candidate["config"]["config"], source=path)
-    raise ValueError(f"{path}: holds a {saved.get('class_name')}, neither a BertEncoder "
-                     "nor a model with an `encoder`")
+    raise ValueError(
+        f"{path}: holds a {saved.get('class_name')}, neither a BertEncoder "
+        "nor a model with an `encoder`"
+    )
 
 
 def _saved_lowercase(node: Any) -> bool | None:

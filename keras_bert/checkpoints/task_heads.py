@@ -51,24 +51,35 @@ def load_original_task_head(model: keras.Model, source: str | PretrainedSource) 
         return []
     if len(present) < len(names):
         missing = sorted(set(names) - set(present))
-        raise ValueError(f"{source.weights}: has {present[0]} but not {missing[0]}; "
-                         "an incomplete fine-tuned checkpoint?")
+        raise ValueError(
+            f"{source.weights}: has {present[0]} but not {missing[0]}; "
+            "an incomplete fine-tuned checkpoint?"
+        )
     weights, bias = (np.asarray(reader.get_tensor(name)) for name in names)
     kernel_shape = tuple(dense.kernel.shape)  # (H, C)
     hidden, classes = kernel_shape
     if weights.ndim != 2 or weights.shape[1] != hidden:
-        raise ValueError(f"{source.weights}: tensor {names[0]} has shape {weights.shape}, "
-                         f"not (labels, {hidden}) for the encoder's hidden size {hidden}")
+        raise ValueError(
+            f"{source.weights}: tensor {names[0]} has shape {weights.shape}, "
+            f"not (labels, {hidden}) for the encoder's hidden size {hidden}"
+        )
     if weights.shape[0] != classes:
         raise ValueError(
             f"{source.weights}: tensor {names[0]} has shape {weights.shape} ({weights.shape[0]} "
             f"labels) but the model's {dense.name} kernel is {kernel_shape} ({classes} outputs); "
-            + (f"pass {setting}={weights.shape[0]} to use the checkpoint's fine-tuned head, "
-               f"or build the model on BertEncoder.from_pretrained(...) for a new {classes}-class "
-               "head" if setting else "run_squad.py writes (2, hidden)"))
+            + (
+                f"pass {setting}={weights.shape[0]} to use the checkpoint's fine-tuned head, "
+                f"or build the model on BertEncoder.from_pretrained(...) for a new {classes}-class "
+                "head"
+                if setting
+                else "run_squad.py writes (2, hidden)"
+            )
+        )
     if bias.shape != (classes,):
-        raise ValueError(f"{source.weights}: tensor {names[1]} has shape {bias.shape} but the "
-                         f"model's {dense.name} bias is ({classes},)")
+        raise ValueError(
+            f"{source.weights}: tensor {names[1]} has shape {bias.shape} but the "
+            f"model's {dense.name} bias is ({classes},)"
+        )
     dense.kernel.assign(weights.T.astype(dense.kernel.dtype))
     dense.bias.assign(bias.astype(dense.bias.dtype))
     return list(names)

@@ -22,8 +22,10 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # also set by the package,
 
 # === Argument types: bad values are refused here, before any work starts ===
 
+
 def _number(kind, low, high=None, low_open=False):
     """An argparse type: a `kind` number in [low, high] (low excluded with `low_open`)."""
+
     def parse(text):
         try:
             value = kind(text)
@@ -34,6 +36,7 @@ def _number(kind, low, high=None, low_open=False):
             bound += f" and <= {high}" if high is not None else ""
             raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
         return value
+
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
 
@@ -73,8 +76,12 @@ OUTPUTS = {
     # These two refuse a missing output folder themselves: the lock must not create it.
     "prepare-corpus": ("output_file", ("inputs",), False, None),
     "create-pretraining-data": ("output_file", ("input_file", "vocab_file"), False, None),
-    "finetune": ("output_dir", ("train", "dev", "init_checkpoint", "vocab_file"), True,
-                 FINETUNE_WRITES),
+    "finetune": (
+        "output_dir",
+        ("train", "dev", "init_checkpoint", "vocab_file"),
+        True,
+        FINETUNE_WRITES,
+    ),
     "predict": ("output", ("input", "model_dir"), True, None),
     "export": ("output", ("model_dir", "vocab_file"), True, "whole"),
     "quickstart": ("output", ("corpus",), True, None),
@@ -84,18 +91,30 @@ OUTPUTS = {
 def add_casing_arguments(parser):
     """--cased / --uncased for a command reading a checkpoint; neither: its own casing."""
     casing = parser.add_mutually_exclusive_group()
-    casing.add_argument("--cased", dest="lowercase", action="store_false", default=None,
-                        help="the model is cased (default: the checkpoint's casing, from "
-                             "tokenizer_config.json, the TF1 folder name or the vocabulary)")
-    casing.add_argument("--uncased", dest="lowercase", action="store_true", default=None,
-                        help="the model is uncased: text is lowercased (default: detected)")
+    casing.add_argument(
+        "--cased",
+        dest="lowercase",
+        action="store_false",
+        default=None,
+        help="the model is cased (default: the checkpoint's casing, from "
+        "tokenizer_config.json, the TF1 folder name or the vocabulary)",
+    )
+    casing.add_argument(
+        "--uncased",
+        dest="lowercase",
+        action="store_true",
+        default=None,
+        help="the model is uncased: text is lowercased (default: detected)",
+    )
 
 
 # === tokenize ===
 
+
 def add_tokenize(subparsers):
     parser = subparsers.add_parser(
-        "tokenize", help="word-piece lines from stdin (for quick inspection)")
+        "tokenize", help="word-piece lines from stdin (for quick inspection)"
+    )
     parser.add_argument("--vocab-file", required=True, type=input_file)
     parser.add_argument("--cased", action="store_true", help="the vocabulary is cased")
     parser.add_argument("--ids", action="store_true", help="print ids instead of word pieces")
@@ -104,6 +123,7 @@ def add_tokenize(subparsers):
 
 def run_tokenize(args):
     from keras_bert.text.tokenizer import BertTokenizer
+
     tokenizer = BertTokenizer(args.vocab_file, lowercase=not args.cased)
     # Bytes, to name an invalid UTF-8 line (a text stdin, e.g. a StringIO, is read as is).
     for number, raw in enumerate(getattr(sys.stdin, "buffer", sys.stdin), 1):
@@ -111,8 +131,11 @@ def run_tokenize(args):
             line = raw if isinstance(raw, str) else raw.decode("utf-8")
         except UnicodeDecodeError:
             # Named and skipped (an empty output line keeps the lines aligned).
-            print(f"keras-bert tokenize: stdin line {number}: not valid UTF-8, skipped",
-                  file=sys.stderr, flush=True)
+            print(
+                f"keras-bert tokenize: stdin line {number}: not valid UTF-8, skipped",
+                file=sys.stderr,
+                flush=True,
+            )
             print(flush=True)
             continue
         ids = tokenizer.tokenize([line.rstrip("\r\n")])[0].numpy().tolist()
@@ -122,17 +145,30 @@ def run_tokenize(args):
 
 # === vocab ===
 
+
 def add_vocab(subparsers):
-    parser = subparsers.add_parser(
-        "vocab", help="learn a WordPiece vocabulary from text files")
-    parser.add_argument("--input", required=True, nargs="+", type=input_file,
-                        help="text files or glob patterns (local or gs://)")
-    parser.add_argument("--vocab-size", type=positive_int, required=True,
-                        help="the most tokens, special ones included")
+    parser = subparsers.add_parser("vocab", help="learn a WordPiece vocabulary from text files")
+    parser.add_argument(
+        "--input",
+        required=True,
+        nargs="+",
+        type=input_file,
+        help="text files or glob patterns (local or gs://)",
+    )
+    parser.add_argument(
+        "--vocab-size",
+        type=positive_int,
+        required=True,
+        help="the most tokens, special ones included",
+    )
     parser.add_argument("--output", required=True, type=output_file, help="vocab.txt to write")
     parser.add_argument("--cased", action="store_true", help="keep case and accents")
-    parser.add_argument("--num-unused", type=non_negative_int, default=0,
-                        help="[unusedN] slots; 99 gives Google's ids ([UNK] 100 ... [MASK] 103)")
+    parser.add_argument(
+        "--num-unused",
+        type=non_negative_int,
+        default=0,
+        help="[unusedN] slots; 99 gives Google's ids ([UNK] 100 ... [MASK] 103)",
+    )
     parser.set_defaults(run=run_vocab)
 
 
@@ -140,28 +176,42 @@ def run_vocab(args):
     from keras_bert.text import unknown_rate
     from keras_bert.text.tokenizer import BertTokenizer
     from keras_bert.text.vocab import learn_vocabulary_and_counts
+
     vocab, word_counts = learn_vocabulary_and_counts(
-        args.input, args.vocab_size, lowercase=not args.cased, output=args.output,
-        num_unused=args.num_unused)
+        args.input,
+        args.vocab_size,
+        lowercase=not args.cased,
+        output=args.output,
+        num_unused=args.num_unused,
+    )
     print(f"wrote {len(vocab)} tokens to {args.output}")
     # The learned vocabulary on its own corpus: a rare script left out of the
     # alphabet, or too small a --vocab-size, shows here.
     unknown_rate.report(
-        unknown_rate.count_word_counts(BertTokenizer(vocab, lowercase=not args.cased),
-                                       word_counts),
-        "the input text", args.output)
+        unknown_rate.count_word_counts(BertTokenizer(vocab, lowercase=not args.cased), word_counts),
+        "the input text",
+        args.output,
+    )
 
 
 # === encode ===
 
+
 def add_encode(subparsers):
     parser = subparsers.add_parser(
-        "encode", help="encode sentences with a BERT encoder and print their embeddings")
+        "encode", help="encode sentences with a BERT encoder and print their embeddings"
+    )
     parser.add_argument("text", nargs="+", help="sentences to encode")
-    parser.add_argument("--vocab-file", default=None,
-                        help="defaults to the checkpoint's vocab.txt, else the shipped uncased one")
-    parser.add_argument("--init-checkpoint", default=None,
-                        help="HuggingFace folder, TF1 checkpoint or folder; random weights if absent")
+    parser.add_argument(
+        "--vocab-file",
+        default=None,
+        help="defaults to the checkpoint's vocab.txt, else the shipped uncased one",
+    )
+    parser.add_argument(
+        "--init-checkpoint",
+        default=None,
+        help="HuggingFace folder, TF1 checkpoint or folder; random weights if absent",
+    )
     parser.add_argument("--preset", default="tiny", help="size when no checkpoint is given")
     parser.add_argument("--seq-length", type=sequence_length, default=128)
     add_casing_arguments(parser)
@@ -170,43 +220,65 @@ def add_encode(subparsers):
 
 def run_encode(args):
     from keras_bert.cli.encode import encode_sentences
+
     for sentence, pieces, embedding in encode_sentences(
-            args.text, init_checkpoint=args.init_checkpoint, vocab_file=args.vocab_file,
-            preset=args.preset, seq_length=args.seq_length, lowercase=args.lowercase):
+        args.text,
+        init_checkpoint=args.init_checkpoint,
+        vocab_file=args.vocab_file,
+        preset=args.preset,
+        seq_length=args.seq_length,
+        lowercase=args.lowercase,
+    ):
         head = " ".join(f"{x:+.3f}" for x in embedding[:6])
-        print(f"{sentence!r}\n  pieces: {' '.join(pieces)}\n"
-              f"  embedding ({len(embedding)} dims, mean-pooled, normalised): {head} ...")
+        print(
+            f"{sentence!r}\n  pieces: {' '.join(pieces)}\n"
+            f"  embedding ({len(embedding)} dims, mean-pooled, normalised): {head} ..."
+        )
 
 
 # === convert ===
 
+
 def add_convert(subparsers):
     parser = subparsers.add_parser(
-        "convert", help="convert a HuggingFace or original TF1 checkpoint to a .keras file")
-    parser.add_argument("--checkpoint", required=True,
-                        help="HuggingFace folder, TF1 checkpoint prefix, or folder holding one")
+        "convert", help="convert a HuggingFace or original TF1 checkpoint to a .keras file"
+    )
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        help="HuggingFace folder, TF1 checkpoint prefix, or folder holding one",
+    )
     parser.add_argument("--output", required=True, help="path of the .keras file to write")
     parser.set_defaults(run=run_convert)
 
 
 def run_convert(args):
     from keras_bert.models.encoder import convert_checkpoint
+
     path = convert_checkpoint(args.checkpoint, args.output)
     print(f"wrote {path}")
 
 
 # === prepare-corpus / create-pretraining-data ===
 
+
 def add_prepare_corpus(subparsers):
     parser = subparsers.add_parser(
-        "prepare-corpus", help="books, text files or Wikipedia -> one sentence per line, "
-                               "a blank line between documents")
-    parser.add_argument("inputs", nargs="+",
-                        help="files, directories or globs; TFDS names for --source tfds")
-    parser.add_argument("--source", choices=["books", "text", "tfds", "wikiextractor"],
-                        default="books", help="books: a chapter is a document; text: a file "
-                        "is a document; tfds: e.g. wikipedia/20230601.en; wikiextractor: "
-                        "WikiExtractor output of a Wikipedia dump")
+        "prepare-corpus",
+        help="books, text files or Wikipedia -> one sentence per line, "
+        "a blank line between documents",
+    )
+    parser.add_argument(
+        "inputs", nargs="+", help="files, directories or globs; TFDS names for --source tfds"
+    )
+    parser.add_argument(
+        "--source",
+        choices=["books", "text", "tfds", "wikiextractor"],
+        default="books",
+        help="books: a chapter is a document; text: a file "
+        "is a document; tfds: e.g. wikipedia/20230601.en; wikiextractor: "
+        "WikiExtractor output of a Wikipedia dump",
+    )
     parser.add_argument("--output-file", required=True, type=output_file)
     parser.add_argument("--tfds-split", default="train")
     parser.add_argument("--tfds-data-dir", default=None)
@@ -215,20 +287,30 @@ def add_prepare_corpus(subparsers):
 
 def run_prepare_corpus(args):
     from keras_bert.text.corpus import prepare_corpus
-    documents, sentences = prepare_corpus(args.source, args.inputs, args.output_file,
-                                          args.tfds_split, args.tfds_data_dir)
+
+    documents, sentences = prepare_corpus(
+        args.source, args.inputs, args.output_file, args.tfds_split, args.tfds_data_dir
+    )
     print(f"wrote {documents} documents, {sentences} sentences to {args.output_file}")
 
 
 def add_create_pretraining_data(subparsers):
     parser = subparsers.add_parser(
-        "create-pretraining-data", help="text -> masked-LM / next-sentence TFRecord shards "
-                                        "(the original create_pretraining_data.py)")
-    parser.add_argument("--input-file", required=True,
-                        help="comma-separated files or globs: one sentence per line, "
-                             "a blank line between documents")
-    parser.add_argument("--output-file", required=True,
-                        help="a file, comma-separated files, or the prefix of --num-shards shards")
+        "create-pretraining-data",
+        help="text -> masked-LM / next-sentence TFRecord shards "
+        "(the original create_pretraining_data.py)",
+    )
+    parser.add_argument(
+        "--input-file",
+        required=True,
+        help="comma-separated files or globs: one sentence per line, "
+        "a blank line between documents",
+    )
+    parser.add_argument(
+        "--output-file",
+        required=True,
+        help="a file, comma-separated files, or the prefix of --num-shards shards",
+    )
     parser.add_argument("--vocab-file", required=True, type=input_file)
     parser.add_argument("--do-lower-case", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--do-whole-word-mask", action="store_true")
@@ -236,30 +318,48 @@ def add_create_pretraining_data(subparsers):
     parser.add_argument("--max-predictions-per-seq", type=positive_int, default=20)
     parser.add_argument("--masked-lm-prob", type=float, default=0.15)
     parser.add_argument("--short-seq-prob", type=float, default=0.1)
-    for rate, default, becomes in (("mask", 0.8, "[MASK]"), ("random", 0.1, "a random token"),
-                                   ("keep", 0.1, "itself")):
-        parser.add_argument(f"--{rate}-token-rate", type=float, default=default,
-                            help=f"share of the chosen tokens that become {becomes} "
-                                 "(the three rates sum to 1)")
+    for rate, default, becomes in (
+        ("mask", 0.8, "[MASK]"),
+        ("random", 0.1, "a random token"),
+        ("keep", 0.1, "itself"),
+    ):
+        parser.add_argument(
+            f"--{rate}-token-rate",
+            type=float,
+            default=default,
+            help=f"share of the chosen tokens that become {becomes} (the three rates sum to 1)",
+        )
     parser.add_argument("--dupe-factor", type=positive_int, default=10)
     parser.add_argument("--random-seed", type=int, default=12345)
-    parser.add_argument("--objective", choices=features.OBJECTIVES, default="nsp",
-                        help="nsp: BERT next sentence; sop: ALBERT sentence order; none: "
-                             "RoBERTa packing of full sentences, no next_sentence_labels")
-    parser.add_argument("--no-mask", action="store_true",
-                        help="write unmasked records, for dynamic masking at read time")
+    parser.add_argument(
+        "--objective",
+        choices=features.OBJECTIVES,
+        default="nsp",
+        help="nsp: BERT next sentence; sop: ALBERT sentence order; none: "
+        "RoBERTa packing of full sentences, no next_sentence_labels",
+    )
+    parser.add_argument(
+        "--no-mask",
+        action="store_true",
+        help="write unmasked records, for dynamic masking at read time",
+    )
     parser.add_argument("--num-shards", type=positive_int, default=1)
-    parser.add_argument("--num-workers", type=positive_int, default=None,
-                        help="default: all cores")
+    parser.add_argument("--num-workers", type=positive_int, default=None, help="default: all cores")
     parser.add_argument("--gzip", action="store_true", help="GZIP-compressed TFRecords")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--runner", default=None,
-                        help="run as an Apache Beam pipeline on this runner (DirectRunner, "
-                             "DataflowRunner, FlinkRunner, SparkRunner; the beam extra): "
-                             "blocks per input file, records in runner-chosen shards")
-    parser.add_argument("--pipeline-options", default="",
-                        help="further Beam options, e.g. \"--project=P --region=R "
-                             "--temp_location=gs://B/tmp --setup_file=./setup.py\"")
+    parser.add_argument(
+        "--runner",
+        default=None,
+        help="run as an Apache Beam pipeline on this runner (DirectRunner, "
+        "DataflowRunner, FlinkRunner, SparkRunner; the beam extra): "
+        "blocks per input file, records in runner-chosen shards",
+    )
+    parser.add_argument(
+        "--pipeline-options",
+        default="",
+        help='further Beam options, e.g. "--project=P --region=R '
+        '--temp_location=gs://B/tmp --setup_file=./setup.py"',
+    )
     parser.set_defaults(run=run_create_pretraining_data, fast_exit=True)
 
 
@@ -268,32 +368,55 @@ def run_create_pretraining_data(args):
 
     from keras_bert.cli.startup import import_tensorflow_lean
     from keras_bert.pretraining_data import create, options, workers
+
     num_workers = os.cpu_count() if args.num_workers is None else args.num_workers
     # Workers first: small forks that start while TensorFlow is imported.
-    pool = (workers.start_workers(num_workers)
-            if num_workers > 1 and not args.runner else None)
+    pool = workers.start_workers(num_workers) if num_workers > 1 and not args.runner else None
     import_tensorflow_lean()  # no Keras model here: skip Keras and its extras (seconds)
     settings = options.PretrainingOptions(
-        max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
-        masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
-        dupe_factor=args.dupe_factor, random_seed=args.random_seed,
-        do_whole_word_mask=args.do_whole_word_mask, objective=args.objective,
-        mask=not args.no_mask, mask_token_rate=args.mask_token_rate,
-        random_token_rate=args.random_token_rate, keep_token_rate=args.keep_token_rate)
+        max_seq_length=args.max_seq_length,
+        max_predictions_per_seq=args.max_predictions_per_seq,
+        masked_lm_prob=args.masked_lm_prob,
+        short_seq_prob=args.short_seq_prob,
+        dupe_factor=args.dupe_factor,
+        random_seed=args.random_seed,
+        do_whole_word_mask=args.do_whole_word_mask,
+        objective=args.objective,
+        mask=not args.no_mask,
+        mask_token_rate=args.mask_token_rate,
+        random_token_rate=args.random_token_rate,
+        keep_token_rate=args.keep_token_rate,
+    )
     if args.runner:
         import shlex
 
         from keras_bert.pretraining_data.beam import create_pretraining_data_beam
+
         summary = create_pretraining_data_beam(
-            args.input_file, args.output_file, args.vocab_file, settings,
-            do_lower_case=args.do_lower_case, num_shards=args.num_shards, gzip=args.gzip,
-            runner=args.runner, pipeline_args=shlex.split(args.pipeline_options))
+            args.input_file,
+            args.output_file,
+            args.vocab_file,
+            settings,
+            do_lower_case=args.do_lower_case,
+            num_shards=args.num_shards,
+            gzip=args.gzip,
+            runner=args.runner,
+            pipeline_args=shlex.split(args.pipeline_options),
+        )
     else:
         try:
             summary = create.create_pretraining_data(
-                args.input_file, args.output_file, args.vocab_file, settings,
-                do_lower_case=args.do_lower_case, num_shards=args.num_shards,
-                num_workers=num_workers, gzip=args.gzip, progress=not args.quiet, pool=pool)
+                args.input_file,
+                args.output_file,
+                args.vocab_file,
+                settings,
+                do_lower_case=args.do_lower_case,
+                num_shards=args.num_shards,
+                num_workers=num_workers,
+                gzip=args.gzip,
+                progress=not args.quiet,
+                pool=pool,
+            )
         finally:
             if pool is not None:
                 pool.terminate()
@@ -305,21 +428,33 @@ def run_create_pretraining_data(args):
 
 # === pretrain ===
 
+
 def add_pretrain(subparsers):
     parser = subparsers.add_parser(
-        "pretrain", help="pretrain BERT (MLM + NSP) from a recipe; rerun the same command to resume")
-    parser.add_argument("--config", required=True, help="YAML or JSON recipe (see recipes/pretraining)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="KEY=VALUE", help="override a recipe field, e.g. --set train_steps=10")
+        "pretrain", help="pretrain BERT (MLM + NSP) from a recipe; rerun the same command to resume"
+    )
+    parser.add_argument(
+        "--config", required=True, help="YAML or JSON recipe (see recipes/pretraining)"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a recipe field, e.g. --set train_steps=10",
+    )
     parser.set_defaults(run=run_pretrain, fast_cpu_training=True)
 
 
 def run_pretrain(args):
     from keras_bert.training.pretraining import load_config, pretrain
+
     config = load_config(args.config, args.overrides)
     # The output folder is the recipe's model_dir, known only now.
-    safe_output.check_not_input(config.model_dir, [config.train_files, config.eval_files],
-                                "config field model_dir")
+    safe_output.check_not_input(
+        config.model_dir, [config.train_files, config.eval_files], "config field model_dir"
+    )
     with safe_output.output_lock(config.model_dir, folder=True):
         results = pretrain(config)
     print(" - ".join(f"{name}: {value:.4f}" for name, value in results.items()))
@@ -327,111 +462,217 @@ def run_pretrain(args):
 
 # === finetune / evaluate ===
 
+
 def _add_data_arguments(parser):
-    parser.add_argument("--glue-task", default=None,
-                        help="read the data as this GLUE task (cola, sst2, mrpc, stsb, qqp, "
-                             "mnli, qnli, rte, wnli): original TSVs or tfds:glue/<task>:<split>")
-    parser.add_argument("--text-columns", default=None,
-                        help="comma-separated text column(s) of a TSV/CSV/JSONL table "
-                             "(default: every column but the label, at most two; embed: "
-                             "2 or 3, e.g. title,text)")
-    parser.add_argument("--label-column", default=None,
-                        help="[label] (embed: a score column [score, or a numeric label])")
-    parser.add_argument("--version-2-with-negative", action="store_true", default=None,
-                        help="SQuAD v2.0: questions may have no answer")
-    parser.add_argument("--null-score-diff-threshold", type=float, default=None,
-                        help="SQuAD v2.0: answer \"\" when null score - best span score "
-                             "exceeds this (tune it on dev: see best_f1_thresh)")
+    parser.add_argument(
+        "--glue-task",
+        default=None,
+        help="read the data as this GLUE task (cola, sst2, mrpc, stsb, qqp, "
+        "mnli, qnli, rte, wnli): original TSVs or tfds:glue/<task>:<split>",
+    )
+    parser.add_argument(
+        "--text-columns",
+        default=None,
+        help="comma-separated text column(s) of a TSV/CSV/JSONL table "
+        "(default: every column but the label, at most two; embed: "
+        "2 or 3, e.g. title,text)",
+    )
+    parser.add_argument(
+        "--label-column",
+        default=None,
+        help="[label] (embed: a score column [score, or a numeric label])",
+    )
+    parser.add_argument(
+        "--version-2-with-negative",
+        action="store_true",
+        default=None,
+        help="SQuAD v2.0: questions may have no answer",
+    )
+    parser.add_argument(
+        "--null-score-diff-threshold",
+        type=float,
+        default=None,
+        help='SQuAD v2.0: answer "" when null score - best span score '
+        "exceeds this (tune it on dev: see best_f1_thresh)",
+    )
 
 
 def add_finetune(subparsers):
     parser = subparsers.add_parser(
-        "finetune", help="fine-tune a BERT encoder on a classification, regression, "
-                         "tagging, SQuAD or embedding task; rerun the same command to resume")
+        "finetune",
+        help="fine-tune a BERT encoder on a classification, regression, "
+        "tagging, SQuAD or embedding task; rerun the same command to resume",
+    )
     # Every flag defaults to None: what is not given comes from --config, else
     # from FinetuneConfig's own defaults (shown in brackets).
-    parser.add_argument("--config", default=None,
-                        help="YAML or JSON recipe of FinetuneConfig fields (see "
-                             "recipes/finetuning); flags and --set override it")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="KEY=VALUE", help="override a recipe field, e.g. --set glue_task=mrpc")
-    parser.add_argument("--task", default=None,
-                        choices=["classify", "regress", "tag", "squad", "embed"],
-                        help="required (here or in --config); embed: sentence embeddings "
-                             "(BertSentenceEncoder), loss by --set embedding_loss=...")
-    parser.add_argument("--train", default=None,
-                        help="file (TSV/CSV/JSONL, GLUE TSV, CoNLL, SQuAD JSON; embed: a TSV "
-                             "of anchor/positive[/negative] or text/text/score with a header "
-                             "row) or tfds:<name>:<split>; required")
+    parser.add_argument(
+        "--config",
+        default=None,
+        help="YAML or JSON recipe of FinetuneConfig fields (see "
+        "recipes/finetuning); flags and --set override it",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a recipe field, e.g. --set glue_task=mrpc",
+    )
+    parser.add_argument(
+        "--task",
+        default=None,
+        choices=["classify", "regress", "tag", "squad", "embed"],
+        help="required (here or in --config); embed: sentence embeddings "
+        "(BertSentenceEncoder), loss by --set embedding_loss=...",
+    )
+    parser.add_argument(
+        "--train",
+        default=None,
+        help="file (TSV/CSV/JSONL, GLUE TSV, CoNLL, SQuAD JSON; embed: a TSV "
+        "of anchor/positive[/negative] or text/text/score with a header "
+        "row) or tfds:<name>:<split>; required",
+    )
     parser.add_argument("--dev", default=None, help="as --train; scored after every epoch")
-    parser.add_argument("--init-checkpoint", default=None,
-                        help="our .keras file, HuggingFace folder, TF1 checkpoint or folder; "
-                             "random --preset weights if absent")
+    parser.add_argument(
+        "--init-checkpoint",
+        default=None,
+        help="our .keras file, HuggingFace folder, TF1 checkpoint or folder; "
+        "random --preset weights if absent",
+    )
     parser.add_argument("--output-dir", default=None, help="required; checkpoints go here too")
-    parser.add_argument("--overwrite", action="store_true", default=None,
-                        help="replace a finished model (or an unfinished run) in --output-dir")
-    parser.add_argument("--vocab-file", default=None, type=input_file,
-                        help="defaults to the checkpoint's vocab.txt, else the shipped uncased one")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        default=None,
+        help="replace a finished model (or an unfinished run) in --output-dir",
+    )
+    parser.add_argument(
+        "--vocab-file",
+        default=None,
+        type=input_file,
+        help="defaults to the checkpoint's vocab.txt, else the shipped uncased one",
+    )
     add_casing_arguments(parser)
     parser.add_argument("--preset", default=None, help="size when no checkpoint is given [tiny]")
-    parser.add_argument("--seq-length", type=sequence_length, default=None,
-                        help="max sequence length [128] (384 for SQuAD)")
-    parser.add_argument("--batch-size", type=positive_int, default=None,
-                        help="rows per micro-batch, all replicas together [32]")
+    parser.add_argument(
+        "--seq-length",
+        type=sequence_length,
+        default=None,
+        help="max sequence length [128] (384 for SQuAD)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=None,
+        help="rows per micro-batch, all replicas together [32]",
+    )
     parser.add_argument("--learning-rate", type=positive_float, default=None, help="[5e-5]")
     parser.add_argument("--epochs", type=positive_float, default=None, help="[3]")
-    parser.add_argument("--warmup-proportion", type=_number(float, 0, 1), default=None,
-                        help="[0.1]")
+    parser.add_argument(
+        "--warmup-proportion", type=_number(float, 0, 1), default=None, help="[0.1]"
+    )
     parser.add_argument("--dropout", type=_number(float, 0, 0.99), default=None, help="[0.1]")
     parser.add_argument("--seed", type=int, default=None, help="[0]")
     parser.add_argument("--doc-stride", type=positive_int, default=None, help="[128]")
     parser.add_argument("--max-query-length", type=positive_int, default=None, help="[64]")
-    parser.add_argument("--lora-rank", type=positive_int, default=None,
-                        help="train rank-r LoRA adapters on the frozen encoder (try a higher "
-                             "--learning-rate, e.g. 5e-4); writes lora_weights.npz too")
+    parser.add_argument(
+        "--lora-rank",
+        type=positive_int,
+        default=None,
+        help="train rank-r LoRA adapters on the frozen encoder (try a higher "
+        "--learning-rate, e.g. 5e-4); writes lora_weights.npz too",
+    )
     parser.add_argument("--max-train-examples", type=positive_int, default=None)
     parser.add_argument("--max-dev-examples", type=positive_int, default=None)
-    parser.add_argument("--early-stopping-patience", type=positive_int, default=None,
-                        help="stop after this many epochs without a better dev metric")
-    parser.add_argument("--search", choices=["paper", "glue"], default=None,
-                        help="paper: batch {16,32} x lr {5e-5,3e-5,2e-5} x epochs {2,3,4}; "
-                             "glue: batch 32, 3 epochs, lr {5e-5,4e-5,3e-5,2e-5}; best on dev")
-    parser.add_argument("--restarts", type=positive_int, default=None,
-                        help="random restarts per grid point [1]")
-    parser.add_argument("--bucket-by-length", action="store_true", default=None,
-                        help="batch examples of similar lengths (much faster on CPU)")
-    parser.add_argument("--strategy", default=None,
-                        choices=["auto", "one_device", "mirrored", "multi_worker", "tpu"],
-                        help="tf.distribute strategy [auto: TF_CONFIG's cluster, else all GPUs]")
+    parser.add_argument(
+        "--early-stopping-patience",
+        type=positive_int,
+        default=None,
+        help="stop after this many epochs without a better dev metric",
+    )
+    parser.add_argument(
+        "--search",
+        choices=["paper", "glue"],
+        default=None,
+        help="paper: batch {16,32} x lr {5e-5,3e-5,2e-5} x epochs {2,3,4}; "
+        "glue: batch 32, 3 epochs, lr {5e-5,4e-5,3e-5,2e-5}; best on dev",
+    )
+    parser.add_argument(
+        "--restarts", type=positive_int, default=None, help="random restarts per grid point [1]"
+    )
+    parser.add_argument(
+        "--bucket-by-length",
+        action="store_true",
+        default=None,
+        help="batch examples of similar lengths (much faster on CPU)",
+    )
+    parser.add_argument(
+        "--strategy",
+        default=None,
+        choices=["auto", "one_device", "mirrored", "multi_worker", "tpu"],
+        help="tf.distribute strategy [auto: TF_CONFIG's cluster, else all GPUs]",
+    )
     parser.add_argument("--tpu", default=None, help="TPU name or grpc:// address")
-    parser.add_argument("--mixed-precision", default=None,
-                        choices=["auto", "bfloat16", "float16", "float32"],
-                        help="[auto: what the hardware multiplies natively, said in one "
-                             "line] bfloat16, float16 (loss-scaled) or float32")
-    parser.add_argument("--jit-compile", default=None, choices=["true", "false", "auto"],
-                        help="XLA [auto: on with a GPU or TPU]")
-    parser.add_argument("--gradient-accumulation-steps", type=positive_int, default=None,
-                        help="micro-batches of --batch-size per update [1]")
-    parser.add_argument("--checkpoint-every", type=positive_int, default=None,
-                        help="steps between checkpoints [at each epoch's end only]")
-    parser.add_argument("--tune-null-threshold", action="store_true", default=None,
-                        help="SQuAD v2.0: keep the dev set's best no-answer threshold")
+    parser.add_argument(
+        "--mixed-precision",
+        default=None,
+        choices=["auto", "bfloat16", "float16", "float32"],
+        help="[auto: what the hardware multiplies natively, said in one "
+        "line] bfloat16, float16 (loss-scaled) or float32",
+    )
+    parser.add_argument(
+        "--jit-compile",
+        default=None,
+        choices=["true", "false", "auto"],
+        help="XLA [auto: on with a GPU or TPU]",
+    )
+    parser.add_argument(
+        "--gradient-accumulation-steps",
+        type=positive_int,
+        default=None,
+        help="micro-batches of --batch-size per update [1]",
+    )
+    parser.add_argument(
+        "--checkpoint-every",
+        type=positive_int,
+        default=None,
+        help="steps between checkpoints [at each epoch's end only]",
+    )
+    parser.add_argument(
+        "--tune-null-threshold",
+        action="store_true",
+        default=None,
+        help="SQuAD v2.0: keep the dev set's best no-answer threshold",
+    )
     parser.add_argument("--no-tensorboard", action="store_true", default=None)
     _add_data_arguments(parser)
     parser.set_defaults(run=run_finetune, fast_cpu_training=True)
 
 
 # Flags that are not FinetuneConfig fields of the same name.
-_FINETUNE_NOT_FIELDS = ("command", "run", "fast_cpu_training", "config", "overrides",
-                        "no_tensorboard", "text_columns", "jit_compile")
+_FINETUNE_NOT_FIELDS = (
+    "command",
+    "run",
+    "fast_cpu_training",
+    "config",
+    "overrides",
+    "no_tensorboard",
+    "text_columns",
+    "jit_compile",
+)
 
 
 def run_finetune(args):
     import json
 
     from keras_bert.training.finetuning import finetune, load_finetune_config
-    fields = {name: value for name, value in vars(args).items()
-              if value is not None and name not in _FINETUNE_NOT_FIELDS}
+
+    fields = {
+        name: value
+        for name, value in vars(args).items()
+        if value is not None and name not in _FINETUNE_NOT_FIELDS
+    }
     if args.no_tensorboard:
         fields["tensorboard"] = False
     if args.text_columns:
@@ -447,20 +688,31 @@ def run_finetune(args):
 
 def add_evaluate(subparsers):
     parser = subparsers.add_parser(
-        "evaluate", help="score a fine-tuned model (a finetune --output-dir) on a data set; "
-                         "--task embed: also a pretrained sentence encoder")
-    parser.add_argument("--model-dir", required=True,
-                        help="a finetune --output-dir; with --task embed also a pretrained "
-                             "sentence encoder (sentence-transformers folder or ORG/NAME in the "
-                             "local HuggingFace cache, BERT checkpoint, .keras)")
+        "evaluate",
+        help="score a fine-tuned model (a finetune --output-dir) on a data set; "
+        "--task embed: also a pretrained sentence encoder",
+    )
+    parser.add_argument(
+        "--model-dir",
+        required=True,
+        help="a finetune --output-dir; with --task embed also a pretrained "
+        "sentence encoder (sentence-transformers folder or ORG/NAME in the "
+        "local HuggingFace cache, BERT checkpoint, .keras)",
+    )
     parser.add_argument("--data", required=True, help="file or tfds:<name>:<split>")
-    parser.add_argument("--task", default=None,
-                        choices=["classify", "regress", "tag", "squad", "embed"],
-                        help="default: the model folder's; embed: retrieval figures (each "
-                             "row's first text queries its second) or Spearman on scored pairs")
-    parser.add_argument("--seq-length", type=sequence_length, default=None,
-                        help="embed, a pretrained encoder: its length [the folder's "
-                             "max_seq_length]")
+    parser.add_argument(
+        "--task",
+        default=None,
+        choices=["classify", "regress", "tag", "squad", "embed"],
+        help="default: the model folder's; embed: retrieval figures (each "
+        "row's first text queries its second) or Spearman on scored pairs",
+    )
+    parser.add_argument(
+        "--seq-length",
+        type=sequence_length,
+        default=None,
+        help="embed, a pretrained encoder: its length [the folder's max_seq_length]",
+    )
     parser.add_argument("--max-examples", type=positive_int, default=None)
     _add_data_arguments(parser)
     add_casing_arguments(parser)
@@ -471,79 +723,149 @@ def run_evaluate(args):
     import json
 
     from keras_bert.training.finetuning import evaluate
-    result = evaluate(args.model_dir, args.data, task=args.task, seq_length=args.seq_length,
-                      max_dev_examples=args.max_examples, glue_task=args.glue_task,
-                      label_column=args.label_column, lowercase=args.lowercase,
-                      text_columns=args.text_columns.split(",") if args.text_columns else None,
-                      version_2_with_negative=args.version_2_with_negative or None,
-                      null_score_diff_threshold=args.null_score_diff_threshold)
+
+    result = evaluate(
+        args.model_dir,
+        args.data,
+        task=args.task,
+        seq_length=args.seq_length,
+        max_dev_examples=args.max_examples,
+        glue_task=args.glue_task,
+        label_column=args.label_column,
+        lowercase=args.lowercase,
+        text_columns=args.text_columns.split(",") if args.text_columns else None,
+        version_2_with_negative=args.version_2_with_negative or None,
+        null_score_diff_threshold=args.null_score_diff_threshold,
+    )
     print(json.dumps(result, indent=2))
 
 
 # === predict ===
 
+
 def add_predict(subparsers):
     parser = subparsers.add_parser(
-        "predict", help="a fine-tuned model's answers for a file of texts, one JSON line each")
+        "predict", help="a fine-tuned model's answers for a file of texts, one JSON line each"
+    )
     parser.add_argument("--model-dir", required=True, help="a finetune --output-dir")
-    parser.add_argument("--input", required=True, type=input_file,
-                        help="text lines, JSON Lines (text / text_pair; question / context) "
-                             "or a SQuAD JSON file")
-    parser.add_argument("--input-format", choices=("text", "jsonl", "squad"), default=None,
-                        help="default by extension: .jsonl JSON Lines, .json a SQuAD file, "
-                             "anything else one text per line")
-    parser.add_argument("--output", required=True, type=output_file,
-                        help="the answers, FILE.jsonl: one line per input line, each with its "
-                             "`line` number (a blank input line: {\"line\": N, \"blank\": true})")
-    parser.add_argument("--include-input", action="store_true",
-                        help="copy each input's fields (text, text_pair, ...) into its answer")
+    parser.add_argument(
+        "--input",
+        required=True,
+        type=input_file,
+        help="text lines, JSON Lines (text / text_pair; question / context) or a SQuAD JSON file",
+    )
+    parser.add_argument(
+        "--input-format",
+        choices=("text", "jsonl", "squad"),
+        default=None,
+        help="default by extension: .jsonl JSON Lines, .json a SQuAD file, "
+        "anything else one text per line",
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        type=output_file,
+        help="the answers, FILE.jsonl: one line per input line, each with its "
+        '`line` number (a blank input line: {"line": N, "blank": true})',
+    )
+    parser.add_argument(
+        "--include-input",
+        action="store_true",
+        help="copy each input's fields (text, text_pair, ...) into its answer",
+    )
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.set_defaults(run=run_predict)
 
 
 def run_predict(args):
     from keras_bert.cli.predict import predict_file
-    count = predict_file(args.model_dir, args.input, args.output, args.batch_size,
-                         input_format=args.input_format, include_input=args.include_input)
+
+    count = predict_file(
+        args.model_dir,
+        args.input,
+        args.output,
+        args.batch_size,
+        input_format=args.input_format,
+        include_input=args.include_input,
+    )
     print(f"wrote {count} answers to {args.output}")
 
 
 # === export ===
 
+
 def add_export(subparsers):
     parser = subparsers.add_parser(
-        "export", help="SavedModel with tokenization inside, for TensorFlow Serving")
-    parser.add_argument("--model-dir", required=True,
-                        help="a `keras-bert finetune` output folder; or a pretrained encoder "
-                             "(HuggingFace folder, TF1 checkpoint, .keras) for embeddings")
-    parser.add_argument("--output", required=True,
-                        help="EXPORT_DIR/NAME/VERSION (VERSION an integer), as TF Serving reads")
-    parser.add_argument("--vocab-file", default=None, type=input_file,
-                        help="default: the model folder's vocab.txt")
+        "export", help="SavedModel with tokenization inside, for TensorFlow Serving"
+    )
+    parser.add_argument(
+        "--model-dir",
+        required=True,
+        help="a `keras-bert finetune` output folder; or a pretrained encoder "
+        "(HuggingFace folder, TF1 checkpoint, .keras) for embeddings",
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        help="EXPORT_DIR/NAME/VERSION (VERSION an integer), as TF Serving reads",
+    )
+    parser.add_argument(
+        "--vocab-file", default=None, type=input_file, help="default: the model folder's vocab.txt"
+    )
     add_casing_arguments(parser)
-    parser.add_argument("--seq-length", type=sequence_length, default=None,
-                        help="default: the fine-tuning length (128 for embeddings)")
-    parser.add_argument("--max-windows", type=positive_int, default=None,
-                        help="question answering: most context windows searched (default 64)")
-    parser.add_argument("--padding", choices=("max_length", "longest"), default="max_length",
-                        help="pad each request to --seq-length, or (classifiers, embeddings) to "
-                             "its longest text rounded up to --length-multiple: faster on short texts")
-    parser.add_argument("--length-multiple", type=positive_int, default=8,
-                        help="with --padding longest: padded lengths are multiples of this")
-    parser.add_argument("--quantize", choices=("int8",), default=None,
-                        help="store the dense layers' kernels as int8, run on oneDNN's int8 "
-                             "kernel (LiteRT: dynamic-range int8)")
-    parser.add_argument("--jit-compile", action="store_true",
-                        help="compile the model part of the signatures with XLA, once per "
-                             "request shape: faster at batch 1 (TF Serving: "
-                             "--xla_cpu_compilation_enabled)")
-    parser.add_argument("--remove-padding", action=argparse.BooleanOptionalAction,
-                        default=None,
-                        help="run the per-token layers on the real tokens only (default: on, "
-                             "except with --jit-compile); --no-remove-padding: every padded "
-                             "position too, 6-9 %% faster on batches of full-length texts")
-    parser.add_argument("--format", choices=("savedmodel", "litert"), default="savedmodel",
-                        help="litert: one .tflite classifier taking strings (--output FILE.tflite)")
+    parser.add_argument(
+        "--seq-length",
+        type=sequence_length,
+        default=None,
+        help="default: the fine-tuning length (128 for embeddings)",
+    )
+    parser.add_argument(
+        "--max-windows",
+        type=positive_int,
+        default=None,
+        help="question answering: most context windows searched (default 64)",
+    )
+    parser.add_argument(
+        "--padding",
+        choices=("max_length", "longest"),
+        default="max_length",
+        help="pad each request to --seq-length, or (classifiers, embeddings) to "
+        "its longest text rounded up to --length-multiple: faster on short texts",
+    )
+    parser.add_argument(
+        "--length-multiple",
+        type=positive_int,
+        default=8,
+        help="with --padding longest: padded lengths are multiples of this",
+    )
+    parser.add_argument(
+        "--quantize",
+        choices=("int8",),
+        default=None,
+        help="store the dense layers' kernels as int8, run on oneDNN's int8 "
+        "kernel (LiteRT: dynamic-range int8)",
+    )
+    parser.add_argument(
+        "--jit-compile",
+        action="store_true",
+        help="compile the model part of the signatures with XLA, once per "
+        "request shape: faster at batch 1 (TF Serving: "
+        "--xla_cpu_compilation_enabled)",
+    )
+    parser.add_argument(
+        "--remove-padding",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the per-token layers on the real tokens only (default: on, "
+        "except with --jit-compile); --no-remove-padding: every padded "
+        "position too, 6-9 %% faster on batches of full-length texts",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("savedmodel", "litert"),
+        default="savedmodel",
+        help="litert: one .tflite classifier taking strings (--output FILE.tflite)",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
     parser.set_defaults(run=run_export)
 
@@ -551,53 +873,92 @@ def add_export(subparsers):
 def run_export(args):
     if args.format == "litert":
         from keras_bert.export.litert import export_litert_dir
-        path = export_litert_dir(args.model_dir, args.output, seq_length=args.seq_length,
-                                 quantize=args.quantize, overwrite=args.overwrite)
+
+        path = export_litert_dir(
+            args.model_dir,
+            args.output,
+            seq_length=args.seq_length,
+            quantize=args.quantize,
+            overwrite=args.overwrite,
+        )
         print(f"wrote {path}")
         return
     from keras_bert.export import export_model_dir
+
     options = {} if args.max_windows is None else {"max_windows": args.max_windows}
-    path = export_model_dir(args.model_dir, args.output, vocab_file=args.vocab_file,
-                            lowercase=args.lowercase, seq_length=args.seq_length,
-                            overwrite=args.overwrite, padding=args.padding,
-                            length_multiple=args.length_multiple, quantize=args.quantize,
-                            jit_compile=args.jit_compile, remove_padding=args.remove_padding,
-                            **options)
+    path = export_model_dir(
+        args.model_dir,
+        args.output,
+        vocab_file=args.vocab_file,
+        lowercase=args.lowercase,
+        seq_length=args.seq_length,
+        overwrite=args.overwrite,
+        padding=args.padding,
+        length_multiple=args.length_multiple,
+        quantize=args.quantize,
+        jit_compile=args.jit_compile,
+        remove_padding=args.remove_padding,
+        **options,
+    )
     from keras_bert.export.saved_model import load_instructions
+
     print(f"wrote {path}")
     print(load_instructions(path))
 
 
 # === quickstart ===
 
+
 def add_quickstart(subparsers):
     parser = subparsers.add_parser(
-        "quickstart", help="the whole of BERT on the shipped Austen novels, in minutes")
+        "quickstart", help="the whole of BERT on the shipped Austen novels, in minutes"
+    )
     parser.add_argument("--output", default="quickstart_output", help="folder for every artefact")
-    parser.add_argument("--corpus", default=None,
-                        help="glob of books with CHAPTER headings "
-                             "(default: the shipped keras_bert/assets/austen/*.txt)")
+    parser.add_argument(
+        "--corpus",
+        default=None,
+        help="glob of books with CHAPTER headings "
+        "(default: the shipped keras_bert/assets/austen/*.txt)",
+    )
     parser.add_argument("--fast", action="store_true", help="a sliver of everything (for tests)")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="every random choice of the run (data, weights, orders, dropout)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="every random choice of the run (data, weights, orders, dropout)",
+    )
     parser.set_defaults(run=run_quickstart, fast_cpu_training=True)
 
 
 def run_quickstart(args):
     from keras_bert.cli.quickstart import quickstart
+
     quickstart(args.output, corpus=args.corpus, fast=args.fast, seed=args.seed)
 
 
-COMMANDS = [add_tokenize, add_vocab, add_encode, add_convert, add_prepare_corpus,
-            add_create_pretraining_data, add_pretrain, add_finetune, add_evaluate, add_predict,
-            add_export, add_quickstart]
+COMMANDS = [
+    add_tokenize,
+    add_vocab,
+    add_encode,
+    add_convert,
+    add_prepare_corpus,
+    add_create_pretraining_data,
+    add_pretrain,
+    add_finetune,
+    add_evaluate,
+    add_predict,
+    add_export,
+    add_quickstart,
+]
 
 
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="keras-bert", description=__doc__.splitlines()[0],
+        prog="keras-bert",
+        description=__doc__.splitlines()[0],
         epilog="--verbose, anywhere on the line (or KERAS_BERT_VERBOSE=1), keeps TensorFlow's "
-               "and XLA's C++ log lines, which are hidden by default.")
+        "and XLA's C++ log lines, which are hidden by default.",
+    )
     subparsers = parser.add_subparsers(dest="command", required=True)
     for add in COMMANDS:
         add(subparsers)
@@ -623,6 +984,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     if getattr(args, "fast_cpu_training", False):
         from keras_bert.cli.startup import use_fast_cpu_training_settings
+
         use_fast_cpu_training_settings()
     log_filter = None
     if command_line:
@@ -659,8 +1021,11 @@ def run_command(args):
         if native_logs.verbose_requested():
             traceback.print_exc()
         one_line = " ".join(part.strip() for part in message.splitlines() if part.strip())
-        print(f"keras-bert {args.command}: error: {one_line or type(e).__name__}",
-              file=sys.stderr, flush=True)
+        print(
+            f"keras-bert {args.command}: error: {one_line or type(e).__name__}",
+            file=sys.stderr,
+            flush=True,
+        )
         return 2
 
 

@@ -15,10 +15,14 @@ from keras_bert.models.encoder import BertEncoder
 from keras_bert.text.tokenizer import BertTokenizer
 
 
-def encode_sentences(sentences: Sequence[str], init_checkpoint: str | None = None,
-                     vocab_file: str | None = None, preset: str = "tiny",
-                     seq_length: int = 128, lowercase: bool | None = None
-                     ) -> Iterator[tuple[str, list[str], np.ndarray]]:
+def encode_sentences(
+    sentences: Sequence[str],
+    init_checkpoint: str | None = None,
+    vocab_file: str | None = None,
+    preset: str = "tiny",
+    seq_length: int = 128,
+    lowercase: bool | None = None,
+) -> Iterator[tuple[str, list[str], np.ndarray]]:
     """Yields (sentence, word pieces, embedding) for each sentence.
 
     `lowercase=None`: the checkpoint's casing (`tokenizer_settings`)."""
@@ -31,9 +35,13 @@ def encode_sentences(sentences: Sequence[str], init_checkpoint: str | None = Non
     else:
         encoder = BertEncoder(BertConfig.preset(preset))
     if seq_length > encoder.config.max_position_embeddings:
-        raise ValueError(f"seq_length {seq_length} exceeds the encoder's "
-                         f"{encoder.config.max_position_embeddings} positions; use at most that")
+        raise ValueError(
+            f"seq_length {seq_length} exceeds the encoder's "
+            f"{encoder.config.max_position_embeddings} positions; use at most that"
+        )
     features = tokenizer.pack(tf.constant(sentences), seq_length=seq_length)
     embeddings = mean_pool(encoder(features)["sequence_output"], features["input_mask"]).numpy()
-    for sentence, ids, embedding in zip(sentences, tokenizer.tokenize(sentences).to_list(), embeddings):
+    for sentence, ids, embedding in zip(
+        sentences, tokenizer.tokenize(sentences).to_list(), embeddings
+    ):
         yield sentence, [tokenizer.vocab[i] for i in ids], np.asarray(embedding)

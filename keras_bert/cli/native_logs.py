@@ -37,8 +37,11 @@ _DIGITS = b"0123456789"
 
 
 def is_native_log_line(line: bytes) -> bool:
-    return bool(TF_LOG_LINE.match(line) or ABSL_LOG_LINE.match(line)
-                or line.startswith(ABSL_NOT_INITIALISED))
+    return bool(
+        TF_LOG_LINE.match(line)
+        or ABSL_LOG_LINE.match(line)
+        or line.startswith(ABSL_NOT_INITIALISED)
+    )
 
 
 def _fits_opening(partial: bytes, opening: bytes) -> bool:
@@ -104,6 +107,7 @@ def keep_native_logs(environ=None):
     environ = os.environ if environ is None else environ
     environ["KERAS_BERT_VERBOSE"] = "1"
     import keras_bert
+
     if keras_bert._QUIETED_TENSORFLOW and "tensorflow" not in sys.modules:
         environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
 
@@ -115,8 +119,11 @@ class StderrFilter:
         read_end, write_end = os.pipe()
         self._saved_stderr = os.dup(2)
         self._process = subprocess.Popen(
-            [sys.executable, "-S", os.path.abspath(__file__)], stdin=read_end,
-            stdout=self._saved_stderr, close_fds=True)
+            [sys.executable, "-S", os.path.abspath(__file__)],
+            stdin=read_end,
+            stdout=self._saved_stderr,
+            close_fds=True,
+        )
         os.close(read_end)
         sys.stderr.flush()
         os.dup2(write_end, 2)

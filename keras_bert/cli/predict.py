@@ -31,8 +31,13 @@ from keras_bert import safe_output
 from keras_bert.progress import Progress
 from keras_bert.training.finetuning import load_finetuned
 
-FIELDS = {"classify": ("text", "text_pair"), "regress": ("text", "text_pair"),
-          "tag": ("text",), "squad": ("id", "question", "context"), "embed": ("text",)}
+FIELDS = {
+    "classify": ("text", "text_pair"),
+    "regress": ("text", "text_pair"),
+    "tag": ("text",),
+    "squad": ("id", "question", "context"),
+    "embed": ("text",),
+}
 INPUT_FORMATS = ("text", "jsonl", "squad")
 
 
@@ -42,17 +47,22 @@ def input_format_of(path: str, task: str, input_format: str | None = None) -> st
         extension = os.path.splitext(path)[1].lower()
         input_format = {".jsonl": "jsonl", ".json": "squad"}.get(extension, "text")
         if input_format == "squad" and task != "squad":
-            raise ValueError(f"{path}: a .json file is read as a SQuAD file, for question "
-                             "answering; give JSON Lines a .jsonl name or --input-format jsonl")
+            raise ValueError(
+                f"{path}: a .json file is read as a SQuAD file, for question "
+                "answering; give JSON Lines a .jsonl name or --input-format jsonl"
+            )
     if input_format not in INPUT_FORMATS:
         raise ValueError(f"input format must be one of {INPUT_FORMATS}, got {input_format!r}")
     if task == "squad" and input_format == "text":
-        raise ValueError(f"{path}: question answering reads JSON Lines with `question` and "
-                         "`context` (a .jsonl file, or --input-format jsonl) or a SQuAD JSON "
-                         "file (.json, or --input-format squad)")
+        raise ValueError(
+            f"{path}: question answering reads JSON Lines with `question` and "
+            "`context` (a .jsonl file, or --input-format jsonl) or a SQuAD JSON "
+            "file (.json, or --input-format squad)"
+        )
     if input_format == "squad" and task != "squad":
-        raise ValueError(f"--input-format squad is for question answering; this model's task "
-                         f"is {task}")
+        raise ValueError(
+            f"--input-format squad is for question answering; this model's task is {task}"
+        )
     return input_format
 
 
@@ -64,8 +74,7 @@ def text_lines(content: str) -> list[str]:
     return lines[:-1] if lines and lines[-1] == "" else lines
 
 
-def read_inputs(path: str, task: str, input_format: str | None = None
-                ) -> list[dict[str, Any]]:
+def read_inputs(path: str, task: str, input_format: str | None = None) -> list[dict[str, Any]]:
     """The input file -> one dict per input, with the task's fields and `line`
     (the input line number; a SQuAD file's questions have their `id`). A blank
     line is `{"line": N, "blank": True}`."""
@@ -77,9 +86,10 @@ def read_inputs(path: str, task: str, input_format: str | None = None
     try:
         content = raw.decode("utf-8-sig")  # a byte-order mark is not part of line 1's text
     except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise ValueError(f"{path}, line {line}: not valid UTF-8 (binary data? convert the "
-                         "text to UTF-8)") from None
+        line = raw[: e.start].count(b"\n") + 1
+        raise ValueError(
+            f"{path}, line {line}: not valid UTF-8 (binary data? convert the text to UTF-8)"
+        ) from None
     if input_format == "squad":
         try:
             return _squad_questions(json.loads(content)["data"])
@@ -99,8 +109,10 @@ def read_inputs(path: str, task: str, input_format: str | None = None
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}, line {number}: not valid JSON ({e.msg})") from None
         if not isinstance(row, dict):
-            raise ValueError(f"{path}, line {number}: expected a JSON object with "
-                             f"{list(required)}, got {type(row).__name__}")
+            raise ValueError(
+                f"{path}, line {number}: expected a JSON object with "
+                f"{list(required)}, got {type(row).__name__}"
+            )
         missing = [name for name in required if not isinstance(row.get(name), str)]
         if missing:
             raise ValueError(f"{path}, line {number}: field(s) {missing} missing or not text")
@@ -109,18 +121,27 @@ def read_inputs(path: str, task: str, input_format: str | None = None
 
 
 def _squad_questions(data):
-    return [{"id": qa["id"], "question": qa["question"], "context": paragraph["context"]}
-            for article in data for paragraph in article["paragraphs"]
-            for qa in paragraph["qas"]]
+    return [
+        {"id": qa["id"], "question": qa["question"], "context": paragraph["context"]}
+        for article in data
+        for paragraph in article["paragraphs"]
+        for qa in paragraph["qas"]
+    ]
 
 
-def predictions(model: Any, task: str, rows: list[dict[str, Any]], saved: dict[str, Any],
-                batch_size: int, include_input: bool = False) -> Iterator[dict[str, Any]]:
+def predictions(
+    model: Any,
+    task: str,
+    rows: list[dict[str, Any]],
+    saved: dict[str, Any],
+    batch_size: int,
+    include_input: bool = False,
+) -> Iterator[dict[str, Any]]:
     """The model's answers for the rows, in order, as JSON-able dicts; blank
     rows are answered as blank, in their place."""
     with Progress(len(rows), "inputs", detail="predicting") as bar:
         for start in range(0, len(rows), batch_size):
-            chunk = rows[start:start + batch_size]
+            chunk = rows[start : start + batch_size]
             asked = [row for row in chunk if not row.get("blank")]
             answers = iter(_answers(model, task, asked, saved) if asked else ())
             for row in chunk:
@@ -140,11 +161,21 @@ def _labelled(row, answer, include_input):
 
 def _answers(model, task, chunk, saved):
     if task == "squad":
-        options = {name: saved[name] for name in (
-            "version_2_with_negative", "doc_stride", "max_query_length", "n_best_size",
-            "null_score_diff_threshold") if name in saved}
-        answers = model.predict_answers({"question": [r["question"] for r in chunk],
-                                         "context": [r["context"] for r in chunk]}, **options)
+        options = {
+            name: saved[name]
+            for name in (
+                "version_2_with_negative",
+                "doc_stride",
+                "max_query_length",
+                "n_best_size",
+                "null_score_diff_threshold",
+            )
+            if name in saved
+        }
+        answers = model.predict_answers(
+            {"question": [r["question"] for r in chunk], "context": [r["context"] for r in chunk]},
+            **options,
+        )
         yield from answers
         return
     if task == "tag":
@@ -159,9 +190,16 @@ def _answers(model, task, chunk, saved):
     paired = [i for i, r in enumerate(chunk) if r.get("text_pair") is not None]
     single = [i for i, r in enumerate(chunk) if r.get("text_pair") is None]
     answers = {}
-    for group, inputs in ((single, [chunk[i]["text"] for i in single]),
-                          (paired, {"text": [chunk[i]["text"] for i in paired],
-                                    "text_pair": [chunk[i]["text_pair"] for i in paired]})):
+    for group, inputs in (
+        (single, [chunk[i]["text"] for i in single]),
+        (
+            paired,
+            {
+                "text": [chunk[i]["text"] for i in paired],
+                "text_pair": [chunk[i]["text_pair"] for i in paired],
+            },
+        ),
+    ):
         if not group:
             continue
         outputs = model.classify(inputs)
@@ -169,14 +207,24 @@ def _answers(model, task, chunk, saved):
             if task == "regress":
                 answers[i] = {"score": float(outputs["score"][k])}
             else:
-                answers[i] = {"label": outputs["label"][k].decode("utf-8"),
-                              "probabilities": {name: float(p) for name, p in zip(
-                                  model.answer_names(), outputs["probabilities"][k])}}
+                answers[i] = {
+                    "label": outputs["label"][k].decode("utf-8"),
+                    "probabilities": {
+                        name: float(p)
+                        for name, p in zip(model.answer_names(), outputs["probabilities"][k])
+                    },
+                }
     yield from (answers[i] for i in range(len(chunk)))
 
 
-def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 32,
-                 input_format: str | None = None, include_input: bool = False) -> int:
+def predict_file(
+    model_dir: str,
+    input_path: str,
+    output_path: str,
+    batch_size: int = 32,
+    input_format: str | None = None,
+    include_input: bool = False,
+) -> int:
     """Writes the answers for `input_path` to `output_path` (JSON Lines, one
     per input line, blank lines included); returns the number of lines
     written. The output may not be the input (nor the model folder), and is

@@ -54,14 +54,28 @@ class QuickstartSize:
 # this task (3 epochs at 1e-3: 0.76 after 500 steps, 0.75 after 1,000, 0.68
 # after 2,000), so 500 steps pay for the extra epochs at the same run time.
 FULL = QuickstartSize(
-    vocab_size=4000, max_books_chars=10**9, dupe_factor=1, pretrain_steps=500,
+    vocab_size=4000,
+    max_books_chars=10**9,
+    dupe_factor=1,
+    pretrain_steps=500,
     model=dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
-    seq_length=64, finetune_epochs=5, finetune_learning_rate=1e-3, max_passages_per_book=1000)
+    seq_length=64,
+    finetune_epochs=5,
+    finetune_learning_rate=1e-3,
+    max_passages_per_book=1000,
+)
 # For tests: the same path end to end, on a sliver of the corpus.
 FAST = QuickstartSize(
-    vocab_size=600, max_books_chars=60_000, dupe_factor=1, pretrain_steps=20,
+    vocab_size=600,
+    max_books_chars=60_000,
+    dupe_factor=1,
+    pretrain_steps=20,
     model=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64),
-    seq_length=64, finetune_epochs=1, finetune_learning_rate=1e-4, max_passages_per_book=60)
+    seq_length=64,
+    finetune_epochs=1,
+    finetune_learning_rate=1e-4,
+    max_passages_per_book=60,
+)
 
 
 def _step(number, title):
@@ -74,6 +88,7 @@ def _done(started, message):
 
 
 # === The labelled task: which novel is a passage from? ===
+
 
 def _passages(sentences, words=PASSAGE_WORDS):
     """Consecutive sentences joined until a passage has at least `words` words."""
@@ -89,11 +104,12 @@ def build_novel_task(book_files, output_dir, size):
     """Writes corpus.txt (pretraining input, held-out chapters excluded) and
     train.tsv / dev.tsv (`label<TAB>sentence`, label = the book's file name)."""
     from keras_bert.text.corpus import book_documents, write_documents
+
     train_chapters, rows = [], {"train": [], "dev": []}
     for path in book_files:
         label = os.path.splitext(os.path.basename(path))[0]
         with open(path, encoding="utf-8") as f:
-            chapters = book_documents(f.read()[:size.max_books_chars])
+            chapters = book_documents(f.read()[: size.max_books_chars])
         per_split = collections.Counter()
         for index, chapter in enumerate(chapters):
             split = "dev" if index % HELD_OUT_EVERY == HELD_OUT_EVERY - 1 else "train"
@@ -118,6 +134,7 @@ def majority_baseline(train_tsv, dev_tsv):
     def labels(path):
         with open(path, encoding="utf-8") as f:
             return [line.split("\t", 1)[0] for line in f.read().splitlines()[1:]]
+
     majority, _ = collections.Counter(labels(train_tsv)).most_common(1)[0]
     dev = labels(dev_tsv)
     return majority, sum(label == majority for label in dev) / len(dev)
@@ -145,14 +162,18 @@ for passage, label, probabilities in zip(passages, outputs["label"].numpy(),
 
 
 def reload_and_classify(export_path, passages):
-    result = subprocess.run([sys.executable, "-c", _RELOAD_SCRIPT, export_path,
-                             json.dumps(passages)], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", _RELOAD_SCRIPT, export_path, json.dumps(passages)],
+        capture_output=True,
+        text=True,
+    )
     if result.returncode:
         raise RuntimeError(f"reloading {export_path} in a fresh process failed:\n{result.stderr}")
     return result.stdout
 
 
 # === The quickstart ===
+
 
 def quickstart(output_dir="quickstart_output", corpus=None, fast=False, seed=0):
     """Runs every step; returns a dict of the results and where things were written.
@@ -172,14 +193,19 @@ def quickstart(output_dir="quickstart_output", corpus=None, fast=False, seed=0):
     book_files = sorted(glob.glob(corpus or DEFAULT_CORPUS))
     if not book_files:
         raise FileNotFoundError(f"no corpus files match {corpus or DEFAULT_CORPUS}")
-    paths = {name: os.path.join(output_dir, name) for name in (
-        "vocab.txt", "pretraining", "pretrain", "classifier", "export")}
+    paths = {
+        name: os.path.join(output_dir, name)
+        for name in ("vocab.txt", "pretraining", "pretrain", "classifier", "export")
+    }
     results = {}
 
     started = _step(1, "Prepare the corpus and the labelled task (held-out chapters kept apart)")
     corpus_file, counts, chapters = build_novel_task(book_files, output_dir, size)
-    _done(started, f"{len(book_files)} books, {chapters} training chapters; "
-                   f"{counts['train']} train / {counts['dev']} dev passages")
+    _done(
+        started,
+        f"{len(book_files)} books, {chapters} training chapters; "
+        f"{counts['train']} train / {counts['dev']} dev passages",
+    )
 
     started = _step(2, f"Learn a {size.vocab_size}-token WordPiece vocabulary")
     vocab_learning.learn_vocabulary([corpus_file], size.vocab_size, output=paths["vocab.txt"])
@@ -189,42 +215,77 @@ def quickstart(output_dir="quickstart_output", corpus=None, fast=False, seed=0):
 
     started = _step(3, "Create pretraining TFRecords (NSP pairs, 15 % masked, 80/10/10)")
     os.makedirs(paths["pretraining"], exist_ok=True)
-    options = PretrainingOptions(max_seq_length=size.seq_length, dupe_factor=size.dupe_factor,
-                                 max_predictions_per_seq=max(size.seq_length * 15 // 100, 1),
-                                 random_seed=seed)
-    summary = create_pretraining_data(corpus_file, os.path.join(paths["pretraining"], "train.tfrecord"),
-                                      paths["vocab.txt"], options, progress=True)
+    options = PretrainingOptions(
+        max_seq_length=size.seq_length,
+        dupe_factor=size.dupe_factor,
+        max_predictions_per_seq=max(size.seq_length * 15 // 100, 1),
+        random_seed=seed,
+    )
+    summary = create_pretraining_data(
+        corpus_file,
+        os.path.join(paths["pretraining"], "train.tfrecord"),
+        paths["vocab.txt"],
+        options,
+        progress=True,
+    )
     _done(started, f"{summary.instances} instances")
 
-    started = _step(4, f"Pretrain a tiny BERT from scratch ({size.pretrain_steps} steps, MLM + NSP)")
+    started = _step(
+        4, f"Pretrain a tiny BERT from scratch ({size.pretrain_steps} steps, MLM + NSP)"
+    )
     os.makedirs(paths["pretrain"], exist_ok=True)
     bert_config = os.path.join(paths["pretrain"], "bert_config.json")
-    BertConfig(vocab_size=vocab_size, max_position_embeddings=size.seq_length, **size.model
-               ).to_json_file(bert_config)
-    pretrain_metrics = pretraining.pretrain(pretraining.load_config(
-        model=bert_config, train_files=os.path.join(paths["pretraining"], "*.tfrecord"),
-        model_dir=paths["pretrain"], seq_length=size.seq_length,
-        max_predictions_per_seq=options.max_predictions_per_seq, batch_size=32,
-        learning_rate=1e-3, train_steps=size.pretrain_steps,
-        warmup_steps=size.pretrain_steps // 10, checkpoint_every=size.pretrain_steps,
-        log_every=max(size.pretrain_steps // 10, 1), jit_compile=False, verbose=2, seed=seed))
+    BertConfig(
+        vocab_size=vocab_size, max_position_embeddings=size.seq_length, **size.model
+    ).to_json_file(bert_config)
+    pretrain_metrics = pretraining.pretrain(
+        pretraining.load_config(
+            model=bert_config,
+            train_files=os.path.join(paths["pretraining"], "*.tfrecord"),
+            model_dir=paths["pretrain"],
+            seq_length=size.seq_length,
+            max_predictions_per_seq=options.max_predictions_per_seq,
+            batch_size=32,
+            learning_rate=1e-3,
+            train_steps=size.pretrain_steps,
+            warmup_steps=size.pretrain_steps // 10,
+            checkpoint_every=size.pretrain_steps,
+            log_every=max(size.pretrain_steps // 10, 1),
+            jit_compile=False,
+            verbose=2,
+            seed=seed,
+        )
+    )
     results["pretrain"] = {k: round(float(v), 4) for k, v in pretrain_metrics.items()}
     _done(started, ", ".join(f"{k} {v:.3f}" for k, v in results["pretrain"].items()))
 
     started = _step(5, "Fine-tune a classifier: which novel is this passage from?")
-    finetune_results = finetuning.finetune(finetuning.FinetuneConfig(
-        task="classify", train=os.path.join(output_dir, "train.tsv"),
-        dev=os.path.join(output_dir, "dev.tsv"), text_columns=["sentence"],
-        init_checkpoint=os.path.join(paths["pretrain"], "export"), vocab_file=paths["vocab.txt"],
-        output_dir=paths["classifier"], seq_length=size.seq_length, batch_size=32,
-        learning_rate=size.finetune_learning_rate, epochs=size.finetune_epochs,
-        bucket_by_length=True, seed=seed, verbose=2, overwrite=True))
+    finetune_results = finetuning.finetune(
+        finetuning.FinetuneConfig(
+            task="classify",
+            train=os.path.join(output_dir, "train.tsv"),
+            dev=os.path.join(output_dir, "dev.tsv"),
+            text_columns=["sentence"],
+            init_checkpoint=os.path.join(paths["pretrain"], "export"),
+            vocab_file=paths["vocab.txt"],
+            output_dir=paths["classifier"],
+            seq_length=size.seq_length,
+            batch_size=32,
+            learning_rate=size.finetune_learning_rate,
+            epochs=size.finetune_epochs,
+            bucket_by_length=True,
+            seed=seed,
+            verbose=2,
+            overwrite=True,
+        )
+    )
     _done(started, f"dev {finetune_results['dev']}")
 
     started = _step(6, "Evaluate on held-out chapters against the majority class")
     accuracy = finetune_results["dev"]["accuracy"]
-    majority, baseline = majority_baseline(os.path.join(output_dir, "train.tsv"),
-                                           os.path.join(output_dir, "dev.tsv"))
+    majority, baseline = majority_baseline(
+        os.path.join(output_dir, "train.tsv"), os.path.join(output_dir, "dev.tsv")
+    )
     results["dev_accuracy"], results["majority_baseline"] = accuracy, baseline
     _done(started, f"accuracy {accuracy:.3f} vs majority class ({majority}) {baseline:.3f}")
 
@@ -233,7 +294,9 @@ def quickstart(output_dir="quickstart_output", corpus=None, fast=False, seed=0):
     export.export_model_dir(paths["classifier"], export_path, overwrite=True)
     _done(started, export_path)
 
-    started = _step(8, "Reload it in a fresh process (no keras_bert) and classify held-out passages")
+    started = _step(
+        8, "Reload it in a fresh process (no keras_bert) and classify held-out passages"
+    )
     with open(os.path.join(output_dir, "dev.tsv"), encoding="utf-8") as f:
         dev_rows = [line.split("\t", 1) for line in f.read().splitlines()[1:]]
     picks = [row[1] for row in random.Random(1).sample(dev_rows, min(4, len(dev_rows)))]
@@ -243,9 +306,17 @@ def quickstart(output_dir="quickstart_output", corpus=None, fast=False, seed=0):
     seconds = time.monotonic() - started_all
     results.update(seconds=round(seconds, 1), seed=seed, paths=paths, export=export_path)
     print(f"\nDone in {seconds / 60:.1f} minutes. Everything is in {output_dir}/.")
-    print(NEXT_COMMANDS.format(out=output_dir, export=export_path, size=size,
-                               steps=size.pretrain_steps, epochs=size.finetune_epochs,
-                               max_predictions=options.max_predictions_per_seq, seed=seed))
+    print(
+        NEXT_COMMANDS.format(
+            out=output_dir,
+            export=export_path,
+            size=size,
+            steps=size.pretrain_steps,
+            epochs=size.finetune_epochs,
+            max_predictions=options.max_predictions_per_seq,
+            seed=seed,
+        )
+    )
     safe_output.write_json(os.path.join(output_dir, "quickstart_results.json"), results)
     return results
 

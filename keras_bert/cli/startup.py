@@ -43,8 +43,9 @@ def import_tensorflow_lean():
     hidden = [name for name in OPTIONAL_PACKAGES + ("keras",) if name not in sys.modules]
     for name in hidden:
         sys.modules[name] = None  # `import name` now raises ImportError
-    sys.modules[TEXT_KERAS] = types.ModuleType(TEXT_KERAS, "tensorflow-text's Keras layers, "
-                                               "not loaded (keras_bert.cli.startup)")
+    sys.modules[TEXT_KERAS] = types.ModuleType(
+        TEXT_KERAS, "tensorflow-text's Keras layers, not loaded (keras_bert.cli.startup)"
+    )
     # The import creates about a million objects that live as long as the
     # process; the garbage collector would scan them again and again during
     # the import and the tokenizer's tracing. Freezing moves them out of its

@@ -27,12 +27,12 @@ if TYPE_CHECKING:
     from keras_bert.config import BertConfig
     from keras_bert.text.tokenizer import BertTokenizer
 
-IDS_SPECS = {name: tf.TensorSpec([None, None], tf.int32, name=name)
-             for name in features.ENCODER_INPUTS}
+IDS_SPECS = {
+    name: tf.TensorSpec([None, None], tf.int32, name=name) for name in features.ENCODER_INPUTS
+}
 
 
-def signature(*specs: tf.TensorSpec, jit_compile: bool = False
-              ) -> Callable[[Callable], Callable]:
+def signature(*specs: tf.TensorSpec, jit_compile: bool = False) -> Callable[[Callable], Callable]:
     """`tf.function` with an input signature and without AutoGraph: the serving
     code has no Python control flow on tensors, and converting the tokenizer and
     every Keras layer would triple the export time. `jit_compile`: compiled
@@ -42,18 +42,27 @@ def signature(*specs: tf.TensorSpec, jit_compile: bool = False
     shapes, so a (B, 1) or scalar `text` would fail deep in the graph
     ("Can't concatenate scalars"): every input first goes through EnsureShape,
     whose error names the input and the shape it expects."""
+
     def decorate(function):
         @functools.wraps(function)
         def checked(*args):
-            return function(*(tf.ensure_shape(arg, spec.shape, name=f"check_{name}")
-                              for arg, spec, name in zip(args, specs, _arg_names(function))))
-        return tf.function(checked, input_signature=list(specs), autograph=False,
-                           jit_compile=jit_compile or None)
+            return function(
+                *(
+                    tf.ensure_shape(arg, spec.shape, name=f"check_{name}")
+                    for arg, spec, name in zip(args, specs, _arg_names(function))
+                )
+            )
+
+        return tf.function(
+            checked, input_signature=list(specs), autograph=False, jit_compile=jit_compile or None
+        )
+
     return decorate
 
 
 def _arg_names(function):
     import inspect
+
     return [name for name in inspect.signature(function).parameters if name != "self"]
 
 
@@ -82,8 +91,10 @@ class TaskServing:
     def __init__(self, model: keras.Model, tokenizer: BertTokenizer, seq_length: int) -> None:
         max_positions = model_config(model).max_position_embeddings
         if not 3 <= seq_length <= max_positions:
-            raise ValueError(f"seq_length must be in [3, {max_positions}] (the encoder's "
-                             f"max_position_embeddings), got {seq_length}")
+            raise ValueError(
+                f"seq_length must be in [3, {max_positions}] (the encoder's "
+                f"max_position_embeddings), got {seq_length}"
+            )
         self.model = model
         self.tokenizer = tokenizer
         self.seq_length = seq_length
@@ -96,17 +107,20 @@ class TaskServing:
 
     def pack_function(self, pair: bool = False) -> Callable[..., dict[str, tf.Tensor]]:
         """`traced_pack` with this export's length and padding."""
-        return traced_pack(self.tokenizer, self.seq_length, pair, self.padding,
-                           self.length_multiple)
+        return traced_pack(
+            self.tokenizer, self.seq_length, pair, self.padding, self.length_multiple
+        )
 
     def run_model(self, features: Mapping[str, tf.Tensor]) -> tf.Tensor | dict[str, tf.Tensor]:
         """Inference-mode call on {input_ids, input_mask, segment_ids}; float16 /
         bfloat16 outputs come back as float32."""
-        return self._traced_model(features["input_ids"], features["input_mask"],
-                                  features["segment_ids"])
+        return self._traced_model(
+            features["input_ids"], features["input_mask"], features["segment_ids"]
+        )
 
-    def checked_ids(self, input_ids: tf.Tensor, input_mask: tf.Tensor, segment_ids: tf.Tensor
-                    ) -> dict[str, tf.Tensor]:
+    def checked_ids(
+        self, input_ids: tf.Tensor, input_mask: tf.Tensor, segment_ids: tf.Tensor
+    ) -> dict[str, tf.Tensor]:
         """`serve_ids`' inputs as a features dict, after checks that name what is
         wrong (equal shapes, at most max_position_embeddings long, ids inside
         the vocabulary, segments and mask 0 or 1, at least one id and one
@@ -115,33 +129,62 @@ class TaskServing:
         config = model_config(self.model)
         shape = tf.shape(input_ids)
         checks = [
-            tf.debugging.Assert(tf.reduce_all(tf.equal(shape, tf.shape(input_mask)))
-                                & tf.reduce_all(tf.equal(shape, tf.shape(segment_ids))),
-                                ["input_ids, input_mask and segment_ids must have one shape; "
-                                 "got", shape, tf.shape(input_mask), tf.shape(segment_ids)]),
-            tf.debugging.Assert(shape[1] <= config.max_position_embeddings,
-                                [f"sequences may be at most {config.max_position_embeddings} "
-                                 "ids long (max_position_embeddings); got", shape[1]]),
+            tf.debugging.Assert(
+                tf.reduce_all(tf.equal(shape, tf.shape(input_mask)))
+                & tf.reduce_all(tf.equal(shape, tf.shape(segment_ids))),
+                [
+                    "input_ids, input_mask and segment_ids must have one shape; got",
+                    shape,
+                    tf.shape(input_mask),
+                    tf.shape(segment_ids),
+                ],
+            ),
+            tf.debugging.Assert(
+                shape[1] <= config.max_position_embeddings,
+                [
+                    f"sequences may be at most {config.max_position_embeddings} "
+                    "ids long (max_position_embeddings); got",
+                    shape[1],
+                ],
+            ),
             # A sequence needs its [CLS] at least (what a classifier's pooler reads);
             # a row of no real token has no answer (the padded and the unpadded
             # model would give two different ones).
-            tf.debugging.Assert(shape[1] >= 1, ["input_ids must hold at least one id per "
-                                                "sequence ([CLS]); got width", shape[1]]),
-            tf.debugging.Assert(tf.reduce_all(tf.reduce_any(tf.not_equal(input_mask, 0), axis=1)),
-                                ["input_mask must mark at least one real token (1) in every "
-                                 "sequence; rows without:", tf.where(
-                                     tf.reduce_all(tf.equal(input_mask, 0), axis=1))[:, 0]]),
+            tf.debugging.Assert(
+                shape[1] >= 1,
+                ["input_ids must hold at least one id per sequence ([CLS]); got width", shape[1]],
+            ),
+            tf.debugging.Assert(
+                tf.reduce_all(tf.reduce_any(tf.not_equal(input_mask, 0), axis=1)),
+                [
+                    "input_mask must mark at least one real token (1) in every "
+                    "sequence; rows without:",
+                    tf.where(tf.reduce_all(tf.equal(input_mask, 0), axis=1))[:, 0],
+                ],
+            ),
         ]
-        for name, value, size in (("input_ids", input_ids, config.vocab_size),
-                                  ("segment_ids", segment_ids, config.type_vocab_size),
-                                  ("input_mask", input_mask, 2)):
-            checks.append(tf.debugging.Assert(
-                tf.reduce_all((value >= 0) & (value < size)),
-                [f"{name} must lie in [0, {size}); got min", tf.reduce_min(value), "max",
-                 tf.reduce_max(value)]))
+        for name, value, size in (
+            ("input_ids", input_ids, config.vocab_size),
+            ("segment_ids", segment_ids, config.type_vocab_size),
+            ("input_mask", input_mask, 2),
+        ):
+            checks.append(
+                tf.debugging.Assert(
+                    tf.reduce_all((value >= 0) & (value < size)),
+                    [
+                        f"{name} must lie in [0, {size}); got min",
+                        tf.reduce_min(value),
+                        "max",
+                        tf.reduce_max(value),
+                    ],
+                )
+            )
         with tf.control_dependencies(checks):
-            return {"input_ids": tf.identity(input_ids), "input_mask": tf.identity(input_mask),
-                    "segment_ids": tf.identity(segment_ids)}
+            return {
+                "input_ids": tf.identity(input_ids),
+                "input_mask": tf.identity(input_mask),
+                "segment_ids": tf.identity(segment_ids),
+            }
 
     def _run_model(self, input_ids, input_mask, segment_ids):
         features = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
@@ -149,18 +192,26 @@ class TaskServing:
         # [CLS]: `TextTask.read_positions`).
         read_positions = getattr(self.model, "read_positions", lambda features: None)
         encoder = getattr(self.model, "encoder", self.model)  # a task model's, or the encoder
-        with (encoder.remove_padding(read_positions(features)) if self.remove_padding
-              else contextlib.nullcontext()):
+        with (
+            encoder.remove_padding(read_positions(features))
+            if self.remove_padding
+            else contextlib.nullcontext()
+        ):
             outputs = self.model(features, training=False)
         return tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), outputs)
 
     def metadata(self) -> dict[str, Any]:
         """JSON-able facts written to `assets/keras_bert_export.json`."""
-        return {"task": self.task, "seq_length": self.seq_length, "padding": self.padding,
-                "length_multiple": self.length_multiple, "jit_compile": self.jit_compile,
-                "remove_padding": self.remove_padding,
-                "lowercase": self.tokenizer.lowercase,
-                "max_chars_per_word": self.tokenizer.max_chars_per_word}
+        return {
+            "task": self.task,
+            "seq_length": self.seq_length,
+            "padding": self.padding,
+            "length_multiple": self.length_multiple,
+            "jit_compile": self.jit_compile,
+            "remove_padding": self.remove_padding,
+            "lowercase": self.tokenizer.lowercase,
+            "max_chars_per_word": self.tokenizer.max_chars_per_word,
+        }
 
     def signatures(self) -> dict[str, Callable]:
         raise NotImplementedError
@@ -171,6 +222,8 @@ def model_config(model: keras.Model) -> BertConfig:
     encoder = getattr(model, "encoder", model)
     config = getattr(encoder, "config", None)
     if config is None:
-        raise ValueError(f"{type(model).__name__} is neither a BertEncoder nor a task model "
-                         "with an `.encoder`: cannot export it")
+        raise ValueError(
+            f"{type(model).__name__} is neither a BertEncoder nor a task model "
+            "with an `.encoder`: cannot export it"
+        )
     return config

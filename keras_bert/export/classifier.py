@@ -41,19 +41,26 @@ if TYPE_CHECKING:
 
 
 class ClassifierServing(TaskServing):
-
     PADDINGS = ("max_length", "longest")
 
-    def __init__(self, model: BertClassifier, tokenizer: BertTokenizer, seq_length: int,
-                 label_names: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        model: BertClassifier,
+        tokenizer: BertTokenizer,
+        seq_length: int,
+        label_names: Sequence[str] | None = None,
+    ) -> None:
         super().__init__(model, tokenizer, seq_length)
         self.regression = model.num_classes == 1
         names = label_names if label_names is not None else getattr(model, "label_names", None)
         self.label_names = class_names(model.num_classes, names)
         self.trained_on_pairs = getattr(model, "trained_on_pairs", None)
         # Set by the first pair a model trained on single texts is given.
-        self.warned_about_pairs = (tf.Variable(False, trainable=False, name="warned_about_pairs")
-                                   if self.trained_on_pairs is False else None)
+        self.warned_about_pairs = (
+            tf.Variable(False, trainable=False, name="warned_about_pairs")
+            if self.trained_on_pairs is False
+            else None
+        )
 
     @property
     def state_variables(self) -> list[tf.Variable]:
@@ -70,7 +77,8 @@ class ClassifierServing(TaskServing):
             printed = tf.print(
                 "keras_bert export: this classifier was trained on single texts and is "
                 "given text pairs: its answers to pairs are untrained (warned once)",
-                output_stream=sys.stderr)
+                output_stream=sys.stderr,
+            )
             with tf.control_dependencies([printed]):
                 return flag.assign(True, read_value=True)
 
@@ -81,13 +89,17 @@ class ClassifierServing(TaskServing):
         return "regression" if self.regression else "classification"
 
     def metadata(self) -> dict[str, Any]:
-        return {**super().metadata(), "label_names": self.label_names,
-                "trained_on_pairs": self.trained_on_pairs}
+        return {
+            **super().metadata(),
+            "label_names": self.label_names,
+            "trained_on_pairs": self.trained_on_pairs,
+        }
 
     # === Features ===
 
-    def pack(self, text: tf.Tensor, text_pair: tf.Tensor, has_pair: tf.Tensor
-             ) -> dict[str, tf.Tensor]:
+    def pack(
+        self, text: tf.Tensor, text_pair: tf.Tensor, has_pair: tf.Tensor
+    ) -> dict[str, tf.Tensor]:
         """Tokenizes both sides in one call, then packs each row as a single
         sentence or as a pair (`has_pair` (B,) bool), exactly as `tokenizer.pack`."""
         batch = tf.size(text)
@@ -95,14 +107,16 @@ class ClassifierServing(TaskServing):
         first, second = ids[:batch], ids[batch:]
         single = self.pack_function()(first)
         paired = self.pack_function(pair=True)(first, second)
-        return self.tokenizer.select_packed(has_pair, paired, single, self.seq_length,
-                                            self.padding, self.length_multiple)  # (B, T)
+        return self.tokenizer.select_packed(
+            has_pair, paired, single, self.seq_length, self.padding, self.length_multiple
+        )  # (B, T)
 
     def pack_batch(self, text: tf.Tensor, text_pair: tf.Tensor) -> dict[str, tf.Tensor]:
         """`serving_default`'s features: every row a single sentence when
         `text_pair` is empty, else every row a pair. A cond runs only that
         packing (`pack` runs both and picks per row, work a batch of one
         notices)."""
+
         def single():
             ids, _, _ = self.tokenize_with_offsets(text)
             return self.pack_function()(ids)
@@ -120,24 +134,35 @@ class ClassifierServing(TaskServing):
     # === Signatures ===
 
     def signatures(self) -> dict[str, Callable]:
-        @signature(tf.TensorSpec([None], tf.string, name="text"),
-                   tf.TensorSpec([None], tf.string, name="text_pair"))
+        @signature(
+            tf.TensorSpec([None], tf.string, name="text"),
+            tf.TensorSpec([None], tf.string, name="text_pair"),
+        )
         def serve_text(text, text_pair=tf.constant([], tf.string)):
             check = check_same_batch("text", text, "text_pair", text_pair, allow_empty_b=True)
-            with tf.control_dependencies([check] + self.warn_once_about_pairs(
-                    tf.size(text_pair) > 0)):
+            with tf.control_dependencies(
+                [check] + self.warn_once_about_pairs(tf.size(text_pair) > 0)
+            ):
                 features = self.pack_batch(text, text_pair)
             return self.classify(features)
 
         @signature(tf.TensorSpec([None], tf.string, name="inputs"))
         def serve_examples(inputs):
-            parsed = tf.io.parse_example(inputs, {
-                "text": tf.io.FixedLenFeature([], tf.string),
-                "text_pair": tf.io.VarLenFeature(tf.string)})
+            parsed = tf.io.parse_example(
+                inputs,
+                {
+                    "text": tf.io.FixedLenFeature([], tf.string),
+                    "text_pair": tf.io.VarLenFeature(tf.string),
+                },
+            )
             pair = parsed["text_pair"]  # sparse (B, 0 or 1)
             batch = tf.size(inputs)
-            has_pair = tf.math.unsorted_segment_sum(
-                tf.ones_like(pair.indices[:, 0]), pair.indices[:, 0], batch) > 0  # (B,)
+            has_pair = (
+                tf.math.unsorted_segment_sum(
+                    tf.ones_like(pair.indices[:, 0]), pair.indices[:, 0], batch
+                )
+                > 0
+            )  # (B,)
             # The first `text_pair` of each example ("" where it has none).
             text_pair = tf.concat([tf.sparse.to_dense(pair, ""), tf.fill([batch, 1], "")], 1)[:, 0]
             with tf.control_dependencies(self.warn_once_about_pairs(tf.reduce_any(has_pair))):
@@ -152,5 +177,8 @@ class ClassifierServing(TaskServing):
         def serve_ids(input_ids, input_mask, segment_ids):
             return self.classify(self.checked_ids(input_ids, input_mask, segment_ids))
 
-        return {"serving_default": serve_text, "serve_examples": serve_examples,
-                "serve_ids": serve_ids}
+        return {
+            "serving_default": serve_text,
+            "serve_examples": serve_examples,
+            "serve_ids": serve_ids,
+        }

@@ -42,5 +42,8 @@ class EmbeddingsServing(TaskServing):
         def serve_ids(input_ids, input_mask, segment_ids):
             return self.embed(self.checked_ids(input_ids, input_mask, segment_ids))
 
-        return {"serving_default": serve_text, "serve_examples": serve_examples,
-                "serve_ids": serve_ids}
+        return {
+            "serving_default": serve_text,
+            "serve_examples": serve_examples,
+            "serve_ids": serve_ids,
+        }

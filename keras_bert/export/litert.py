@@ -56,14 +56,19 @@ LITERT_QUANTIZE_MODES = ("int8",)
 def litert_tokenizer(tokenizer: BertTokenizer) -> tf_text.FastBertTokenizer:
     """`tokenizer`'s vocabulary and casing as a `FastBertTokenizer` (LiteRT kernels)."""
     return tf_text.FastBertTokenizer(
-        vocab=tokenizer.vocab, suffix_indicator="##", unknown_token="[UNK]",
+        vocab=tokenizer.vocab,
+        suffix_indicator="##",
+        unknown_token="[UNK]",
         # Bytes, not characters, as BertTokenizer's own FastWordpieceTokenizer.
         max_bytes_per_word=4 * tokenizer.max_chars_per_word + 4,
-        token_out_type=tf.int32, lower_case_nfd_strip_accents=tokenizer.lowercase)
+        token_out_type=tf.int32,
+        lower_case_nfd_strip_accents=tokenizer.lowercase,
+    )
 
 
-def pack_single(ids: tf.RaggedTensor, seq_length: int, cls_id: int, sep_id: int
-                ) -> dict[str, tf.Tensor]:
+def pack_single(
+    ids: tf.RaggedTensor, seq_length: int, cls_id: int, sep_id: int
+) -> dict[str, tf.Tensor]:
     """Word pieces (B, P) -> [CLS] pieces [SEP], cut and padded to (B, T), in
     dense ops only (ragged ops have no LiteRT kernels but RaggedTensorToTensor)."""
     body = ids.to_tensor(default_value=0, shape=[None, seq_length - 2])  # (B, T - 2)
@@ -73,29 +78,38 @@ def pack_single(ids: tf.RaggedTensor, seq_length: int, cls_id: int, sep_id: int
     positions = tf.range(seq_length, dtype=length.dtype)[None, :]  # (1, T)
     input_ids = tf.where(positions == length + 1, sep_id, padded)  # (B, T)
     input_mask = tf.cast(positions <= length + 1, tf.int32)
-    return {"input_ids": input_ids, "input_mask": input_mask,
-            "segment_ids": tf.zeros_like(input_mask)}
+    return {
+        "input_ids": input_ids,
+        "input_mask": input_mask,
+        "segment_ids": tf.zeros_like(input_mask),
+    }
 
 
-def classifier_function(model: keras.Model, tokenizer: BertTokenizer, seq_length: int
-                        ) -> tf.types.experimental.ConcreteFunction:
+def classifier_function(
+    model: keras.Model, tokenizer: BertTokenizer, seq_length: int
+) -> tf.types.experimental.ConcreteFunction:
     """text (B,) -> the classifier's answers (pass a model on the plain ops)."""
     fast_tokenizer = litert_tokenizer(tokenizer)
     labels = class_names(model.num_classes, getattr(model, "label_names", None))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")],
-                 autograph=False)
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
     def serve(text):
-        features = pack_single(fast_tokenizer.tokenize(text), seq_length, tokenizer.cls_id,
-                               tokenizer.sep_id)
+        features = pack_single(
+            fast_tokenizer.tokenize(text), seq_length, tokenizer.cls_id, tokenizer.sep_id
+        )
         logits = tf.cast(model(features, training=False), tf.float32)  # (B, C)
         return classify_logits(logits, labels)
 
     return serve.get_concrete_function()
 
 
-def export_litert(model: keras.Model, path: str | os.PathLike, seq_length: int | None = None,
-                  quantize: str | None = None, overwrite: bool = False) -> str:
+def export_litert(
+    model: keras.Model,
+    path: str | os.PathLike,
+    seq_length: int | None = None,
+    quantize: str | None = None,
+    overwrite: bool = False,
+) -> str:
     """Writes `model` (a `BertClassifier` with a preprocessor) as a `.tflite`
     file that takes strings; returns the path.
 
@@ -104,12 +118,16 @@ def export_litert(model: keras.Model, path: str | os.PathLike, seq_length: int |
     """
     path = os.fspath(path)
     if type(model).__name__ != "BertClassifier":
-        raise ValueError(f"LiteRT export takes a BertClassifier, got a {type(model).__name__} "
-                         "(export taggers and readers as SavedModels)")
+        raise ValueError(
+            f"LiteRT export takes a BertClassifier, got a {type(model).__name__} "
+            "(export taggers and readers as SavedModels)"
+        )
     preprocessor = getattr(model, "preprocessor", None)
     if preprocessor is None:
-        raise ValueError("LiteRT export needs a model with a preprocessor (its vocabulary and "
-                         "casing go inside): build it with from_pretrained")
+        raise ValueError(
+            "LiteRT export needs a model with a preprocessor (its vocabulary and "
+            "casing go inside): build it with from_pretrained"
+        )
     if quantize is not None and quantize not in LITERT_QUANTIZE_MODES:
         raise ValueError(f"quantize must be one of {LITERT_QUANTIZE_MODES}, got {quantize!r}")
     if not path.endswith(".tflite"):
@@ -119,18 +137,20 @@ def export_litert(model: keras.Model, path: str | os.PathLike, seq_length: int |
     seq_length = seq_length or preprocessor.seq_length
     max_positions = model.encoder.config.max_position_embeddings
     if not 3 <= seq_length <= max_positions:
-        raise ValueError(f"seq_length must be in [3, {max_positions}] (the encoder's "
-                         f"max_position_embeddings), got {seq_length}")
+        raise ValueError(
+            f"seq_length must be in [3, {max_positions}] (the encoder's "
+            f"max_position_embeddings), got {seq_length}"
+        )
     if getattr(model, "lora_rank", None):
         model = model.merge_lora()
-    function = classifier_function(with_fast_kernels(model, False), preprocessor.tokenizer,
-                                   seq_length)
+    function = classifier_function(
+        with_fast_kernels(model, False), preprocessor.tokenizer, seq_length
+    )
     flatbuffer = convert(function, quantize)
     return safe_output.write_bytes(path, flatbuffer)
 
 
-def convert(function: tf.types.experimental.ConcreteFunction, quantize: str | None = None
-            ) -> bytes:
+def convert(function: tf.types.experimental.ConcreteFunction, quantize: str | None = None) -> bytes:
     """A traced function of one string input -> a LiteRT flatbuffer (builtin
     ops and tensorflow-text's), its weights frozen, one `serving_default`."""
     frozen = convert_variables_to_constants_v2(function)
@@ -142,7 +162,8 @@ def convert(function: tf.types.experimental.ConcreteFunction, quantize: str | No
         return tf.nest.pack_sequence_as(function.structured_outputs, frozen(text))
 
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
-        [serving_default.get_concrete_function()], tf.Module())
+        [serving_default.get_concrete_function()], tf.Module()
+    )
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     converter.allow_custom_ops = True  # tensorflow-text's tokenizer ops
     if quantize == "int8":
@@ -158,8 +179,10 @@ def litert_interpreter(path: str | os.PathLike, num_threads: int | None = None):
     except ImportError:
         from tensorflow.lite.python.interpreter import InterpreterWithCustomOps
     interpreter = InterpreterWithCustomOps(
-        model_path=os.fspath(path), num_threads=num_threads,
-        custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS)
+        model_path=os.fspath(path),
+        num_threads=num_threads,
+        custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS,
+    )
     interpreter.allocate_tensors()
     return interpreter
 
@@ -170,16 +193,24 @@ def run_litert(interpreter, texts) -> dict[str, np.ndarray]:
     return runner(text=np.array(list(texts), dtype=object))
 
 
-def export_litert_dir(model_dir: str, output: str, seq_length: int | None = None,
-                      quantize: str | None = None, overwrite: bool = False) -> str:
+def export_litert_dir(
+    model_dir: str,
+    output: str,
+    seq_length: int | None = None,
+    quantize: str | None = None,
+    overwrite: bool = False,
+) -> str:
     """`export_litert` of a `keras-bert finetune` output folder's `model.keras`."""
     import keras
 
     import keras_bert.models  # noqa: F401 (registers the classes load_model looks up)
+
     model_file = os.path.join(model_dir, "model.keras")
     if not os.path.exists(model_file):
-        raise FileNotFoundError(f"{model_dir}: no model.keras (expected a `keras-bert finetune` "
-                                "output folder)")
+        raise FileNotFoundError(
+            f"{model_dir}: no model.keras (expected a `keras-bert finetune` output folder)"
+        )
     model = keras.models.load_model(model_file, compile=False)
-    return export_litert(model, output, seq_length=seq_length, quantize=quantize,
-                         overwrite=overwrite)
+    return export_litert(
+        model, output, seq_length=seq_length, quantize=quantize, overwrite=overwrite
+    )

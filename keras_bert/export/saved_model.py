@@ -54,34 +54,47 @@ ASSETS_EXTRA = "assets.extra"
 IMPORT_TEXT_OPS = "import tensorflow_text"
 
 
-def task_serving(model: keras.Model, tokenizer: BertTokenizer, seq_length: int | None = None,
-                 label_names: Sequence[str] | None = None, **task_options: Any) -> TaskServing:
+def task_serving(
+    model: keras.Model,
+    tokenizer: BertTokenizer,
+    seq_length: int | None = None,
+    label_names: Sequence[str] | None = None,
+    **task_options: Any,
+) -> TaskServing:
     """The `TaskServing` (signatures) for this model's task."""
     from keras_bert.models.encoder import BertEncoder
+
     if isinstance(model, BertEncoder):
         from keras_bert.export.embeddings import EmbeddingsServing
+
         _no_options("an encoder (embeddings)", task_options)
         return EmbeddingsServing(model, tokenizer, seq_length or 128)
     kind = type(model).__name__
     if kind == "BertClassifier":
         from keras_bert.export.classifier import ClassifierServing
+
         _no_options(kind, task_options)
         return ClassifierServing(model, tokenizer, seq_length or 128, label_names)
     if kind == "BertTokenClassifier":
         from keras_bert.export.tagger import TaggerServing
+
         _no_options(kind, task_options)
         return TaggerServing(model, tokenizer, seq_length or 128, label_names)
     if kind == "BertSentenceEncoder":
         from keras_bert.export.sentence_encoder import SentenceEncoderServing
+
         _no_options(kind, task_options)
         return SentenceEncoderServing(model, tokenizer, seq_length or 256)
     if kind == "BertSpanExtractor":
         from keras_bert.export.squad import SquadServing
+
         if label_names is not None:
             raise ValueError("label_names: a BertSpanExtractor has no labels")
         return SquadServing(model, tokenizer, seq_length or 384, **task_options)
-    raise ValueError(f"cannot export a {kind}: expected a BertEncoder, BertClassifier, "
-                     "BertTokenClassifier, BertSpanExtractor or BertSentenceEncoder")
+    raise ValueError(
+        f"cannot export a {kind}: expected a BertEncoder, BertClassifier, "
+        "BertTokenClassifier, BertSpanExtractor or BertSentenceEncoder"
+    )
 
 
 def _tokenizer_and_length(model, tokenizer, seq_length):
@@ -90,9 +103,11 @@ def _tokenizer_and_length(model, tokenizer, seq_length):
     preprocessor = getattr(model, "preprocessor", None)
     if tokenizer is None:
         if preprocessor is None:
-            raise ValueError(f"a {type(model).__name__} without a preprocessor needs the "
-                             "`tokenizer` it was trained with: export_saved_model(model, "
-                             "tokenizer, path)")
+            raise ValueError(
+                f"a {type(model).__name__} without a preprocessor needs the "
+                "`tokenizer` it was trained with: export_saved_model(model, "
+                "tokenizer, path)"
+            )
         tokenizer = preprocessor.tokenizer
     if seq_length is None and preprocessor is not None:
         seq_length = preprocessor.seq_length
@@ -101,19 +116,26 @@ def _tokenizer_and_length(model, tokenizer, seq_length):
 
 def _no_options(what, task_options):
     if task_options:
-        raise ValueError(f"{sorted(task_options)}: question-answering options, "
-                         f"not for {what}")
+        raise ValueError(f"{sorted(task_options)}: question-answering options, not for {what}")
 
 
 QUANTIZE_MODES = ("int8",)
 
 
-def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.PathLike | None = None,
-                       path: str | os.PathLike | None = None, seq_length: int | None = None,
-                       label_names: Sequence[str] | None = None, overwrite: bool = False,
-                       padding: str = "max_length", length_multiple: int = 8,
-                       quantize: str | None = None, jit_compile: bool = False,
-                       remove_padding: bool | None = None, **task_options: Any) -> str:
+def export_saved_model(
+    model: keras.Model,
+    tokenizer: BertTokenizer | str | os.PathLike | None = None,
+    path: str | os.PathLike | None = None,
+    seq_length: int | None = None,
+    label_names: Sequence[str] | None = None,
+    overwrite: bool = False,
+    padding: str = "max_length",
+    length_multiple: int = 8,
+    quantize: str | None = None,
+    jit_compile: bool = False,
+    remove_padding: bool | None = None,
+    **task_options: Any,
+) -> str:
     """Writes `model` + `tokenizer` as a SavedModel at `path` and returns `path`.
 
     `export_saved_model(model, path)` exports a task model that carries its
@@ -173,7 +195,9 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
     path = os.fspath(path)
     if tf.io.gfile.exists(path):
         if not overwrite:
-            raise FileExistsError(f"{path} exists (pass overwrite=True / --overwrite to replace it)")
+            raise FileExistsError(
+                f"{path} exists (pass overwrite=True / --overwrite to replace it)"
+            )
     with Progress(2, "steps", detail="building the serving signatures") as bar:
         if getattr(model, "lora_rank", None):
             model = model.merge_lora()  # W + (alpha / r) A B: no adapter products per request
@@ -181,8 +205,9 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
             model = quantized_copy(model, quantize)
         serving = task_serving(model, tokenizer, seq_length, label_names, **task_options)
         if padding not in serving.PADDINGS:
-            raise ValueError(f"padding={padding!r}: a {serving.task} export pads with one of "
-                             f"{serving.PADDINGS}")
+            raise ValueError(
+                f"padding={padding!r}: a {serving.task} export pads with one of {serving.PADDINGS}"
+            )
         if not isinstance(length_multiple, int) or length_multiple < 1:
             raise ValueError(f"length_multiple must be a positive integer, got {length_multiple!r}")
         serving.padding, serving.length_multiple = padding, length_multiple
@@ -190,17 +215,23 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
         if not isinstance(jit_compile, bool):
             raise ValueError(f"jit_compile must be True or False, got {jit_compile!r}")
         if jit_compile and quantize is not None:
-            raise ValueError("jit_compile=True with quantize: XLA has no kernel for the "
-                             "int8 products; export with one of the two")
+            raise ValueError(
+                "jit_compile=True with quantize: XLA has no kernel for the "
+                "int8 products; export with one of the two"
+            )
         serving.jit_compile = jit_compile
         if remove_padding is None:  # as the task trains (`TextTask.removes_padding`)
             remove_padding = not jit_compile and getattr(model, "removes_padding", True)
         if not isinstance(remove_padding, bool):
-            raise ValueError(f"remove_padding must be True, False or None (on unless "
-                             f"jit_compile), got {remove_padding!r}")
+            raise ValueError(
+                f"remove_padding must be True, False or None (on unless "
+                f"jit_compile), got {remove_padding!r}"
+            )
         if remove_padding and jit_compile:
-            raise ValueError("remove_padding=True with jit_compile=True: XLA would compile the "
-                             "model once per number of real tokens; pick one")
+            raise ValueError(
+                "remove_padding=True with jit_compile=True: XLA would compile the "
+                "model once per number of real tokens; pick one"
+            )
         serving.remove_padding = remove_padding
         root = tf.Module()
         # Only what the graphs read: the weights and the assets (see TaskServing).
@@ -220,13 +251,14 @@ def export_saved_model(model: keras.Model, tokenizer: BertTokenizer | str | os.P
         bar.update(1, "tracing and writing the SavedModel")
         # Written as a sibling folder and renamed into place: a failed or
         # killed export never leaves a folder that looks like a SavedModel.
-        with safe_output.replacing(path, folder=True) as staging, \
-                tempfile.TemporaryDirectory() as scratch:
+        with (
+            safe_output.replacing(path, folder=True) as staging,
+            tempfile.TemporaryDirectory() as scratch,
+        ):
             root.assets = _write_assets(serving, scratch)
             tf.saved_model.save(root, staging, signatures=signatures)
             _write_readme(staging, serving, signatures)
-        bar.update(2, f"wrote {path}; in Python, load it after "
-                       f"`{IMPORT_TEXT_OPS}`")
+        bar.update(2, f"wrote {path}; in Python, load it after `{IMPORT_TEXT_OPS}`")
     return path
 
 
@@ -234,22 +266,30 @@ def quantized_copy(model: keras.Model, mode: str) -> keras.Model:
     """A copy of `model` (same config, same weights) whose Dense and EinsumDense
     layers Keras has quantized to `mode`."""
     import keras
+
     if mode not in QUANTIZE_MODES:
         raise ValueError(f"quantize must be one of {QUANTIZE_MODES}, got {mode!r}")
     copy = type(model).from_config(model.get_config())
     copy.set_weights(model.get_weights())
     # type_check=False: Keras refuses subclasses of Dense (FastDense) by default;
     # FastDense takes Dense's own call once quantized, so Dense's quantize fits.
-    copy.quantize(mode, filters=lambda layer: isinstance(
-        layer, (keras.layers.Dense, keras.layers.EinsumDense)), type_check=False)
+    copy.quantize(
+        mode,
+        filters=lambda layer: isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense)),
+        type_check=False,
+    )
     return copy
 
 
 def _write_assets(serving, folder):
     """vocab.txt, labels.txt (if any) and the export settings, as SavedModel assets."""
-    files = {"vocab.txt": "".join(f"{token}\n" for token in serving.tokenizer.vocab),
-             EXPORT_METADATA: json.dumps({**serving.metadata(), "quantize": serving.quantize},
-                                         indent=2, sort_keys=True) + "\n"}
+    files = {
+        "vocab.txt": "".join(f"{token}\n" for token in serving.tokenizer.vocab),
+        EXPORT_METADATA: json.dumps(
+            {**serving.metadata(), "quantize": serving.quantize}, indent=2, sort_keys=True
+        )
+        + "\n",
+    }
     labels = getattr(serving, "label_names", None)
     if labels is not None:
         files["labels.txt"] = "".join(f"{label}\n" for label in labels)
@@ -265,17 +305,19 @@ def load_instructions(path: str) -> str:
     """How to load and call the SavedModel at `path` from Python: what
     `assets.extra/README.txt` says, and the text for the export command to
     print after writing it."""
-    return (f"Load it in Python after `{IMPORT_TEXT_OPS}`: the tokenizer's ops "
-            "are tensorflow-text's (without it, tf.saved_model.load fails with "
-            "\"Op type not registered 'NormalizeUTF8'\" or another of them).\n\n"
-            "    import tensorflow as tf\n"
-            f"    {IMPORT_TEXT_OPS}  # registers the tokenizer's ops\n"
-            f"    served = tf.saved_model.load({path!r})\n"
-            "    served.serving_default(tf.constant([\"...\"]))  # inputs in order or by name; "
-            "defaults filled\n"
-            "    served.signatures[\"serving_default\"](**inputs)  # every input by name\n\n"
-            f"In Keras: keras.layers.TFSMLayer({path!r}, call_endpoint=\"serving_default\") "
-            "(its first input positionally, any others by name).\n")
+    return (
+        f"Load it in Python after `{IMPORT_TEXT_OPS}`: the tokenizer's ops "
+        "are tensorflow-text's (without it, tf.saved_model.load fails with "
+        "\"Op type not registered 'NormalizeUTF8'\" or another of them).\n\n"
+        "    import tensorflow as tf\n"
+        f"    {IMPORT_TEXT_OPS}  # registers the tokenizer's ops\n"
+        f"    served = tf.saved_model.load({path!r})\n"
+        '    served.serving_default(tf.constant(["..."]))  # inputs in order or by name; '
+        "defaults filled\n"
+        '    served.signatures["serving_default"](**inputs)  # every input by name\n\n'
+        f'In Keras: keras.layers.TFSMLayer({path!r}, call_endpoint="serving_default") '
+        "(its first input positionally, any others by name).\n"
+    )
 
 
 def _write_readme(folder, serving, signatures):
@@ -283,10 +325,13 @@ def _write_readme(folder, serving, signatures):
     signatures' inputs (in order) and outputs. `assets.extra` is SavedModel's
     folder for files beside the graph: loaders leave it alone and TensorFlow
     Serving reads only `tf_serving_warmup_requests` there."""
-    lines = [f"A keras_bert export of a {type(serving.model).__name__} ({serving.task}): "
-             "strings in, answers out, the tokenizer inside the graph.", "",
-             load_instructions("path/to/this/folder"),
-             "Signatures (inputs in order -> outputs):"]
+    lines = [
+        f"A keras_bert export of a {type(serving.model).__name__} ({serving.task}): "
+        "strings in, answers out, the tokenizer inside the graph.",
+        "",
+        load_instructions("path/to/this/folder"),
+        "Signatures (inputs in order -> outputs):",
+    ]
     for name, function in signatures.items():
         inputs = ", ".join(spec.name for spec in function.input_signature)
         outputs = ", ".join(sorted(function.get_concrete_function().structured_outputs))
@@ -300,9 +345,15 @@ def _write_readme(folder, serving, signatures):
 # === From a fine-tuning output folder (the `keras-bert export` command) ===
 
 
-def export_model_dir(model_dir: str, output: str, vocab_file: str | None = None,
-                     lowercase: bool | None = None, seq_length: int | None = None,
-                     overwrite: bool = False, **task_options: Any) -> str:
+def export_model_dir(
+    model_dir: str,
+    output: str,
+    vocab_file: str | None = None,
+    lowercase: bool | None = None,
+    seq_length: int | None = None,
+    overwrite: bool = False,
+    **task_options: Any,
+) -> str:
     """Exports a `keras-bert finetune` output folder (`model.keras`, `vocab.txt`,
     `finetune_config.json`) or, for embeddings, a pretrained checkpoint
     (HuggingFace folder, TF1 checkpoint, `.keras` encoder).
@@ -314,32 +365,53 @@ def export_model_dir(model_dir: str, output: str, vocab_file: str | None = None,
     """
     version = os.path.basename(os.path.normpath(output))
     if not re.fullmatch(r"\d+", version):
-        raise ValueError(f"--output {output}: the last folder must be an integer version "
-                         "(TensorFlow Serving's layout EXPORT_DIR/NAME/VERSION, e.g. models/sst2/1)")
+        raise ValueError(
+            f"--output {output}: the last folder must be an integer version "
+            "(TensorFlow Serving's layout EXPORT_DIR/NAME/VERSION, e.g. models/sst2/1)"
+        )
     safe_output.check_not_input(output, [model_dir, vocab_file], "--output")
     from keras_bert.checkpoints.source import resolve, tokenizer_settings
     from keras_bert.text.tokenizer import BertTokenizer
+
     config_path = os.path.join(model_dir, "finetune_config.json")
     if os.path.exists(config_path):
         import keras
 
         import keras_bert.models  # noqa: F401 (registers the classes load_model looks up)
+
         with open(config_path, encoding="utf-8") as f:
             saved = json.load(f)
         tokenizer = BertTokenizer(*tokenizer_settings(resolve(model_dir), vocab_file, lowercase))
         model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)
         options = {}
         if saved.get("task") == "squad":
-            options = {key: saved[key] for key in (
-                "version_2_with_negative", "doc_stride", "max_query_length",
-                "max_answer_length", "n_best_size", "null_score_diff_threshold") if key in saved}
+            options = {
+                key: saved[key]
+                for key in (
+                    "version_2_with_negative",
+                    "doc_stride",
+                    "max_query_length",
+                    "max_answer_length",
+                    "n_best_size",
+                    "null_score_diff_threshold",
+                )
+                if key in saved
+            }
         options.update(task_options)
         return export_saved_model(
-            model, tokenizer, output, seq_length=seq_length or saved.get("seq_length"),
-            label_names=saved.get("label_names"), overwrite=overwrite, **options)
+            model,
+            tokenizer,
+            output,
+            seq_length=seq_length or saved.get("seq_length"),
+            label_names=saved.get("label_names"),
+            overwrite=overwrite,
+            **options,
+        )
     from keras_bert.models.encoder import BertEncoder
+
     source = resolve(model_dir)
     tokenizer = BertTokenizer(*tokenizer_settings(source, vocab_file, lowercase))
     encoder = BertEncoder.from_pretrained(source)
-    return export_saved_model(encoder, tokenizer, output, seq_length=seq_length,
-                              overwrite=overwrite, **task_options)
+    return export_saved_model(
+        encoder, tokenizer, output, seq_length=seq_length, overwrite=overwrite, **task_options
+    )

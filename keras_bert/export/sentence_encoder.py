@@ -44,16 +44,22 @@ class SentenceEncoderServing(TaskServing):
         return self.embed(self.pack_function()(ids))
 
     def metadata(self) -> dict:
-        return {**super().metadata(), "pooling": list(self.model.pooling),
-                "normalize": self.model.normalize, "lowercase_text": self.model.lowercase_text}
+        return {
+            **super().metadata(),
+            "pooling": list(self.model.pooling),
+            "normalize": self.model.normalize,
+            "lowercase_text": self.model.lowercase_text,
+        }
 
     def signatures(self) -> dict[str, Callable]:
         @signature(tf.TensorSpec([None], tf.string, name="text"))
         def serve_text(text):
             return {"embedding": self.embed_text(text)}
 
-        @signature(tf.TensorSpec([None], tf.string, name="text_a"),
-                   tf.TensorSpec([None], tf.string, name="text_b"))
+        @signature(
+            tf.TensorSpec([None], tf.string, name="text_a"),
+            tf.TensorSpec([None], tf.string, name="text_b"),
+        )
         def similarity(text_a, text_b):
             return {"similarity": cosines(self.embed_text(text_a), self.embed_text(text_b))}
 
@@ -66,5 +72,9 @@ class SentenceEncoderServing(TaskServing):
         def serve_ids(input_ids, input_mask, segment_ids):
             return {"embedding": self.embed(self.checked_ids(input_ids, input_mask, segment_ids))}
 
-        return {"serving_default": serve_text, "similarity": similarity,
-                "serve_examples": serve_examples, "serve_ids": serve_ids}
+        return {
+            "serving_default": serve_text,
+            "similarity": similarity,
+            "serve_examples": serve_examples,
+            "serve_ids": serve_ids,
+        }

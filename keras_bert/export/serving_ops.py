@@ -18,22 +18,39 @@ from tensorflow.core.protobuf import saved_model_pb2
 # Op types of tensorflow-text 2.12 (conservative: ops added around or after
 # 2.10-2.13 whose first release is uncertain are left out, so a false alarm is
 # possible but a SavedModel passing the check loads in TF Serving 2.12+).
-SERVING_TEXT_OPS = frozenset({
-    # normalisation
-    "CaseFoldUTF8", "NormalizeUTF8", "NormalizeUTF8WithOffsetsMap", "FindSourceOffsets",
-    "FastBertNormalize",
-    # tokenizers
-    "RegexSplitWithOffsets", "WordpieceTokenizeWithOffsets", "WhitespaceTokenizeWithOffsets",
-    "UnicodeScriptTokenizeWithOffsets", "SplitMergeTokenizeWithOffsets", "TokenizerFromLogits",
-    "FastWordpieceTokenizeWithOffsets", "TFText>FastWordpieceDetokenize",
-    "TFText>WhitespaceTokenizeWithOffsetsV2",
-    "SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceTokenizeWithOffsetsOp",
-    "SentencepieceDetokenizeOp", "SentencepieceVocabSizeOp", "SentencepieceIdToStringOp",
-    "SentencepieceStringToIdOp",
-    # other text ops
-    "SentenceFragments", "TFText>NgramsStringJoin", "ConstrainedSequence", "MaxSpanningTree",
-    "RougeL",
-})
+SERVING_TEXT_OPS = frozenset(
+    {
+        # normalisation
+        "CaseFoldUTF8",
+        "NormalizeUTF8",
+        "NormalizeUTF8WithOffsetsMap",
+        "FindSourceOffsets",
+        "FastBertNormalize",
+        # tokenizers
+        "RegexSplitWithOffsets",
+        "WordpieceTokenizeWithOffsets",
+        "WhitespaceTokenizeWithOffsets",
+        "UnicodeScriptTokenizeWithOffsets",
+        "SplitMergeTokenizeWithOffsets",
+        "TokenizerFromLogits",
+        "FastWordpieceTokenizeWithOffsets",
+        "TFText>FastWordpieceDetokenize",
+        "TFText>WhitespaceTokenizeWithOffsetsV2",
+        "SentencepieceOp",
+        "SentencepieceTokenizeOp",
+        "SentencepieceTokenizeWithOffsetsOp",
+        "SentencepieceDetokenizeOp",
+        "SentencepieceVocabSizeOp",
+        "SentencepieceIdToStringOp",
+        "SentencepieceStringToIdOp",
+        # other text ops
+        "SentenceFragments",
+        "TFText>NgramsStringJoin",
+        "ConstrainedSequence",
+        "MaxSpanningTree",
+        "RougeL",
+    }
+)
 # Never allowed: TFText>RoundRobinTrim / RoundRobinGenerateMasks (RoundRobinTrimmer,
 # MaskValuesChooser-era ops), TFText>ByteSplit*, TFText>Utf8Binarize,
 # TFText>BoiseTagsToOffsets / OffsetsToBoiseTags, PhraseTokenize,

@@ -27,16 +27,22 @@ if TYPE_CHECKING:
 
 
 class SquadServing(TaskServing):
-
     task = "question_answering"
 
-    def __init__(self, model: BertSpanExtractor, tokenizer: BertTokenizer, seq_length: int,
-                 max_answer_length: int | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        model: BertSpanExtractor,
+        tokenizer: BertTokenizer,
+        seq_length: int,
+        max_answer_length: int | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__(model, tokenizer, seq_length)
         if max_answer_length is None:
             max_answer_length = getattr(model, "max_answer_length", 30)
-        self.finder = SpanFinder(tokenizer, seq_length, max_answer_length=max_answer_length,
-                                 **options)
+        self.finder = SpanFinder(
+            tokenizer, seq_length, max_answer_length=max_answer_length, **options
+        )
         self.version_2_with_negative = self.finder.version_2_with_negative
 
     def metadata(self) -> dict[str, Any]:
@@ -48,8 +54,10 @@ class SquadServing(TaskServing):
     # === Signatures ===
 
     def signatures(self) -> dict[str, Callable]:
-        @signature(tf.TensorSpec([None], tf.string, name="question"),
-                   tf.TensorSpec([None], tf.string, name="context"))
+        @signature(
+            tf.TensorSpec([None], tf.string, name="question"),
+            tf.TensorSpec([None], tf.string, name="context"),
+        )
         def serve_text(question, context):
             check = check_same_batch("question", question, "context", context)
             with tf.control_dependencies([check]):
@@ -57,14 +65,21 @@ class SquadServing(TaskServing):
 
         @signature(tf.TensorSpec([None], tf.string, name="inputs"))
         def serve_examples(inputs):
-            parsed = tf.io.parse_example(inputs, {
-                "question": tf.io.FixedLenFeature([], tf.string),
-                "context": tf.io.FixedLenFeature([], tf.string)})
+            parsed = tf.io.parse_example(
+                inputs,
+                {
+                    "question": tf.io.FixedLenFeature([], tf.string),
+                    "context": tf.io.FixedLenFeature([], tf.string),
+                },
+            )
             return self.answer(parsed["question"], parsed["context"])
 
         @signature(*IDS_SPECS.values())
         def serve_ids(input_ids, input_mask, segment_ids):
             return self.run_model(self.checked_ids(input_ids, input_mask, segment_ids))
 
-        return {"serving_default": serve_text, "serve_examples": serve_examples,
-                "serve_ids": serve_ids}
+        return {
+            "serving_default": serve_text,
+            "serve_examples": serve_examples,
+            "serve_ids": serve_ids,
+        }

@@ -31,19 +31,26 @@ if TYPE_CHECKING:
 
 
 class TaggerServing(TaskServing):
-
     task = "tagging"
 
-    def __init__(self, model: BertTokenClassifier, tokenizer: BertTokenizer, seq_length: int,
-                 label_names: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        model: BertTokenClassifier,
+        tokenizer: BertTokenizer,
+        seq_length: int,
+        label_names: Sequence[str] | None = None,
+    ) -> None:
         super().__init__(model, tokenizer, seq_length)
         names = label_names if label_names is not None else getattr(model, "label_names", None)
         self.tagger = WordTagger(tokenizer, seq_length, tag_names(model.num_labels, names))
         self.label_names = self.tagger.label_names
 
     def metadata(self) -> dict[str, Any]:
-        return {**super().metadata(), "label_names": self.label_names,
-                "entity_types": self.tagger.entity_types}
+        return {
+            **super().metadata(),
+            "label_names": self.label_names,
+            "entity_types": self.tagger.entity_types,
+        }
 
     # === Signatures ===
 
@@ -60,10 +67,17 @@ class TaggerServing(TaskServing):
         @signature(*IDS_SPECS.values())
         def serve_ids(input_ids, input_mask, segment_ids):
             logits = self.run_model(
-                self.checked_ids(input_ids, input_mask, segment_ids))  # (B, T, K)
+                self.checked_ids(input_ids, input_mask, segment_ids)
+            )  # (B, T, K)
             tag_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
-            return {"logits": logits, "tag_ids": tag_ids,
-                    "tags": tf.gather(tf.constant(self.label_names), tag_ids)}
+            return {
+                "logits": logits,
+                "tag_ids": tag_ids,
+                "tags": tf.gather(tf.constant(self.label_names), tag_ids),
+            }
 
-        return {"serving_default": serve_text, "serve_examples": serve_examples,
-                "serve_ids": serve_ids}
+        return {
+            "serving_default": serve_text,
+            "serve_examples": serve_examples,
+            "serve_ids": serve_ids,
+        }

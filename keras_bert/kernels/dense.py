@@ -44,9 +44,12 @@ def kernel_gradient(inputs: tf.Tensor, upstream: tf.Tensor) -> tf.Tensor:
     are in benchmarks/README.md).
     """
     inputs_width, upstream_width = inputs.shape[-1], upstream.shape[-1]
-    if (inputs_width is None or upstream_width is None
-            or min(inputs_width, upstream_width) > NARROW_WIDTH
-            or max(inputs_width, upstream_width) < WIDE_WIDTH):
+    if (
+        inputs_width is None
+        or upstream_width is None
+        or min(inputs_width, upstream_width) > NARROW_WIDTH
+        or max(inputs_width, upstream_width) < WIDE_WIDTH
+    ):
         return tf.matmul(inputs, upstream, transpose_a=True)
     if inputs_width > upstream_width:
         return tf.matmul(_transposed_copy(inputs), upstream)  # (I, R) x (R, O)
@@ -58,8 +61,10 @@ def project(inputs: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
     """inputs (R, I) x kernel (I, O) -> (R, O), with `kernel_gradient` backward."""
 
     def grad(upstream):  # (R, O)
-        return (tf.matmul(upstream, kernel, transpose_b=True),  # (R, I)
-                kernel_gradient(inputs, upstream))  # (I, O)
+        return (
+            tf.matmul(upstream, kernel, transpose_b=True),  # (R, I)
+            kernel_gradient(inputs, upstream),
+        )  # (I, O)
 
     return tf.matmul(inputs, kernel), grad
 
@@ -72,7 +77,8 @@ if not all(callable(getattr(keras.layers.Dense, name, None)) for name in _KERAS_
     raise ImportError(
         f"keras_bert.kernels.dense overrides keras.layers.Dense's {', '.join(_KERAS_HOOKS)}, "
         f"which Keras {keras.__version__} does not all have; keras_bert is tested with "
-        "Keras 3.15 (tests/test_keras_internals.py)")
+        "Keras 3.15 (tests/test_keras_internals.py)"
+    )
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -94,8 +100,11 @@ class FastDense(FastKernelsOption, keras.layers.Dense):
         return self._fast_kernels_config(super().get_config())
 
     def call(self, inputs: tf.Tensor, training: bool | None = None) -> tf.Tensor:
-        if (not self.runs_fast_kernels or self.quantization_mode is not None
-                or len(inputs.shape) < 2):
+        if (
+            not self.runs_fast_kernels
+            or self.quantization_mode is not None
+            or len(inputs.shape) < 2
+        ):
             return super().call(inputs, training=training)
         # `_kernel`: the stored (frozen) kernel; Keras' `kernel` adds the LoRA product.
         kernel = tf.cast(self._kernel, self.compute_dtype)
@@ -130,21 +139,29 @@ class FastDense(FastKernelsOption, keras.layers.Dense):
     def _int8_call(self, inputs: tf.Tensor, training: bool | None = None) -> tf.Tensor:
         """Keras runs quantized layers through `quantized_call`, not `call`."""
         # Inference only: the kernel has no gradient (training takes Keras' path).
-        if (not self.runs_fast_kernels or training or self.lora_enabled
-                or len(inputs.shape) < 2 or not int8_kernel_available()):
+        if (
+            not self.runs_fast_kernels
+            or training
+            or self.lora_enabled
+            or len(inputs.shape) < 2
+            or not int8_kernel_available()
+        ):
             return super()._int8_call(inputs, training=training)
         rows = tf.reshape(tf.cast(inputs, "float32"), (-1, self._kernel.shape[0]))  # (R, I)
-        outputs = int8_project(rows, self._kernel, self.kernel_scale,
-                               self.kernel_column_sums, self.bias)  # (R, O)
-        outputs = tf.reshape(tf.cast(outputs, self.compute_dtype),
-                             tf.concat([tf.shape(inputs)[:-1], [self.units]], axis=0))
+        outputs = int8_project(
+            rows, self._kernel, self.kernel_scale, self.kernel_column_sums, self.bias
+        )  # (R, O)
+        outputs = tf.reshape(
+            tf.cast(outputs, self.compute_dtype),
+            tf.concat([tf.shape(inputs)[:-1], [self.units]], axis=0),
+        )
         return outputs if self.activation is None else self.activation(outputs)
 
     def _int8_build(self, kernel_shape, config=None):
         super()._int8_build(kernel_shape, config)
         self.kernel_column_sums = self.add_weight(
-            name="kernel_column_sums", shape=(self.units,), initializer="zeros",
-            trainable=False)
+            name="kernel_column_sums", shape=(self.units,), initializer="zeros", trainable=False
+        )
 
     def quantize(self, mode=None, type_check=True, config=None):
         super().quantize(mode, type_check=type_check, config=config)

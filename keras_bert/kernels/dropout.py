@@ -38,8 +38,9 @@ def dropout_16_bit(inputs: tf.Tensor, dropped_levels: int, seed: tf.Tensor) -> t
     @tf.custom_gradient
     def apply(inputs):
         size = tf.size(inputs)
-        draws = tf.random.stateless_uniform([(size + 1) // 2], seed=seed, minval=None,
-                                            maxval=None, dtype=tf.uint32)
+        draws = tf.random.stateless_uniform(
+            [(size + 1) // 2], seed=seed, minval=None, maxval=None, dtype=tf.uint32
+        )
         halves = tf.reshape(tf.bitcast(draws, tf.uint16), [-1])[:size]  # two per draw
         keep = tf.reshape(halves >= tf.constant(dropped_levels, tf.uint16), tf.shape(inputs))
         scale = tf.constant(_LEVELS / (_LEVELS - dropped_levels), inputs.dtype)
@@ -68,7 +69,12 @@ class FastDropout(FastKernelsOption, keras.layers.Dropout):
 
     def call(self, inputs: tf.Tensor, training: bool | None = False) -> tf.Tensor:
         dropped_levels = round(self.rate * _LEVELS)
-        if (not self.runs_fast_kernels or not training or self.noise_shape is not None
-                or keras.backend.backend() != "tensorflow" or not 0 < dropped_levels < _LEVELS):
+        if (
+            not self.runs_fast_kernels
+            or not training
+            or self.noise_shape is not None
+            or keras.backend.backend() != "tensorflow"
+            or not 0 < dropped_levels < _LEVELS
+        ):
             return super().call(inputs, training=training)
         return dropout_16_bit(inputs, dropped_levels, _int32_seed(self.seed_generator.next()))

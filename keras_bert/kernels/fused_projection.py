@@ -22,12 +22,15 @@ def can_fuse(projections: Sequence[FastDense]) -> bool:
     """Whether `fused_projection` gives these projections' values: plain
     kernels and biases only. LoRA adapters and quantized kernels are not a
     kernel that can be put beside another; those run one by one."""
-    return all(p.quantization_mode is None and not p.lora_enabled and p.bias is not None
-               for p in projections)
+    return all(
+        p.quantization_mode is None and not p.lora_enabled and p.bias is not None
+        for p in projections
+    )
 
 
-def fused_projection(inputs: tf.Tensor, projections: Sequence[FastDense],
-                     scales: Sequence[float]) -> tf.Tensor:
+def fused_projection(
+    inputs: tf.Tensor, projections: Sequence[FastDense], scales: Sequence[float]
+) -> tf.Tensor:
     """inputs (..., I) -> (..., k * O): `scaled(p(inputs), s)` for each
     projection p and scale s, side by side, from one product (R, I) x (I, k * O).
 
@@ -44,10 +47,12 @@ def fused_projection(inputs: tf.Tensor, projections: Sequence[FastDense],
     own (`can_fuse` also sends LoRA and quantized projections that way).
     """
     dtype = projections[0].compute_dtype
-    kernel = tf.concat([scaled(tf.cast(p.kernel, dtype), s)
-                        for p, s in zip(projections, scales)], axis=1)  # (I, k * O)
-    bias = tf.concat([scaled(tf.cast(p.bias, dtype), s)
-                      for p, s in zip(projections, scales)], axis=0)  # (k * O,)
+    kernel = tf.concat(
+        [scaled(tf.cast(p.kernel, dtype), s) for p, s in zip(projections, scales)], axis=1
+    )  # (I, k * O)
+    bias = tf.concat(
+        [scaled(tf.cast(p.bias, dtype), s) for p, s in zip(projections, scales)], axis=0
+    )  # (k * O,)
     rows = tf.reshape(tf.cast(inputs, dtype), (-1, kernel.shape[0]))  # (R, I)
     outputs = tf.nn.bias_add(project(rows, kernel), bias)  # (R, k * O)
     if len(inputs.shape) == 2:

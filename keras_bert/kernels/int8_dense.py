@@ -58,8 +58,13 @@ def column_sums(kernel_q: tf.Tensor | np.ndarray) -> np.ndarray:
     return np.asarray(kernel_q, dtype=np.int64).sum(axis=0).astype(np.float32)
 
 
-def int8_project(rows: tf.Tensor, kernel_q: tf.Tensor, kernel_scale: tf.Tensor,
-                 kernel_column_sums: tf.Tensor, bias: tf.Tensor | None = None) -> tf.Tensor:
+def int8_project(
+    rows: tf.Tensor,
+    kernel_q: tf.Tensor,
+    kernel_scale: tf.Tensor,
+    kernel_column_sums: tf.Tensor,
+    bias: tf.Tensor | None = None,
+) -> tf.Tensor:
     """rows (R, I) float32, kernel_q (I, O) int8 with w ~ kernel_q / kernel_scale (O,),
     kernel_column_sums (O,) = `column_sums(kernel_q)`, bias (O,) -> rows w + bias (R, O)."""
     rows_q, lo, step = quantize_rows(rows)
@@ -67,11 +72,19 @@ def int8_project(rows: tf.Tensor, kernel_q: tf.Tensor, kernel_scale: tf.Tensor,
     bias = tf.zeros_like(kernel_scale) if bias is None else bias
     kernel_bias = (bias + lo * kernel_column_sums / kernel_scale) / output_scale  # (O,)
     outputs = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-        a=rows_q, b=tf.bitcast(kernel_q, tf.qint8), bias=kernel_bias,
-        min_a=0.0, max_a=LEVELS, min_b=-WEIGHT_LIMIT, max_b=WEIGHT_LIMIT,
+        a=rows_q,
+        b=tf.bitcast(kernel_q, tf.qint8),
+        bias=kernel_bias,
+        min_a=0.0,
+        max_a=LEVELS,
+        min_b=-WEIGHT_LIMIT,
+        max_b=WEIGHT_LIMIT,
         # Only read for quantized outputs; this variant returns float32.
-        min_freezed_output=-1.0, max_freezed_output=1.0,
-        Toutput=tf.float32, input_quant_mode="SCALED")  # (R, O) = x_q q + bias'
+        min_freezed_output=-1.0,
+        max_freezed_output=1.0,
+        Toutput=tf.float32,
+        input_quant_mode="SCALED",
+    )  # (R, O) = x_q q + bias'
     return outputs * output_scale  # (R, O)
 
 
@@ -85,8 +98,9 @@ def int8_kernel_available() -> bool:
         with tf.init_scope():  # eagerly, also when first asked while a graph is traced
             rows = tf.constant([[0.0, 2.0]])  # lo 0, step 2 / 255: levels 0 and 255
             kernel_q = tf.constant([[1], [-3]], tf.int8)
-            value = int8_project(rows, kernel_q, tf.constant([1.0]),
-                                 tf.constant(column_sums([[1], [-3]])))
+            value = int8_project(
+                rows, kernel_q, tf.constant([1.0]), tf.constant(column_sums([[1], [-3]]))
+            )
             return bool(abs(float(value[0, 0]) + 6.0) < 1e-3)  # 0 * 1 + 2 * -3
     except (tf.errors.OpError, RuntimeError):
         return False

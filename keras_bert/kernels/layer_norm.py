@@ -13,8 +13,12 @@ import tensorflow as tf
 from keras_bert.kernels.switch import FastKernelsOption
 
 
-def layer_norm(x: tf.Tensor, gamma: tf.Tensor | keras.Variable, beta: tf.Tensor | keras.Variable,
-               epsilon: float) -> tf.Tensor:
+def layer_norm(
+    x: tf.Tensor,
+    gamma: tf.Tensor | keras.Variable,
+    beta: tf.Tensor | keras.Variable,
+    epsilon: float,
+) -> tf.Tensor:
     """(x - mean) / sqrt(variance + epsilon) * gamma + beta over the last axis,
     in float32 (as Keras computes it), returned in x's dtype.
 
@@ -31,7 +35,8 @@ def layer_norm(x: tf.Tensor, gamma: tf.Tensor | keras.Variable, beta: tf.Tensor 
         mean = tf.reduce_mean(x, axis=-1, keepdims=True)
         centered = x - mean
         inverse_std = tf.math.rsqrt(
-            tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
+            tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon
+        )
         normalized = centered * inverse_std
 
         def grad(upstream):
@@ -41,8 +46,10 @@ def layer_norm(x: tf.Tensor, gamma: tf.Tensor | keras.Variable, beta: tf.Tensor 
             d_beta = tf.reduce_sum(rows, axis=0)
             d_normalized = upstream * gamma
             d_x = inverse_std * (
-                d_normalized - tf.reduce_mean(d_normalized, axis=-1, keepdims=True)
-                - normalized * tf.reduce_mean(d_normalized * normalized, axis=-1, keepdims=True))
+                d_normalized
+                - tf.reduce_mean(d_normalized, axis=-1, keepdims=True)
+                - normalized * tf.reduce_mean(d_normalized * normalized, axis=-1, keepdims=True)
+            )
             return d_x, d_gamma, d_beta
 
         return normalized * gamma + beta, grad
@@ -63,8 +70,13 @@ class FastLayerNorm(FastKernelsOption, keras.layers.LayerNormalization):
         return self._fast_kernels_config(super().get_config())
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        if not (self.runs_fast_kernels and self.center and self.scale and not self.rms_scaling
-                and self.axis in (-1, [-1], len(inputs.shape) - 1, [len(inputs.shape) - 1])):
+        if not (
+            self.runs_fast_kernels
+            and self.center
+            and self.scale
+            and not self.rms_scaling
+            and self.axis in (-1, [-1], len(inputs.shape) - 1, [len(inputs.shape) - 1])
+        ):
             return super().call(inputs)
         outputs = layer_norm(inputs, self.gamma, self.beta, self.epsilon)
         return tf.cast(outputs, self.compute_dtype)

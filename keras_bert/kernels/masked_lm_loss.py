@@ -19,8 +19,11 @@ def _checked_rows(labels, vocabulary, labels_name):
     `labels_name` (without XLA)."""
     row_labels = tf.reshape(tf.cast(labels, tf.int32), (-1,))  # (N,)
     tf.debugging.assert_non_negative(row_labels, message=f"{labels_name} holds a negative id")
-    tf.debugging.assert_less(row_labels, vocabulary, message=(
-        f"{labels_name} holds an id outside the vocabulary (>= its size)"))
+    tf.debugging.assert_less(
+        row_labels,
+        vocabulary,
+        message=(f"{labels_name} holds an id outside the vocabulary (>= its size)"),
+    )
     return row_labels
 
 
@@ -39,8 +42,9 @@ def _softmax_loss(row_logits, row_labels, predicted):
     return probabilities, (best_logit - label_logit) - tf.math.log(best_probability)
 
 
-def cross_entropy_and_prediction(logits: tf.Tensor, labels: tf.Tensor, labels_name: str = "labels"
-                                 ) -> tuple[tf.Tensor, tf.Tensor]:
+def cross_entropy_and_prediction(
+    logits: tf.Tensor, labels: tf.Tensor, labels_name: str = "labels"
+) -> tuple[tf.Tensor, tf.Tensor]:
     """logits (..., V) float, labels (...) int -> per-row cross-entropy
     (...) float32 and the arg-max prediction (...) int32. A label outside
     [0, V) raises an error naming `labels_name` (without XLA).
@@ -64,7 +68,9 @@ def cross_entropy_and_prediction(logits: tf.Tensor, labels: tf.Tensor, labels_na
 
         def grad(upstream):  # (N,): d loss = softmax - one_hot(label)
             label_cells = tf.stack([tf.range(tf.shape(row_labels)[0]), row_labels], axis=1)
-            return tf.tensor_scatter_nd_sub(probabilities * upstream[:, None], label_cells, upstream)
+            return tf.tensor_scatter_nd_sub(
+                probabilities * upstream[:, None], label_cells, upstream
+            )
 
         return loss, grad
 
@@ -72,9 +78,13 @@ def cross_entropy_and_prediction(logits: tf.Tensor, labels: tf.Tensor, labels_na
     return tf.reshape(loss, tf.shape(labels)), tf.reshape(predicted, tf.shape(labels))
 
 
-def tied_output_cross_entropy(hidden: tf.Tensor, table: tf.Tensor, bias: tf.Tensor | keras.Variable,
-                              labels: tf.Tensor, labels_name: str = "labels"
-                              ) -> tuple[tf.Tensor, tf.Tensor]:
+def tied_output_cross_entropy(
+    hidden: tf.Tensor,
+    table: tf.Tensor,
+    bias: tf.Tensor | keras.Variable,
+    labels: tf.Tensor,
+    labels_name: str = "labels",
+) -> tuple[tf.Tensor, tf.Tensor]:
     """The masked-LM head's output layer and loss in one: hidden (N, H) and the
     (tied) embedding table (V, H), both in the compute dtype, bias (V,) and
     labels (N,) -> cross-entropy (N,) float32 of softmax(hidden table^T +
@@ -101,8 +111,9 @@ def tied_output_cross_entropy(hidden: tf.Tensor, table: tf.Tensor, bias: tf.Tens
     @tf.custom_gradient
     def output_and_loss(hidden, table, bias):
         # Logits in float32: the softmax over 30k classes loses too much in 16 bits.
-        logits = tf.nn.bias_add(tf.cast(tf.matmul(hidden, table, transpose_b=True), tf.float32),
-                                bias)  # (N, V)
+        logits = tf.nn.bias_add(
+            tf.cast(tf.matmul(hidden, table, transpose_b=True), tf.float32), bias
+        )  # (N, V)
         predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (N,)
         predicted_holder.append(predicted)
         probabilities, loss = _softmax_loss(logits, row_labels, predicted)
@@ -122,10 +133,12 @@ def tied_output_cross_entropy(hidden: tf.Tensor, table: tf.Tensor, bias: tf.Tens
                 weighted_probabilities = tf.cast(weighted, hidden.dtype)
                 weigh_rows = lambda rows: rows  # noqa: E731
             d_bias = tf.tensor_scatter_nd_sub(d_bias, label_rows, upstream)  # (V,)
-            d_hidden = (weigh_rows(tf.matmul(weighted_probabilities, table))
-                        - label_weight * tf.gather(table, row_labels))  # (N, H)
-            d_table = tf.transpose(tf.matmul(
-                weigh_rows(hidden), weighted_probabilities, transpose_a=True))  # (V, H)
+            d_hidden = weigh_rows(
+                tf.matmul(weighted_probabilities, table)
+            ) - label_weight * tf.gather(table, row_labels)  # (N, H)
+            d_table = tf.transpose(
+                tf.matmul(weigh_rows(hidden), weighted_probabilities, transpose_a=True)
+            )  # (V, H)
             d_table = tf.tensor_scatter_nd_sub(d_table, label_rows, label_weight * hidden)
             return d_hidden, d_table, d_bias
 
@@ -135,8 +148,9 @@ def tied_output_cross_entropy(hidden: tf.Tensor, table: tf.Tensor, bias: tf.Tens
     return loss, predicted_holder[0]
 
 
-def plain_cross_entropy_and_prediction(logits: tf.Tensor, labels: tf.Tensor,
-                                       labels_name: str = "labels") -> tuple[tf.Tensor, tf.Tensor]:
+def plain_cross_entropy_and_prediction(
+    logits: tf.Tensor, labels: tf.Tensor, labels_name: str = "labels"
+) -> tuple[tf.Tensor, tf.Tensor]:
     """`cross_entropy_and_prediction` from TensorFlow's own ops: the plain path."""
     logits = tf.cast(logits, tf.float32)
     vocabulary = tf.shape(logits)[-1]
@@ -147,8 +161,9 @@ def plain_cross_entropy_and_prediction(logits: tf.Tensor, labels: tf.Tensor,
     return tf.reshape(loss, tf.shape(labels)), tf.reshape(predicted, tf.shape(labels))
 
 
-def loss_and_prediction(logits: tf.Tensor, labels: tf.Tensor, labels_name: str = "labels",
-                        fast_kernels: bool = True) -> tuple[tf.Tensor, tf.Tensor]:
+def loss_and_prediction(
+    logits: tf.Tensor, labels: tf.Tensor, labels_name: str = "labels", fast_kernels: bool = True
+) -> tuple[tf.Tensor, tf.Tensor]:
     """Cross-entropy and arg-max of logits (..., V): the fast kernel or the plain ops."""
     if fast_kernels:
         return cross_entropy_and_prediction(logits, labels, labels_name)

@@ -45,8 +45,11 @@ def read_cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> frozenset[str]:
     return frozenset()
 
 
-def choose_precision(device_types: Iterable[str], gpu_capabilities: Iterable[tuple[int, int]],
-                     cpu_flags: Iterable[str]) -> tuple[str, str]:
+def choose_precision(
+    device_types: Iterable[str],
+    gpu_capabilities: Iterable[tuple[int, int]],
+    cpu_flags: Iterable[str],
+) -> tuple[str, str]:
     """(policy, reason) for the devices a model will run on; pure, for tests."""
     device_types = set(device_types)
     capabilities = list(gpu_capabilities)
@@ -55,16 +58,21 @@ def choose_precision(device_types: Iterable[str], gpu_capabilities: Iterable[tup
     if capabilities:
         oldest = min(capabilities)
         if oldest >= GPU_BFLOAT16_CAPABILITY:
-            return MIXED_BFLOAT16, f"GPU compute capability {oldest[0]}.{oldest[1]}: native bfloat16"
+            return (
+                MIXED_BFLOAT16,
+                f"GPU compute capability {oldest[0]}.{oldest[1]}: native bfloat16",
+            )
         if oldest >= GPU_FLOAT16_CAPABILITY:
-            return MIXED_FLOAT16, (f"GPU compute capability {oldest[0]}.{oldest[1]}: float16 "
-                                   "tensor cores, no bfloat16")
+            return MIXED_FLOAT16, (
+                f"GPU compute capability {oldest[0]}.{oldest[1]}: float16 tensor cores, no bfloat16"
+            )
         return FLOAT32, f"GPU compute capability {oldest[0]}.{oldest[1]}: no tensor cores"
     native = sorted(set(cpu_flags) & set(CPU_BFLOAT16_FLAGS))
     if native:
         return MIXED_BFLOAT16, f"CPU with {', '.join(native).upper()}: native bfloat16"
-    return FLOAT32, ("CPU without AVX512_BF16 / AMX-BF16: bfloat16 would be widened to "
-                     "float32 for every product")
+    return FLOAT32, (
+        "CPU without AVX512_BF16 / AMX-BF16: bfloat16 would be widened to float32 for every product"
+    )
 
 
 def _gpu_capability(device: tf.config.PhysicalDevice) -> tuple[int, int]:
@@ -79,7 +87,8 @@ def native_precision() -> tuple[str, str]:
     return choose_precision(
         (device.device_type for device in devices),
         [_gpu_capability(device) for device in devices if device.device_type == "GPU"],
-        read_cpu_flags())
+        read_cpu_flags(),
+    )
 
 
 @functools.lru_cache(maxsize=None)

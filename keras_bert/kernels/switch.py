@@ -35,8 +35,10 @@ def fast_kernels_in_effect(option: bool) -> bool:
         return True
     if override in _OFF:
         return False
-    raise ValueError(f"{FAST_KERNELS_ENV}={os.environ[FAST_KERNELS_ENV]!r}: use 1 (fast "
-                     "kernels) or 0 (the plain ops)")
+    raise ValueError(
+        f"{FAST_KERNELS_ENV}={os.environ[FAST_KERNELS_ENV]!r}: use 1 (fast "
+        "kernels) or 0 (the plain ops)"
+    )
 
 
 class FastKernelsOption:

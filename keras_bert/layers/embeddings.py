@@ -19,17 +19,22 @@ class PositionEmbedding(keras.layers.Layer):
     """Learned absolute position embeddings, sliced to the input's length, or
     gathered at given `positions` (R,) (rows packed without their padding)."""
 
-    def __init__(self, max_length: int,
-                 initializer: str | dict | keras.initializers.Initializer = "glorot_uniform",
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        max_length: int,
+        initializer: str | dict | keras.initializers.Initializer = "glorot_uniform",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.max_length = max_length
         self.initializer = keras.initializers.get(initializer)
 
     def build(self, input_shape: tuple) -> None:
         self.embeddings = self.add_weight(
-            name="embeddings", shape=(self.max_length, input_shape[-1]),
-            initializer=self.initializer)
+            name="embeddings",
+            shape=(self.max_length, input_shape[-1]),
+            initializer=self.initializer,
+        )
 
     def call(self, inputs: tf.Tensor, positions: tf.Tensor | None = None) -> tf.Tensor:
         # inputs: (B, T, H), only its length is used.
@@ -42,8 +47,11 @@ class PositionEmbedding(keras.layers.Layer):
         return (1, input_shape[1], input_shape[2])
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "max_length": self.max_length,
-                "initializer": keras.initializers.serialize(self.initializer)}
+        return {
+            **super().get_config(),
+            "max_length": self.max_length,
+            "initializer": keras.initializers.serialize(self.initializer),
+        }
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")

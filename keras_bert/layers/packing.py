@@ -78,7 +78,7 @@ class TokenPacking:
 
     def attention_mask(self, input_mask: tf.Tensor) -> tf.Tensor:
         """(B, T) -> (B, S): the mask over the positions attention spans."""
-        return input_mask[:, :self.span]
+        return input_mask[:, : self.span]
 
     def unpack_heads(self, packed: tf.Tensor, num_heads: int, groups: int = 1) -> tf.Tensor:
         """(R, k * N * D) -> (k, B, N, S, D), or (B, N, S, D) for `groups` k = 1:
@@ -94,7 +94,7 @@ class TokenPacking:
         if key not in self._head_indices:
             group = tf.range(groups)[:, None, None, None] * num_heads  # (k, 1, 1, 1)
             head = tf.range(num_heads)[None, None, :, None]  # (1, 1, N, 1)
-            row_of = self.row_of[:, :self.span]  # (B, S)
+            row_of = self.row_of[:, : self.span]  # (B, S)
             real_row = tf.where(row_of < self.count, row_of, 0)  # padding: row 0
             row = real_row[None, :, None, :] * (groups * num_heads)  # (1, B, 1, S)
             index = row + group + head  # (k, B, N, S)
@@ -110,8 +110,9 @@ class TokenPacking:
             length = self.shape[1]
             sequence, position = self.flat_rows // length, self.flat_rows % length  # (R,) each
             head = tf.range(num_heads)[None]  # (1, N)
-            self._head_indices[key] = ((sequence[:, None] * num_heads + head) * self.span
-                                       + position[:, None])  # (R, N) into B * N * S
+            self._head_indices[key] = (sequence[:, None] * num_heads + head) * self.span + position[
+                :, None
+            ]  # (R, N) into B * N * S
         rows = tf.gather(tf.reshape(heads, (-1, head_size)), self._head_indices[key])
         return tf.reshape(rows, (-1, num_heads * head_size))  # (R, N * D)
 
@@ -132,16 +133,21 @@ def gather_positions(sequence: tf.Tensor, positions: tf.Tensor, flat: bool = Fal
 
 # === The layout of one block call ===
 
-def row_layout(packing: TokenPacking | None = None, query_packing: TokenPacking | None = None,
-               query_positions: Any = None) -> PaddedRows | PackedRows:
+
+def row_layout(
+    packing: TokenPacking | None = None,
+    query_packing: TokenPacking | None = None,
+    query_positions: Any = None,
+) -> PaddedRows | PackedRows:
     """The rows of a block call given its arguments (`TransformerBlock.call`)."""
     if packing is None:
         if query_packing is not None:
             raise ValueError("query_packing needs packing (the rows its positions are in)")
         return PaddedRows(query_positions)
     if query_positions is not None:
-        raise ValueError("query_positions and packing: one or the other (query_packing "
-                         "for the packed rows)")
+        raise ValueError(
+            "query_positions and packing: one or the other (query_packing for the packed rows)"
+        )
     return PackedRows(packing, query_packing)
 
 
@@ -156,8 +162,9 @@ class PaddedRows:
 
     def queries(self, hidden: tf.Tensor) -> tf.Tensor:
         """(B, T, H) -> the query rows, (B, T, H) or (B, Q, H)."""
-        return hidden if not self.selects_queries else gather_positions(
-            hidden, self.query_positions)
+        return (
+            hidden if not self.selects_queries else gather_positions(hidden, self.query_positions)
+        )
 
     def query_mask_bias(self, mask_bias: tf.Tensor) -> tf.Tensor:
         """The bias rows of the queries: (B, 1, 1, T) as is; left to right, a
@@ -173,7 +180,9 @@ class PaddedRows:
         if groups == 1:
             heads = ops.reshape(outputs, (batch, length, num_heads, head_size))  # (B, T, N, D)
             return ops.transpose(heads, (0, 2, 1, 3))
-        heads = ops.reshape(outputs, (batch, length, groups, num_heads, head_size))  # (B, T, k, N, D)
+        heads = ops.reshape(
+            outputs, (batch, length, groups, num_heads, head_size)
+        )  # (B, T, k, N, D)
         return ops.transpose(heads, (2, 0, 3, 1, 4))
 
     split_query_heads = split_heads  # the queries' own (B, Q) layout

@@ -13,7 +13,8 @@ def mean_pool(sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
     """(B, T, H), (B, T) -> (B, H) L2-normalised mean of the real positions."""
     mask = tf.cast(input_mask, sequence_output.dtype)[..., tf.newaxis]
     pooled = tf.reduce_sum(sequence_output * mask, axis=1) / tf.maximum(
-        tf.reduce_sum(mask, axis=1), 1.0)
+        tf.reduce_sum(mask, axis=1), 1.0
+    )
     return tf.math.l2_normalize(pooled, axis=-1)
 
 
@@ -22,7 +23,8 @@ def last_real_positions(input_mask: tf.Tensor) -> tf.Tensor:
     running count of real tokens reaches their total."""
     mask = ops.cast(ops.not_equal(input_mask, 0), "int32")
     return ops.logical_and(
-        ops.equal(ops.cumsum(mask, axis=1), ops.sum(mask, axis=1, keepdims=True)), mask > 0)
+        ops.equal(ops.cumsum(mask, axis=1), ops.sum(mask, axis=1, keepdims=True)), mask > 0
+    )
 
 
 def pooled_token(hidden: tf.Tensor, input_mask: tf.Tensor, attention: str) -> tf.Tensor:
@@ -41,8 +43,7 @@ class MeanPool(keras.layers.Layer):
     def call(self, sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
         return mean_pool(sequence_output, input_mask)
 
-    def compute_output_shape(self, sequence_output_shape: tuple,
-                             input_mask_shape: tuple) -> tuple:
+    def compute_output_shape(self, sequence_output_shape: tuple, input_mask_shape: tuple) -> tuple:
         return (sequence_output_shape[0], sequence_output_shape[-1])
 
 
@@ -54,7 +55,8 @@ class WeightedLayerSum(keras.layers.Layer):
 
     def build(self, layers_shape: list) -> None:
         self.layer_weights = self.add_weight(
-            name="layer_weights", shape=(len(layers_shape),), initializer="zeros")
+            name="layer_weights", shape=(len(layers_shape),), initializer="zeros"
+        )
 
     def call(self, layers: list) -> tf.Tensor:
         weights = keras.ops.softmax(self.layer_weights)  # (L,)

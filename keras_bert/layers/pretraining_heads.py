@@ -33,9 +33,15 @@ class MaskedLMHead(FastKernelsOption, keras.layers.Layer):
     costs P/T of what it would over the whole sequence.
     """
 
-    def __init__(self, token_embedding: keras.layers.Embedding, activation: str = "gelu",
-                 initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-12,
-                 fast_kernels: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        token_embedding: keras.layers.Embedding,
+        activation: str = "gelu",
+        initializer_range: float = 0.02,
+        layer_norm_epsilon: float = 1e-12,
+        fast_kernels: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         # === Config ===
         self._init_fast_kernels(fast_kernels)
@@ -49,23 +55,32 @@ class MaskedLMHead(FastKernelsOption, keras.layers.Layer):
         self.dense = keras.layers.Dense(
             token_embedding.output_dim,
             activation=get_activation(activation, self.runs_fast_kernels),
-            kernel_initializer=init, dtype=self.dtype_policy, name="transform")
+            kernel_initializer=init,
+            dtype=self.dtype_policy,
+            name="transform",
+        )
         self.layer_norm = FastLayerNorm(
-            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="transform_layer_norm",
-            fast_kernels=fast_kernels)
+            epsilon=layer_norm_epsilon,
+            dtype=self.dtype_policy,
+            name="transform_layer_norm",
+            fast_kernels=fast_kernels,
+        )
 
-    def build(self, sequence_output_shape: tuple,
-              masked_lm_positions_shape: tuple | None = None) -> None:
+    def build(
+        self, sequence_output_shape: tuple, masked_lm_positions_shape: tuple | None = None
+    ) -> None:
         if not self.token_embedding.built:  # one rebuilt by from_config, not yet shared
             self.token_embedding.build()
         hidden_shape = (None, None, self.token_embedding.output_dim)
         self.dense.build(hidden_shape)
         self.layer_norm.build(hidden_shape)
         self.output_bias = self.add_weight(
-            name="output_bias", shape=(self.token_embedding.input_dim,), initializer="zeros")
+            name="output_bias", shape=(self.token_embedding.input_dim,), initializer="zeros"
+        )
 
-    def transform(self, sequence_output: tf.Tensor,
-                  masked_lm_positions: tf.Tensor | None = None) -> tf.Tensor:
+    def transform(
+        self, sequence_output: tf.Tensor, masked_lm_positions: tf.Tensor | None = None
+    ) -> tf.Tensor:
         """sequence_output (B, T, H) and masked_lm_positions (B, P) -> the
         transformed hidden states at the masked positions, (B * P, H); without
         positions, sequence_output is already at the masked positions, (B, P, H)."""
@@ -76,8 +91,9 @@ class MaskedLMHead(FastKernelsOption, keras.layers.Layer):
             hidden = gather_positions(sequence_output, masked_lm_positions, flat=True)
         return self.layer_norm(self.dense(hidden))  # (B * P, H)
 
-    def call(self, sequence_output: tf.Tensor,
-             masked_lm_positions: tf.Tensor | None = None) -> tf.Tensor:
+    def call(
+        self, sequence_output: tf.Tensor, masked_lm_positions: tf.Tensor | None = None
+    ) -> tf.Tensor:
         """sequence_output (B, T, H) and masked_lm_positions (B, P) -> logits
         (B, P, V); without positions, sequence_output is already the hidden
         states at the masked positions, (B, P, H)."""
@@ -91,10 +107,13 @@ class MaskedLMHead(FastKernelsOption, keras.layers.Layer):
         logits = tf.matmul(hidden, table, transpose_b=True)  # (B * P, V)
         # Logits in float32: the softmax over 30k classes loses too much in 16 bits.
         logits = tf.nn.bias_add(ops.cast(logits, "float32"), ops.cast(self.output_bias, "float32"))
-        return ops.reshape(logits, (batch, predictions, self.token_embedding.input_dim))  # (B, P, V)
+        return ops.reshape(
+            logits, (batch, predictions, self.token_embedding.input_dim)
+        )  # (B, P, V)
 
-    def loss_and_prediction(self, sequence_output: tf.Tensor, labels: tf.Tensor,
-                            labels_name: str = "masked_lm_ids") -> tuple[tf.Tensor, tf.Tensor]:
+    def loss_and_prediction(
+        self, sequence_output: tf.Tensor, labels: tf.Tensor, labels_name: str = "masked_lm_ids"
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """Training's shortcut past the logits: sequence_output (B, P, H) at the
         masked positions and labels (B, P) -> cross-entropy (B, P) float32 and
         arg-max prediction (B, P) int32 of `call`'s logits, from
@@ -104,12 +123,18 @@ class MaskedLMHead(FastKernelsOption, keras.layers.Layer):
         hidden = self.transform(sequence_output)  # (B * P, H)
         table = ops.cast(self.token_embedding.embeddings, hidden.dtype)  # (V, H)
         loss, predicted = tied_output_cross_entropy(
-            hidden, table, self.output_bias, labels, labels_name=labels_name)  # (B * P,) each
+            hidden, table, self.output_bias, labels, labels_name=labels_name
+        )  # (B * P,) each
         return ops.reshape(loss, ops.shape(labels)), ops.reshape(predicted, ops.shape(labels))
 
-    def compute_output_shape(self, sequence_output_shape: tuple,
-                             masked_lm_positions_shape: tuple | None = None) -> tuple:
-        rows = sequence_output_shape if masked_lm_positions_shape is None else masked_lm_positions_shape
+    def compute_output_shape(
+        self, sequence_output_shape: tuple, masked_lm_positions_shape: tuple | None = None
+    ) -> tuple:
+        rows = (
+            sequence_output_shape
+            if masked_lm_positions_shape is None
+            else masked_lm_positions_shape
+        )
         return (rows[0], rows[1], self.token_embedding.input_dim)
 
     def get_config(self) -> dict:
@@ -118,11 +143,14 @@ class MaskedLMHead(FastKernelsOption, keras.layers.Layer):
         # config still holds it (as keras-hub's MaskedLMHead), so that
         # from_config(get_config()) builds a head on its own.
         config = super().get_config()
-        config.update({"token_embedding": keras.saving.serialize_keras_object(
-                           self.token_embedding),
-                       "activation": self.activation,
-                       "initializer_range": self.initializer_range,
-                       "layer_norm_epsilon": self.layer_norm_epsilon})
+        config.update(
+            {
+                "token_embedding": keras.saving.serialize_keras_object(self.token_embedding),
+                "activation": self.activation,
+                "initializer_range": self.initializer_range,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+            }
+        )
         return self._fast_kernels_config(config)
 
     @classmethod
@@ -130,7 +158,8 @@ class MaskedLMHead(FastKernelsOption, keras.layers.Layer):
         config = dict(config)
         if isinstance(config.get("token_embedding"), dict):
             config["token_embedding"] = keras.saving.deserialize_keras_object(
-                config["token_embedding"])
+                config["token_embedding"]
+            )
         return cls(**config)
 
 
@@ -144,8 +173,11 @@ class NextSentenceHead(keras.layers.Layer):
         self.initializer_range = initializer_range
         # === Layers ===
         self.dense = keras.layers.Dense(
-            2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-            dtype=self.dtype_policy, name="seq_relationship")
+            2,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+            dtype=self.dtype_policy,
+            name="seq_relationship",
+        )
 
     def build(self, pooled_output_shape: tuple) -> None:
         self.dense.build(pooled_output_shape)

@@ -56,8 +56,9 @@ def pool_tokens(tokens: tf.Tensor, input_mask: tf.Tensor, mode: str) -> tf.Tenso
         last = ops.cast(last_real_positions(input_mask), tokens.dtype)  # (B, T)
         # A row without real tokens reads the last position, as sentence-transformers.
         empty = ops.cast(ops.sum(last, axis=1, keepdims=True) == 0, tokens.dtype)  # (B, 1)
-        final = ops.cast(ops.arange(ops.shape(tokens)[1]) == ops.shape(tokens)[1] - 1,
-                         tokens.dtype)  # (T,)
+        final = ops.cast(
+            ops.arange(ops.shape(tokens)[1]) == ops.shape(tokens)[1] - 1, tokens.dtype
+        )  # (T,)
         return ops.einsum("bt,bth->bh", last + empty * final[None, :], tokens)
     raise ValueError(f"pooling mode {mode!r}: choose among {POOLING_MODES}")
 
@@ -69,8 +70,9 @@ def check_modes(modes: Sequence[str]) -> tuple[str, ...]:
     modes = (modes,) if isinstance(modes, str) else tuple(modes)
     unknown = [mode for mode in modes if mode not in POOLING_MODES]
     if unknown or not modes or len(set(modes)) != len(modes):
-        raise ValueError(f"pooling modes {list(modes)}: choose one or more of {POOLING_MODES}, "
-                         "each once")
+        raise ValueError(
+            f"pooling modes {list(modes)}: choose one or more of {POOLING_MODES}, each once"
+        )
     return modes
 
 
@@ -87,8 +89,7 @@ class SentencePooling(keras.layers.Layer):
         pooled = [pool_tokens(sequence_output, input_mask, mode) for mode in self.modes]
         return pooled[0] if len(pooled) == 1 else ops.concatenate(pooled, axis=-1)
 
-    def compute_output_shape(self, sequence_output_shape: tuple,
-                             input_mask_shape: tuple) -> tuple:
+    def compute_output_shape(self, sequence_output_shape: tuple, input_mask_shape: tuple) -> tuple:
         return (sequence_output_shape[0], sequence_output_shape[-1] * len(self.modes))
 
     def get_config(self) -> dict:

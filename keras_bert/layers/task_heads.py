@@ -28,8 +28,11 @@ class SpanHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.initializer_range = initializer_range
         self.dense = keras.layers.Dense(
-            2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-            dtype=self.dtype_policy, name="dense")
+            2,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+            dtype=self.dtype_policy,
+            name="dense",
+        )
 
     def build(self, input_shape: tuple) -> None:
         self.dense.build(input_shape)
@@ -73,10 +76,14 @@ class BiLSTMHead(keras.layers.Layer):
         self.num_layers = num_layers
         # The head's dtype policy on its LSTMs too: under mixed precision they
         # would otherwise compute (and return) float32.
-        self.bilstms = [keras.layers.Bidirectional(
-            keras.layers.LSTM(units, return_sequences=True, dtype=self.dtype_policy),
-            name=f"bilstm_{i}", dtype=self.dtype_policy)
-            for i in range(num_layers)]
+        self.bilstms = [
+            keras.layers.Bidirectional(
+                keras.layers.LSTM(units, return_sequences=True, dtype=self.dtype_policy),
+                name=f"bilstm_{i}",
+                dtype=self.dtype_policy,
+            )
+            for i in range(num_layers)
+        ]
 
     def build(self, sequence_shape: tuple, input_mask_shape: tuple | None = None) -> None:
         shape = tuple(sequence_shape)
@@ -84,8 +91,9 @@ class BiLSTMHead(keras.layers.Layer):
             bilstm.build(shape)
             shape = shape[:-1] + (2 * self.units,)
 
-    def call(self, sequence: tf.Tensor, input_mask: tf.Tensor,
-             training: bool | None = None) -> tf.Tensor:
+    def call(
+        self, sequence: tf.Tensor, input_mask: tf.Tensor, training: bool | None = None
+    ) -> tf.Tensor:
         mask = keras.ops.cast(input_mask, "bool")  # (B, T)
         for bilstm in self.bilstms:
             sequence = bilstm(sequence, mask=mask, training=training)  # (B, T, 2U)
@@ -93,8 +101,9 @@ class BiLSTMHead(keras.layers.Layer):
         # every position (padding weighs nothing in the loss) and takes no mask.
         return keras.ops.copy(sequence)
 
-    def compute_output_shape(self, sequence_shape: tuple,
-                             input_mask_shape: tuple | None = None) -> tuple:
+    def compute_output_shape(
+        self, sequence_shape: tuple, input_mask_shape: tuple | None = None
+    ) -> tuple:
         return tuple(sequence_shape[:-1]) + (2 * self.units,)
 
     def get_config(self) -> dict:

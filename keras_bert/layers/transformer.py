@@ -37,9 +37,15 @@ class SelfAttention(FastKernelsOption, keras.layers.Layer):
     """Multi-head scaled dot-product self-attention with an additive mask bias.
     `fast_kernels` (`keras_bert.kernels.switch`): the fast or the plain path."""
 
-    def __init__(self, num_heads: int, head_size: int, dropout: float = 0.0,
-                 initializer_range: float = 0.02, fast_kernels: bool = True,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        num_heads: int,
+        head_size: int,
+        dropout: float = 0.0,
+        initializer_range: float = 0.02,
+        fast_kernels: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self._init_fast_kernels(fast_kernels)
         fast = {"fast_kernels": fast_kernels}
@@ -53,10 +59,10 @@ class SelfAttention(FastKernelsOption, keras.layers.Layer):
         policy = self.dtype_policy
         self.query = FastDense(hidden, kernel_initializer=init, dtype=policy, name="query", **fast)
         self.key = FastDense(hidden, kernel_initializer=init, dtype=policy, name="key", **fast)
-        self.value = FastDense(hidden, kernel_initializer=init, dtype=policy, name="value",
-                               **fast)
-        self.attention_output = FastDense(hidden, kernel_initializer=init, dtype=policy,
-                                          name="output", **fast)
+        self.value = FastDense(hidden, kernel_initializer=init, dtype=policy, name="value", **fast)
+        self.attention_output = FastDense(
+            hidden, kernel_initializer=init, dtype=policy, name="output", **fast
+        )
         self.probs_dropout = FastDropout(dropout, dtype=policy, **fast)
 
     def build(self, hidden_shape: tuple, mask_bias_shape: tuple | None = None) -> None:
@@ -64,9 +70,15 @@ class SelfAttention(FastKernelsOption, keras.layers.Layer):
             dense.build(hidden_shape)
         self.attention_output.build(hidden_shape[:-1] + (self.num_heads * self.head_size,))
 
-    def call(self, hidden: tf.Tensor, mask_bias: tf.Tensor, query_hidden: tf.Tensor | None = None,
-             packing: Any = None, query_packing: Any = None,
-             training: bool | None = None) -> tf.Tensor:
+    def call(
+        self,
+        hidden: tf.Tensor,
+        mask_bias: tf.Tensor,
+        query_hidden: tf.Tensor | None = None,
+        packing: Any = None,
+        query_packing: Any = None,
+        training: bool | None = None,
+    ) -> tf.Tensor:
         """hidden (B, T, H) -> (B, T, H); with `query_hidden` (B, Q, H), only those
         Q positions attend (to all T): -> (B, Q, H). With `packing` (a
         `TokenPacking`), hidden holds the real positions only, (R, H) -> (R, H),
@@ -75,13 +87,20 @@ class SelfAttention(FastKernelsOption, keras.layers.Layer):
         rows = row_layout(packing, query_packing)
         scale = 1.0 / math.sqrt(self.head_size)  # on the queries, before the product
         if query_hidden is None:
-            query, key, value = self._heads(hidden, (self.query, self.key, self.value),
-                                            (scale, 1.0, 1.0), rows.split_heads, training)
+            query, key, value = self._heads(
+                hidden,
+                (self.query, self.key, self.value),
+                (scale, 1.0, 1.0),
+                rows.split_heads,
+                training,
+            )
         else:
-            (query,) = self._heads(query_hidden, (self.query,), (scale,),
-                                   rows.split_query_heads, training)  # (B, N, Q, D)
-            key, value = self._heads(hidden, (self.key, self.value), (1.0, 1.0),
-                                     rows.split_heads, training)  # (B, N, T, D)
+            (query,) = self._heads(
+                query_hidden, (self.query,), (scale,), rows.split_query_heads, training
+            )  # (B, N, Q, D)
+            key, value = self._heads(
+                hidden, (self.key, self.value), (1.0, 1.0), rows.split_heads, training
+            )  # (B, N, T, D)
         # transpose_b: the kernel reads K as stored, no transposed copy (nor its gradient's).
         scores = tf.linalg.matmul(query, key, transpose_b=True)  # (B, N, Q, T)
         scores = scores + ops.cast(mask_bias, scores.dtype)
@@ -91,28 +110,43 @@ class SelfAttention(FastKernelsOption, keras.layers.Layer):
         context = ops.matmul(probs, value)  # (B, N, Q, D)
         return self.attention_output(rows.merge_heads(context))  # (B, Q, H)
 
-    def _heads(self, inputs: tf.Tensor, projections: Sequence[FastDense],
-               scales: Sequence[float], split_heads: Callable, training: bool | None
-               ) -> list[tf.Tensor]:
+    def _heads(
+        self,
+        inputs: tf.Tensor,
+        projections: Sequence[FastDense],
+        scales: Sequence[float],
+        split_heads: Callable,
+        training: bool | None,
+    ) -> list[tf.Tensor]:
         """inputs (B, T, H) -> one (B, N, T, D) per projection, times its scale,
         split into heads by the row layout's `split_heads`. Training on the fast
         kernels: one product for all of them (`fused_projection`), split at once;
         otherwise (inference, the plain path) one product per projection."""
         if not (training and self.runs_fast_kernels and can_fuse(projections)):
-            return [split_heads(scaled(p(inputs), s), self.num_heads)
-                    for p, s in zip(projections, scales)]
-        heads = split_heads(fused_projection(inputs, projections, scales), self.num_heads,
-                            len(projections))  # (k, B, N, T, D), or (B, N, T, D)
+            return [
+                split_heads(scaled(p(inputs), s), self.num_heads)
+                for p, s in zip(projections, scales)
+            ]
+        heads = split_heads(
+            fused_projection(inputs, projections, scales), self.num_heads, len(projections)
+        )  # (k, B, N, T, D), or (B, N, T, D)
         return tf.unstack(heads, len(projections)) if len(projections) > 1 else [heads]
 
-    def compute_output_shape(self, hidden_shape: tuple, mask_bias_shape: tuple,
-                             query_hidden_shape: tuple | None = None) -> tuple:
+    def compute_output_shape(
+        self, hidden_shape: tuple, mask_bias_shape: tuple, query_hidden_shape: tuple | None = None
+    ) -> tuple:
         return hidden_shape if query_hidden_shape is None else query_hidden_shape
 
     def get_config(self) -> dict:
-        return self._fast_kernels_config({
-            **super().get_config(), "num_heads": self.num_heads, "head_size": self.head_size,
-            "dropout": self.dropout, "initializer_range": self.initializer_range})
+        return self._fast_kernels_config(
+            {
+                **super().get_config(),
+                "num_heads": self.num_heads,
+                "head_size": self.head_size,
+                "dropout": self.dropout,
+                "initializer_range": self.initializer_range,
+            }
+        )
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -120,10 +154,18 @@ class TransformerBlock(FastKernelsOption, keras.layers.Layer):
     """attention -> dropout -> add -> LayerNorm -> FFN (GELU) -> dropout -> add -> LayerNorm.
     `fast_kernels` (`keras_bert.kernels.switch`): the fast or the plain path."""
 
-    def __init__(self, num_heads: int, intermediate_size: int, activation: str = "gelu",
-                 dropout: float = 0.1, attention_dropout: float = 0.1,
-                 initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-12,
-                 fast_kernels: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        num_heads: int,
+        intermediate_size: int,
+        activation: str = "gelu",
+        dropout: float = 0.1,
+        attention_dropout: float = 0.1,
+        initializer_range: float = 0.02,
+        layer_norm_epsilon: float = 1e-12,
+        fast_kernels: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self._init_fast_kernels(fast_kernels)
         self.num_heads = num_heads
@@ -143,28 +185,47 @@ class TransformerBlock(FastKernelsOption, keras.layers.Layer):
         policy = self.dtype_policy
         fast = {"fast_kernels": self.fast_kernels}
         self.attention = SelfAttention(
-            self.num_heads, hidden // self.num_heads, dropout=self.attention_dropout,
-            initializer_range=self.initializer_range, dtype=policy, name="attention", **fast)
+            self.num_heads,
+            hidden // self.num_heads,
+            dropout=self.attention_dropout,
+            initializer_range=self.initializer_range,
+            dtype=policy,
+            name="attention",
+            **fast,
+        )
         self.attention.build(input_shape)
         self.attention_layer_norm = FastLayerNorm(
-            epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_layer_norm", **fast)
+            epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_layer_norm", **fast
+        )
         self.attention_layer_norm.build(input_shape)
         self.intermediate = FastDense(
-            self.intermediate_size, kernel_initializer=init, dtype=policy, name="intermediate",
-            **fast)
+            self.intermediate_size,
+            kernel_initializer=init,
+            dtype=policy,
+            name="intermediate",
+            **fast,
+        )
         self.intermediate_activation = get_activation(self.activation, self.runs_fast_kernels)
         self.intermediate.build(input_shape)
-        self.ffn_output = FastDense(hidden, kernel_initializer=init, dtype=policy, name="output",
-                                    **fast)
+        self.ffn_output = FastDense(
+            hidden, kernel_initializer=init, dtype=policy, name="output", **fast
+        )
         self.ffn_output.build(input_shape[:-1] + (self.intermediate_size,))
         self.output_layer_norm = FastLayerNorm(
-            epsilon=self.layer_norm_epsilon, dtype=policy, name="output_layer_norm", **fast)
+            epsilon=self.layer_norm_epsilon, dtype=policy, name="output_layer_norm", **fast
+        )
         self.output_layer_norm.build(input_shape)
         self.hidden_dropout = FastDropout(self.dropout, dtype=policy, **fast)
 
-    def call(self, hidden: tf.Tensor, mask_bias: tf.Tensor,
-             query_positions: tf.Tensor | None = None, packing: Any = None,
-             query_packing: Any = None, training: bool | None = None) -> tf.Tensor:
+    def call(
+        self,
+        hidden: tf.Tensor,
+        mask_bias: tf.Tensor,
+        query_positions: tf.Tensor | None = None,
+        packing: Any = None,
+        query_packing: Any = None,
+        training: bool | None = None,
+    ) -> tf.Tensor:
         """hidden (B, T, H) -> (B, T, H).
 
         With `query_positions` (B, Q), the block's output only at those
@@ -180,8 +241,13 @@ class TransformerBlock(FastKernelsOption, keras.layers.Layer):
         rows = row_layout(packing, query_packing, query_positions)
         queries = rows.queries(hidden)  # (B, Q, H)
         attended = self.attention(
-            hidden, rows.query_mask_bias(mask_bias), queries if rows.selects_queries else None,
-            packing=packing, query_packing=query_packing, training=training)
+            hidden,
+            rows.query_mask_bias(mask_bias),
+            queries if rows.selects_queries else None,
+            packing=packing,
+            query_packing=query_packing,
+            training=training,
+        )
         attended = self.hidden_dropout(attended, training=training)
         hidden = self.attention_layer_norm(queries + attended)  # (B, Q, H)
         feed_forward = self._feed_forward(hidden, packed=packing is not None, training=training)
@@ -199,19 +265,30 @@ class TransformerBlock(FastKernelsOption, keras.layers.Layer):
         else:
             intermediate = self.intermediate_activation(intermediate)
         feed_forward = self.ffn_output(intermediate)  # (B * Q, H)
-        return feed_forward if len(hidden.shape) == 2 else tf.reshape(feed_forward,
-                                                                       tf.shape(hidden))
+        return (
+            feed_forward if len(hidden.shape) == 2 else tf.reshape(feed_forward, tf.shape(hidden))
+        )
 
-    def compute_output_shape(self, hidden_shape: tuple, mask_bias_shape: tuple,
-                             query_positions_shape: tuple | None = None) -> tuple:
+    def compute_output_shape(
+        self,
+        hidden_shape: tuple,
+        mask_bias_shape: tuple,
+        query_positions_shape: tuple | None = None,
+    ) -> tuple:
         if query_positions_shape is None:
             return hidden_shape
         return (hidden_shape[0], query_positions_shape[1], hidden_shape[2])
 
     def get_config(self) -> dict:
-        return self._fast_kernels_config({
-            **super().get_config(), "num_heads": self.num_heads,
-            "intermediate_size": self.intermediate_size, "activation": self.activation,
-            "dropout": self.dropout, "attention_dropout": self.attention_dropout,
-            "initializer_range": self.initializer_range,
-            "layer_norm_epsilon": self.layer_norm_epsilon})
+        return self._fast_kernels_config(
+            {
+                **super().get_config(),
+                "num_heads": self.num_heads,
+                "intermediate_size": self.intermediate_size,
+                "activation": self.activation,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "initializer_range": self.initializer_range,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+            }
+        )

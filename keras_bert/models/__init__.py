@@ -5,9 +5,14 @@ from keras_bert.models.sentence_encoder import BertSentenceEncoder
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.token_classifier import BertTokenClassifier
 
-__all__ = ["BertClassifier", "BertEncoder", "BertFeatureExtractor", "BertSentenceEncoder",
-           "BertSpanExtractor",
-           "BertTokenClassifier"]
+__all__ = [
+    "BertClassifier",
+    "BertEncoder",
+    "BertFeatureExtractor",
+    "BertSentenceEncoder",
+    "BertSpanExtractor",
+    "BertTokenClassifier",
+]
 
 from keras_bert._lazy import submodule_getattr  # noqa: E402
 

@@ -26,8 +26,7 @@ from keras_bert.text.tokenizer import padded_width
 LENGTH_MULTIPLE = 8
 
 
-def longest_width(input_mask: tf.Tensor, width: int, multiple: int = LENGTH_MULTIPLE
-                  ) -> tf.Tensor:
+def longest_width(input_mask: tf.Tensor, width: int, multiple: int = LENGTH_MULTIPLE) -> tf.Tensor:
     """The width (B, width) rows need: the longest real row of `input_mask`
     rounded up to `multiple`, at most `width`; an int32 scalar."""
     return padded_width(tf.reduce_sum(tf.cast(input_mask, tf.int32), axis=1), width, multiple)
@@ -45,8 +44,9 @@ def trim_padding(elements: Any, width: int, length: tf.Tensor) -> Any:
     return tf.nest.map_structure(trim, elements)
 
 
-def trim_features_batch(x: Any, y: Any = None, sample_weight: Any = None, *,
-                        token_level_targets: bool = False) -> tuple[Any, Any, Any]:
+def trim_features_batch(
+    x: Any, y: Any = None, sample_weight: Any = None, *, token_level_targets: bool = False
+) -> tuple[Any, Any, Any]:
     """(x, y, sample_weight) of one batch of encoder features with the padding
     past the longest row cut: x always, y and the weights when they are per
     token (`token_level_targets`, a tagger's). Unchanged when x is not a

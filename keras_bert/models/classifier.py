@@ -28,14 +28,17 @@ def serialize_encoder(encoder: BertEncoder) -> dict:
 def deserialize_encoder(encoder: BertEncoder | dict) -> BertEncoder:
     if isinstance(encoder, dict):
         return keras.saving.deserialize_keras_object(
-            encoder, custom_objects={"BertEncoder": BertEncoder})
+            encoder, custom_objects={"BertEncoder": BertEncoder}
+        )
     return encoder
 
 
 def encoder_inputs() -> dict[str, keras.KerasTensor]:
     """The three int32 (B, T) inputs under their original BERT names."""
-    return {name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in features.ENCODER_INPUTS}
+    return {
+        name: keras.Input(shape=(None,), dtype="int32", name=name)
+        for name in features.ENCODER_INPUTS
+    }
 
 
 ACTIVATIONS = (None, "softmax")
@@ -73,28 +76,40 @@ class BertClassifier(TextTask, keras.Model):
     answer text with probabilities and class names.
     """
 
-    def __init__(self, encoder: BertEncoder | dict, num_classes: int, dropout: float = 0.1,
-                 label_names: Sequence[str] | None = None,
-                 preprocessor: BertPreprocessor | dict | None = None,
-                 activation: str | None = None, trained_on_pairs: bool | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        encoder: BertEncoder | dict,
+        num_classes: int,
+        dropout: float = 0.1,
+        label_names: Sequence[str] | None = None,
+        preprocessor: BertPreprocessor | dict | None = None,
+        activation: str | None = None,
+        trained_on_pairs: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
         encoder = deserialize_encoder(encoder)
         preprocessor = deserialize_preprocessor(preprocessor)
         num_classes = check_number(num_classes, "num_classes")
         if label_names is not None and len(label_names) != num_classes:
             raise ValueError(f"{len(label_names)} label_names for num_classes={num_classes}")
         if activation not in ACTIVATIONS or (activation and num_classes == 1):
-            raise ValueError(f"activation must be one of {ACTIVATIONS} (a regressor, "
-                             f"num_classes=1: None), got {activation!r}")
+            raise ValueError(
+                f"activation must be one of {ACTIVATIONS} (a regressor, "
+                f"num_classes=1: None), got {activation!r}"
+            )
         init = keras.initializers.TruncatedNormal(stddev=encoder.config.initializer_range)
 
         # === Layers ===
         dropout_layer = keras.layers.Dropout(dropout, name="classifier_dropout")
-        output_layer = keras.layers.Dense(num_classes, kernel_initializer=init,
-                                          name="classifier_output")
+        output_layer = keras.layers.Dense(
+            num_classes, kernel_initializer=init, name="classifier_output"
+        )
         # Softmax in float32: mixed precision's float16 probabilities round to 0 / 1.
-        softmax = (keras.layers.Activation("softmax", dtype="float32", name="probabilities")
-                   if activation == "softmax" else None)
+        softmax = (
+            keras.layers.Activation("softmax", dtype="float32", name="probabilities")
+            if activation == "softmax"
+            else None
+        )
 
         # === Functional Model ===
         inputs = encoder_inputs()
@@ -128,8 +143,7 @@ class BertClassifier(TextTask, keras.Model):
             return keras.losses.MeanSquaredError()
         return keras.losses.SparseCategoricalCrossentropy(from_logits=self.outputs_logits)
 
-    def read_positions(self, x: Any, y: Any = None, sample_weight: Any = None
-                       ) -> tf.Tensor | None:
+    def read_positions(self, x: Any, y: Any = None, sample_weight: Any = None) -> tf.Tensor | None:
         """None of the last layer's positions but the pooler's ([CLS], or left
         to right the last real token), which `remove_padding` always computes."""
         return tf.zeros_like(x["input_mask"]) if isinstance(x, dict) else None
@@ -153,32 +167,37 @@ class BertClassifier(TextTask, keras.Model):
             return y
         if self.regression:
             return check_scores(y)
-        values = np.asarray(y.tolist() if hasattr(y, "tolist") and not isinstance(
-            y, np.ndarray) else y)
+        values = np.asarray(
+            y.tolist() if hasattr(y, "tolist") and not isinstance(y, np.ndarray) else y
+        )
         if values.dtype.kind not in "OSU":
             return check_class_indices(values, self.num_classes)
         # No label_names: every text label is unknown (the error below says so).
         index = {name: i for i, name in enumerate(self.answer_names() or [])}
         unknown = sorted({str(v) for v in values.ravel()} - set(index))
         if unknown:
-            raise ValueError(f"label(s) {unknown[:5]} not among the model's label_names "
-                             f"{self.answer_names()}")
+            raise ValueError(
+                f"label(s) {unknown[:5]} not among the model's label_names {self.answer_names()}"
+            )
         return np.vectorize(lambda v: index[str(v)], otypes=[np.int32])(values)
 
     def map_text_batch(self, x: Any, y: Any = None) -> tuple[dict[str, tf.Tensor], Any, Any]:
         if y is not None and not self.regression and y.dtype == tf.string:
             names = tf.constant(self.answer_names())
             known = tf.equal(y[:, tf.newaxis], names)  # (B, C)
-            check = tf.debugging.Assert(tf.reduce_all(tf.reduce_any(known, axis=1)), [
-                f"labels must be among {self.answer_names()}; got", y])
+            check = tf.debugging.Assert(
+                tf.reduce_all(tf.reduce_any(known, axis=1)),
+                [f"labels must be among {self.answer_names()}; got", y],
+            )
             with tf.control_dependencies([check]):
                 y = tf.argmax(tf.cast(known, tf.int32), axis=1, output_type=tf.int32)
         return self.require_preprocessor()(x), y, None
 
     # === Single texts or pairs ===
 
-    def fit(self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any
-            ) -> keras.callbacks.History:
+    def fit(
+        self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any
+    ) -> keras.callbacks.History:
         """`TextTask.fit`, remembering whether the text had pairs (`trained_on_pairs`)."""
         pairs = text_pairs_given(x)
         if pairs is not None:
@@ -191,20 +210,23 @@ class BertClassifier(TextTask, keras.Model):
 
     def warn_if_pairs_are_new(self, x: Any) -> None:
         """Warns (once per model) when a model trained on single texts gets pairs."""
-        if (self.trained_on_pairs is False and not self._warned_about_pairs
-                and text_pairs_given(x)):
+        if self.trained_on_pairs is False and not self._warned_about_pairs and text_pairs_given(x):
             self._warned_about_pairs = True
             warnings.warn(
                 f"this {type(self).__name__} was trained on single texts (fit saw no "
                 "text_pair) and is now given text pairs: its answers to pairs are untrained. "
                 "Fine-tune it on pairs, or pass single texts (joined, if that is what you "
-                "mean)", UserWarning, stacklevel=3)
+                "mean)",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def answer_names(self) -> list[str] | None:
         return class_names(self.num_classes, self.label_names)
 
-    def classify(self, x: Any, batch_size: int | None = None, window_stride: int | None = None
-                 ) -> dict[str, np.ndarray]:
+    def classify(
+        self, x: Any, batch_size: int | None = None, window_stride: int | None = None
+    ) -> dict[str, np.ndarray]:
         """Text -> {logits, probabilities (N, C), label (N,)} (a regressor: {score
         (N,)}), computed as the exported classifier computes them.
 
@@ -223,42 +245,47 @@ class BertClassifier(TextTask, keras.Model):
                 logits = tf.RaggedTensor.from_row_lengths(per_window, count).to_tensor()
                 logits = tf.reduce_sum(logits, axis=1) / tf.cast(count, logits.dtype)[:, None]
             parts.append(classify_logits(logits, self.answer_names()))
-        return {name: np.concatenate([part[name].numpy() for part in parts])
-                for name in parts[0]}
+        return {name: np.concatenate([part[name].numpy() for part in parts]) for name in parts[0]}
 
     def logits(self, features: dict[str, tf.Tensor]) -> tf.Tensor:
         """The output layer's values (B, C), before any `activation`."""
         if self.outputs_logits:
             return self(features, training=False)
         if not hasattr(self, "_logits_model"):
-            self._logits_model = keras.Model(self.inputs,
-                                             self.get_layer("classifier_output").output)
+            self._logits_model = keras.Model(
+                self.inputs, self.get_layer("classifier_output").output
+            )
         return self._logits_model(features, training=False)
 
-    def predict_proba(self, x: Any, batch_size: int | None = None,
-                      window_stride: int | None = None) -> np.ndarray:
+    def predict_proba(
+        self, x: Any, batch_size: int | None = None, window_stride: int | None = None
+    ) -> np.ndarray:
         """Text -> class probabilities (N, C) (softmax of the logits)."""
         if self.regression:
-            raise ValueError("a regressor (num_classes=1) has no class probabilities: "
-                             "predict gives its scores")
+            raise ValueError(
+                "a regressor (num_classes=1) has no class probabilities: predict gives its scores"
+            )
         return self.classify(x, batch_size, window_stride)["probabilities"]
 
-    def predict_labels(self, x: Any, batch_size: int | None = None,
-                       window_stride: int | None = None) -> list[str]:
+    def predict_labels(
+        self, x: Any, batch_size: int | None = None, window_stride: int | None = None
+    ) -> list[str]:
         """Text -> the most probable class's name per text."""
         if self.regression:
             raise ValueError("a regressor (num_classes=1) has no labels: use predict")
         labels = self.classify(x, batch_size, window_stride)["label"]
         return [label.decode("utf-8") for label in labels]
 
-    def score(self, x: Any, y: Any, glue_task: str | None = None,
-              batch_size: int | None = None) -> dict[str, float]:
+    def score(
+        self, x: Any, y: Any, glue_task: str | None = None, batch_size: int | None = None
+    ) -> dict[str, float]:
         """The task's official figures on text `x` and labels `y` (class names,
         indices or scores): accuracy (and F1 for two classes), Pearson and
         Spearman for a regressor, or the GLUE task's own (`glue_task`, e.g.
         "mrpc", "cola", "stsb"). What `keras-bert finetune` reports on dev."""
         from keras_bert.tasks import metrics
         from keras_bert.tasks.glue import glue_metrics
+
         outputs = self.predict(x, batch_size=batch_size or 64, verbose=0)
         labels = np.asarray(self.encode_targets(y))
         if self.regression:
@@ -268,8 +295,10 @@ class BertClassifier(TextTask, keras.Model):
         if glue_task is not None:
             return glue_metrics(glue_task, labels, predictions)
         if self.regression:
-            return {"pearson": metrics.pearson(labels, predictions),
-                    "spearman": metrics.spearman(labels, predictions)}
+            return {
+                "pearson": metrics.pearson(labels, predictions),
+                "spearman": metrics.spearman(labels, predictions),
+            }
         result = {"accuracy": metrics.accuracy(labels, predictions)}
         if self.num_classes == 2:
             result["f1"] = metrics.f1(labels, predictions)
@@ -278,11 +307,17 @@ class BertClassifier(TextTask, keras.Model):
     # === Config ===
 
     def get_config(self) -> dict:
-        return {"encoder": serialize_encoder(self.encoder), "num_classes": self.num_classes,
-                "dropout": self.dropout, "label_names": self.label_names,
-                "activation": self.activation, "trained_on_pairs": self.trained_on_pairs,
-                "name": self.name, "trainable": self.trainable,
-                **self.preprocessor_config()}
+        return {
+            "encoder": serialize_encoder(self.encoder),
+            "num_classes": self.num_classes,
+            "dropout": self.dropout,
+            "label_names": self.label_names,
+            "activation": self.activation,
+            "trained_on_pairs": self.trained_on_pairs,
+            "name": self.name,
+            "trainable": self.trainable,
+            **self.preprocessor_config(),
+        }
 
     @classmethod
     def from_config(cls, config: dict) -> BertClassifier:

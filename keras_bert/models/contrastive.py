@@ -44,6 +44,7 @@ COLUMNS = (ANCHOR, POSITIVE, NEGATIVE)
 
 # === The global batch ===
 
+
 def gather_replicas(*parts: tf.Tensor) -> tuple[list[tf.Tensor], tf.Tensor]:
     """(b, k_i) tensors of this replica -> ([(B, k_i)]: every replica's rows,
     in replica order; the offset of this replica's first row). Without a
@@ -75,6 +76,7 @@ def num_replicas() -> int:
 
 # === Losses ===
 
+
 @keras.saving.register_keras_serializable(package="keras_bert")
 class MultipleNegativesRankingLoss:
     """In-batch negatives: for anchor i, positive i against every positive
@@ -85,14 +87,16 @@ class MultipleNegativesRankingLoss:
 
     needs_scores = False
 
-    def __init__(self, scale: float = 20.0, symmetric: bool = False,
-                 mini_batch_size: int | None = None) -> None:
+    def __init__(
+        self, scale: float = 20.0, symmetric: bool = False, mini_batch_size: int | None = None
+    ) -> None:
         self.scale = float(scale)
         self.symmetric = bool(symmetric)
         self.mini_batch_size = _check_mini_batch_size(mini_batch_size)
 
-    def __call__(self, embeddings: Mapping[str, tf.Tensor], scores: Any = None
-                 ) -> tuple[tf.Tensor, tf.Tensor]:
+    def __call__(
+        self, embeddings: Mapping[str, tf.Tensor], scores: Any = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """{anchor, positive[, negative]: (b, D)} -> (this replica's share of
         the global mean loss, this replica's mean loss over its rows)."""
         _check_columns(embeddings, (ANCHOR, POSITIVE), type(self).__name__)
@@ -105,8 +109,9 @@ class MultipleNegativesRankingLoss:
             local.append(anchors)
         gathered, offset = gather_replicas(*local)  # each (B, D)
         all_positives = gathered[0]
-        candidates = tf.concat(gathered[:2] if NEGATIVE in embeddings else gathered[:1],
-                               axis=0)  # (V, D)
+        candidates = tf.concat(
+            gathered[:2] if NEGATIVE in embeddings else gathered[:1], axis=0
+        )  # (V, D)
         labels = offset + tf.range(tf.shape(anchors)[0])  # (b,)
         logits = self.scale * tf.matmul(anchors, candidates, transpose_b=True)  # (b, V)
         rows = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)  # (b,)
@@ -119,8 +124,11 @@ class MultipleNegativesRankingLoss:
         return share, tf.reduce_mean(rows)
 
     def get_config(self) -> dict:
-        return {"scale": self.scale, "symmetric": self.symmetric,
-                "mini_batch_size": self.mini_batch_size}
+        return {
+            "scale": self.scale,
+            "symmetric": self.symmetric,
+            "mini_batch_size": self.mini_batch_size,
+        }
 
     @classmethod
     def from_config(cls, config: dict) -> MultipleNegativesRankingLoss:
@@ -139,8 +147,9 @@ class CoSENTLoss:
         self.scale = float(scale)
         self.mini_batch_size = _check_mini_batch_size(mini_batch_size)
 
-    def __call__(self, embeddings: Mapping[str, tf.Tensor], scores: Any = None
-                 ) -> tuple[tf.Tensor, tf.Tensor]:
+    def __call__(
+        self, embeddings: Mapping[str, tf.Tensor], scores: Any = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         _check_columns(embeddings, (ANCHOR, POSITIVE), type(self).__name__)
         if scores is None:
             raise ValueError("CoSENTLoss trains on scored pairs: fit((texts_a, texts_b), scores)")
@@ -175,16 +184,19 @@ def get_loss(loss: Any) -> Any:
             raise ValueError(f"loss {loss!r}: choose one of {sorted(LOSSES)} or pass a loss object")
         return LOSSES[loss]()
     if not callable(loss) or not hasattr(loss, "mini_batch_size"):
-        raise TypeError(f"loss must be a contrastive loss (MultipleNegativesRankingLoss, "
-                        f"CoSENTLoss) or one of {sorted(LOSSES)}; got {loss!r}")
+        raise TypeError(
+            f"loss must be a contrastive loss (MultipleNegativesRankingLoss, "
+            f"CoSENTLoss) or one of {sorted(LOSSES)}; got {loss!r}"
+        )
     return loss
 
 
 def _check_columns(embeddings, needed, name):
     missing = [column for column in needed if column not in embeddings]
     if missing:
-        raise ValueError(f"{name} needs the text columns {list(needed)}; the batch has "
-                         f"{sorted(embeddings)}")
+        raise ValueError(
+            f"{name} needs the text columns {list(needed)}; the batch has {sorted(embeddings)}"
+        )
 
 
 def _check_mini_batch_size(size):
@@ -198,11 +210,15 @@ def _check_mini_batch_size(size):
 Embed = Callable[[Mapping[str, tf.Tensor]], tf.Tensor]
 
 
-def loss_and_gradients(embed: Embed, features: Mapping[str, Mapping[str, tf.Tensor]],
-                       loss: Any, scores: Any, variables: list,
-                       scale_loss: Callable[[tf.Tensor], tf.Tensor] = lambda x: x,
-                       seed_states: list | None = None
-                       ) -> tuple[tf.Tensor, tf.Tensor, list]:
+def loss_and_gradients(
+    embed: Embed,
+    features: Mapping[str, Mapping[str, tf.Tensor]],
+    loss: Any,
+    scores: Any,
+    variables: list,
+    scale_loss: Callable[[tf.Tensor], tf.Tensor] = lambda x: x,
+    seed_states: list | None = None,
+) -> tuple[tf.Tensor, tf.Tensor, list]:
     """(share, mean over this replica's rows, gradients of `scale_loss(share)`
     with respect to `variables`) for one batch: {column: features (b, T)}.
     `embed(features)` -> (b, D) runs the model in training mode. With the
@@ -234,8 +250,9 @@ def _cached(embed, features, loss, scores, variables, scale_loss, seed_states):
     # Pass 2: each chunk again, its embeddings' gradient pulled back to the weights.
     gradients = [tf.zeros(v.shape, v.dtype) for v in variables]
     for name, part in features.items():
-        gradients = _pull_back_in_chunks(embed, part, upstream[name], size, variables,
-                                         gradients, seed_states, states[name])
+        gradients = _pull_back_in_chunks(
+            embed, part, upstream[name], size, variables, gradients, seed_states, states[name]
+        )
     for variable, value_after in zip(seed_states, after_first_pass):
         variable.assign(value_after)
     return share, value, gradients
@@ -246,7 +263,7 @@ def _rows(features):
 
 
 def _chunk(features, index, size):
-    return {key: value[index * size:(index + 1) * size] for key, value in features.items()}
+    return {key: value[index * size : (index + 1) * size] for key, value in features.items()}
 
 
 def _embed_in_chunks(embed, features, size, seed_states):
@@ -255,18 +272,17 @@ def _embed_in_chunks(embed, features, size, seed_states):
     saved = [tf.TensorArray(state.dtype, size=count) for state in seed_states]
 
     def body(index, outputs, saved):
-        saved = [array.write(index, tf.identity(state)) for array, state in
-                 zip(saved, seed_states)]
+        saved = [array.write(index, tf.identity(state)) for array, state in zip(saved, seed_states)]
         chunk = tf.stop_gradient(tf.cast(embed(_chunk(features, index, size)), tf.float32))
         return index + 1, outputs.write(index, chunk), saved
 
-    _, outputs, saved = tf.while_loop(lambda index, *_: index < count, body,
-                                      (tf.constant(0), outputs, saved))
+    _, outputs, saved = tf.while_loop(
+        lambda index, *_: index < count, body, (tf.constant(0), outputs, saved)
+    )
     return outputs.concat(), saved
 
 
-def _pull_back_in_chunks(embed, features, upstream, size, variables, gradients, seed_states,
-                         saved):
+def _pull_back_in_chunks(embed, features, upstream, size, variables, gradients, seed_states, saved):
     count = (_rows(features) + size - 1) // size
 
     def body(index, gradients):
@@ -274,16 +290,17 @@ def _pull_back_in_chunks(embed, features, upstream, size, variables, gradients, 
         with tf.control_dependencies(restore):
             with tf.GradientTape() as tape:
                 chunk = tf.cast(embed(_chunk(features, index, size)), tf.float32)  # (m, D)
-                surrogate = tf.reduce_sum(chunk * upstream[index * size:(index + 1) * size])
+                surrogate = tf.reduce_sum(chunk * upstream[index * size : (index + 1) * size])
         new = _dense(tape.gradient(surrogate, variables), variables)
         return index + 1, [total + one for total, one in zip(gradients, new)]
 
-    _, gradients = tf.while_loop(lambda index, _: index < count, body,
-                                 (tf.constant(0), gradients))
+    _, gradients = tf.while_loop(lambda index, _: index < count, body, (tf.constant(0), gradients))
     return gradients
 
 
 def _dense(gradients, variables):
     """Gradients as dense tensors, zeros where a variable got none."""
-    return [tf.zeros(v.shape, v.dtype) if g is None else tf.convert_to_tensor(g)
-            for g, v in zip(gradients, variables)]
+    return [
+        tf.zeros(v.shape, v.dtype) if g is None else tf.convert_to_tensor(g)
+        for g, v in zip(gradients, variables)
+    ]

@@ -46,8 +46,13 @@ class BertEncoder(keras.Model):
     the last real token, the one that has seen the whole input (as GPT).
     """
 
-    def __init__(self, config: BertConfig | dict, dtype: str | keras.DTypePolicy | None = None,
-                 fast_kernels: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        config: BertConfig | dict,
+        dtype: str | keras.DTypePolicy | None = None,
+        fast_kernels: bool = True,
+        **kwargs: Any,
+    ) -> None:
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
         # "auto": this machine's native precision (keras_bert.kernels.precision).
@@ -58,42 +63,72 @@ class BertEncoder(keras.Model):
 
         # === Layers ===
         token_embedding = keras.layers.Embedding(
-            config.vocab_size, config.hidden_size, embeddings_initializer=init,
-            dtype=dtype, name="token_embedding")
+            config.vocab_size,
+            config.hidden_size,
+            embeddings_initializer=init,
+            dtype=dtype,
+            name="token_embedding",
+        )
         segment_embedding = keras.layers.Embedding(
-            config.type_vocab_size, config.hidden_size, embeddings_initializer=init,
-            dtype=dtype, name="segment_embedding")
+            config.type_vocab_size,
+            config.hidden_size,
+            embeddings_initializer=init,
+            dtype=dtype,
+            name="segment_embedding",
+        )
         position_embedding = PositionEmbedding(
-            config.max_position_embeddings, initializer=init, dtype=dtype,
-            name="position_embedding")
+            config.max_position_embeddings, initializer=init, dtype=dtype, name="position_embedding"
+        )
         embeddings_layer_norm = FastLayerNorm(
-            epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="embeddings_layer_norm", **fast)
+            epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="embeddings_layer_norm", **fast
+        )
         embeddings_dropout = FastDropout(
-            config.hidden_dropout_prob, dtype=dtype, name="embeddings_dropout", **fast)
+            config.hidden_dropout_prob, dtype=dtype, name="embeddings_dropout", **fast
+        )
         mask_bias_layer = AttentionMaskBias(
-            causal=config.attention == "left_to_right", dtype=dtype, name="attention_mask_bias")
+            causal=config.attention == "left_to_right", dtype=dtype, name="attention_mask_bias"
+        )
         blocks = [
             TransformerBlock(
-                config.num_attention_heads, config.intermediate_size,
-                activation=config.hidden_act, dropout=config.hidden_dropout_prob,
+                config.num_attention_heads,
+                config.intermediate_size,
+                activation=config.hidden_act,
+                dropout=config.hidden_dropout_prob,
                 attention_dropout=config.attention_probs_dropout_prob,
                 initializer_range=config.initializer_range,
-                layer_norm_epsilon=LAYER_NORM_EPSILON, dtype=dtype,
-                name=f"transformer_layer_{i}", **fast)
+                layer_norm_epsilon=LAYER_NORM_EPSILON,
+                dtype=dtype,
+                name=f"transformer_layer_{i}",
+                **fast,
+            )
             for i in range(config.num_hidden_layers)
         ]
         pooler = keras.layers.Dense(
-            config.hidden_size, activation="tanh", kernel_initializer=init,
-            dtype=dtype, name="pooler")
+            config.hidden_size,
+            activation="tanh",
+            kernel_initializer=init,
+            dtype=dtype,
+            name="pooler",
+        )
 
         # === Functional Model ===
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in ENCODER_INPUTS}
-        parts = EncoderLayers(config, token_embedding, segment_embedding, position_embedding,
-                              embeddings_layer_norm, embeddings_dropout, mask_bias_layer,
-                              blocks, pooler)
-        super().__init__(inputs=inputs, outputs=encoder_forward(parts, inputs), dtype=dtype,
-                         **kwargs)
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_INPUTS
+        }
+        parts = EncoderLayers(
+            config,
+            token_embedding,
+            segment_embedding,
+            position_embedding,
+            embeddings_layer_norm,
+            embeddings_dropout,
+            mask_bias_layer,
+            blocks,
+            pooler,
+        )
+        super().__init__(
+            inputs=inputs, outputs=encoder_forward(parts, inputs), dtype=dtype, **kwargs
+        )
 
         # === Config ===
         self.config = config
@@ -112,9 +147,13 @@ class BertEncoder(keras.Model):
         # Under `remove_padding()` (the exports' and fit's), the per-token
         # layers skip the padding: keras_bert.models.unpadded.
         if self._padding_removal.enabled:
-            return encoder_forward(self, inputs, packing=TokenPacking(inputs["input_mask"]),
-                                   read_positions=self._padding_removal.read_positions,
-                                   training=training)
+            return encoder_forward(
+                self,
+                inputs,
+                packing=TokenPacking(inputs["input_mask"]),
+                read_positions=self._padding_removal.read_positions,
+                training=training,
+            )
         return super().call(inputs, training=training, mask=mask)
 
     def remove_padding(self, read_positions: Any = None):
@@ -128,8 +167,13 @@ class BertEncoder(keras.Model):
     def padding_removed(self) -> bool:
         return self._padding_removal.enabled
 
-    def embed(self, input_ids: tf.Tensor, input_mask: tf.Tensor, segment_ids: tf.Tensor,
-              training: bool | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    def embed(
+        self,
+        input_ids: tf.Tensor,
+        input_mask: tf.Tensor,
+        segment_ids: tf.Tensor,
+        training: bool | None = None,
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """The encoder's first stage, for models built from its layers (the
         frozen features): ids (B, T) -> the first block's input (B, T, H) and
         the attention mask bias (B, 1, 1, T)."""
@@ -139,17 +183,22 @@ class BertEncoder(keras.Model):
         # The layers' policy (a Functional model keeps none of its own), so a
         # mixed-precision encoder reloads computing as it was built.
         policy = self.token_embedding.dtype_policy.name
-        return {"config": self.config.to_dict(), "fast_kernels": self.fast_kernels,
-                "dtype": None if policy == "float32" else policy,
-                "name": self.name, "trainable": self.trainable}
+        return {
+            "config": self.config.to_dict(),
+            "fast_kernels": self.fast_kernels,
+            "dtype": None if policy == "float32" else policy,
+            "name": self.name,
+            "trainable": self.trainable,
+        }
 
     @classmethod
     def from_config(cls, config: dict) -> BertEncoder:
         return cls(**config)
 
     @classmethod
-    def from_pretrained(cls, path: str | PretrainedSource,
-                        dtype: str | keras.DTypePolicy | None = None) -> BertEncoder:
+    def from_pretrained(
+        cls, path: str | PretrainedSource, dtype: str | keras.DTypePolicy | None = None
+    ) -> BertEncoder:
         """The encoder of any pretrained source `keras_bert.checkpoints.source.resolve`
         reads: a HuggingFace folder, an original TF1 folder or prefix, a `.keras`
         file, a `keras-bert finetune` output or a `keras-bert pretrain` model_dir."""
@@ -177,6 +226,7 @@ class BertEncoder(keras.Model):
 @dataclasses.dataclass(frozen=True)
 class EncoderLayers:
     """What the forward pass reads; a built `BertEncoder` has the same attributes."""
+
     config: BertConfig
     token_embedding: keras.layers.Embedding
     segment_embedding: keras.layers.Embedding
@@ -188,26 +238,39 @@ class EncoderLayers:
     pooler: keras.layers.Dense
 
 
-def embed_tokens(parts: EncoderLayers | BertEncoder, input_ids: Any, input_mask: Any,
-                 segment_ids: Any, packing: TokenPacking | None = None,
-                 training: bool | None = None) -> tuple[Any, Any]:
+def embed_tokens(
+    parts: EncoderLayers | BertEncoder,
+    input_ids: Any,
+    input_mask: Any,
+    segment_ids: Any,
+    packing: TokenPacking | None = None,
+    training: bool | None = None,
+) -> tuple[Any, Any]:
     """ids (B, T) -> the first block's input (B, T, H) and the attention mask
     bias (B, 1, 1, T); with `packing`, the real positions' rows (R, H) and the
     bias over the packing's span (B, 1, 1, S)."""
     if packing is not None:
         input_ids, segment_ids = packing.pack(input_ids), packing.pack(segment_ids)  # (R,)
     tokens = parts.token_embedding(input_ids)  # (B, T, H) or (R, H)
-    embeddings = tokens + parts.segment_embedding(segment_ids) + parts.position_embedding(
-        tokens, positions=None if packing is None else packing.positions)
+    embeddings = (
+        tokens
+        + parts.segment_embedding(segment_ids)
+        + parts.position_embedding(tokens, positions=None if packing is None else packing.positions)
+    )
     hidden = parts.embeddings_dropout(parts.embeddings_layer_norm(embeddings), training=training)
     mask = input_mask if packing is None else packing.attention_mask(input_mask)
     return hidden, parts.attention_mask_bias(mask)
 
 
-def encoder_forward(parts: EncoderLayers | BertEncoder, inputs: Mapping[str, Any], *,
-                    packing: TokenPacking | None = None, read_positions: Any = None,
-                    query_positions: Any = None, training: bool | None = None
-                    ) -> dict[str, Any]:
+def encoder_forward(
+    parts: EncoderLayers | BertEncoder,
+    inputs: Mapping[str, Any],
+    *,
+    packing: TokenPacking | None = None,
+    read_positions: Any = None,
+    query_positions: Any = None,
+    training: bool | None = None,
+) -> dict[str, Any]:
     """BERT's forward pass, the one every path runs: embeddings, the blocks, the pooler.
 
     The encoder's functional graph calls it with symbolic inputs; with
@@ -219,35 +282,45 @@ def encoder_forward(parts: EncoderLayers | BertEncoder, inputs: Mapping[str, Any
     `sequence_output` (B, T, H), `pooled_output` (B, H), `encoder_outputs`.
     """
     input_mask = inputs["input_mask"]
-    hidden, mask_bias = embed_tokens(parts, inputs["input_ids"], input_mask,
-                                     inputs["segment_ids"], packing, training)
+    hidden, mask_bias = embed_tokens(
+        parts, inputs["input_ids"], input_mask, inputs["segment_ids"], packing, training
+    )
     *blocks, last_block = parts.transformer_blocks
     layers = []
     for block in blocks:
         hidden = block(hidden, mask_bias, packing=packing, training=training)  # (B, T, H) / (R, H)
         layers.append(hidden)
     if query_positions is not None:
-        return {"sequence_output": last_block(hidden, mask_bias, query_positions=query_positions,
-                                              training=training)}  # (B, Q, H)
+        return {
+            "sequence_output": last_block(
+                hidden, mask_bias, query_positions=query_positions, training=training
+            )
+        }  # (B, Q, H)
     # The last block's own output rows (a loss's read positions), or all of them.
     last_packing = None
     if packing is not None and read_positions is not None:
-        last_packing = TokenPacking(read_rows(read_positions, input_mask, parts.config.attention),
-                                    span=packing.span)
-    layers.append(last_block(hidden, mask_bias, packing=packing, query_packing=last_packing,
-                             training=training))
+        last_packing = TokenPacking(
+            read_rows(read_positions, input_mask, parts.config.attention), span=packing.span
+        )
+    layers.append(
+        last_block(
+            hidden, mask_bias, packing=packing, query_packing=last_packing, training=training
+        )
+    )
     if packing is not None:  # back to (B, T, H), the padding 0
-        layers = ([packing.unpack(layer) for layer in layers[:-1]]
-                  + [(last_packing or packing).unpack(layers[-1])])
+        layers = [packing.unpack(layer) for layer in layers[:-1]] + [
+            (last_packing or packing).unpack(layers[-1])
+        ]
     pooled = parts.pooler(pooled_token(layers[-1], input_mask, parts.config.attention))  # (B, H)
     return {"sequence_output": layers[-1], "pooled_output": pooled, "encoder_outputs": layers}
 
 
 # === Pretrained weights ===
 
-def load_encoder_and_heads(path: str | PretrainedSource,
-                           dtype: str | keras.DTypePolicy | None = None
-                           ) -> tuple[BertEncoder, dict[str, np.ndarray]]:
+
+def load_encoder_and_heads(
+    path: str | PretrainedSource, dtype: str | keras.DTypePolicy | None = None
+) -> tuple[BertEncoder, dict[str, np.ndarray]]:
     """`BertEncoder.from_pretrained`, and the source's pretraining-head tensors
     (`cls/...`, original layouts; a dict, maybe empty) for `BertPretrainer`."""
     source = path if isinstance(path, PretrainedSource) else resolve(path)
@@ -266,10 +339,14 @@ def _keras_model_tensors(path):
     model = keras.models.load_model(path, compile=False)
     encoder = model if isinstance(model, BertEncoder) else getattr(model, "encoder", None)
     if not isinstance(encoder, BertEncoder):
-        raise ValueError(f"{path}: holds a {type(model).__name__}, neither a BertEncoder "
-                         "nor a model with an `encoder`")
-    tensors = {name: keras.ops.convert_to_numpy(variable)
-               for name, variable in encoder_variables(encoder).items()}
+        raise ValueError(
+            f"{path}: holds a {type(model).__name__}, neither a BertEncoder "
+            "nor a model with an `encoder`"
+        )
+    tensors = {
+        name: keras.ops.convert_to_numpy(variable)
+        for name, variable in encoder_variables(encoder).items()
+    }
     if hasattr(model, "masked_lm_head"):
         for name, (variable, transposed) in head_variables(model).items():
             value = keras.ops.convert_to_numpy(variable)

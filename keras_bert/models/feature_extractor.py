@@ -26,8 +26,14 @@ if TYPE_CHECKING:
 # What `BertFeatureExtractor.predict` returns: one output alone, or both in a dict.
 PREDICT_OUTPUTS = ("both", "sentence_embedding", "token_features")
 
-FEATURE_CHOICES = ("embeddings", "second_to_last_hidden", "last_hidden",
-                   "weighted_sum_last_four", "concat_last_four", "weighted_sum_all")
+FEATURE_CHOICES = (
+    "embeddings",
+    "second_to_last_hidden",
+    "last_hidden",
+    "weighted_sum_last_four",
+    "concat_last_four",
+    "weighted_sum_all",
+)
 
 
 class FrozenTokenFeatures(keras.layers.Layer):
@@ -42,8 +48,11 @@ class FrozenTokenFeatures(keras.layers.Layer):
         if feature not in FEATURE_CHOICES:
             raise ValueError(f"feature must be one of {FEATURE_CHOICES}, got {feature!r}")
         layers = encoder.config.num_hidden_layers
-        needed = {"second_to_last_hidden": 2, "weighted_sum_last_four": 4,
-                  "concat_last_four": 4}.get(feature, 1)
+        needed = {
+            "second_to_last_hidden": 2,
+            "weighted_sum_last_four": 4,
+            "concat_last_four": 4,
+        }.get(feature, 1)
         if layers < needed:
             raise ValueError(f"feature {feature!r} needs {needed} layers; the encoder has {layers}")
         encoder.trainable = False
@@ -55,8 +64,11 @@ class FrozenTokenFeatures(keras.layers.Layer):
 
     def build(self, input_shape: dict) -> None:
         if self.mix is not None:
-            mixed = 4 if self.feature == "weighted_sum_last_four" else (
-                self.encoder.config.num_hidden_layers)
+            mixed = (
+                4
+                if self.feature == "weighted_sum_last_four"
+                else (self.encoder.config.num_hidden_layers)
+            )
             self.mix.build([(None, None, self.encoder.config.hidden_size)] * mixed)
 
     def call(self, inputs: dict) -> tf.Tensor:
@@ -67,8 +79,9 @@ class FrozenTokenFeatures(keras.layers.Layer):
         (B, T, H). They do not change while the tagger trains, so they can be
         computed once and cached (`BertTokenClassifier.feature_head`)."""
         if self.feature == "embeddings":
-            hidden, _ = self.encoder.embed(inputs["input_ids"], inputs["input_mask"],
-                                           inputs["segment_ids"], training=False)
+            hidden, _ = self.encoder.embed(
+                inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"], training=False
+            )
             return [hidden]  # (B, T, H)
         layers = self.encoder(inputs, training=False)["encoder_outputs"]  # L x (B, T, H)
         if self.feature == "second_to_last_hidden":
@@ -91,8 +104,12 @@ class FrozenTokenFeatures(keras.layers.Layer):
     @property
     def num_frozen(self) -> int:
         """How many tensors `frozen` returns."""
-        return {"embeddings": 1, "second_to_last_hidden": 1, "last_hidden": 1,
-                "weighted_sum_all": self.encoder.config.num_hidden_layers}.get(self.feature, 4)
+        return {
+            "embeddings": 1,
+            "second_to_last_hidden": 1,
+            "last_hidden": 1,
+            "weighted_sum_all": self.encoder.config.num_hidden_layers,
+        }.get(self.feature, 4)
 
     def compute_output_shape(self, input_shape: dict) -> tuple:
         width = self.encoder.config.hidden_size * (4 if self.feature == "concat_last_four" else 1)
@@ -124,14 +141,21 @@ class BertFeatureExtractor(TextTask, keras.Model):
     one of them alone (an array), or both (a dict, the default).
     """
 
-    def __init__(self, encoder: BertEncoder | dict, num_top_layers: int = 4,
-                 preprocessor: BertPreprocessor | dict | None = None,
-                 feature: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        encoder: BertEncoder | dict,
+        num_top_layers: int = 4,
+        preprocessor: BertPreprocessor | dict | None = None,
+        feature: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         encoder = deserialize_encoder(encoder)
         preprocessor = deserialize_preprocessor(preprocessor)
         num_layers = encoder.config.num_hidden_layers
         if not 1 <= num_top_layers <= num_layers:
-            raise ValueError(f"num_top_layers={num_top_layers}: the encoder has {num_layers} layers")
+            raise ValueError(
+                f"num_top_layers={num_top_layers}: the encoder has {num_layers} layers"
+            )
 
         # === Layers ===
         concat = keras.layers.Concatenate(axis=-1, name="top_layers")
@@ -144,7 +168,8 @@ class BertFeatureExtractor(TextTask, keras.Model):
         token_features = concat(top) if num_top_layers > 1 else top[0]  # (B, T, K*H)
         if feature is not None:
             token_features = FrozenTokenFeatures(encoder, feature, name="features")(
-                inputs)  # (B, T, F)
+                inputs
+            )  # (B, T, F)
         sentence = pool(outputs["sequence_output"], inputs["input_mask"])  # (B, H)
         outputs = {"token_features": token_features, "sentence_embedding": sentence}
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
@@ -159,8 +184,9 @@ class BertFeatureExtractor(TextTask, keras.Model):
 
     outputs_logits = False  # features, not scores
 
-    def predict(self, x: Any, batch_size: int | None = None, *args: Any,
-                output: str = "both", **kwargs: Any) -> Any:
+    def predict(
+        self, x: Any, batch_size: int | None = None, *args: Any, output: str = "both", **kwargs: Any
+    ) -> Any:
         """Keras' predict on ids or text; `output`: "sentence_embedding" (N, H),
         "token_features" (N, T, F), or "both" ({name: array}). One output alone
         is all that runs: sentence embeddings never build the (N, T, K*H)
@@ -188,10 +214,13 @@ class BertFeatureExtractor(TextTask, keras.Model):
         return models[name]
 
     def get_config(self) -> dict:
-        return {"encoder": serialize_encoder(self.encoder),
-                "num_top_layers": self.num_top_layers, "feature": self.feature,
-                "name": self.name,
-                **self.preprocessor_config()}
+        return {
+            "encoder": serialize_encoder(self.encoder),
+            "num_top_layers": self.num_top_layers,
+            "feature": self.feature,
+            "name": self.name,
+            **self.preprocessor_config(),
+        }
 
     @classmethod
     def from_config(cls, config: dict) -> BertFeatureExtractor:

@@ -44,8 +44,14 @@ def lora_projections(encoder: keras.Model) -> list[keras.layers.Dense]:
     layers = []
     for block in encoder.transformer_blocks:
         attention = block.attention
-        layers += [attention.query, attention.key, attention.value, attention.attention_output,
-                   block.intermediate, block.ffn_output]
+        layers += [
+            attention.query,
+            attention.key,
+            attention.value,
+            attention.attention_output,
+            block.intermediate,
+            block.ffn_output,
+        ]
     return layers
 
 
@@ -68,8 +74,10 @@ def enable_lora(model: keras.Model, rank: int, alpha: float | None = None) -> No
     if alpha is not None and not alpha > 0:
         raise ValueError(f"LoRA alpha must be > 0, got {alpha!r}")
     if lora_rank(model) is not None:
-        raise ValueError(f"LoRA is already enabled (rank {lora_rank(model)}); build a new model "
-                         "to change the rank")
+        raise ValueError(
+            f"LoRA is already enabled (rank {lora_rank(model)}); build a new model "
+            "to change the rank"
+        )
     encoder = encoder_of(model)
     for layer in lora_projections(encoder):
         layer.enable_lora(rank, lora_alpha=alpha)
@@ -79,9 +87,12 @@ def enable_lora(model: keras.Model, rank: int, alpha: float | None = None) -> No
 
 
 def _adapter_variables(encoder):
-    return {f"{layer.path}/{name}": getattr(layer, name)
-            for layer in lora_projections(encoder) if layer.lora_enabled
-            for name in ADAPTER_NAMES}
+    return {
+        f"{layer.path}/{name}": getattr(layer, name)
+        for layer in lora_projections(encoder)
+        if layer.lora_enabled
+        for name in ADAPTER_NAMES
+    }
 
 
 def _head_variables(model):
@@ -101,8 +112,12 @@ def base_fingerprint(encoder: keras.Model) -> list[float]:
     apart (a sum over all weights did not always: two random initialisations
     of a small encoder summed alike within a part per thousand)."""
     adapters = {id(v) for v in _adapter_variables(encoder).values()}
-    return [float(x) for v in encoder.weights if id(v) not in adapters
-            for x in keras.ops.convert_to_numpy(v).astype(np.float64).ravel()[:_FINGERPRINT_VALUES]]
+    return [
+        float(x)
+        for v in encoder.weights
+        if id(v) not in adapters
+        for x in keras.ops.convert_to_numpy(v).astype(np.float64).ravel()[:_FINGERPRINT_VALUES]
+    ]
 
 
 def save_adapters(model: keras.Model, path: str | os.PathLike) -> str:
@@ -111,12 +126,17 @@ def save_adapters(model: keras.Model, path: str | os.PathLike) -> str:
     if not path.endswith(".npz"):
         raise ValueError(f"the LoRA weights file must end in .npz, got {path}")
     first = lora_projections(model.encoder)[0]
-    metadata = {"model": type(model).__name__, "rank": lora_rank(model),
-                "alpha": first.lora_alpha}
+    metadata = {"model": type(model).__name__, "rank": lora_rank(model), "alpha": first.lora_alpha}
     arrays = {name: keras.ops.convert_to_numpy(v) for name, v in trained_variables(model).items()}
     with safe_output.replacing(path, keep_extension=True) as partial:  # NumPy adds .npz
-        np.savez(partial, **arrays, **{_METADATA_KEY: np.array(json.dumps(metadata)),
-                                       _FINGERPRINT_KEY: np.asarray(base_fingerprint(model.encoder))})
+        np.savez(
+            partial,
+            **arrays,
+            **{
+                _METADATA_KEY: np.array(json.dumps(metadata)),
+                _FINGERPRINT_KEY: np.asarray(base_fingerprint(model.encoder)),
+            },
+        )
     return path
 
 
@@ -129,39 +149,62 @@ def load_adapters(model: keras.Model, path: str | os.PathLike) -> None:
         raise FileNotFoundError(f"no LoRA weights file at {path}")
     with np.load(path, allow_pickle=False) as stored:
         if _METADATA_KEY not in stored:
-            raise ValueError(f"{path}: not a LoRA weights file (no {_METADATA_KEY} entry); "
-                             "write one with save_lora_weights")
+            raise ValueError(
+                f"{path}: not a LoRA weights file (no {_METADATA_KEY} entry); "
+                "write one with save_lora_weights"
+            )
         metadata = json.loads(str(stored[_METADATA_KEY]))
         saved = stored[_FINGERPRINT_KEY] if _FINGERPRINT_KEY in stored.files else np.zeros(0)
-        arrays = {name: stored[name] for name in stored.files
-                  if name not in (_METADATA_KEY, _FINGERPRINT_KEY)}
+        arrays = {
+            name: stored[name]
+            for name in stored.files
+            if name not in (_METADATA_KEY, _FINGERPRINT_KEY)
+        }
     if metadata["model"] != type(model).__name__:
-        raise ValueError(f"{path}: adapters of a {metadata['model']}, not of a "
-                         f"{type(model).__name__}")
+        raise ValueError(
+            f"{path}: adapters of a {metadata['model']}, not of a {type(model).__name__}"
+        )
     if lora_rank(model) is None:
         enable_lora(model, metadata["rank"], metadata["alpha"])
     first = lora_projections(model.encoder)[0]
     if (first.lora_rank, first.lora_alpha) != (metadata["rank"], metadata["alpha"]):
-        raise ValueError(f"{path}: rank {metadata['rank']} alpha {metadata['alpha']}, but the "
-                         f"model's adapters have rank {first.lora_rank} alpha {first.lora_alpha}")
+        raise ValueError(
+            f"{path}: rank {metadata['rank']} alpha {metadata['alpha']}, but the "
+            f"model's adapters have rank {first.lora_rank} alpha {first.lora_alpha}"
+        )
     variables = trained_variables(model)
     missing, unexpected = sorted(set(variables) - set(arrays)), sorted(set(arrays) - set(variables))
     if missing or unexpected:
-        raise ValueError(f"{path}: weights missing from the file {missing[:5]}, in the file "
-                         f"but not in the model {unexpected[:5]}")
+        raise ValueError(
+            f"{path}: weights missing from the file {missing[:5]}, in the file "
+            f"but not in the model {unexpected[:5]}"
+        )
     for name, variable in variables.items():
         if tuple(arrays[name].shape) != tuple(variable.shape):
-            raise ValueError(f"{path}: {name} has shape {arrays[name].shape} in the file, "
-                             f"{tuple(variable.shape)} in the model")
+            raise ValueError(
+                f"{path}: {name} has shape {arrays[name].shape} in the file, "
+                f"{tuple(variable.shape)} in the model"
+            )
     fingerprint = np.asarray(base_fingerprint(model.encoder))
     if saved.shape != fingerprint.shape or not np.allclose(
-            fingerprint, saved, rtol=_FINGERPRINT_TOLERANCE, atol=_FINGERPRINT_TOLERANCE):
-        differ = int(np.sum(~np.isclose(fingerprint, saved, rtol=_FINGERPRINT_TOLERANCE,
-                                        atol=_FINGERPRINT_TOLERANCE))) \
-            if saved.shape == fingerprint.shape else len(fingerprint)
-        raise ValueError(f"{path}: the adapters were trained on another base encoder "
-                         f"({differ} of {len(fingerprint)} sampled base weights differ): "
-                         "build the model from the same checkpoint")
+        fingerprint, saved, rtol=_FINGERPRINT_TOLERANCE, atol=_FINGERPRINT_TOLERANCE
+    ):
+        differ = (
+            int(
+                np.sum(
+                    ~np.isclose(
+                        fingerprint, saved, rtol=_FINGERPRINT_TOLERANCE, atol=_FINGERPRINT_TOLERANCE
+                    )
+                )
+            )
+            if saved.shape == fingerprint.shape
+            else len(fingerprint)
+        )
+        raise ValueError(
+            f"{path}: the adapters were trained on another base encoder "
+            f"({differ} of {len(fingerprint)} sampled base weights differ): "
+            "build the model from the same checkpoint"
+        )
     for name, variable in variables.items():
         variable.assign(arrays[name])
 
@@ -172,11 +215,14 @@ def merged_copy(model: keras.Model) -> keras.Model:
     merged = {}
     for layer in lora_projections(encoder_of(model)):
         # `_kernel`: the stored kernel (Keras' `kernel` property adds the adapters).
-        kernel, a, b = (keras.ops.convert_to_numpy(v) for v in (
-            layer._kernel, layer.lora_kernel_a, layer.lora_kernel_b))
+        kernel, a, b = (
+            keras.ops.convert_to_numpy(v)
+            for v in (layer._kernel, layer.lora_kernel_a, layer.lora_kernel_b)
+        )
         # In float32 (the adapters' dtype), then stored in the kernel's dtype.
-        merged[f"{layer.path}/kernel"] = (
-            kernel.astype(np.float32) + (layer.lora_alpha / layer.lora_rank) * (a @ b))
+        merged[f"{layer.path}/kernel"] = kernel.astype(np.float32) + (
+            layer.lora_alpha / layer.lora_rank
+        ) * (a @ b)
     source = {v.path: v for v in model.weights}
     if len(source) != len(model.weights):
         raise ValueError(f"{type(model).__name__}: variable paths are not unique, cannot merge")
@@ -189,5 +235,6 @@ def merged_copy(model: keras.Model) -> keras.Model:
 
 def _require_lora(model):
     if lora_rank(model) is None:
-        raise ValueError(f"this {type(model).__name__} has no LoRA adapters: call "
-                         "enable_lora(rank) first")
+        raise ValueError(
+            f"this {type(model).__name__} has no LoRA adapters: call enable_lora(rank) first"
+        )

@@ -39,8 +39,9 @@ def _model_inputs(features_dict):
     """Dataset elements also hold the labels: keep only the model's inputs."""
     missing = [name for name in MODEL_INPUTS if name not in features_dict]
     if missing:
-        raise ValueError(f"BertPretrainer inputs lack feature(s) {missing}; "
-                         f"got {sorted(features_dict)}")
+        raise ValueError(
+            f"BertPretrainer inputs lack feature(s) {missing}; got {sorted(features_dict)}"
+        )
     return {name: features_dict[name] for name in MODEL_INPUTS}
 
 
@@ -56,8 +57,9 @@ def _encode_cls_and_masked(encoder, inputs, training=None):
     """
     positions = inputs["masked_lm_positions"]  # (B, P)
     cls_and_masked = ops.concatenate([ops.zeros_like(positions[:, :1]), positions], axis=1)
-    return encoder_forward(encoder, inputs, query_positions=cls_and_masked,
-                           training=training)["sequence_output"]  # (B, 1 + P, H)
+    return encoder_forward(encoder, inputs, query_positions=cls_and_masked, training=training)[
+        "sequence_output"
+    ]  # (B, 1 + P, H)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -77,38 +79,49 @@ class BertPretrainer(UpdateStep, keras.Model):
     (`keras_bert.models.update_step`).
     """
 
-    def __init__(self, encoder: BertEncoder | dict, objective: str = "nsp",
-                 **kwargs: Any) -> None:
+    def __init__(self, encoder: BertEncoder | dict, objective: str = "nsp", **kwargs: Any) -> None:
         if isinstance(encoder, dict):
             encoder = keras.saving.deserialize_keras_object(encoder)
         if not isinstance(encoder, BertEncoder):
-            raise TypeError(f"encoder must be a BertEncoder (or its serialized config), "
-                            f"got {type(encoder).__name__}")
+            raise TypeError(
+                f"encoder must be a BertEncoder (or its serialized config), "
+                f"got {type(encoder).__name__}"
+            )
         if objective not in features.PRETRAINER_OBJECTIVES:
-            raise ValueError(f"objective must be one of {features.PRETRAINER_OBJECTIVES}, "
-                             f"got {objective!r}")
+            raise ValueError(
+                f"objective must be one of {features.PRETRAINER_OBJECTIVES}, got {objective!r}"
+            )
         config = encoder.config
         if (objective == "lm") != (config.attention == "left_to_right"):
             # Bidirectional attention sees the next token it should predict;
             # a left-to-right encoder cannot see a masked token's context after it.
-            raise ValueError(f"objective {objective!r} does not fit BertConfig.attention "
-                             f"{config.attention!r}: the lm objective needs left_to_right "
-                             "attention, and left_to_right attention the lm objective")
+            raise ValueError(
+                f"objective {objective!r} does not fit BertConfig.attention "
+                f"{config.attention!r}: the lm objective needs left_to_right "
+                "attention, and left_to_right attention the lm objective"
+            )
 
         # === Layers ===
         masked_lm_head = MaskedLMHead(
-            encoder.token_embedding, activation=config.hidden_act,
-            initializer_range=config.initializer_range, dtype=encoder.dtype_policy,
-            fast_kernels=encoder.fast_kernels, name="masked_lm")
+            encoder.token_embedding,
+            activation=config.hidden_act,
+            initializer_range=config.initializer_range,
+            dtype=encoder.dtype_policy,
+            fast_kernels=encoder.fast_kernels,
+            name="masked_lm",
+        )
         next_sentence_head = None
         if objective in ("nsp", "sop"):
             next_sentence_head = NextSentenceHead(
-                initializer_range=config.initializer_range, dtype=encoder.dtype_policy,
-                name="next_sentence")
+                initializer_range=config.initializer_range,
+                dtype=encoder.dtype_policy,
+                name="next_sentence",
+            )
 
         # === Functional Model ===
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in MODEL_INPUTS}
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in MODEL_INPUTS
+        }
         last = _encode_cls_and_masked(encoder, inputs)  # (B, 1 + P, H)
         outputs = {"masked_lm_logits": masked_lm_head(last[:, 1:, :])}  # (B, P, V)
         if next_sentence_head is not None:
@@ -129,22 +142,29 @@ class BertPretrainer(UpdateStep, keras.Model):
             self.next_sentence_loss_tracker = keras.metrics.Mean(name="next_sentence_loss")
             self.next_sentence_accuracy_tracker = keras.metrics.Mean(name="next_sentence_accuracy")
 
-    def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None,
-             mask=None) -> dict[str, tf.Tensor]:
+    def call(
+        self, inputs: Mapping[str, tf.Tensor], training: bool | None = None, mask=None
+    ) -> dict[str, tf.Tensor]:
         return super().call(_model_inputs(inputs), training=training)
 
     # === Losses and metrics ===
 
-    def update_normaliser(self, x: Mapping[str, tf.Tensor], y: Any = None,
-                          sample_weight: Any = None) -> tf.Tensor:
+    def update_normaliser(
+        self, x: Mapping[str, tf.Tensor], y: Any = None, sample_weight: Any = None
+    ) -> tf.Tensor:
         """What normalises the masked-LM loss of one optimizer update: the
         masked_lm_weights of its whole batch (all micro-batches, all replicas),
         read from this replica's share `x`."""
         return global_weight_sum(x["masked_lm_weights"])
 
-    def update_loss(self, x: Mapping[str, tf.Tensor], y: Any = None, sample_weight: Any = None,
-                    normaliser: tf.Tensor | None = None, micro_batches: int = 1
-                    ) -> tuple[tf.Tensor, None]:
+    def update_loss(
+        self,
+        x: Mapping[str, tf.Tensor],
+        y: Any = None,
+        sample_weight: Any = None,
+        normaliser: tf.Tensor | None = None,
+        micro_batches: int = 1,
+    ) -> tuple[tf.Tensor, None]:
         """The training loss of batch `x`, one of `micro_batches` equal parts of
         an update normalised by `normaliser` (`update_normaliser` of the whole
         update), and updates the metric trackers; no predictions for compiled
@@ -158,19 +178,28 @@ class BertPretrainer(UpdateStep, keras.Model):
         if normaliser is None:
             normaliser = self.update_normaliser(x)
         last = _encode_cls_and_masked(
-            self.encoder, _model_inputs(x), training=True)  # (B, 1 + P, H)
+            self.encoder, _model_inputs(x), training=True
+        )  # (B, 1 + P, H)
         per_prediction, predicted = self.masked_lm_head.loss_and_prediction(
-            last[:, 1:, :], x["masked_lm_ids"])  # (B, P), (B, P)
+            last[:, 1:, :], x["masked_lm_ids"]
+        )  # (B, P), (B, P)
         next_sentence_logits = None
         if self.next_sentence_head is not None:
             next_sentence_logits = self.next_sentence_head(
-                self.encoder.pooler(last[:, 0, :]))  # (B, 2)
-        return self._pretraining_loss(x, per_prediction, predicted, next_sentence_logits,
-                                      normaliser, micro_batches), None
+                self.encoder.pooler(last[:, 0, :])
+            )  # (B, 2)
+        return self._pretraining_loss(
+            x, per_prediction, predicted, next_sentence_logits, normaliser, micro_batches
+        ), None
 
-    def compute_loss(self, x: Mapping[str, tf.Tensor] | None = None, y: Any = None,
-                     y_pred: Mapping[str, tf.Tensor] | None = None, sample_weight: Any = None,
-                     training: bool = True) -> tf.Tensor:
+    def compute_loss(
+        self,
+        x: Mapping[str, tf.Tensor] | None = None,
+        y: Any = None,
+        y_pred: Mapping[str, tf.Tensor] | None = None,
+        sample_weight: Any = None,
+        training: bool = True,
+    ) -> tf.Tensor:
         """Loss of one (per-replica) batch, scaled for tf.distribute.
 
         The labels come from `x` (the feature dict). Under a strategy, Keras
@@ -179,17 +208,24 @@ class BertPretrainer(UpdateStep, keras.Model):
         the next-sentence mean divided by the number of replicas.
         """
         if x is None or y_pred is None:  # Keras' signature allows None; the labels are in x
-            raise ValueError("BertPretrainer.compute_loss needs x (the feature dict, which "
-                             "holds the labels) and y_pred")
+            raise ValueError(
+                "BertPretrainer.compute_loss needs x (the feature dict, which "
+                "holds the labels) and y_pred"
+            )
         masked_lm_total = self.update_normaliser(x)
         per_prediction, predicted = loss_and_prediction(
-            y_pred["masked_lm_logits"], x["masked_lm_ids"], labels_name="masked_lm_ids",
-            fast_kernels=self.masked_lm_head.runs_fast_kernels)  # (B, P), (B, P)
-        return self._pretraining_loss(x, per_prediction, predicted,
-                                      y_pred.get("next_sentence_logits"), masked_lm_total, 1)
+            y_pred["masked_lm_logits"],
+            x["masked_lm_ids"],
+            labels_name="masked_lm_ids",
+            fast_kernels=self.masked_lm_head.runs_fast_kernels,
+        )  # (B, P), (B, P)
+        return self._pretraining_loss(
+            x, per_prediction, predicted, y_pred.get("next_sentence_logits"), masked_lm_total, 1
+        )
 
-    def _pretraining_loss(self, x, per_prediction, predicted, next_sentence_logits,
-                          masked_lm_total, micro_batches):
+    def _pretraining_loss(
+        self, x, per_prediction, predicted, next_sentence_logits, masked_lm_total, micro_batches
+    ):
         """This batch's share of the update's loss, from the masked-LM
         cross-entropy and prediction (B, P) and the next-sentence logits
         (B, 2) (None without that head): the masked-LM loss summed here over
@@ -204,35 +240,47 @@ class BertPretrainer(UpdateStep, keras.Model):
         # Per-replica means weighted by their share: the global weighted mean.
         self.masked_lm_loss_tracker.update_state(
             ops.sum(per_prediction * weights) / ops.maximum(local_weight, 1e-5),
-            sample_weight=local_weight)
+            sample_weight=local_weight,
+        )
         self.masked_lm_accuracy_tracker.update_state(correct, sample_weight=weights)
         total = masked_lm_loss
         if next_sentence_logits is not None:
             labels = ops.reshape(x[features.NEXT_SENTENCE_LABELS], (-1,))  # (B,)
             nsp_logits = next_sentence_logits  # (B, 2)
             per_example = keras.losses.sparse_categorical_crossentropy(
-                labels, nsp_logits, from_logits=True)  # (B,)
+                labels, nsp_logits, from_logits=True
+            )  # (B,)
             next_sentence_loss = ops.mean(per_example)
             self.next_sentence_loss_tracker.update_state(per_example)
-            self.next_sentence_accuracy_tracker.update_state(ops.cast(ops.equal(
-                ops.cast(ops.argmax(nsp_logits, axis=-1), "int32"),
-                ops.cast(labels, "int32")), "float32"))
+            self.next_sentence_accuracy_tracker.update_state(
+                ops.cast(
+                    ops.equal(
+                        ops.cast(ops.argmax(nsp_logits, axis=-1), "int32"),
+                        ops.cast(labels, "int32"),
+                    ),
+                    "float32",
+                )
+            )
             total = total + next_sentence_loss / shares
         return total
 
     # === Config ===
 
     def get_config(self) -> dict:
-        return {"encoder": keras.saving.serialize_keras_object(self.encoder),
-                "objective": self.objective, "name": self.name}
+        return {
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "objective": self.objective,
+            "name": self.name,
+        }
 
     @classmethod
     def from_config(cls, config: dict) -> BertPretrainer:
         return cls(**config)
 
     @classmethod
-    def from_pretrained(cls, path: str, objective: str = "nsp",
-                        dtype: str | keras.DTypePolicy | None = None) -> BertPretrainer:
+    def from_pretrained(
+        cls, path: str, objective: str = "nsp", dtype: str | keras.DTypePolicy | None = None
+    ) -> BertPretrainer:
         """A pretrainer initialised from any source `BertEncoder.from_pretrained`
         reads: the encoder always, the heads where the source has them (their
         names in `pretrainer.loaded_head_weights`)."""

@@ -73,10 +73,16 @@ class BertSentenceEncoder(TextTask, keras.Model):
     positives)`, `((texts_a, texts_b), scores)` or a dataset.
     """
 
-    def __init__(self, encoder: BertEncoder | dict, pooling: str | Sequence[str] = "mean",
-                 dense: Sequence[Mapping[str, Any]] = (), normalize: bool = False,
-                 lowercase_text: bool = False,
-                 preprocessor: BertPreprocessor | dict | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        encoder: BertEncoder | dict,
+        pooling: str | Sequence[str] = "mean",
+        dense: Sequence[Mapping[str, Any]] = (),
+        normalize: bool = False,
+        lowercase_text: bool = False,
+        preprocessor: BertPreprocessor | dict | None = None,
+        **kwargs: Any,
+    ) -> None:
         encoder = deserialize_encoder(encoder)
         preprocessor = deserialize_preprocessor(preprocessor)
         pooling = check_modes(pooling)
@@ -84,9 +90,15 @@ class BertSentenceEncoder(TextTask, keras.Model):
 
         # === Layers ===
         pool = SentencePooling(pooling, name="pooling")
-        dense_layers = [keras.layers.Dense(layer["units"], activation=layer["activation"],
-                                           use_bias=layer["use_bias"], name=f"dense_{i}")
-                        for i, layer in enumerate(dense)]
+        dense_layers = [
+            keras.layers.Dense(
+                layer["units"],
+                activation=layer["activation"],
+                use_bias=layer["use_bias"],
+                name=f"dense_{i}",
+            )
+            for i, layer in enumerate(dense)
+        ]
         # Float32 out under mixed precision: cosines of float16 vectors lose
         # the digits that rank near neighbours.
         to_float32 = keras.layers.Activation("linear", dtype="float32", name="embedding")
@@ -116,17 +128,25 @@ class BertSentenceEncoder(TextTask, keras.Model):
 
     # A plain BERT checkpoint: sentence-transformers reads up to 512 positions.
     default_seq_length = 512
-    text_forms = ("texts, text columns (anchors, positives[, negatives]) or rows of them, "
-                  "{'anchor': ..., 'positive': ...[, 'negative': ...]}")
+    text_forms = (
+        "texts, text columns (anchors, positives[, negatives]) or rows of them, "
+        "{'anchor': ..., 'positive': ...[, 'negative': ...]}"
+    )
     outputs_logits = False
 
     # === Loading ===
 
     @classmethod
-    def from_pretrained(cls, path: str | PretrainedSource, *, seq_length: int | None = None,
-                        lowercase: bool | None = None, vocab_file: str | None = None,
-                        dtype: str | keras.DTypePolicy | None = None,
-                        **model_kwargs: Any) -> BertSentenceEncoder:
+    def from_pretrained(
+        cls,
+        path: str | PretrainedSource,
+        *,
+        seq_length: int | None = None,
+        lowercase: bool | None = None,
+        vocab_file: str | None = None,
+        dtype: str | keras.DTypePolicy | None = None,
+        **model_kwargs: Any,
+    ) -> BertSentenceEncoder:
         """A sentence-transformers folder (its Transformer, Pooling, Dense and
         Normalize modules, max_seq_length and do_lower_case) or its name in
         the local HuggingFace cache (`ORG/NAME`, never the network), or anything
@@ -137,8 +157,14 @@ class BertSentenceEncoder(TextTask, keras.Model):
         if not isinstance(path, PretrainedSource):
             path = _local_path(path)
         if isinstance(path, PretrainedSource) or not is_sentence_transformer(path):
-            return super().from_pretrained(path, seq_length=seq_length, lowercase=lowercase,
-                                           vocab_file=vocab_file, dtype=dtype, **model_kwargs)
+            return super().from_pretrained(
+                path,
+                seq_length=seq_length,
+                lowercase=lowercase,
+                vocab_file=vocab_file,
+                dtype=dtype,
+                **model_kwargs,
+            )
         folder = read_sentence_transformer(path)
         source = resolve(folder.transformer)
         encoder = BertEncoder.from_pretrained(source, dtype=dtype)
@@ -148,9 +174,13 @@ class BertSentenceEncoder(TextTask, keras.Model):
         return cls.from_encoder(encoder, preprocessor, folder, **model_kwargs)
 
     @classmethod
-    def from_encoder(cls, encoder: BertEncoder, preprocessor: BertPreprocessor | None = None,
-                     folder: SentenceTransformerFolder | None = None,
-                     **model_kwargs: Any) -> BertSentenceEncoder:
+    def from_encoder(
+        cls,
+        encoder: BertEncoder,
+        preprocessor: BertPreprocessor | None = None,
+        folder: SentenceTransformerFolder | None = None,
+        **model_kwargs: Any,
+    ) -> BertSentenceEncoder:
         """This model around `encoder` (already loaded, e.g. at a training
         run's precision) with the modules of a sentence-transformers folder
         (`sentence_transformer_folder`): its pooling, Dense layers with their
@@ -158,16 +188,25 @@ class BertSentenceEncoder(TextTask, keras.Model):
         `model_kwargs` override the folder's settings."""
         if folder is None:
             return cls(encoder, preprocessor=preprocessor, **model_kwargs)
-        settings = {"pooling": folder.pooling_modes, "normalize": folder.normalize,
-                    "lowercase_text": folder.lowercase_text,
-                    "dense": [{"units": int(module.kernel.shape[1]),
-                               "activation": module.activation,
-                               "use_bias": module.bias is not None} for module in folder.dense]}
+        settings = {
+            "pooling": folder.pooling_modes,
+            "normalize": folder.normalize,
+            "lowercase_text": folder.lowercase_text,
+            "dense": [
+                {
+                    "units": int(module.kernel.shape[1]),
+                    "activation": module.activation,
+                    "use_bias": module.bias is not None,
+                }
+                for module in folder.dense
+            ],
+        }
         model = cls(encoder, preprocessor=preprocessor, **{**settings, **model_kwargs})
         if "dense" not in model_kwargs:
             for layer, module in zip(model.dense_layers, folder.dense):
-                layer.set_weights([module.kernel] + ([module.bias] if module.bias is not None
-                                                     else []))
+                layer.set_weights(
+                    [module.kernel] + ([module.bias] if module.bias is not None else [])
+                )
         return model
 
     # === Text in ===
@@ -179,8 +218,10 @@ class BertSentenceEncoder(TextTask, keras.Model):
             return x
         if isinstance(x, tf.Tensor):
             return tf.strings.lower(x, encoding="utf-8")
-        return [text.lower() if isinstance(text, str) else text.decode("utf-8").lower()
-                for text in ([x] if isinstance(x, (str, bytes)) else list(x))]
+        return [
+            text.lower() if isinstance(text, str) else text.decode("utf-8").lower()
+            for text in ([x] if isinstance(x, (str, bytes)) else list(x))
+        ]
 
     def preprocess(self, x: Any) -> dict[str, tf.Tensor]:
         """A batch of texts -> the encoder's features (B, T), in the graph."""
@@ -199,8 +240,9 @@ class BertSentenceEncoder(TextTask, keras.Model):
         preprocessor = self.require_preprocessor()
         if columns is None:
             return preprocessor.encode(self.texts(x)), self.encode_targets(y), None
-        features = {name: preprocessor.encode(self.texts(column))
-                    for name, column in zip(COLUMNS, columns)}
+        features = {
+            name: preprocessor.encode(self.texts(column)) for name, column in zip(COLUMNS, columns)
+        }
         return features, self.encode_targets(y), None
 
     def encode_targets(self, y: Any) -> Any:
@@ -210,8 +252,11 @@ class BertSentenceEncoder(TextTask, keras.Model):
         if isinstance(x, tf.data.Dataset) and self.preprocessor is not None:
             layout = _columns_spec(x.element_spec)
             if layout is not None:
-                return x.map(self._map_columns(layout), num_parallel_calls=tf.data.AUTOTUNE), y, \
-                    sample_weight
+                return (
+                    x.map(self._map_columns(layout), num_parallel_calls=tf.data.AUTOTUNE),
+                    y,
+                    sample_weight,
+                )
             return x, y, sample_weight
         return super().features_for_training(x, y, sample_weight)
 
@@ -231,16 +276,24 @@ class BertSentenceEncoder(TextTask, keras.Model):
         if layout == "texts":
             return self.preprocess
         if layout == "columns":
-            return lambda *columns: {name: self.preprocess(column)
-                                     for name, column in zip(COLUMNS, columns)}
-        return lambda columns, scores: ({name: self.preprocess(column)
-                                         for name, column in zip(COLUMNS, columns)},
-                                        tf.cast(scores, tf.float32))
+            return lambda *columns: {
+                name: self.preprocess(column) for name, column in zip(COLUMNS, columns)
+            }
+        return lambda columns, scores: (
+            {name: self.preprocess(column) for name, column in zip(COLUMNS, columns)},
+            tf.cast(scores, tf.float32),
+        )
 
     # === Training ===
 
-    def compile(self, optimizer: Any = "auto", loss: Any = "auto", metrics: Any = None,
-                gradient_accumulation_steps: int = 1, **kwargs: Any) -> None:
+    def compile(
+        self,
+        optimizer: Any = "auto",
+        loss: Any = "auto",
+        metrics: Any = None,
+        gradient_accumulation_steps: int = 1,
+        **kwargs: Any,
+    ) -> None:
         """Keras' compile with a contrastive loss: "auto" is
         MultipleNegativesRankingLoss (scale 20), "cosent" CoSENTLoss, or a
         loss object of `keras_bert.models.contrastive` (its `mini_batch_size`
@@ -249,10 +302,13 @@ class BertSentenceEncoder(TextTask, keras.Model):
         if optimizer == "auto":
             optimizer = keras.optimizers.Adam(DEFAULT_LEARNING_RATE)
         self.contrastive_loss = contrastive.get_loss(
-            "multiple_negatives_ranking" if loss == "auto" else loss)
+            "multiple_negatives_ranking" if loss == "auto" else loss
+        )
         if metrics:
-            raise ValueError("BertSentenceEncoder reports its loss only; evaluate retrieval "
-                             "with keras_bert.tasks.retrieval")
+            raise ValueError(
+                "BertSentenceEncoder reports its loss only; evaluate retrieval "
+                "with keras_bert.tasks.retrieval"
+            )
         if gradient_accumulation_steps != 1:
             # Accumulated micro-batches would each rank against their own rows
             # only: a different, weaker loss than the large batch's.
@@ -260,7 +316,8 @@ class BertSentenceEncoder(TextTask, keras.Model):
                 f"gradient_accumulation_steps={gradient_accumulation_steps}: a contrastive "
                 "loss compares every row of the batch with every other, so micro-batches "
                 "would change the loss; for a large batch in bounded memory give the loss a "
-                "mini_batch_size (gradient caching: the same loss and gradients)")
+                "mini_batch_size (gradient caching: the same loss and gradients)"
+            )
         UpdateStep.compile(self, optimizer=optimizer, **kwargs)
 
     def get_compile_config(self) -> dict | None:
@@ -293,15 +350,22 @@ class BertSentenceEncoder(TextTask, keras.Model):
         the train step's computation, whole or by gradient caching."""
         x, scores, _ = keras.utils.unpack_x_y_sample_weight(data)
         if not isinstance(x, Mapping) or ANCHOR_COLUMN not in x:
-            raise ValueError("training takes text columns (anchors, positives[, negatives]); "
-                             f"got a batch with {sorted(x) if isinstance(x, Mapping) else x!r:.80}")
+            raise ValueError(
+                "training takes text columns (anchors, positives[, negatives]); "
+                f"got a batch with {sorted(x) if isinstance(x, Mapping) else x!r:.80}"
+            )
         x = {name: self._trim(features) for name, features in x.items()}
         scale = self.optimizer.scale_loss if getattr(self, "optimizer", None) else (lambda v: v)
         with self._unpadded():
             return contrastive.loss_and_gradients(
-                lambda features: self(features, training=True), x, self.contrastive_loss,
-                scores, self.trainable_weights, scale_loss=scale,
-                seed_states=self.random_states())
+                lambda features: self(features, training=True),
+                x,
+                self.contrastive_loss,
+                scores,
+                self.trainable_weights,
+                scale_loss=scale,
+                seed_states=self.random_states(),
+            )
 
     def train_step(self, data: Any) -> dict:
         self.apply_update(data)
@@ -345,8 +409,9 @@ class BertSentenceEncoder(TextTask, keras.Model):
         # Under MultiWorkerMirroredStrategy the embeddings' sparse gradients are
         # all-gathered between workers, which needs one shape on every worker:
         # packed rows (each worker's real tokens) differ, padded batches do not.
-        if self.static_shapes() or isinstance(tf.distribute.get_strategy(),
-                                              tf.distribute.MultiWorkerMirroredStrategy):
+        if self.static_shapes() or isinstance(
+            tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy
+        ):
             return contextlib.nullcontext()
         return self.encoder.remove_padding()
 
@@ -360,8 +425,11 @@ class BertSentenceEncoder(TextTask, keras.Model):
         features = self.encode_text(texts)[0]
         lengths = features["input_mask"].sum(axis=1)
         order = np.argsort(-lengths, kind="stable")
-        embeddings = self.predict({name: value[order] for name, value in features.items()},
-                                  batch_size=batch_size, verbose=0)
+        embeddings = self.predict(
+            {name: value[order] for name, value in features.items()},
+            batch_size=batch_size,
+            verbose=0,
+        )
         restored = np.empty_like(embeddings)
         restored[order] = embeddings
         return restored
@@ -380,10 +448,16 @@ class BertSentenceEncoder(TextTask, keras.Model):
     # === Config ===
 
     def get_config(self) -> dict:
-        return {"encoder": serialize_encoder(self.encoder), "pooling": list(self.pooling),
-                "dense": [dict(layer) for layer in self.dense], "normalize": self.normalize,
-                "lowercase_text": self.lowercase_text, "name": self.name,
-                "trainable": self.trainable, **self.preprocessor_config()}
+        return {
+            "encoder": serialize_encoder(self.encoder),
+            "pooling": list(self.pooling),
+            "dense": [dict(layer) for layer in self.dense],
+            "normalize": self.normalize,
+            "lowercase_text": self.lowercase_text,
+            "name": self.name,
+            "trainable": self.trainable,
+            **self.preprocessor_config(),
+        }
 
     @classmethod
     def from_config(cls, config: dict) -> BertSentenceEncoder:
@@ -401,8 +475,7 @@ def _local_path(path: str | os.PathLike) -> str:
     return path
 
 
-def sentence_transformer_folder(path: str | os.PathLike | None
-                                ) -> SentenceTransformerFolder | None:
+def sentence_transformer_folder(path: str | os.PathLike | None) -> SentenceTransformerFolder | None:
     """The modules of a sentence-transformers folder (or of its `ORG/NAME` in
     the local HuggingFace cache), or None for anything else (a plain BERT
     checkpoint, a `.keras` file, nothing)."""
@@ -424,10 +497,14 @@ def cosine_similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _dense_settings(layer: Mapping[str, Any], index: int) -> dict:
     unknown = sorted(set(layer) - {"units", "activation", "use_bias"})
     if "units" not in layer or unknown:
-        raise ValueError(f"dense[{index}]: give {{'units', 'activation', 'use_bias'}}; got "
-                         f"{sorted(layer)}")
-    return {"units": int(layer["units"]), "activation": layer.get("activation"),
-            "use_bias": bool(layer.get("use_bias", True))}
+        raise ValueError(
+            f"dense[{index}]: give {{'units', 'activation', 'use_bias'}}; got {sorted(layer)}"
+        )
+    return {
+        "units": int(layer["units"]),
+        "activation": layer.get("activation"),
+        "use_bias": bool(layer.get("use_bias", True)),
+    }
 
 
 def _is_texts(x: Any) -> bool:
@@ -454,11 +531,14 @@ def text_columns(x: Any) -> list | None:
     if all(isinstance(row, tuple) and 2 <= len(row) <= 3 and _is_texts(list(row)) for row in x):
         widths = {len(row) for row in x}
         if len(widths) != 1:
-            raise ValueError(f"rows of texts must all have the same number of columns; got "
-                             f"{sorted(widths)}")
+            raise ValueError(
+                f"rows of texts must all have the same number of columns; got {sorted(widths)}"
+            )
         return [list(column) for column in zip(*x)]
-    if 2 <= len(x) <= 3 and all(not isinstance(c, (str, bytes)) and _is_texts(
-            c if not isinstance(c, tuple) else list(c)) for c in x):
+    if 2 <= len(x) <= 3 and all(
+        not isinstance(c, (str, bytes)) and _is_texts(c if not isinstance(c, tuple) else list(c))
+        for c in x
+    ):
         sizes = {len(column) for column in x}
         if len(sizes) != 1:
             raise ValueError(f"text columns of different lengths: {[len(c) for c in x]}")
@@ -469,6 +549,7 @@ def text_columns(x: Any) -> list | None:
 def _columns_spec(spec: Any) -> str | None:
     """A dataset's element spec -> "texts" (one string batch), "columns"
     (2-3 string batches) or "scored" ((2 string batches), scores), else None."""
+
     def is_strings(s):
         return isinstance(s, tf.TensorSpec) and s.dtype == tf.string
 
@@ -476,8 +557,14 @@ def _columns_spec(spec: Any) -> str | None:
         return "texts"
     if isinstance(spec, tuple) and 2 <= len(spec) <= 3 and all(map(is_strings, spec)):
         return "columns"
-    if (isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], tuple)
-            and len(spec[0]) == 2 and all(map(is_strings, spec[0]))
-            and isinstance(spec[1], tf.TensorSpec) and spec[1].dtype.is_floating):
+    if (
+        isinstance(spec, tuple)
+        and len(spec) == 2
+        and isinstance(spec[0], tuple)
+        and len(spec[0]) == 2
+        and all(map(is_strings, spec[0]))
+        and isinstance(spec[1], tf.TensorSpec)
+        and spec[1].dtype.is_floating
+    ):
         return "scored"
     return None

@@ -54,9 +54,16 @@ class BertSpanExtractor(TextTask, keras.Model):
     Outputs: `start_logits` and `end_logits`, each (B, T).
     """
 
-    def __init__(self, encoder: BertEncoder | dict, max_answer_length: int = 30,
-                 preprocessor: BertPreprocessor | dict | None = None, head: str = "linear",
-                 max_query_length: int = 64, doc_stride: int = 128, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        encoder: BertEncoder | dict,
+        max_answer_length: int = 30,
+        preprocessor: BertPreprocessor | dict | None = None,
+        head: str = "linear",
+        max_query_length: int = 64,
+        doc_stride: int = 128,
+        **kwargs: Any,
+    ) -> None:
         encoder = deserialize_encoder(encoder)
         preprocessor = deserialize_preprocessor(preprocessor)
         if head not in HEADS:
@@ -112,19 +119,36 @@ class BertSpanExtractor(TextTask, keras.Model):
             self.span_finder().check_questions(questions)
             self.span_finder().check_has_words(contexts, "context", "context")
         preprocessor = self.require_preprocessor()
-        qas = [{"id": str(i), "question": q,
+        qas = [
+            {
+                "id": str(i),
+                "question": q,
                 "answers": [] if answer is None or not answer["text"] else [answer],
-                "is_impossible": answer is not None and not answer["text"]}
-               for i, (q, answer) in enumerate(zip(questions, answers))]
+                "is_impossible": answer is not None and not answer["text"],
+            }
+            for i, (q, answer) in enumerate(zip(questions, answers))
+        ]
         dataset = [{"paragraphs": [{"context": c, "qas": [qa]}]} for c, qa in zip(contexts, qas)]
         examples = squad.read_squad_examples(
-            dataset, is_training=y is not None,
-            version_2_with_negative=any(qa["is_impossible"] for qa in qas), source="fit")
-        features = squad.feature_arrays(squad.convert_examples_to_features(
-            examples, preprocessor.tokenizer, preprocessor.seq_length, doc_stride=self.doc_stride,
-            max_query_length=self.max_query_length, is_training=y is not None))
-        targets = {"start_logits": features.pop("start_positions"),
-                   "end_logits": features.pop("end_positions")}
+            dataset,
+            is_training=y is not None,
+            version_2_with_negative=any(qa["is_impossible"] for qa in qas),
+            source="fit",
+        )
+        features = squad.feature_arrays(
+            squad.convert_examples_to_features(
+                examples,
+                preprocessor.tokenizer,
+                preprocessor.seq_length,
+                doc_stride=self.doc_stride,
+                max_query_length=self.max_query_length,
+                is_training=y is not None,
+            )
+        )
+        targets = {
+            "start_logits": features.pop("start_positions"),
+            "end_logits": features.pop("end_positions"),
+        }
         return features, (targets if y is not None else None), None
 
     text_forms = "(questions, contexts) or {'question': [...], 'context': [...]}"
@@ -138,10 +162,12 @@ class BertSpanExtractor(TextTask, keras.Model):
         return isinstance(spec, Mapping) and QUESTION in spec and CONTEXT in spec
 
     def map_text_batch(self, x: Any, y: Any = None) -> tuple[dict[str, tf.Tensor], Any, Any]:
-        raise ValueError("a BertSpanExtractor trains on SQuAD text held in memory (dicts of "
-                         "lists, see the class docstring), not on a tf.data.Dataset of text: "
-                         "its windows and answer positions come from run_squad's Python "
-                         "conversion")
+        raise ValueError(
+            "a BertSpanExtractor trains on SQuAD text held in memory (dicts of "
+            "lists, see the class docstring), not on a tf.data.Dataset of text: "
+            "its windows and answer positions come from run_squad's Python "
+            "conversion"
+        )
 
     def span_finder(self, **options: Any) -> SpanFinder:
         preprocessor = self.require_preprocessor()
@@ -153,8 +179,9 @@ class BertSpanExtractor(TextTask, keras.Model):
     def unused_weights(self) -> list:
         return self.encoder.pooler.weights  # spans read the sequence output only
 
-    def predict_answers(self, x: Any, batch_size: int | None = None, n_best: int = 1,
-                        **options: Any) -> list[dict]:
+    def predict_answers(
+        self, x: Any, batch_size: int | None = None, n_best: int = 1, **options: Any
+    ) -> list[dict]:
         """{"question": [...], "context": [...]} (or a (questions, contexts)
         tuple) -> per question {"answer", "start", "end", "score"} (character
         offsets into the context; "" and -1 without an answer), plus
@@ -170,65 +197,114 @@ class BertSpanExtractor(TextTask, keras.Model):
         finder.check_has_words(contexts, "context", "context")
         results = []
         for chunk in batches((questions, contexts), batch_size or 8):
-            out = finder.answer(text_tensor(chunk[0]), text_tensor(chunk[1]),
-                                lambda f: self(f, training=False), n_best=n_best)
+            out = finder.answer(
+                text_tensor(chunk[0]),
+                text_tensor(chunk[1]),
+                lambda f: self(f, training=False),
+                n_best=n_best,
+            )
             out = {name: value.numpy() for name, value in out.items()}
             for row in range(len(chunk[0])):
-                result = {name: _python(value[row]) for name, value in out.items()
-                          if not name.startswith("n_best_")}
+                result = {
+                    name: _python(value[row])
+                    for name, value in out.items()
+                    if not name.startswith("n_best_")
+                }
                 if n_best > 1:
                     result["n_best"] = [
-                        {field: _python(out[f"n_best_{field}"][row, i])
-                         for field in ("answer", "start", "end", "score")}
-                        for i in range(n_best) if out["n_best_start"][row, i] >= 0]
+                        {
+                            field: _python(out[f"n_best_{field}"][row, i])
+                            for field in ("answer", "start", "end", "score")
+                        }
+                        for i in range(n_best)
+                        if out["n_best_start"][row, i] >= 0
+                    ]
                 results.append(result)
         return results
 
-    def squad_predictions(self, dataset: Any, version_2_with_negative: bool = False,
-                          n_best_size: int = 20, null_score_diff_threshold: float = 0.0,
-                          batch_size: int | None = None, source: str = "") -> tuple:
+    def squad_predictions(
+        self,
+        dataset: Any,
+        version_2_with_negative: bool = False,
+        n_best_size: int = 20,
+        null_score_diff_threshold: float = 0.0,
+        batch_size: int | None = None,
+        source: str = "",
+    ) -> tuple:
         """A SQuAD `data` list -> run_squad.py's (predictions {id: answer},
         no-answer scores {id: null score diff}, n-best lists), from its windows
         and its post-processing (`keras_bert.tasks.squad`)."""
         preprocessor = self.require_preprocessor()
         examples = squad.read_squad_examples(
-            dataset, is_training=False, version_2_with_negative=version_2_with_negative,
-            source=source)
+            dataset,
+            is_training=False,
+            version_2_with_negative=version_2_with_negative,
+            source=source,
+        )
         windows = squad.convert_examples_to_features(
-            examples, preprocessor.tokenizer, preprocessor.seq_length, self.doc_stride,
-            self.max_query_length, is_training=False)
+            examples,
+            preprocessor.tokenizer,
+            preprocessor.seq_length,
+            self.doc_stride,
+            self.max_query_length,
+            is_training=False,
+        )
         arrays = squad.feature_arrays(windows)
         arrays = {name: arrays[name] for name in ("input_ids", "input_mask", "segment_ids")}
         outputs = self.predict(arrays, batch_size=batch_size or 64, verbose=0)
         return squad.postprocess(
-            examples, windows, outputs["start_logits"], outputs["end_logits"],
-            n_best_size=n_best_size, max_answer_length=self.max_answer_length,
+            examples,
+            windows,
+            outputs["start_logits"],
+            outputs["end_logits"],
+            n_best_size=n_best_size,
+            max_answer_length=self.max_answer_length,
             version_2_with_negative=version_2_with_negative,
-            null_score_diff_threshold=null_score_diff_threshold)
+            null_score_diff_threshold=null_score_diff_threshold,
+        )
 
-    def score(self, dataset: Any, version_2_with_negative: bool = False,
-              n_best_size: int = 20, null_score_diff_threshold: float = 0.0,
-              batch_size: int | None = None, source: str = "") -> dict[str, float]:
+    def score(
+        self,
+        dataset: Any,
+        version_2_with_negative: bool = False,
+        n_best_size: int = 20,
+        null_score_diff_threshold: float = 0.0,
+        batch_size: int | None = None,
+        source: str = "",
+    ) -> dict[str, float]:
         """The official SQuAD v1.1 (exact match, F1) or v2.0 (also HasAns /
         NoAns, best F1 and its threshold) figures on a SQuAD `data` list,
         answered as run_squad.py answers. What `keras-bert finetune` reports
         on dev."""
         from keras_bert.tasks import metrics
+
         predictions, na_scores, _ = self.squad_predictions(
-            dataset, version_2_with_negative, n_best_size, null_score_diff_threshold,
-            batch_size, source)
+            dataset,
+            version_2_with_negative,
+            n_best_size,
+            null_score_diff_threshold,
+            batch_size,
+            source,
+        )
         if version_2_with_negative:
-            return metrics.squad_v2_scores(dataset, predictions, na_scores,
-                                           na_prob_threshold=null_score_diff_threshold)
+            return metrics.squad_v2_scores(
+                dataset, predictions, na_scores, na_prob_threshold=null_score_diff_threshold
+            )
         return metrics.squad_v1_scores(dataset, predictions)
 
     # === Config ===
 
     def get_config(self) -> dict:
-        return {"encoder": serialize_encoder(self.encoder),
-                "max_answer_length": self.max_answer_length, "head": self.head,
-                "max_query_length": self.max_query_length, "doc_stride": self.doc_stride,
-                "name": self.name, "trainable": self.trainable, **self.preprocessor_config()}
+        return {
+            "encoder": serialize_encoder(self.encoder),
+            "max_answer_length": self.max_answer_length,
+            "head": self.head,
+            "max_query_length": self.max_query_length,
+            "doc_stride": self.doc_stride,
+            "name": self.name,
+            "trainable": self.trainable,
+            **self.preprocessor_config(),
+        }
 
     @classmethod
     def from_config(cls, config: dict) -> BertSpanExtractor:
@@ -241,12 +317,15 @@ def _questions_and_contexts(x: Any) -> tuple[list[str], list[str]]:
     elif isinstance(x, tuple) and len(x) == 2:
         questions, contexts = x
     else:
-        raise ValueError('a BertSpanExtractor takes {"question": [...], "context": [...]} '
-                         "or a (questions, contexts) tuple")
+        raise ValueError(
+            'a BertSpanExtractor takes {"question": [...], "context": [...]} '
+            "or a (questions, contexts) tuple"
+        )
     questions, contexts = [_text(q) for q in questions], [_text(c) for c in contexts]
     if len(questions) != len(contexts):
-        raise ValueError(f"one context per question: got {len(questions)} questions and "
-                         f"{len(contexts)} contexts")
+        raise ValueError(
+            f"one context per question: got {len(questions)} questions and {len(contexts)} contexts"
+        )
     return questions, contexts
 
 
@@ -257,10 +336,12 @@ def _answers(y: Any, count: int) -> list[dict[str, Any] | None]:
     if isinstance(y, Mapping):
         y = [{"text": t, "answer_start": int(s)} for t, s in zip(y["text"], y["answer_start"])]
     answers: list[dict[str, Any] | None] = [
-        {"text": _text(a["text"]), "answer_start": int(a["answer_start"])} for a in y]
+        {"text": _text(a["text"]), "answer_start": int(a["answer_start"])} for a in y
+    ]
     if len(answers) != count:
-        raise ValueError(f"one answer per question: got {count} questions and "
-                         f"{len(answers)} answers")
+        raise ValueError(
+            f"one answer per question: got {count} questions and {len(answers)} answers"
+        )
     return answers
 
 

@@ -63,11 +63,13 @@ from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_
 DEFAULT_LEARNING_RATE = 5e-5
 
 
-def deserialize_preprocessor(preprocessor: BertPreprocessor | dict | None
-                             ) -> BertPreprocessor | None:
+def deserialize_preprocessor(
+    preprocessor: BertPreprocessor | dict | None,
+) -> BertPreprocessor | None:
     if isinstance(preprocessor, dict):
         return keras.saving.deserialize_keras_object(
-            preprocessor, custom_objects={"BertPreprocessor": BertPreprocessor})
+            preprocessor, custom_objects={"BertPreprocessor": BertPreprocessor}
+        )
     return preprocessor
 
 
@@ -83,9 +85,16 @@ class TextTask(UpdateStep):
     default_seq_length = 128
 
     @classmethod
-    def from_pretrained(cls, path: str | PretrainedSource, *, seq_length: int | None = None,
-                        lowercase: bool | None = None, vocab_file: str | None = None,
-                        dtype: str | keras.DTypePolicy | None = None, **model_kwargs: Any):
+    def from_pretrained(
+        cls,
+        path: str | PretrainedSource,
+        *,
+        seq_length: int | None = None,
+        lowercase: bool | None = None,
+        vocab_file: str | None = None,
+        dtype: str | keras.DTypePolicy | None = None,
+        **model_kwargs: Any,
+    ):
         """This task model on a pretrained encoder, taking text.
 
         `path`: anything `keras_bert.checkpoints.resolve` reads (a HuggingFace
@@ -115,24 +124,28 @@ class TextTask(UpdateStep):
 
     @classmethod
     def _preprocessor_for(cls, source, encoder, seq_length, lowercase, vocab_file):
-        seq_length = seq_length or min(cls.default_seq_length,
-                                       encoder.config.max_position_embeddings)
-        preprocessor = BertPreprocessor.from_pretrained(source, seq_length=seq_length,
-                                                        lowercase=lowercase, vocab_file=vocab_file)
+        seq_length = seq_length or min(
+            cls.default_seq_length, encoder.config.max_position_embeddings
+        )
+        preprocessor = BertPreprocessor.from_pretrained(
+            source, seq_length=seq_length, lowercase=lowercase, vocab_file=vocab_file
+        )
         # The checkpoint's own vocabulary or the user's must fit its embedding
         # table (the shipped default, for checkpoints without one, is the user's risk).
         vocabulary_file = vocab_file or getattr(source, "vocab_file", None)
         if vocabulary_file:
-            check_vocabulary_fits(len(preprocessor.vocabulary), encoder.config.vocab_size,
-                                  vocabulary_file)
+            check_vocabulary_fits(
+                len(preprocessor.vocabulary), encoder.config.vocab_size, vocabulary_file
+            )
         return preprocessor
 
     @classmethod
     def _load_whole(cls, source, seq_length, lowercase, vocab_file):
         model = keras.models.load_model(source.weights, compile=False)
         if model.preprocessor is None or seq_length or vocab_file or lowercase is not None:
-            model.preprocessor = cls._preprocessor_for(source, model.encoder, seq_length,
-                                                       lowercase, vocab_file)
+            model.preprocessor = cls._preprocessor_for(
+                source, model.encoder, seq_length, lowercase, vocab_file
+            )
         return model
 
     # === Per-task hooks ===
@@ -171,8 +184,10 @@ class TextTask(UpdateStep):
         return is_text_spec(spec)
 
     # The text this task takes, for the message that refuses anything else.
-    text_forms = ("texts (a list, NumPy array or pandas Series of strings), "
-                  "(texts, text_pairs) or {'text': ..., 'text_pair': ...}")
+    text_forms = (
+        "texts (a list, NumPy array or pandas Series of strings), "
+        "(texts, text_pairs) or {'text': ..., 'text_pair': ...}"
+    )
 
     @property
     def outputs_logits(self) -> bool:
@@ -193,8 +208,9 @@ class TextTask(UpdateStep):
 
     # === Keras entry points ===
 
-    def compile(self, optimizer: Any = "auto", loss: Any = "auto", metrics: Any = "auto",
-                **kwargs: Any) -> None:
+    def compile(
+        self, optimizer: Any = "auto", loss: Any = "auto", metrics: Any = "auto", **kwargs: Any
+    ) -> None:
         """Keras' compile; "auto" picks the task's usual choice: Adam at
         learning rate 5e-5 (keras-hub's default, inside the paper's range), the
         task's loss (cross-entropy from logits; squared error for regression;
@@ -243,8 +259,9 @@ class TextTask(UpdateStep):
         # then runs with the padding packed out (`micro_batch_context`).
         super().apply_update(self.trimmed(data))
 
-    def micro_batch_context(self, x: Any, y: Any, sample_weight: Any
-                            ) -> contextlib.AbstractContextManager:
+    def micro_batch_context(
+        self, x: Any, y: Any, sample_weight: Any
+    ) -> contextlib.AbstractContextManager:
         return self.unpadded_steps((x, y, sample_weight))
 
     def test_step(self, data: Any) -> Any:
@@ -254,8 +271,9 @@ class TextTask(UpdateStep):
 
     def static_shapes(self) -> bool:
         """XLA and TPUs need static shapes: no trimming, no packing there."""
-        return bool(self.jit_compile) or isinstance(tf.distribute.get_strategy(),
-                                                    tf.distribute.TPUStrategy)
+        return bool(self.jit_compile) or isinstance(
+            tf.distribute.get_strategy(), tf.distribute.TPUStrategy
+        )
 
     def unpadded_steps(self, data: Any) -> contextlib.AbstractContextManager:
         """The encoder's `remove_padding()` for this model's steps on `data`, where it applies,
@@ -263,10 +281,10 @@ class TextTask(UpdateStep):
         if not self.removes_padding or self.static_shapes() or _across_workers():
             return contextlib.nullcontext()
         return self.encoder.remove_padding(
-            self.read_positions(*keras.utils.unpack_x_y_sample_weight(data)))
+            self.read_positions(*keras.utils.unpack_x_y_sample_weight(data))
+        )
 
-    def read_positions(self, x: Any, y: Any = None, sample_weight: Any = None
-                       ) -> tf.Tensor | None:
+    def read_positions(self, x: Any, y: Any = None, sample_weight: Any = None) -> tf.Tensor | None:
         """(B, T), nonzero where this step reads the encoder's last layer
         (`remove_padding`), or None: everywhere. For models whose outputs come
         from some positions only (a classifier's [CLS])."""
@@ -280,11 +298,13 @@ class TextTask(UpdateStep):
         if self.static_shapes():
             return data
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        return keras.utils.pack_x_y_sample_weight(*trim_features_batch(
-            x, y, sample_weight, token_level_targets=self.token_level_targets))
+        return keras.utils.pack_x_y_sample_weight(
+            *trim_features_batch(x, y, sample_weight, token_level_targets=self.token_level_targets)
+        )
 
-    def fit(self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any
-            ) -> keras.callbacks.History:
+    def fit(
+        self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any
+    ) -> keras.callbacks.History:
         """Keras' fit (same arguments), text tokenized first. In-memory arrays
         (ids or tokenized text) are batched by `dataset_options.array_batches`
         with Keras' semantics (batch size, per-epoch shuffle, validation_split,
@@ -293,7 +313,8 @@ class TextTask(UpdateStep):
         call = inspect.signature(super().fit).bind(x, y, *args, **kwargs)
         given = call.arguments
         given["x"], given["y"], given["sample_weight"] = self.features_for_training(
-            given.get("x"), given.get("y"), given.get("sample_weight"))
+            given.get("x"), given.get("y"), given.get("sample_weight")
+        )
         if given.get("validation_data") is not None:
             given["validation_data"] = self.validation_features(given["validation_data"])
         _fit_arrays_as_datasets(given)
@@ -304,12 +325,17 @@ class TextTask(UpdateStep):
         call = inspect.signature(super().evaluate).bind(x, y, *args, **kwargs)
         given = call.arguments
         given["x"], given["y"], given["sample_weight"] = self.features_for_training(
-            given.get("x"), given.get("y"), given.get("sample_weight"))
+            given.get("x"), given.get("y"), given.get("sample_weight")
+        )
         if are_arrays(given["x"], given["y"], given["sample_weight"]):
             given["x"] = array_batches(
-                given["x"], given.pop("y"), given.pop("sample_weight"),
-                batch_size=default_batch_size(given["x"], given.pop("batch_size", None),
-                                              given.get("steps")))
+                given["x"],
+                given.pop("y"),
+                given.pop("sample_weight"),
+                batch_size=default_batch_size(
+                    given["x"], given.pop("batch_size", None), given.get("steps")
+                ),
+            )
         return super().evaluate(*call.args, **call.kwargs)
 
     def predict(self, x: Any, batch_size: int | None = None, *args: Any, **kwargs: Any) -> Any:
@@ -321,8 +347,12 @@ class TextTask(UpdateStep):
         given = call.arguments
         given["x"] = self.features_for_training(given["x"], None, None)[0]
         if are_arrays(given["x"]):  # in order, the last batch partial
-            given["x"] = array_batches(given["x"], batch_size=default_batch_size(
-                given["x"], given.pop("batch_size", None), given.get("steps")))
+            given["x"] = array_batches(
+                given["x"],
+                batch_size=default_batch_size(
+                    given["x"], given.pop("batch_size", None), given.get("steps")
+                ),
+            )
         return super().predict(*call.args, **call.kwargs)
 
     # === LoRA (keras_bert.models.lora) ===
@@ -356,9 +386,11 @@ class TextTask(UpdateStep):
 
     def require_preprocessor(self) -> BertPreprocessor:
         if self.preprocessor is None:
-            raise ValueError(f"this {type(self).__name__} has no preprocessor, so it takes "
-                             "input_ids / input_mask / segment_ids, not text: build it with "
-                             "`preprocessor=BertPreprocessor(...)` or `from_pretrained`")
+            raise ValueError(
+                f"this {type(self).__name__} has no preprocessor, so it takes "
+                "input_ids / input_mask / segment_ids, not text: build it with "
+                "`preprocessor=BertPreprocessor(...)` or `from_pretrained`"
+            )
         return self.preprocessor
 
     def features_for_training(self, x: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any]:
@@ -389,7 +421,8 @@ class TextTask(UpdateStep):
 
     def _map_element(self, *element):
         x, y, weight = keras.utils.unpack_x_y_sample_weight(
-            element[0] if len(element) == 1 else element)
+            element[0] if len(element) == 1 else element
+        )
         features, targets, weights = self.map_text_batch(x, y)
         if weight is not None:
             weights = weight if weights is None else weights * _column(weight)
@@ -423,9 +456,14 @@ def _fit_arrays_as_datasets(given: dict) -> None:
         if class_weight is not None:
             sample_weight = class_weights_per_row(y, sample_weight, class_weight)
         given["x"] = array_batches(
-            x, y, sample_weight, shuffle=given.pop("shuffle", True),
-            batch_size=default_batch_size(x, given.pop("batch_size", None),
-                                          given.get("steps_per_epoch")))
+            x,
+            y,
+            sample_weight,
+            shuffle=given.pop("shuffle", True),
+            batch_size=default_batch_size(
+                x, given.pop("batch_size", None), given.get("steps_per_epoch")
+            ),
+        )
         given["shuffle"] = False  # done above (Keras warns of a shuffle it cannot do)
         given.pop("y", None)
         given.pop("sample_weight", None)
@@ -433,18 +471,29 @@ def _fit_arrays_as_datasets(given: dict) -> None:
         val_x, val_y, val_weight = keras.utils.unpack_x_y_sample_weight(validation_data)
         if are_arrays(val_x, val_y, val_weight):
             # Keras' batch size for validation: validation_batch_size or batch_size.
-            validation_data = array_batches(val_x, val_y, val_weight, batch_size=default_batch_size(
-                val_x, given.pop("validation_batch_size", None) or batch_size,
-                given.get("validation_steps")))
+            validation_data = array_batches(
+                val_x,
+                val_y,
+                val_weight,
+                batch_size=default_batch_size(
+                    val_x,
+                    given.pop("validation_batch_size", None) or batch_size,
+                    given.get("validation_steps"),
+                ),
+            )
     if validation_data is not None:
         given["validation_data"] = validation_data
 
 
 # Keras losses that read probabilities unless told `from_logits=True`: their
 # names as strings, as functions and (without underscores, lowercased) as classes.
-_PROBABILITY_LOSSES = ("sparse_categorical_crossentropy", "categorical_crossentropy",
-                       "binary_crossentropy", "categorical_focal_crossentropy",
-                       "binary_focal_crossentropy")
+_PROBABILITY_LOSSES = (
+    "sparse_categorical_crossentropy",
+    "categorical_crossentropy",
+    "binary_crossentropy",
+    "categorical_focal_crossentropy",
+    "binary_focal_crossentropy",
+)
 
 
 def _loss_key(name: str) -> str:
@@ -472,7 +521,10 @@ def _warn_if_expects_probabilities(loss: Any, model_name: str) -> None:
             warnings.warn(
                 f"{model_name} outputs logits, but the loss {one!r} expects probabilities "
                 "(Keras' from_logits=False default): pass from_logits=True, or leave "
-                "loss='auto' for the task's own loss", UserWarning, stacklevel=3)
+                "loss='auto' for the task's own loss",
+                UserWarning,
+                stacklevel=3,
+            )
 
 
 def _x_spec(element_spec):

@@ -61,17 +61,26 @@ class BertTokenClassifier(TextTask, keras.Model):
     Output: logits (B, T, K).
     """
 
-    def __init__(self, encoder: BertEncoder | dict, num_labels: int | None = None,
-                 dropout: float = 0.1,
-                 label_names: Sequence[str] | None = None,
-                 preprocessor: BertPreprocessor | dict | None = None, head: str = "linear",
-                 head_layers: int = 1, feature: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        encoder: BertEncoder | dict,
+        num_labels: int | None = None,
+        dropout: float = 0.1,
+        label_names: Sequence[str] | None = None,
+        preprocessor: BertPreprocessor | dict | None = None,
+        head: str = "linear",
+        head_layers: int = 1,
+        feature: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         encoder = deserialize_encoder(encoder)
         preprocessor = deserialize_preprocessor(preprocessor)
         if num_labels is None:
             if label_names is None:
-                raise ValueError("BertTokenClassifier needs label_names (the tags, e.g. "
-                                 "['O', 'B-PER', 'I-PER']) or num_labels")
+                raise ValueError(
+                    "BertTokenClassifier needs label_names (the tags, e.g. "
+                    "['O', 'B-PER', 'I-PER']) or num_labels"
+                )
             num_labels = len(label_names)
         num_labels = check_number(num_labels, "num_labels")
         if label_names is not None and len(label_names) != num_labels:
@@ -89,8 +98,7 @@ class BertTokenClassifier(TextTask, keras.Model):
         if head == "bilstm":
             bilstm = BiLSTMHead(encoder.config.hidden_size // 2, head_layers, name="tagger_bilstm")
         dropout_layer = keras.layers.Dropout(dropout, name="tagger_dropout")
-        output_layer = keras.layers.Dense(num_labels, kernel_initializer=init,
-                                          name="tagger_output")
+        output_layer = keras.layers.Dense(num_labels, kernel_initializer=init, name="tagger_output")
 
         # === Functional Model ===
         inputs = encoder_inputs()
@@ -113,12 +121,15 @@ class BertTokenClassifier(TextTask, keras.Model):
         self.head_layers = head_layers
         self.feature = feature
 
-    def read_positions(self, x: Any, y: Any = None, sample_weight: Any = None
-                       ) -> tf.Tensor | None:
+    def read_positions(self, x: Any, y: Any = None, sample_weight: Any = None) -> tf.Tensor | None:
         """The labelled pieces (weight > 0): the loss and metrics read no other
         output of the linear head; a BiLSTM reads every position."""
-        if self.head != "linear" or self.feature is not None or not isinstance(
-                sample_weight, tf.Tensor) or sample_weight.shape.rank != 2:
+        if (
+            self.head != "linear"
+            or self.feature is not None
+            or not isinstance(sample_weight, tf.Tensor)
+            or sample_weight.shape.rank != 2
+        ):
             return None
         return sample_weight
 
@@ -131,12 +142,15 @@ class BertTokenClassifier(TextTask, keras.Model):
         it on features computed once trains this model as `fit` on text would,
         without rerunning the frozen encoder every epoch (the paper's way)."""
         if self.feature is None:
-            raise ValueError("feature_head needs a feature-based tagger (feature=...); "
-                             "this one fine-tunes its encoder")
+            raise ValueError(
+                "feature_head needs a feature-based tagger (feature=...); "
+                "this one fine-tunes its encoder"
+            )
         features = self.get_layer("features")
         width = self.encoder.config.hidden_size
-        frozen = [keras.Input((None, width), name=f"frozen_{i}")
-                  for i in range(features.num_frozen)]  # each (B, T, H)
+        frozen = [
+            keras.Input((None, width), name=f"frozen_{i}") for i in range(features.num_frozen)
+        ]  # each (B, T, H)
         input_mask = keras.Input((None,), dtype="int32", name="input_mask")  # (B, T)
         sequence = features.combine(frozen)  # (B, T, F)
         if self.head == "bilstm":
@@ -144,19 +158,28 @@ class BertTokenClassifier(TextTask, keras.Model):
         logits = self.get_layer("tagger_output")(self.get_layer("tagger_dropout")(sequence))
         return keras.Model([*frozen, input_mask], logits, name=f"{self.name}_feature_head")
 
-    def frozen_features(self, x: dict[str, np.ndarray], batch_size: int = 32
-                        ) -> list[np.ndarray]:
+    def frozen_features(self, x: dict[str, np.ndarray], batch_size: int = 32) -> list[np.ndarray]:
         """Encoder features (`input_ids`, `input_mask`, `segment_ids`, (N, T))
         -> the frozen encoder's outputs that `feature_head` reads, each (N, T, H)."""
         extract = tf.function(self.get_layer("features").frozen)
-        parts = [extract({name: tf.constant(x[name][start:start + batch_size])
-                          for name in ENCODER_INPUTS})
-                 for start in range(0, len(x["input_ids"]), batch_size)]
-        return [np.concatenate([np.asarray(part[i]) for part in parts])
-                for i in range(len(parts[0]))]
+        parts = [
+            extract(
+                {name: tf.constant(x[name][start : start + batch_size]) for name in ENCODER_INPUTS}
+            )
+            for start in range(0, len(x["input_ids"]), batch_size)
+        ]
+        return [
+            np.concatenate([np.asarray(part[i]) for part in parts]) for i in range(len(parts[0]))
+        ]
 
-    def frozen_dataset(self, x: dict[str, np.ndarray], y: np.ndarray, sample_weight: np.ndarray,
-                       batch_size: int, seed: int | None = None) -> tf.data.Dataset:
+    def frozen_dataset(
+        self,
+        x: dict[str, np.ndarray],
+        y: np.ndarray,
+        sample_weight: np.ndarray,
+        batch_size: int,
+        seed: int | None = None,
+    ) -> tf.data.Dataset:
         """Encoder features, tag ids and weights (`encode_text`'s, (N, T)) ->
         `feature_head`'s training batches: the frozen outputs computed once,
         shuffled each epoch, each batch cut past its longest row
@@ -170,9 +193,14 @@ class BertTokenClassifier(TextTask, keras.Model):
             return inputs, *trim_padding((targets, weights), width, length)
 
         data = tf.data.Dataset.from_tensor_slices(
-            ((*frozen, x["input_mask"]), y, sample_weight.astype("float32")))
-        return (data.shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
-                .batch(batch_size).map(trimmed).prefetch(1))
+            ((*frozen, x["input_mask"]), y, sample_weight.astype("float32"))
+        )
+        return (
+            data.shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
+            .batch(batch_size)
+            .map(trimmed)
+            .prefetch(1)
+        )
 
     # === Text in, entities out ===
 
@@ -188,7 +216,8 @@ class BertTokenClassifier(TextTask, keras.Model):
     def default_loss(self) -> keras.losses.Loss:
         # The mean over labelled pieces only, not over every padded position.
         return keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, reduction="mean_with_sample_weight")
+            from_logits=True, reduction="mean_with_sample_weight"
+        )
 
     # === The loss of one update (`keras_bert.models.update_step`) ===
 
@@ -201,21 +230,28 @@ class BertTokenClassifier(TextTask, keras.Model):
         compiled with its own loss (`loss="auto"`)."""
         return global_weight_sum(_piece_weights(y, sample_weight))
 
-    def update_loss(self, x: Any, y: Any, sample_weight: Any, normaliser: tf.Tensor,
-                    micro_batches: int = 1) -> tuple[tf.Tensor, tf.Tensor]:
+    def update_loss(
+        self, x: Any, y: Any, sample_weight: Any, normaliser: tf.Tensor, micro_batches: int = 1
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         logits = self(x, training=True)  # (B, T, K)
         per_piece = keras.losses.sparse_categorical_crossentropy(
-            y, keras.ops.cast(logits, "float32"), from_logits=True)  # (B, T)
+            y, keras.ops.cast(logits, "float32"), from_logits=True
+        )  # (B, T)
         weights = _piece_weights(y, sample_weight)  # (B, T)
         return keras.ops.sum(per_piece * weights) / normaliser, logits
 
     def word_tagger(self) -> WordTagger:
         preprocessor = self.require_preprocessor()
-        return WordTagger(preprocessor.tokenizer, preprocessor.seq_length,
-                          tag_names(self.num_labels, self.label_names))
+        return WordTagger(
+            preprocessor.tokenizer,
+            preprocessor.seq_length,
+            tag_names(self.num_labels, self.label_names),
+        )
 
-    text_forms = ("texts (a list, NumPy array or pandas Series of strings) or word lists "
-                  "(a list of lists of strings)")
+    text_forms = (
+        "texts (a list, NumPy array or pandas Series of strings) or word lists "
+        "(a list of lists of strings)"
+    )
 
     def is_text(self, x: Any) -> bool:
         """Texts, or word lists (a list of lists of strings)."""
@@ -228,8 +264,7 @@ class BertTokenClassifier(TextTask, keras.Model):
         (the original tokenizer's whitespace words, `whitespace_words`)."""
         rows = list(x)
         texts = [i for i, row in enumerate(rows) if isinstance(row, str)]
-        split = whitespace_words(self.require_preprocessor().tokenizer,
-                                 [rows[i] for i in texts])
+        split = whitespace_words(self.require_preprocessor().tokenizer, [rows[i] for i in texts])
         words = [list(row) for row in rows]
         for i, row_words in zip(texts, split):
             words[i] = row_words
@@ -245,8 +280,11 @@ class BertTokenClassifier(TextTask, keras.Model):
             raise ValueError(f"text {row}: {len(words[row])} words but {len(tags[row])} tags")
         preprocessor = self.require_preprocessor()
         features, labels, weights, _ = encode_tagged(
-            preprocessor.tokenizer, TaggedSentences(words, tags),
-            tag_names(self.num_labels, self.label_names), preprocessor.seq_length)
+            preprocessor.tokenizer,
+            TaggedSentences(words, tags),
+            tag_names(self.num_labels, self.label_names),
+            preprocessor.seq_length,
+        )
         if labels is None:  # no tags given
             return features, None, None
         return features, np.maximum(labels, 0), weights
@@ -264,8 +302,12 @@ class BertTokenClassifier(TextTask, keras.Model):
         check = tf.debugging.Assert(
             tf.reduce_all(tf.reduce_any(known, axis=2) | tf.equal(tags, ""))
             & tf.equal(tf.shape(tags)[1], words),
-            ["every tag must be among the label_names and each text needs one tag per word; "
-             "tags", tags])
+            [
+                "every tag must be among the label_names and each text needs one tag per word; "
+                "tags",
+                tags,
+            ],
+        )
         with tf.control_dependencies([check]):
             ids = tf.argmax(tf.cast(known, tf.int32), axis=2, output_type=tf.int32)  # (B, W)
         labelled = tf.where((first >= 0) & tf.reduce_any(known, axis=2))  # (L, 2): row, word
@@ -285,14 +327,21 @@ class BertTokenClassifier(TextTask, keras.Model):
             out = {name: value.numpy() for name, value in out.items()}
             for row in range(len(chunk)):
                 words, entities = int(out["num_tokens"][row]), int(out["num_entities"][row])
-                results.append({
-                    "tokens": [w.decode("utf-8") for w in out["tokens"][row, :words]],
-                    "tags": [t.decode("utf-8") for t in out["tags"][row, :words]],
-                    "entities": [{"type": out["entity_type"][row, e].decode("utf-8"),
-                                  "text": out["entity_text"][row, e].decode("utf-8"),
-                                  "start": int(out["entity_start"][row, e]),
-                                  "end": int(out["entity_end"][row, e])}
-                                 for e in range(entities)]})
+                results.append(
+                    {
+                        "tokens": [w.decode("utf-8") for w in out["tokens"][row, :words]],
+                        "tags": [t.decode("utf-8") for t in out["tags"][row, :words]],
+                        "entities": [
+                            {
+                                "type": out["entity_type"][row, e].decode("utf-8"),
+                                "text": out["entity_text"][row, e].decode("utf-8"),
+                                "start": int(out["entity_start"][row, e]),
+                                "end": int(out["entity_end"][row, e]),
+                            }
+                            for e in range(entities)
+                        ],
+                    }
+                )
         return results
 
     def unused_weights(self) -> list:
@@ -308,11 +357,13 @@ class BertTokenClassifier(TextTask, keras.Model):
         word the sequence cut off counts as tagged "O". What `keras-bert
         finetune` reports on dev."""
         from keras_bert.tasks.metrics import entity_scores
+
         words = self.words_of(x)
         preprocessor = self.require_preprocessor()
         names = tag_names(self.num_labels, self.label_names)
         features, _, _, first_pieces = encode_tagged(
-            preprocessor.tokenizer, TaggedSentences(words, None), names, preprocessor.seq_length)
+            preprocessor.tokenizer, TaggedSentences(words, None), names, preprocessor.seq_length
+        )
         logits = self.predict(features, batch_size=batch_size or 64, verbose=0)
         predicted = decode_tags(np.argmax(logits, axis=-1), first_pieces, names)
         return entity_scores([list(tags) for tags in y], predicted)
@@ -320,10 +371,18 @@ class BertTokenClassifier(TextTask, keras.Model):
     # === Config ===
 
     def get_config(self) -> dict:
-        return {"encoder": serialize_encoder(self.encoder), "num_labels": self.num_labels,
-                "dropout": self.dropout, "label_names": self.label_names,
-                "head": self.head, "head_layers": self.head_layers, "feature": self.feature,
-                "name": self.name, "trainable": self.trainable, **self.preprocessor_config()}
+        return {
+            "encoder": serialize_encoder(self.encoder),
+            "num_labels": self.num_labels,
+            "dropout": self.dropout,
+            "label_names": self.label_names,
+            "head": self.head,
+            "head_layers": self.head_layers,
+            "feature": self.feature,
+            "name": self.name,
+            "trainable": self.trainable,
+            **self.preprocessor_config(),
+        }
 
     @classmethod
     def from_config(cls, config: dict) -> BertTokenClassifier:

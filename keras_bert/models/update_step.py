@@ -66,8 +66,9 @@ class UpdateStep:
 
     gradient_accumulation_steps = 1
 
-    def compile(self, optimizer: Any = "rmsprop", *, gradient_accumulation_steps: int = 1,
-                **kwargs: Any) -> None:
+    def compile(
+        self, optimizer: Any = "rmsprop", *, gradient_accumulation_steps: int = 1, **kwargs: Any
+    ) -> None:
         """Keras' compile, and `gradient_accumulation_steps` k: each dataset
         element then holds k micro-batches of equal size (batch the dataset k
         times larger); they run forward and backward one after another, so only
@@ -77,8 +78,9 @@ class UpdateStep:
         Keyword-only: Keras' second positional argument is the loss."""
         self.gradient_accumulation_steps = check_accumulation_steps(gradient_accumulation_steps)
         optimizer = keras.optimizers.get(optimizer)
-        if (computes_in_float16(self)
-                and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer)):
+        if computes_in_float16(self) and not isinstance(
+            optimizer, keras.optimizers.LossScaleOptimizer
+        ):
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         super().compile(optimizer=optimizer, **kwargs)
 
@@ -87,8 +89,9 @@ class UpdateStep:
     def uses_update_loss(self) -> bool:
         return hasattr(self, "update_loss")
 
-    def micro_batch_context(self, x: Any, y: Any, sample_weight: Any
-                            ) -> contextlib.AbstractContextManager:
+    def micro_batch_context(
+        self, x: Any, y: Any, sample_weight: Any
+    ) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 
     # === The step ===
@@ -111,11 +114,13 @@ class UpdateStep:
             total, gradients = self._accumulated_loss_and_gradients(batch, normaliser, steps)
         variables = self.trainable_variables
         self.optimizer.apply_gradients(
-            [(g, v) for g, v in zip(gradients, variables) if g is not None])
+            [(g, v) for g, v in zip(gradients, variables) if g is not None]
+        )
         # Each replica's loss is its share of the global one (as Keras' own step).
         num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        self._loss_tracker.update_state(total * num_replicas,
-                                        sample_weight=tf.shape(_first_tensor(batch[0]))[0])
+        self._loss_tracker.update_state(
+            total * num_replicas, sample_weight=tf.shape(_first_tensor(batch[0]))[0]
+        )
 
     def _micro_batch_loss(self, batch, normaliser, micro_batches):
         """One (micro-)batch's share of the update's loss (see the module docstring)."""
@@ -140,12 +145,18 @@ class UpdateStep:
     def _accumulated_loss_and_gradients(self, batch, normaliser, steps):
         rows = _first_tensor(batch[0]).shape[0]
         if rows is not None and rows % steps:
-            raise ValueError(f"a batch of {rows} sequences per replica does not split into "
-                             f"gradient_accumulation_steps={steps} equal micro-batches")
+            raise ValueError(
+                f"a batch of {rows} sequences per replica does not split into "
+                f"gradient_accumulation_steps={steps} equal micro-batches"
+            )
         micro = tf.nest.map_structure(
-            lambda t: None if t is None else tf.reshape(
-                t, tf.concat([[steps, -1], tf.shape(t)[1:]], axis=0)),
-            batch)  # (k, B / k, ...)
+            lambda t: (
+                None
+                if t is None
+                else tf.reshape(t, tf.concat([[steps, -1], tf.shape(t)[1:]], axis=0))
+            ),
+            batch,
+        )  # (k, B / k, ...)
 
         def micro_batch(i):
             return tf.nest.map_structure(lambda t: None if t is None else t[i], micro)
@@ -158,14 +169,19 @@ class UpdateStep:
 
         def body(i, total, sums):
             loss, gradients = self._loss_and_gradients(micro_batch(i), normaliser, steps)
-            return i + 1, total + loss, [s + tf.convert_to_tensor(gradients[j])
-                                         for s, j in zip(sums, present)]
+            return (
+                i + 1,
+                total + loss,
+                [s + tf.convert_to_tensor(gradients[j]) for s, j in zip(sums, present)],
+            )
 
         # parallel_iterations=1: one micro-batch at a time (activation memory of one).
         _, total, sums = tf.while_loop(
-            lambda i, *_: i < steps, body,
+            lambda i, *_: i < steps,
+            body,
             (tf.constant(1), first_loss, [tf.convert_to_tensor(first[j]) for j in present]),
-            parallel_iterations=1)
+            parallel_iterations=1,
+        )
         gradients = [None] * len(first)
         for j, summed in zip(present, sums):
             gradients[j] = summed
@@ -191,9 +207,12 @@ class UpdateStep:
         results = {}
         for metric in self.metrics:
             values = [ops.convert_to_tensor(v) for v in metric.variables]
-            values = [context.all_reduce(reductions[v.aggregation], value)
-                      if v.aggregation in reductions else value
-                      for v, value in zip(metric.variables, values)]
+            values = [
+                context.all_reduce(reductions[v.aggregation], value)
+                if v.aggregation in reductions
+                else value
+                for v, value in zip(metric.variables, values)
+            ]
             result = metric.stateless_result(values)
             results.update(result if isinstance(result, dict) else {metric.name: result})
         return results

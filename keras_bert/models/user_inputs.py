@@ -55,8 +55,10 @@ def check_text_rows(rows: Sequence[Any], argument: str = "x") -> None:
         if isinstance(row, (str, bytes, np.bytes_)):
             continue
         what = "None" if row is None else f"a {type(row).__name__} ({row!r:.40})"
-        raise ValueError(f"`{argument}`[{i}] is {what}, not a string: every text must be a "
-                         "string (drop or fill the missing ones first)")
+        raise ValueError(
+            f"`{argument}`[{i}] is {what}, not a string: every text must be a "
+            "string (drop or fill the missing ones first)"
+        )
 
 
 def looks_like_texts(rows: Any) -> bool:
@@ -84,13 +86,20 @@ def check_texts(x: Any, argument: str = "x") -> Any:
     parts = {}
     # A pair is (texts, pairs): one side of text makes the other one text too
     # (an empty or all-None side is named, not handed to Keras as features).
-    if isinstance(x, tuple) and len(x) == 2 and any(looks_like_texts(p) for p in x) and all(
-            _is_rows(p) for p in x):
+    if (
+        isinstance(x, tuple)
+        and len(x) == 2
+        and any(looks_like_texts(p) for p in x)
+        and all(_is_rows(p) for p in x)
+    ):
         parts = {f"{argument}[0] (texts)": x[0], f"{argument}[1] (pairs)": x[1]}
     elif isinstance(x, Mapping):  # {"text", "text_pair"}, {"question", "context"}
         # The text keys hold text, whatever their rows are (empty, None, numbers).
-        parts = {f"{argument}[{name!r}]": value for name, value in x.items()
-                 if looks_like_texts(value) or (name in TEXT_KEYS and _is_rows(value))}
+        parts = {
+            f"{argument}[{name!r}]": value
+            for name, value in x.items()
+            if looks_like_texts(value) or (name in TEXT_KEYS and _is_rows(value))
+        }
     elif looks_like_texts(x):
         parts = {argument: [x] if isinstance(x, str) else x}
     for name, rows in parts.items():
@@ -98,8 +107,10 @@ def check_texts(x: Any, argument: str = "x") -> Any:
     if len(parts) == 2:
         (first, a), (second, b) = parts.items()
         if len(a) != len(b):  # the preprocessor's words, for pairs however given
-            raise ValueError(f"one `text_pair` per `text`: got {len(a)} texts and {len(b)} "
-                             f"pairs (`{first}`, `{second}`)")
+            raise ValueError(
+                f"one `text_pair` per `text`: got {len(a)} texts and {len(b)} "
+                f"pairs (`{first}`, `{second}`)"
+            )
     return x
 
 
@@ -113,7 +124,8 @@ def refuse_rows_that_are_not_text(x: Any, argument: str = "x") -> None:
             return
         x = x.tolist()
     if not isinstance(x, (list, tuple)) or not all(
-            row is None or isinstance(row, (str, bytes, int, float, np.generic)) for row in x):
+        row is None or isinstance(row, (str, bytes, int, float, np.generic)) for row in x
+    ):
         return  # lists of arrays, of lists (check_features names those)
     check_text_rows(list(x), argument)
 
@@ -123,8 +135,10 @@ def check_one_label_per_text(y: Any, count: int, argument: str = "y") -> None:
     if y is None or isinstance(y, Mapping) or not hasattr(y, "__len__"):
         return
     if len(y) != count:
-        raise ValueError(f"`{argument}` has {len(y)} labels for {count} texts: pass one label "
-                         "per text, in the same order")
+        raise ValueError(
+            f"`{argument}` has {len(y)} labels for {count} texts: pass one label "
+            "per text, in the same order"
+        )
 
 
 def check_features(x: Any, model_name: str, text_forms: str, argument: str = "x") -> None:
@@ -143,8 +157,10 @@ def check_features(x: Any, model_name: str, text_forms: str, argument: str = "x"
         got = repr(x)
     else:
         return  # arrays, tensors, generators, PyDatasets: Keras' own checks apply
-    raise ValueError(f"`{argument}`: a {model_name} takes {text_forms}, or a dict of the id "
-                     f"features {list(ENCODER_INPUTS)}, or a tf.data.Dataset of these; got {got}")
+    raise ValueError(
+        f"`{argument}`: a {model_name} takes {text_forms}, or a dict of the id "
+        f"features {list(ENCODER_INPUTS)}, or a tf.data.Dataset of these; got {got}"
+    )
 
 
 def check_class_indices(y: np.ndarray, num_classes: int, argument: str = "y") -> np.ndarray:
@@ -157,17 +173,21 @@ def check_class_indices(y: np.ndarray, num_classes: int, argument: str = "y") ->
         bad = np.flatnonzero(~np.isfinite(values) | (values != np.round(values)))
         if bad.size:
             i = int(bad[0])
-            raise ValueError(f"`{argument}`[{i}] is {values.flat[i].item()!r}, not a class index: "
-                             f"labels are whole numbers in [0, {num_classes}) or class names "
-                             "(a regressor takes scores: num_classes=1)")
+            raise ValueError(
+                f"`{argument}`[{i}] is {values.flat[i].item()!r}, not a class index: "
+                f"labels are whole numbers in [0, {num_classes}) or class names "
+                "(a regressor takes scores: num_classes=1)"
+            )
         values = values.astype(np.int64)
     elif values.dtype.kind not in "iub":
         return values
     bad = np.flatnonzero((values < 0) | (values >= num_classes))
     if bad.size:
         i = int(bad[0])
-        raise ValueError(f"`{argument}`[{i}] is {values.flat[i]}, out of range for "
-                         f"num_classes={num_classes}: labels are in [0, {num_classes})")
+        raise ValueError(
+            f"`{argument}`[{i}] is {values.flat[i]}, out of range for "
+            f"num_classes={num_classes}: labels are in [0, {num_classes})"
+        )
     return values.astype(np.int32)
 
 
@@ -180,8 +200,10 @@ def check_scores(y: Any, argument: str = "y") -> np.ndarray:
         except (TypeError, ValueError):
             number = math.nan
         if not math.isfinite(number):
-            raise ValueError(f"`{argument}`[{i}] is {value!r}, not a finite number: a regressor "
-                             "(num_classes=1) takes scores")
+            raise ValueError(
+                f"`{argument}`[{i}] is {value!r}, not a finite number: a regressor "
+                "(num_classes=1) takes scores"
+            )
         values.append(number)
     return np.asarray(values, np.float32)
 
@@ -192,10 +214,14 @@ def check_vocabulary_fits(vocabulary_size: int, embedding_rows: int, source: str
     table is the wrong file (or a truncated one). A table a few rows longer is
     common (padded to a multiple of 8 or 64) and accepted."""
     if vocabulary_size > embedding_rows:
-        raise ValueError(f"{source}: the vocabulary has {vocabulary_size} entries but the "
-                         f"encoder's token embedding only {embedding_rows} rows: use the "
-                         "checkpoint's own vocab.txt (vocab_file=...)")
+        raise ValueError(
+            f"{source}: the vocabulary has {vocabulary_size} entries but the "
+            f"encoder's token embedding only {embedding_rows} rows: use the "
+            "checkpoint's own vocab.txt (vocab_file=...)"
+        )
     if vocabulary_size < embedding_rows - 128:
-        raise ValueError(f"{source}: the vocabulary has {vocabulary_size} entries but the "
-                         f"encoder's token embedding {embedding_rows} rows: the vocabulary is "
-                         "not the checkpoint's (or is cut short); use its own vocab.txt")
+        raise ValueError(
+            f"{source}: the vocabulary has {vocabulary_size} entries but the "
+            f"encoder's token embedding {embedding_rows} rows: the vocabulary is "
+            "not the checkpoint's (or is cut short); use its own vocab.txt"
+        )

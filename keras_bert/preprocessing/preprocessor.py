@@ -69,8 +69,13 @@ def config_sharing_preprocessor(model: keras.Model) -> dict:
 
 def _is_pair_list(inputs: Any) -> bool:
     """[(text, text_pair), ...]: pairs row by row, as a list of tuples."""
-    return (isinstance(inputs, list) and len(inputs) > 0 and isinstance(inputs[0], tuple)
-            and len(inputs[0]) == 2 and isinstance(inputs[0][0], (str, bytes)))
+    return (
+        isinstance(inputs, list)
+        and len(inputs) > 0
+        and isinstance(inputs[0], tuple)
+        and len(inputs[0]) == 2
+        and isinstance(inputs[0][0], (str, bytes))
+    )
 
 
 def split_segments(inputs: Any) -> tuple[Any, Any | None]:
@@ -78,19 +83,24 @@ def split_segments(inputs: Any) -> tuple[Any, Any | None]:
     if _is_pair_list(inputs):
         if any(not isinstance(row, tuple) or len(row) != 2 for row in inputs):
             row = next(i for i, r in enumerate(inputs) if not isinstance(r, tuple) or len(r) != 2)
-            raise ValueError(f"text pairs as a list of tuples: row {row} is not a "
-                             f"(text, text_pair) tuple: {inputs[row]!r:.80}")
+            raise ValueError(
+                f"text pairs as a list of tuples: row {row} is not a "
+                f"(text, text_pair) tuple: {inputs[row]!r:.80}"
+            )
         return [row[0] for row in inputs], [row[1] for row in inputs]
     if isinstance(inputs, Mapping):
         unknown = sorted(set(inputs) - {TEXT, TEXT_PAIR})
         if TEXT not in inputs or unknown:
-            raise ValueError(f"text inputs as a dict take the keys {TEXT!r} and optionally "
-                             f"{TEXT_PAIR!r}; got {sorted(inputs)}")
+            raise ValueError(
+                f"text inputs as a dict take the keys {TEXT!r} and optionally "
+                f"{TEXT_PAIR!r}; got {sorted(inputs)}"
+            )
         return inputs[TEXT], inputs.get(TEXT_PAIR)
     if isinstance(inputs, tuple):
         if len(inputs) != 2:
-            raise ValueError(f"text inputs as a tuple are (text, text_pair); got {len(inputs)} "
-                             "items")
+            raise ValueError(
+                f"text inputs as a tuple are (text, text_pair); got {len(inputs)} items"
+            )
         return inputs
     return inputs, None
 
@@ -104,8 +114,11 @@ def check_same_rows(text: tf.Tensor, text_pair: tf.Tensor) -> tf.Operation | Non
         if rows != pair_rows:
             raise ValueError(f"{message}: got {rows} texts and {pair_rows} pairs")
         return None
-    return tf.debugging.assert_equal(tf.shape(text)[0], tf.shape(text_pair)[0],
-                                     message=f"{message}: the two have different sizes")
+    return tf.debugging.assert_equal(
+        tf.shape(text)[0],
+        tf.shape(text_pair)[0],
+        message=f"{message}: the two have different sizes",
+    )
 
 
 def is_text(inputs: Any) -> bool:
@@ -164,12 +177,20 @@ class BertPreprocessor(keras.layers.Layer):
     Output: a dict of int32 (B, seq_length) tensors.
     """
 
-    def __init__(self, vocabulary: Sequence[str] | str | None = None, lowercase: bool = True,
-                 seq_length: int = 128, max_chars_per_word: int = 200, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        vocabulary: Sequence[str] | str | None = None,
+        lowercase: bool = True,
+        seq_length: int = 128,
+        max_chars_per_word: int = 200,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if not isinstance(seq_length, int) or seq_length < 3:
-            raise ValueError(f"seq_length must be an integer >= 3 ([CLS], [SEP] and one piece), "
-                             f"got {seq_length!r}")
+            raise ValueError(
+                f"seq_length must be an integer >= 3 ([CLS], [SEP] and one piece), "
+                f"got {seq_length!r}"
+            )
         self.lowercase = bool(lowercase)
         self.seq_length = seq_length
         self.max_chars_per_word = max_chars_per_word
@@ -184,16 +205,26 @@ class BertPreprocessor(keras.layers.Layer):
         self.built = True
 
     @classmethod
-    def from_pretrained(cls, path: Any, *, seq_length: int = 128, lowercase: bool | None = None,
-                        vocab_file: str | None = None, **kwargs: Any) -> BertPreprocessor:
+    def from_pretrained(
+        cls,
+        path: Any,
+        *,
+        seq_length: int = 128,
+        lowercase: bool | None = None,
+        vocab_file: str | None = None,
+        **kwargs: Any,
+    ) -> BertPreprocessor:
         """The preprocessor of a pretrained checkpoint: its vocabulary and casing
         (`path`: anything `keras_bert.checkpoints.resolve` reads, or what it
         returned; `lowercase=` that contradicts the checkpoint fails, naming both)."""
         from keras_bert.checkpoints.source import PretrainedSource, resolve, tokenizer_settings
+
         source = path if isinstance(path, PretrainedSource) else resolve(path)
         if seq_length > source.config.max_position_embeddings:
-            raise ValueError(f"seq_length {seq_length} exceeds the {source.path} encoder's "
-                             f"{source.config.max_position_embeddings} positions")
+            raise ValueError(
+                f"seq_length {seq_length} exceeds the {source.path} encoder's "
+                f"{source.config.max_position_embeddings} positions"
+            )
         vocab_file, lowercase = tokenizer_settings(source, vocab_file, lowercase)
         return cls(vocab_file, lowercase=lowercase, seq_length=seq_length, **kwargs)
 
@@ -201,16 +232,19 @@ class BertPreprocessor(keras.layers.Layer):
 
     def set_vocabulary(self, vocabulary: Sequence[str] | str) -> None:
         """The word pieces (a list, `vocabulary[id]`, or a vocab.txt path)."""
-        self._tokenizer = BertTokenizer(vocabulary, lowercase=self.lowercase,
-                                        max_chars_per_word=self.max_chars_per_word)
+        self._tokenizer = BertTokenizer(
+            vocabulary, lowercase=self.lowercase, max_chars_per_word=self.max_chars_per_word
+        )
 
     @property
     def tokenizer(self) -> BertTokenizer:
         if self._tokenizer is None:
-            raise ValueError(f"BertPreprocessor {self.name!r} has no vocabulary: it was built "
-                             "from a config alone; call set_vocabulary(...), or load the whole "
-                             "model with keras.models.load_model, which reads it from the "
-                             "file's assets")
+            raise ValueError(
+                f"BertPreprocessor {self.name!r} has no vocabulary: it was built "
+                "from a config alone; call set_vocabulary(...), or load the whole "
+                "model with keras.models.load_model, which reads it from the "
+                "file's assets"
+            )
         return self._tokenizer
 
     @property
@@ -258,20 +292,30 @@ class BertPreprocessor(keras.layers.Layer):
             check_same_rows(text, text_pair)
         parts = []
         for start in range(0, max(int(text.shape[0]), 1), chunk_size):
-            chunk = text[start:start + chunk_size]
-            pair = None if text_pair is None else text_pair[start:start + chunk_size]
-            parts.append({name: value.numpy() for name, value in
-                          self(chunk if pair is None else (chunk, pair)).items()})
+            chunk = text[start : start + chunk_size]
+            pair = None if text_pair is None else text_pair[start : start + chunk_size]
+            parts.append(
+                {
+                    name: value.numpy()
+                    for name, value in self(chunk if pair is None else (chunk, pair)).items()
+                }
+            )
         return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
     def compute_output_spec(self, inputs: Any) -> dict[str, keras.KerasTensor]:
-        return {name: keras.KerasTensor((None, self.seq_length), dtype="int32")
-                for name in ("input_ids", "input_mask", "segment_ids")}
+        return {
+            name: keras.KerasTensor((None, self.seq_length), dtype="int32")
+            for name in ("input_ids", "input_mask", "segment_ids")
+        }
 
     def get_config(self) -> dict:
         # No vocabulary: it is an asset (`save_assets`), not 30,000 config strings.
-        return {**super().get_config(), "lowercase": self.lowercase,
-                "seq_length": self.seq_length, "max_chars_per_word": self.max_chars_per_word}
+        return {
+            **super().get_config(),
+            "lowercase": self.lowercase,
+            "seq_length": self.seq_length,
+            "max_chars_per_word": self.max_chars_per_word,
+        }
 
     def save_assets(self, dir_path: str) -> None:
         with open(os.path.join(dir_path, VOCAB_ASSET), "w", encoding="utf-8") as f:
@@ -284,5 +328,7 @@ class BertPreprocessor(keras.layers.Layer):
         elif self._tokenizer is None:
             # `.keras` files written before the vocabulary became an asset
             # carry it in the config instead, and have a tokenizer by now.
-            raise ValueError(f"BertPreprocessor {self.name!r}: the saved model has no "
-                             f"{VOCAB_ASSET} among its assets, nor a vocabulary in its config")
+            raise ValueError(
+                f"BertPreprocessor {self.name!r}: the saved model has no "
+                f"{VOCAB_ASSET} among its assets, nor a vocabulary in its config"
+            )

@@ -49,27 +49,40 @@ if TYPE_CHECKING:
 def check_window_room(seq_length: int, max_query_length: int) -> None:
     """A window holds [CLS] question [SEP] context [SEP]: room for some context."""
     if seq_length - max_query_length - 3 < 1:
-        raise ValueError(f"seq_length ({seq_length}) leaves no room for the context after "
-                         f"max_query_length ({max_query_length}) and 3 special tokens: pass a "
-                         f"larger seq_length= (the paper's 384) or a smaller max_query_length= "
-                         f"(at most {max(seq_length - 4, 1)})")
+        raise ValueError(
+            f"seq_length ({seq_length}) leaves no room for the context after "
+            f"max_query_length ({max_query_length}) and 3 special tokens: pass a "
+            f"larger seq_length= (the paper's 384) or a smaller max_query_length= "
+            f"(at most {max(seq_length - 4, 1)})"
+        )
 
 
 class SpanFinder:
     """run_squad's windows before the model and its span search after it."""
 
-    def __init__(self, tokenizer: BertTokenizer, seq_length: int,
-                 version_2_with_negative: bool = False, doc_stride: int = 128,
-                 max_query_length: int = 64, max_answer_length: int = 30,
-                 n_best_size: int = 20, null_score_diff_threshold: float = 0.0,
-                 max_windows: int = 64) -> None:
+    def __init__(
+        self,
+        tokenizer: BertTokenizer,
+        seq_length: int,
+        version_2_with_negative: bool = False,
+        doc_stride: int = 128,
+        max_query_length: int = 64,
+        max_answer_length: int = 30,
+        n_best_size: int = 20,
+        null_score_diff_threshold: float = 0.0,
+        max_windows: int = 64,
+    ) -> None:
         self.tokenizer = tokenizer
         self.seq_length = seq_length
         self.tokenize_with_offsets = traced_tokenizer(tokenizer)
         check_window_room(seq_length, max_query_length)
-        for name, value in (("doc_stride", doc_stride), ("max_query_length", max_query_length),
-                            ("max_answer_length", max_answer_length),
-                            ("n_best_size", n_best_size), ("max_windows", max_windows)):
+        for name, value in (
+            ("doc_stride", doc_stride),
+            ("max_query_length", max_query_length),
+            ("max_answer_length", max_answer_length),
+            ("n_best_size", n_best_size),
+            ("max_windows", max_windows),
+        ):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.version_2_with_negative = bool(version_2_with_negative)
@@ -81,17 +94,21 @@ class SpanFinder:
         self.max_windows = max_windows
 
     def options(self) -> dict[str, Any]:
-        return {"version_2_with_negative": self.version_2_with_negative,
-                "doc_stride": self.doc_stride, "max_query_length": self.max_query_length,
-                "max_answer_length": self.max_answer_length, "n_best_size": self.n_best_size,
-                "null_score_diff_threshold": self.null_score_diff_threshold,
-                "max_windows": self.max_windows}
+        return {
+            "version_2_with_negative": self.version_2_with_negative,
+            "doc_stride": self.doc_stride,
+            "max_query_length": self.max_query_length,
+            "max_answer_length": self.max_answer_length,
+            "n_best_size": self.n_best_size,
+            "null_score_diff_threshold": self.null_score_diff_threshold,
+            "max_windows": self.max_windows,
+        }
 
     # === Windows ===
 
-    def windows(self, question: tf.Tensor, context: tf.Tensor
-                ) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor], tf.RaggedTensor,
-                           tf.RaggedTensor]:
+    def windows(
+        self, question: tf.Tensor, context: tf.Tensor
+    ) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor], tf.RaggedTensor, tf.RaggedTensor]:
         """Tokenizes and cuts each (question, context) into run_squad's windows.
 
         Returns the packed features (N, T) and, per window, its example, the
@@ -99,7 +116,7 @@ class SpanFinder:
         plus the context pieces' byte offsets (ragged (B, P))."""
         batch = tf.size(question, out_type=tf.int64)
         ids, starts, ends = self.tokenize_with_offsets(tf.concat([question, context], 0))
-        question_ids = ids[:batch][:, :self.max_query_length]  # (B, Q)
+        question_ids = ids[:batch][:, : self.max_query_length]  # (B, Q)
         question_ids = self._refuse_empty_questions(question_ids)
         context_ids = ids[batch:]  # (B, P)
         question_length = question_ids.row_lengths()  # (B,)
@@ -110,15 +127,23 @@ class SpanFinder:
         count = tf.minimum(1 + (extra + step - 1) // step, self.max_windows)  # (B,)
         example = tf.repeat(tf.range(batch), count)  # (N,)
         window_start = tf.ragged.range(count).flat_values * tf.gather(step, example)
-        window_length = tf.minimum(tf.gather(context_length, example) - window_start,
-                                   tf.gather(room, example))  # (N,), 0 for an empty context
+        window_length = tf.minimum(
+            tf.gather(context_length, example) - window_start, tf.gather(room, example)
+        )  # (N,), 0 for an empty context
         first = tf.gather(context_ids.row_starts(), example) + window_start
-        pieces = tf.gather(context_ids.flat_values,
-                           tf.ragged.range(first, first + window_length))  # (N, window)
+        pieces = tf.gather(
+            context_ids.flat_values, tf.ragged.range(first, first + window_length)
+        )  # (N, window)
         features = traced_pack(self.tokenizer, self.seq_length, pair=True)(
-            tf.gather(question_ids, example), pieces)
-        window = {"example": example, "question_length": tf.gather(question_length, example),
-                  "start": window_start, "length": window_length, "count": count}
+            tf.gather(question_ids, example), pieces
+        )
+        window = {
+            "example": example,
+            "question_length": tf.gather(question_length, example),
+            "start": window_start,
+            "length": window_length,
+            "count": count,
+        }
         return features, window, starts[batch:], ends[batch:]
 
     @staticmethod
@@ -130,9 +155,13 @@ class SpanFinder:
         empty = tf.where(tf.equal(question_ids.row_lengths(), 0))[:, 0]  # positions
         check = tf.debugging.Assert(
             tf.equal(tf.size(empty), 0),
-            ["empty question (no word after cleaning) at batch position(s)", empty,
-             "- every question needs text: drop those rows or fill in their questions"],
-            summarize=10)
+            [
+                "empty question (no word after cleaning) at batch position(s)",
+                empty,
+                "- every question needs text: drop those rows or fill in their questions",
+            ],
+            summarize=10,
+        )
         with tf.control_dependencies([check]):
             return tf.identity(question_ids)
 
@@ -148,14 +177,17 @@ class SpanFinder:
         if len(texts) == 0:
             return
         from keras_bert.text.tokenizer import text_tensor
+
         ids, _, _ = self.tokenize_with_offsets(clean_utf8(text_tensor(list(texts))))
         empty = tf.where(tf.equal(ids.row_lengths(), 0))[:, 0].numpy()
         if empty.size:
             i = int(empty[0])
-            raise ValueError(f"`{argument}`[{i}] is empty ({texts[i]!r:.40} has no word "
-                             f"once whitespace and control characters are dropped; "
-                             f"{empty.size} such {what}(s)): every {what} needs text; "
-                             f"drop those rows or fill in their {what}s")
+            raise ValueError(
+                f"`{argument}`[{i}] is empty ({texts[i]!r:.40} has no word "
+                f"once whitespace and control characters are dropped; "
+                f"{empty.size} such {what}(s)): every {what} needs text; "
+                f"drop those rows or fill in their {what}s"
+            )
 
     def max_context(self, window: Mapping[str, tf.Tensor]) -> tf.Tensor:
         """(N, T) bool: position p of window n holds a context piece whose
@@ -171,8 +203,9 @@ class SpanFinder:
             length = tf.gather(window["length"], other)[:, tf.newaxis]
             inside = piece - start
             contains = (inside >= 0) & (inside < length)
-            value = (tf.cast(tf.minimum(inside, length - 1 - inside), tf.float64)
-                     + 0.01 * tf.cast(length, tf.float64))
+            value = tf.cast(tf.minimum(inside, length - 1 - inside), tf.float64) + 0.01 * tf.cast(
+                length, tf.float64
+            )
             return contains, value
 
         contains, own = score(index)
@@ -194,9 +227,13 @@ class SpanFinder:
 
     # === Spans ===
 
-    def answer(self, question: tf.Tensor, context: tf.Tensor,
-               run_model: Callable[[dict], Mapping[str, tf.Tensor]], n_best: int = 1
-               ) -> dict[str, tf.Tensor]:
+    def answer(
+        self,
+        question: tf.Tensor,
+        context: tf.Tensor,
+        run_model: Callable[[dict], Mapping[str, tf.Tensor]],
+        n_best: int = 1,
+    ) -> dict[str, tf.Tensor]:
         """(B,) questions and contexts -> the best answer of each (see the module
         docstring); `run_model` maps the windows' features to the span
         extractor's {start_logits, end_logits} (N, T). `n_best` > 1 adds the
@@ -216,18 +253,25 @@ class SpanFinder:
         # n-best start and end positions of each window (ties: lower position first),
         # among the positions a prediction can take (see keras_bert.tasks.squad).
         rankable = in_context | tf.equal(positions, 0)  # context pieces and [CLS]
-        top_starts = tf.math.top_k(tf.where(rankable, start_logits, -float("inf")),
-                                   self.n_best_size).indices  # (N, K)
-        top_ends = tf.math.top_k(tf.where(rankable, end_logits, -float("inf")),
-                                 self.n_best_size).indices
+        top_starts = tf.math.top_k(
+            tf.where(rankable, start_logits, -float("inf")), self.n_best_size
+        ).indices  # (N, K)
+        top_ends = tf.math.top_k(
+            tf.where(rankable, end_logits, -float("inf")), self.n_best_size
+        ).indices
         i = tf.cast(top_starts, tf.int64)[:, :, tf.newaxis]  # (N, K, 1)
         j = tf.cast(top_ends, tf.int64)[:, tf.newaxis, :]  # (N, 1, K)
-        valid = (tf.gather(can_start, top_starts, batch_dims=1)[:, :, tf.newaxis]
-                 & tf.gather(in_context, top_ends, batch_dims=1)[:, tf.newaxis, :]
-                 & (j >= i) & (j - i + 1 <= self.max_answer_length))  # (N, K, K)
-        scores = (tf.gather(start_logits, top_starts, batch_dims=1)[:, :, tf.newaxis]
-                  + tf.gather(end_logits, top_ends, batch_dims=1)[:, tf.newaxis, :])
-        scores = tf.reshape(tf.where(valid, scores, -float("inf")), [-1, self.n_best_size ** 2])
+        valid = (
+            tf.gather(can_start, top_starts, batch_dims=1)[:, :, tf.newaxis]
+            & tf.gather(in_context, top_ends, batch_dims=1)[:, tf.newaxis, :]
+            & (j >= i)
+            & (j - i + 1 <= self.max_answer_length)
+        )  # (N, K, K)
+        scores = (
+            tf.gather(start_logits, top_starts, batch_dims=1)[:, :, tf.newaxis]
+            + tf.gather(end_logits, top_ends, batch_dims=1)[:, tf.newaxis, :]
+        )
+        scores = tf.reshape(tf.where(valid, scores, -float("inf")), [-1, self.n_best_size**2])
         pick = tf.argmax(scores, axis=1)  # (N,) first best, in run_squad's candidate order
         window_best = tf.reduce_max(scores, axis=1)  # (N,)
         best_start = tf.gather(top_starts, pick // self.n_best_size, batch_dims=1)
@@ -237,7 +281,10 @@ class SpanFinder:
         per_example = tf.RaggedTensor.from_row_lengths(window_best, window["count"])
         dense = per_example.to_tensor(-float("inf"))  # (B, W)
         # One more -inf column keeps argmax defined for an empty batch (B, 0).
-        dense = tf.concat([dense, tf.fill([tf.shape(dense)[0], 1], tf.constant(-float("inf"), dense.dtype))], axis=1)
+        dense = tf.concat(
+            [dense, tf.fill([tf.shape(dense)[0], 1], tf.constant(-float("inf"), dense.dtype))],
+            axis=1,
+        )
         chosen = per_example.row_starts() + tf.argmax(dense, axis=1)  # (B,)
         score = tf.gather(window_best, chosen)  # (B,)
         found = score > -float("inf")
@@ -255,23 +302,28 @@ class SpanFinder:
         has_answer = found
         outputs = {}
         if n_best > 1:
-            outputs = self._n_best(n_best, scores, top_starts, top_ends, window,
-                                   piece_starts, piece_ends, context)
+            outputs = self._n_best(
+                n_best, scores, top_starts, top_ends, window, piece_starts, piece_ends, context
+            )
         if self.version_2_with_negative:
             null = tf.RaggedTensor.from_row_lengths(
-                start_logits[:, 0] + end_logits[:, 0], window["count"])
+                start_logits[:, 0] + end_logits[:, 0], window["count"]
+            )
             null_score_diff = tf.reduce_min(null, axis=1) - score  # (B,)
             has_answer = found & (null_score_diff <= self.null_score_diff_threshold)
-            outputs.update({"has_answer": has_answer,
-                            "null_score_diff": tf.cast(null_score_diff, tf.float32)})
+            outputs.update(
+                {"has_answer": has_answer, "null_score_diff": tf.cast(null_score_diff, tf.float32)}
+            )
         byte_start = tf.where(has_answer, byte_start, 0)
         byte_end = tf.where(has_answer, byte_end, 0)
-        outputs.update({
-            "answer": surface_text(context, byte_start, byte_end),
-            "start": tf.where(has_answer, char_offsets(context, byte_start), -1),
-            "end": tf.where(has_answer, char_offsets(context, byte_end), -1),
-            "score": tf.cast(score, tf.float32),
-        })
+        outputs.update(
+            {
+                "answer": surface_text(context, byte_start, byte_end),
+                "start": tf.where(has_answer, char_offsets(context, byte_start), -1),
+                "end": tf.where(has_answer, char_offsets(context, byte_end), -1),
+                "score": tf.cast(score, tf.float32),
+            }
+        )
         return outputs
 
     def _n_best(self, n, scores, top_starts, top_ends, window, piece_starts, piece_ends, context):
@@ -281,27 +333,38 @@ class SpanFinder:
         k = self.n_best_size
         per_example = tf.RaggedTensor.from_row_lengths(scores, window["count"]).merge_dims(1, 2)
         dense = per_example.to_tensor(-float("inf"))  # (B, W * K * K)
-        dense = tf.concat([dense, tf.fill([tf.shape(dense)[0], n],
-                                          tf.constant(-float("inf"), dense.dtype))], axis=1)
+        dense = tf.concat(
+            [dense, tf.fill([tf.shape(dense)[0], n], tf.constant(-float("inf"), dense.dtype))],
+            axis=1,
+        )
         best = tf.math.top_k(dense, n)  # ties: the lower index, run_squad's order
         valid = best.values > -float("inf")  # (B, n)
         last_window = tf.maximum(tf.size(window["start"], out_type=tf.int64) - 1, 0)
         first_window = tf.math.cumsum(window["count"], exclusive=True)[:, tf.newaxis]  # (B, 1)
-        chosen = tf.minimum(first_window + tf.cast(best.indices, tf.int64) // (k * k),
-                            last_window)  # (B, n)
+        chosen = tf.minimum(
+            first_window + tf.cast(best.indices, tf.int64) // (k * k), last_window
+        )  # (B, n)
         candidate = tf.cast(best.indices, tf.int64) % (k * k)
         offset = tf.gather(window["start"] - window["question_length"] - 2, chosen)
-        start = tf.cast(tf.gather_nd(top_starts, tf.stack([chosen, candidate // k], -1)),
-                        tf.int64) + offset
-        end = tf.cast(tf.gather_nd(top_ends, tf.stack([chosen, candidate % k], -1)),
-                      tf.int64) + offset
+        start = (
+            tf.cast(tf.gather_nd(top_starts, tf.stack([chosen, candidate // k], -1)), tf.int64)
+            + offset
+        )
+        end = (
+            tf.cast(tf.gather_nd(top_ends, tf.stack([chosen, candidate % k], -1)), tf.int64)
+            + offset
+        )
         flat_starts = tf.concat([piece_starts.flat_values, [0]], 0)
         flat_ends = tf.concat([piece_ends.flat_values, [0]], 0)
         last = tf.size(piece_starts.flat_values, out_type=tf.int64)
         rows = piece_starts.row_starts()[:, tf.newaxis]
-        byte_start = tf.where(valid, tf.gather(flat_starts, tf.clip_by_value(rows + start, 0, last)), 0)
+        byte_start = tf.where(
+            valid, tf.gather(flat_starts, tf.clip_by_value(rows + start, 0, last)), 0
+        )
         byte_end = tf.where(valid, tf.gather(flat_ends, tf.clip_by_value(rows + end, 0, last)), 0)
-        return {"n_best_answer": surface_text(context, byte_start, byte_end),
-                "n_best_start": tf.where(valid, char_offsets(context, byte_start), -1),
-                "n_best_end": tf.where(valid, char_offsets(context, byte_end), -1),
-                "n_best_score": tf.cast(best.values, tf.float32)}
+        return {
+            "n_best_answer": surface_text(context, byte_start, byte_end),
+            "n_best_start": tf.where(valid, char_offsets(context, byte_start), -1),
+            "n_best_end": tf.where(valid, char_offsets(context, byte_end), -1),
+            "n_best_score": tf.cast(best.values, tf.float32),
+        }

@@ -56,8 +56,9 @@ class WordTagger:
       label_names: the tag names, index-aligned with the logits.
     """
 
-    def __init__(self, tokenizer: BertTokenizer, seq_length: int,
-                 label_names: Sequence[str]) -> None:
+    def __init__(
+        self, tokenizer: BertTokenizer, seq_length: int, label_names: Sequence[str]
+    ) -> None:
         self.tokenizer = tokenizer
         self.seq_length = seq_length
         self.tokenize_with_offsets = traced_tokenizer(tokenizer)
@@ -71,14 +72,17 @@ class WordTagger:
 
     # === Words -> features ===
 
-    def words_and_features(self, text: tf.Tensor
-                           ) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor,
-                                      tf.Tensor, dict[str, tf.Tensor]]:
+    def words_and_features(
+        self, text: tf.Tensor
+    ) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor, tf.Tensor, dict[str, tf.Tensor]]:
         """(B,) text -> words with byte spans (B, W), each word's first-piece
         position or -1 (B, W) dense, and the packed features."""
         starts, ends = traced_whitespace_spans(self.tokenizer)(text)  # (B, W)
-        words = starts.with_flat_values(surface_text(
-            tf.gather(text, starts.value_rowids()), starts.flat_values, ends.flat_values))
+        words = starts.with_flat_values(
+            surface_text(
+                tf.gather(text, starts.value_rowids()), starts.flat_values, ends.flat_values
+            )
+        )
         ids, _, _ = self.tokenize_with_offsets(words.flat_values)  # (all words, P)
         counts = words.with_flat_values(ids.row_lengths()).to_tensor()  # (B, W) pieces per word
         # Words in order while they fit between [CLS] and [SEP].
@@ -88,21 +92,24 @@ class WordTagger:
         fits = tf.RaggedTensor.from_tensor(fits, lengths=words.row_lengths())
         kept = tf.RaggedTensor.from_row_lengths(
             tf.ragged.boolean_mask(ids, fits.flat_values),
-            tf.reduce_sum(tf.cast(fits, tf.int64), axis=1))  # (B, kept words, P)
+            tf.reduce_sum(tf.cast(fits, tf.int64), axis=1),
+        )  # (B, kept words, P)
         features = traced_pack(self.tokenizer, self.seq_length)(kept.merge_dims(1, 2))
         return words, starts, ends, first, features
 
     # === Logits -> tags and entities ===
 
-    def tag_words(self, text: tf.Tensor, run_model: Callable[[dict], tf.Tensor]
-                  ) -> dict[str, tf.Tensor]:
+    def tag_words(
+        self, text: tf.Tensor, run_model: Callable[[dict], tf.Tensor]
+    ) -> dict[str, tf.Tensor]:
         """(B,) text -> per-word tokens, tags and offsets, and the entities;
         `run_model` maps the features to the tagger's logits (B, T, K)."""
         text = clean_utf8(text)
         words, starts, ends, first, features = self.words_and_features(text)
         logits = run_model(features)  # (B, T, K)
-        predicted = tf.argmax(tf.gather(logits, tf.maximum(first, 0), batch_dims=1),
-                              axis=-1, output_type=tf.int64)  # (B, W)
+        predicted = tf.argmax(
+            tf.gather(logits, tf.maximum(first, 0), batch_dims=1), axis=-1, output_type=tf.int64
+        )  # (B, W)
         # Index K is "O": words the model did not see, and padding.
         index = tf.where(first >= 0, predicted, len(self.label_names))  # (B, W)
         real = tf.sequence_mask(words.row_lengths(), tf.shape(index)[1])  # (B, W)
@@ -117,8 +124,9 @@ class WordTagger:
         outputs.update(self.entities(text, index, starts.to_tensor(), ends.to_tensor()))
         return outputs
 
-    def entities(self, text: tf.Tensor, index: tf.Tensor, word_starts: tf.Tensor,
-                 word_ends: tf.Tensor) -> dict[str, tf.Tensor]:
+    def entities(
+        self, text: tf.Tensor, index: tf.Tensor, word_starts: tf.Tensor, word_ends: tf.Tensor
+    ) -> dict[str, tf.Tensor]:
         """conlleval chunks of (B, W) tag indices -> padded entity outputs (B, E)."""
         prefixes = tf.constant(self._prefix_codes + [_O])
         types = tf.constant(self._type_codes + [0])
@@ -133,14 +141,19 @@ class WordTagger:
             return tf.reduce_any(tf.stack([codes == v for v in values]), axis=0)
 
         new_type = kind != prev_kind
-        ends = (among(prev_prefix, (_E, _S))  # a chunk ends at the word before
-                | (among(prev_prefix, (_B, _I)) & among(prefix, (_B, _S, _O)))
-                | ((prev_prefix != _O) & new_type))
-        begins = (among(prefix, (_B, _S))
-                  | (among(prev_prefix, (_E, _S, _O)) & among(prefix, (_E, _I)))
-                  | ((prefix != _O) & new_type))
-        positions = tf.broadcast_to(tf.range(tf.shape(index, out_type=tf.int64)[1]),
-                                    tf.shape(index, out_type=tf.int64))
+        ends = (
+            among(prev_prefix, (_E, _S))  # a chunk ends at the word before
+            | (among(prev_prefix, (_B, _I)) & among(prefix, (_B, _S, _O)))
+            | ((prev_prefix != _O) & new_type)
+        )
+        begins = (
+            among(prefix, (_B, _S))
+            | (among(prev_prefix, (_E, _S, _O)) & among(prefix, (_E, _I)))
+            | ((prefix != _O) & new_type)
+        )
+        positions = tf.broadcast_to(
+            tf.range(tf.shape(index, out_type=tf.int64)[1]), tf.shape(index, out_type=tf.int64)
+        )
         first = tf.ragged.boolean_mask(positions, begins)  # (B, E) word indices
         last = tf.ragged.boolean_mask(positions, ends) - 1  # (B, E)
         real = tf.sequence_mask(first.row_lengths(), tf.shape(first.to_tensor())[1])  # (B, E)
@@ -149,8 +162,9 @@ class WordTagger:
         byte_end = tf.gather(word_ends, last, batch_dims=1)
         entity_types = tf.constant([""] + self.entity_types)
         return {
-            "entity_type": tf.where(real, tf.gather(entity_types, tf.gather(
-                kind, first, batch_dims=1)), ""),
+            "entity_type": tf.where(
+                real, tf.gather(entity_types, tf.gather(kind, first, batch_dims=1)), ""
+            ),
             "entity_start": tf.where(real, char_offsets(text, byte_start), -1),
             "entity_end": tf.where(real, char_offsets(text, byte_end), -1),
             "entity_text": tf.where(real, surface_text(text, byte_start, byte_end), ""),
@@ -164,10 +178,13 @@ def whitespace_words(tokenizer: BertTokenizer, texts: Sequence[str]) -> list[lis
     if len(texts) == 0:
         return []
     from keras_bert.text.tokenizer import text_tensor
+
     text = clean_utf8(text_tensor(texts))
     starts, ends = traced_whitespace_spans(tokenizer)(text)
-    return [[row[start:end].decode("utf-8") for start, end in zip(row_starts, row_ends)]
-            for row, row_starts, row_ends in zip(text.numpy(), starts.numpy(), ends.numpy())]
+    return [
+        [row[start:end].decode("utf-8") for start, end in zip(row_starts, row_ends)]
+        for row, row_starts, row_ends in zip(text.numpy(), starts.numpy(), ends.numpy())
+    ]
 
 
 def tag_names(num_labels: int, label_names: Sequence[str] | None) -> list[str]:

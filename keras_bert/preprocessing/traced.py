@@ -33,8 +33,11 @@ def traced_tokenizer(tokenizer: BertTokenizer) -> Callable:
         owner = weakref.ref(tokenizer)  # the cache must not keep its key alive
         _TRACED_TOKENIZERS[tokenizer] = tf.function(
             lambda text: owner().tokenize_with_offsets(
-                clean_utf8(tf.ensure_shape(text, [None], name="check_text"))),
-            input_signature=[TEXT_SPEC], autograph=False)
+                clean_utf8(tf.ensure_shape(text, [None], name="check_text"))
+            ),
+            input_signature=[TEXT_SPEC],
+            autograph=False,
+        )
     return _TRACED_TOKENIZERS[tokenizer]
 
 
@@ -46,14 +49,21 @@ def traced_whitespace_spans(tokenizer: BertTokenizer) -> Callable:
         owner = weakref.ref(tokenizer)
         _TRACED_WHITESPACE[tokenizer] = tf.function(
             lambda text: owner().whitespace_spans(
-                clean_utf8(tf.ensure_shape(text, [None], name="check_text"))),
-            input_signature=[TEXT_SPEC], autograph=False)
+                clean_utf8(tf.ensure_shape(text, [None], name="check_text"))
+            ),
+            input_signature=[TEXT_SPEC],
+            autograph=False,
+        )
     return _TRACED_WHITESPACE[tokenizer]
 
 
-def traced_pack(tokenizer: BertTokenizer, seq_length: int, pair: bool = False,
-                padding: str = "max_length", length_multiple: int = 1
-                ) -> Callable[..., dict[str, tf.Tensor]]:
+def traced_pack(
+    tokenizer: BertTokenizer,
+    seq_length: int,
+    pair: bool = False,
+    padding: str = "max_length",
+    length_multiple: int = 1,
+) -> Callable[..., dict[str, tf.Tensor]]:
     """`tokenizer.pack` of ragged ids, one `tf.function` per tokenizer, length,
     arity and padding, shared like `traced_tokenizer`. Returns f(ids_a[, ids_b])
     -> {input_ids, input_mask, segment_ids} int32 (B, T) (see `pack` for T)."""
@@ -61,13 +71,15 @@ def traced_pack(tokenizer: BertTokenizer, seq_length: int, pair: bool = False,
     cache = _TRACED_PACKS.setdefault(tokenizer, {})
     key = (seq_length, pair, padding, length_multiple)
     if key not in cache:
-        options = {"seq_length": seq_length, "padding": padding,
-                   "length_multiple": length_multiple}
+        options = {"seq_length": seq_length, "padding": padding, "length_multiple": length_multiple}
         if pair:
+
             def pack(ids_a, ids_b):
                 return owner().pack(ids_a, ids_b, **options)
         else:
+
             def pack(ids_a):
                 return owner().pack(ids_a, **options)
+
         cache[key] = tf.function(pack, autograph=False, reduce_retracing=True)
     return cache[key]

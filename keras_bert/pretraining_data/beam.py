@@ -47,8 +47,10 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 try:
     import apache_beam as beam
 except ImportError as e:  # the optional `beam` extra
-    raise ImportError("keras_bert.pretraining_data.beam (--runner) needs Apache Beam: "
-                      "pip install 'keras_bert[beam]'") from e
+    raise ImportError(
+        "keras_bert.pretraining_data.beam (--runner) needs Apache Beam: "
+        "pip install 'keras_bert[beam]'"
+    ) from e
 
 from keras_bert import safe_output
 from keras_bert.errors import output_error
@@ -76,15 +78,25 @@ if TYPE_CHECKING:
 # Block index = file number * FILE_BLOCKS + block number within the file.
 FILE_BLOCKS = 1 << 32
 STATS = "stats"
-_COUNTED = ("documents", "instances", "candidates", "masked", "replaced_by_mask", "kept",
-            "replaced_by_random", "next_sentence_positive")
+_COUNTED = (
+    "documents",
+    "instances",
+    "candidates",
+    "masked",
+    "replaced_by_mask",
+    "kept",
+    "replaced_by_random",
+    "next_sentence_positive",
+)
 _EXAMPLES = 5  # file:line examples of invalid UTF-8 kept in the summary
 
 
 # === Per-file and per-block steps (plain functions; the DoFns below wrap them) ===
 
-def read_file_blocks(numbered_file: tuple[int, str], stats: ReadStats | None = None
-                     ) -> Iterator[tuple[int, list[list[str]]]]:
+
+def read_file_blocks(
+    numbered_file: tuple[int, str], stats: ReadStats | None = None
+) -> Iterator[tuple[int, list[list[str]]]]:
     """(file number, path) -> (block index, documents) for each block of the file."""
     number, path = numbered_file
     for block_number, documents in enumerate(iter_blocks(read_documents([path], stats))):
@@ -92,9 +104,12 @@ def read_file_blocks(numbered_file: tuple[int, str], stats: ReadStats | None = N
 
 
 def read_statistics(stats: ReadStats) -> dict[str, Any]:
-    return {"input_files": stats.files, "invalid_utf8_lines": stats.invalid_utf8_lines,
-            "invalid_utf8_examples": stats.invalid_utf8_examples,
-            "empty_files": stats.empty_files}
+    return {
+        "input_files": stats.files,
+        "invalid_utf8_lines": stats.invalid_utf8_lines,
+        "invalid_utf8_examples": stats.invalid_utf8_examples,
+        "empty_files": stats.empty_files,
+    }
 
 
 def block_statistics(result: BlockResult) -> dict[str, int]:
@@ -117,6 +132,7 @@ def merge_statistics(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, An
 
 # === Beam transforms ===
 
+
 class ReadFileBlocks(beam.DoFn):
     """(file number, path) -> blocks; the file's read statistics to the STATS output."""
 
@@ -135,8 +151,9 @@ class CreateRecords(beam.DoFn):
         self.options = options
 
     def setup(self) -> None:  # once per worker: the tokenizer takes seconds to build and trace
-        tokenizer, self._tokenize = _cached_tokenizer(self.vocab_file, self.do_lower_case,
-                                                      _file_key(self.vocab_file))
+        tokenizer, self._tokenize = _cached_tokenizer(
+            self.vocab_file, self.do_lower_case, _file_key(self.vocab_file)
+        )
         self._vocab = VocabInfo.from_tokens(tokenizer.vocab)
         self._encoder = ExampleEncoder(max(self._vocab.size, self.options.max_seq_length) + 1)
 
@@ -167,52 +184,76 @@ class MergeStatistics(beam.CombineFn):
         return accumulator
 
 
-def build_pipeline(pipeline: beam.Pipeline, files: Sequence[str], outputs: Sequence[str],
-                   vocab_file: str, options: PretrainingOptions, do_lower_case: bool = True,
-                   gzip: bool = False, summary_path: str | None = None,
-                   suffix: str = "") -> None:
+def build_pipeline(
+    pipeline: beam.Pipeline,
+    files: Sequence[str],
+    outputs: Sequence[str],
+    vocab_file: str,
+    options: PretrainingOptions,
+    do_lower_case: bool = True,
+    gzip: bool = False,
+    summary_path: str | None = None,
+    suffix: str = "",
+) -> None:
     """Adds the transforms to `pipeline`: files -> TFRecord shards `outputs`
     (each written as its name + `suffix`), and the combined statistics as one
     JSON line to `summary_path` (if given)."""
     from apache_beam.io.filesystem import CompressionTypes
-    read = (pipeline
-            | "Files" >> beam.Create(list(enumerate(files)))
-            | "ReadBlocks" >> beam.ParDo(ReadFileBlocks()).with_outputs(STATS, main="blocks"))
-    created = (read.blocks
-               | "Spread" >> beam.Reshuffle()  # a file's blocks over all workers
-               | "CreateRecords" >> beam.ParDo(CreateRecords(vocab_file, do_lower_case, options))
-               .with_outputs(STATS, main="records"))
+
+    read = (
+        pipeline
+        | "Files" >> beam.Create(list(enumerate(files)))
+        | "ReadBlocks" >> beam.ParDo(ReadFileBlocks()).with_outputs(STATS, main="blocks")
+    )
+    created = (
+        read.blocks
+        | "Spread" >> beam.Reshuffle()  # a file's blocks over all workers
+        | "CreateRecords"
+        >> beam.ParDo(CreateRecords(vocab_file, do_lower_case, options)).with_outputs(
+            STATS, main="records"
+        )
+    )
     # `outputs` are `output_file_names(prefix, n)`: the prefix alone, or -SSSSS-of-NNNNN.
     num_shards = len(outputs)
-    prefix = outputs[0] if num_shards == 1 else outputs[0][:-len("-00000-of-00000")]
+    prefix = outputs[0] if num_shards == 1 else outputs[0][: -len("-00000-of-00000")]
     _ = created.records | "Write" >> beam.io.WriteToTFRecord(
-        prefix, num_shards=num_shards,
+        prefix,
+        num_shards=num_shards,
         shard_name_template="" if num_shards == 1 else "-SSSSS-of-NNNNN",
         file_name_suffix=suffix,
-        compression_type=CompressionTypes.GZIP if gzip else CompressionTypes.UNCOMPRESSED)
+        compression_type=CompressionTypes.GZIP if gzip else CompressionTypes.UNCOMPRESSED,
+    )
     if summary_path:
-        _ = ((read[STATS], created[STATS])
-             | "AllStatistics" >> beam.Flatten()
-             | "Combine" >> beam.CombineGlobally(MergeStatistics())
-             | "Json" >> beam.Map(json.dumps)
-             | "WriteStatistics" >> beam.io.WriteToText(summary_path, shard_name_template="",
-                                                        num_shards=1))
+        _ = (
+            (read[STATS], created[STATS])
+            | "AllStatistics" >> beam.Flatten()
+            | "Combine" >> beam.CombineGlobally(MergeStatistics())
+            | "Json" >> beam.Map(json.dumps)
+            | "WriteStatistics"
+            >> beam.io.WriteToText(summary_path, shard_name_template="", num_shards=1)
+        )
 
 
 # === The whole run ===
+
 
 def _beam_temp_folders(output: str) -> set[str]:
     """Beam's temporary folders for the shards of the prefix `output`
     (`beam-temp-NAME-UUID`, beside it), which a failed pipeline leaves
     (on remote storage: the objects inside them)."""
     from apache_beam.io.filesystems import FileSystems
+
     directory, name = os.path.split(output)
     pattern = f"{directory or '.'}/beam-temp-{name}-*"
     if "://" not in pattern:
         import glob
+
         return set(glob.glob(pattern))
-    return {metadata.path for match in FileSystems.match([pattern + "/*"])
-            for metadata in match.metadata_list}
+    return {
+        metadata.path
+        for match in FileSystems.match([pattern + "/*"])
+        for metadata in match.metadata_list
+    }
 
 
 def _refused_write(error: BaseException, path: str) -> Exception | None:
@@ -239,16 +280,23 @@ def _commit_together(shards: Sequence[safe_output.Replacement]) -> None:
             done.append(shard.path)
     except BaseException:
         from apache_beam.io.filesystems import FileSystems
+
         with contextlib.suppress(Exception):  # the error being raised says more
             FileSystems.delete(done)
         raise
 
 
-def create_pretraining_data_beam(input_file: str, output_file: str, vocab_file: str,
-                                 options: PretrainingOptions | None = None,
-                                 do_lower_case: bool = True, num_shards: int = 1,
-                                 gzip: bool = False, runner: str = "DirectRunner",
-                                 pipeline_args: Sequence[str] = ()) -> Summary:
+def create_pretraining_data_beam(
+    input_file: str,
+    output_file: str,
+    vocab_file: str,
+    options: PretrainingOptions | None = None,
+    do_lower_case: bool = True,
+    num_shards: int = 1,
+    gzip: bool = False,
+    runner: str = "DirectRunner",
+    pipeline_args: Sequence[str] = (),
+) -> Summary:
     """`create_pretraining_data` as a Beam pipeline on `runner`; returns a `Summary`.
 
     Args as `keras_bert.pretraining_data.create_pretraining_data`, plus:
@@ -266,31 +314,42 @@ def create_pretraining_data_beam(input_file: str, output_file: str, vocab_file: 
     started = time.monotonic()
     files = expand_input_files(input_file)
     if "," in output_file:
-        raise ValueError("--runner writes one file or --num-shards shards of one prefix, "
-                         f"not a list of files: {output_file}")
+        raise ValueError(
+            "--runner writes one file or --num-shards shards of one prefix, "
+            f"not a list of files: {output_file}"
+        )
     outputs = output_file_names(output_file, num_shards)
     directory = os.path.dirname(outputs[0])
     if directory and "://" not in directory and not os.path.isdir(directory):
-        raise FileNotFoundError(f"output directory does not exist: {directory} "
-                                f"(for {outputs[0]})")
+        raise FileNotFoundError(f"output directory does not exist: {directory} (for {outputs[0]})")
     _file_key(vocab_file)  # a missing vocabulary fails here, not on a worker
 
     pipeline_options = PipelineOptions(["--runner", runner, *pipeline_args])
     temp_location = pipeline_options.view_as(GoogleCloudOptions).temp_location
     local_temp = None if temp_location else tempfile.mkdtemp(prefix="keras_bert_beam_")
-    summary_path = FileSystems.join(temp_location or local_temp,
-                                    f"keras_bert_statistics_{uuid.uuid4().hex}.json")
+    summary_path = FileSystems.join(
+        temp_location or local_temp, f"keras_bert_statistics_{uuid.uuid4().hex}.json"
+    )
     # Each shard under its temporary name `Replacement(path).temporary`, the
     # final name + ".partial-PID": Beam's `file_name_suffix`.
     shards = [safe_output.Replacement(path, make_parents=False) for path in outputs]
-    suffix = shards[0].temporary[len(shards[0].path):]
+    suffix = shards[0].temporary[len(shards[0].path) :]
     beam_temp_before = _beam_temp_folders(output_file)
     committed = False
     try:
         try:
             with beam.Pipeline(options=pipeline_options) as pipeline:
-                build_pipeline(pipeline, files, outputs, vocab_file, options, do_lower_case,
-                               gzip, summary_path, suffix)
+                build_pipeline(
+                    pipeline,
+                    files,
+                    outputs,
+                    vocab_file,
+                    options,
+                    do_lower_case,
+                    gzip,
+                    summary_path,
+                    suffix,
+                )
         except Exception as e:
             converted = _refused_write(e, output_file)
             if converted is None:
@@ -312,13 +371,30 @@ def create_pretraining_data_beam(input_file: str, output_file: str, vocab_file: 
                     FileSystems.delete([folder])
         if local_temp:
             import shutil
+
             shutil.rmtree(local_temp, ignore_errors=True)
 
-    summary = Summary(output_files=outputs, **{
-        name: stats.get(name, [] if name in ("invalid_utf8_examples", "empty_files") else 0)
-        for name in ("input_files", "documents", "instances", "tokens", "candidates", "masked",
-                     "replaced_by_mask", "kept", "replaced_by_random", "next_sentence_positive",
-                     "truncated_instances", "invalid_utf8_lines", "invalid_utf8_examples",
-                     "empty_files")})
+    summary = Summary(
+        output_files=outputs,
+        **{
+            name: stats.get(name, [] if name in ("invalid_utf8_examples", "empty_files") else 0)
+            for name in (
+                "input_files",
+                "documents",
+                "instances",
+                "tokens",
+                "candidates",
+                "masked",
+                "replaced_by_mask",
+                "kept",
+                "replaced_by_random",
+                "next_sentence_positive",
+                "truncated_instances",
+                "invalid_utf8_lines",
+                "invalid_utf8_examples",
+                "empty_files",
+            )
+        },
+    )
     summary.seconds = time.monotonic() - started
     return summary

@@ -75,8 +75,16 @@ class Summary:
     unknown: UnknownCount = dataclasses.field(default_factory=UnknownCount)
 
     def add(self, result: BlockResult) -> None:
-        for name in ("documents", "instances", "candidates", "masked", "replaced_by_mask",
-                     "kept", "replaced_by_random", "next_sentence_positive"):
+        for name in (
+            "documents",
+            "instances",
+            "candidates",
+            "masked",
+            "replaced_by_mask",
+            "kept",
+            "replaced_by_random",
+            "next_sentence_positive",
+        ):
             setattr(self, name, getattr(self, name) + getattr(result, name))
         self.tokens += result.instance_tokens
         self.truncated_instances += result.truncated
@@ -84,6 +92,7 @@ class Summary:
     def to_text(self, options: PretrainingOptions) -> str:
         def share(part, whole):
             return f"{100.0 * part / whole:.2f} %" if whole else "n/a"
+
         lines = [
             f"input files: {self.input_files}",
             f"documents: {self.documents}",
@@ -91,11 +100,13 @@ class Summary:
             f"tokens: {self.tokens}",
         ]
         if options.mask:
-            lines.append(f"masked: {self.masked} of {self.candidates} maskable tokens "
-                         f"({share(self.masked, self.candidates)}); [MASK] "
-                         f"{share(self.replaced_by_mask, self.masked)}, kept "
-                         f"{share(self.kept, self.masked)}, random "
-                         f"{share(self.replaced_by_random, self.masked)}")
+            lines.append(
+                f"masked: {self.masked} of {self.candidates} maskable tokens "
+                f"({share(self.masked, self.candidates)}); [MASK] "
+                f"{share(self.replaced_by_mask, self.masked)}, kept "
+                f"{share(self.kept, self.masked)}, random "
+                f"{share(self.replaced_by_random, self.masked)}"
+            )
         else:
             lines.append("masked: none (unmasked records for dynamic masking)")
         if options.objective == "nsp":
@@ -106,11 +117,15 @@ class Summary:
         if self.unknown.pieces:
             lines.append(self.unknown.line("the input text"))
         if self.invalid_utf8_lines:
-            lines.append(f"lines with invalid UTF-8 (bytes dropped): {self.invalid_utf8_lines}, "
-                         f"first at {', '.join(self.invalid_utf8_examples)}")
+            lines.append(
+                f"lines with invalid UTF-8 (bytes dropped): {self.invalid_utf8_lines}, "
+                f"first at {', '.join(self.invalid_utf8_examples)}"
+            )
         if self.empty_files:
-            lines.append(f"files without text (skipped): {len(self.empty_files)}: "
-                         f"{', '.join(self.empty_files[:5])}")
+            lines.append(
+                f"files without text (skipped): {len(self.empty_files)}: "
+                f"{', '.join(self.empty_files[:5])}"
+            )
         lines.append(f"output: {', '.join(self.output_files)}")
         lines.append(f"seconds: {self.seconds:.1f}")
         return "\n".join(lines)
@@ -119,6 +134,7 @@ class Summary:
 def expand_input_files(input_file: str) -> list[str]:
     """Comma-separated files or globs (local or gs://) -> files, in the given order."""
     import tensorflow as tf
+
     files = []
     for pattern in str(input_file).split(","):
         pattern = pattern.strip()
@@ -129,8 +145,10 @@ def expand_input_files(input_file: str) -> list[str]:
             raise FileNotFoundError(f"no input file matches {pattern!r}")
         for path in matched:
             if tf.io.gfile.isdir(path):
-                raise ValueError(f"input {path} is a directory; give files or a glob such as "
-                                 f"{path.rstrip('/')}/*.txt")
+                raise ValueError(
+                    f"input {path} is a directory; give files or a glob such as "
+                    f"{path.rstrip('/')}/*.txt"
+                )
         files.extend(matched)
     if not files:
         raise FileNotFoundError("no input files given")
@@ -150,6 +168,7 @@ def output_file_names(output_file: str, num_shards: int) -> list[str]:
 
 def _file_key(path):
     import tensorflow as tf
+
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"vocabulary file not found: {path}")
     stat = tf.io.gfile.stat(path)
@@ -160,15 +179,23 @@ def _file_key(path):
 def _cached_tokenizer(vocab_file, do_lower_case, file_key):
     """One tokenizer and one traced tokenize function per vocabulary (tracing takes seconds)."""
     from keras_bert.text.tokenizer import BertTokenizer
+
     tokenizer = BertTokenizer(vocab_file, lowercase=do_lower_case)
     return tokenizer, make_tokenize_fn(tokenizer)
 
 
-def create_pretraining_data(input_file: str, output_file: str, vocab_file: str,
-                            options: PretrainingOptions | None = None, do_lower_case: bool = True,
-                            num_shards: int = 1, num_workers: int | None = None,
-                            gzip: bool = False, progress: bool = False,
-                            pool: multiprocessing.pool.Pool | None = None) -> Summary:
+def create_pretraining_data(
+    input_file: str,
+    output_file: str,
+    vocab_file: str,
+    options: PretrainingOptions | None = None,
+    do_lower_case: bool = True,
+    num_shards: int = 1,
+    num_workers: int | None = None,
+    gzip: bool = False,
+    progress: bool = False,
+    pool: multiprocessing.pool.Pool | None = None,
+) -> Summary:
     """Text files -> TFRecord shards of pretraining instances; returns a `Summary`.
 
     Args:
@@ -197,8 +224,7 @@ def create_pretraining_data(input_file: str, output_file: str, vocab_file: str,
         safe_output.check_not_input(path, files, "the output file")
         directory = os.path.dirname(path)
         if directory and "://" not in path and not os.path.isdir(directory):
-            raise FileNotFoundError(f"output directory does not exist: {directory} "
-                                    f"(for {path})")
+            raise FileNotFoundError(f"output directory does not exist: {directory} (for {path})")
     num_workers = os.cpu_count() if num_workers is None else num_workers
 
     tokenizer, tokenize_fn = _cached_tokenizer(vocab_file, do_lower_case, _file_key(vocab_file))
@@ -212,8 +238,10 @@ def create_pretraining_data(input_file: str, output_file: str, vocab_file: str,
     # run leaves no truncated shard that looks finished.
     shards = [safe_output.Replacement(path, make_parents=False) for path in outputs]
     with safe_output.reporting_write_errors(output_file):
-        writers = [tf.io.TFRecordWriter(shard.temporary, options="GZIP" if gzip else "")
-                   for shard in shards]
+        writers = [
+            tf.io.TFRecordWriter(shard.temporary, options="GZIP" if gzip else "")
+            for shard in shards
+        ]
     # Workers only run NumPy / Python (process_block), never TensorFlow, so
     # forking this process (which has TensorFlow loaded) is safe.
     own_pool = pool is None and num_workers > 1
@@ -242,8 +270,12 @@ def create_pretraining_data(input_file: str, output_file: str, vocab_file: str,
             if pool is None:
                 write(_process_block_with_cached_encoder(block, options, vocab), stats.bytes_read)
                 continue
-            pending.append((pool.apply_async(_process_block_with_cached_encoder, (block, options, vocab)),
-                            stats.bytes_read))
+            pending.append(
+                (
+                    pool.apply_async(_process_block_with_cached_encoder, (block, options, vocab)),
+                    stats.bytes_read,
+                )
+            )
             # Bounded look-ahead keeps memory flat; results are written in block order.
             while len(pending) > 2 * num_workers or (pending and pending[0][0].ready()):
                 result, bytes_done = pending.popleft()

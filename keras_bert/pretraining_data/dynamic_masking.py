@@ -42,6 +42,7 @@ from keras_bert.pretraining_data.options import check_masking_mix
 @dataclasses.dataclass(frozen=True)
 class MaskingVocab:
     """The ids masking needs; `is_continuation` only for whole-word masking."""
+
     vocab_size: int
     cls_id: int = 101  # the standard BERT vocabularies' ids
     sep_id: int = 102
@@ -51,14 +52,19 @@ class MaskingVocab:
     @classmethod
     def from_vocab_file(cls, vocab_file: str) -> MaskingVocab:
         from keras_bert.text.tokenizer import load_vocabulary
+
         vocab = load_vocabulary(vocab_file)
         ids = {token: i for i, token in enumerate(vocab)}
         missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in ids]
         if missing:
             raise ValueError(f"{vocab_file}: vocabulary lacks the special token(s) {missing}")
-        return cls(vocab_size=len(vocab), cls_id=ids["[CLS]"], sep_id=ids["[SEP]"],
-                   mask_id=ids["[MASK]"],
-                   is_continuation=tuple(t.startswith("##") for t in vocab))
+        return cls(
+            vocab_size=len(vocab),
+            cls_id=ids["[CLS]"],
+            sep_id=ids["[SEP]"],
+            mask_id=ids["[MASK]"],
+            is_continuation=tuple(t.startswith("##") for t in vocab),
+        )
 
 
 class BudgetItemSelector(item_selector_ops.ItemSelector):
@@ -90,8 +96,10 @@ class BudgetItemSelector(item_selector_ops.ItemSelector):
             return total + tf.where(fits, size, 0), fits
 
         _, taken = tf.scan(
-            take, (tf.transpose(ordered_sizes), tf.transpose(ordered_ok)),
-            initializer=(tf.zeros_like(budget), tf.zeros_like(budget, tf.bool)))
+            take,
+            (tf.transpose(ordered_sizes), tf.transpose(ordered_ok)),
+            initializer=(tf.zeros_like(budget), tf.zeros_like(budget, tf.bool)),
+        )
         taken = tf.transpose(taken)  # (B, W) in shuffled order
         chosen = tf.gather(taken, tf.argsort(order, axis=1), batch_dims=1)  # back in place
         self.chosen = tf.RaggedTensor.from_tensor(chosen, lengths=num_units)  # (B, W)
@@ -106,12 +114,23 @@ class StatelessMaskValuesChooser(tf_text.MaskValuesChooser):
     the unit of each token comes from the selector's choice (`selector.chosen`).
     """
 
-    def __init__(self, vocab_size: int, mask_token: int, seed: tf.Tensor,
-                 selector: BudgetItemSelector, token_units: tf.Tensor,
-                 num_units: tf.Tensor, mask_token_rate: float = 0.8,
-                 random_token_rate: float = 0.1) -> None:
-        super().__init__(vocab_size, mask_token, mask_token_rate=mask_token_rate,
-                         random_token_rate=random_token_rate)
+    def __init__(
+        self,
+        vocab_size: int,
+        mask_token: int,
+        seed: tf.Tensor,
+        selector: BudgetItemSelector,
+        token_units: tf.Tensor,
+        num_units: tf.Tensor,
+        mask_token_rate: float = 0.8,
+        random_token_rate: float = 0.1,
+    ) -> None:
+        super().__init__(
+            vocab_size,
+            mask_token,
+            mask_token_rate=mask_token_rate,
+            random_token_rate=random_token_rate,
+        )
         self._mask_rate = mask_token_rate
         self._random_rate = random_token_rate
         self._vocab = vocab_size
@@ -128,18 +147,28 @@ class StatelessMaskValuesChooser(tf_text.MaskValuesChooser):
         chosen = tf.gather(self._selector.chosen.flat_values, self._token_units)
         action = tf.boolean_mask(tf.gather(per_unit, self._token_units), chosen)
         random_ids = tf.random.stateless_uniform(
-            tf.shape(flat), seeds[1], minval=0, maxval=self._vocab, dtype=flat.dtype)
+            tf.shape(flat), seeds[1], minval=0, maxval=self._vocab, dtype=flat.dtype
+        )
         # As static masking: [0, mask) -> [MASK], [1 - random, 1) -> random.
-        values = tf.where(action < self._mask_rate, tf.cast(self._mask, flat.dtype),
-                          tf.where(action >= 1.0 - self._random_rate, random_ids, flat))
+        values = tf.where(
+            action < self._mask_rate,
+            tf.cast(self._mask, flat.dtype),
+            tf.where(action >= 1.0 - self._random_rate, random_ids, flat),
+        )
         return masked_lm_ids.with_flat_values(values)
 
 
-def mask_batch(features: Mapping[str, tf.Tensor], seed: tf.Tensor, vocab: MaskingVocab,
-               max_predictions_per_seq: int, masked_lm_prob: float = 0.15,
-               whole_word_mask: bool = False, mask_token_rate: float = 0.8,
-               random_token_rate: float = 0.1, keep_token_rate: float = 0.1
-               ) -> dict[str, tf.Tensor]:
+def mask_batch(
+    features: Mapping[str, tf.Tensor],
+    seed: tf.Tensor,
+    vocab: MaskingVocab,
+    max_predictions_per_seq: int,
+    masked_lm_prob: float = 0.15,
+    whole_word_mask: bool = False,
+    mask_token_rate: float = 0.8,
+    random_token_rate: float = 0.1,
+    keep_token_rate: float = 0.1,
+) -> dict[str, tf.Tensor]:
     """Adds fresh masks to a batch of unmasked records.
 
     Args:
@@ -163,8 +192,10 @@ def mask_batch(features: Mapping[str, tf.Tensor], seed: tf.Tensor, vocab: Maskin
             raise ValueError("whole-word masking needs the vocabulary: pass vocab_file")
         continuation = tf.gather(tf.constant(vocab.is_continuation, tf.bool), flat)
         after_special = tf.concat([[True], special[:-1]], axis=0)
-        row_start = tf.equal(tf.range(tf.size(flat, out_type=tf.int64)),
-                             tf.gather(tokens.row_splits, tokens.value_rowids()))
+        row_start = tf.equal(
+            tf.range(tf.size(flat, out_type=tf.int64)),
+            tf.gather(tokens.row_splits, tokens.value_rowids()),
+        )
         # A unit starts at every special token, at every non-`##` piece and
         # at a `##` piece that follows a special token (as the original).
         unit_start = special | ~continuation | after_special | row_start
@@ -175,16 +206,26 @@ def mask_batch(features: Mapping[str, tf.Tensor], seed: tf.Tensor, vocab: Maskin
     unit_rows = tf.gather(tokens.value_rowids(), starts)
     words = tf.RaggedTensor.from_value_rowids(units, unit_rows, nrows=tf.cast(batch, tf.int64))
     selectable = tf.RaggedTensor.from_value_rowids(
-        ~tf.gather(special, starts), unit_rows, nrows=tf.cast(batch, tf.int64))  # (B, W)
+        ~tf.gather(special, starts), unit_rows, nrows=tf.cast(batch, tf.int64)
+    )  # (B, W)
 
-    budget = tf.minimum(max_predictions_per_seq, tf.maximum(1, tf.cast(
-        tf.round(tf.cast(lengths, tf.float32) * masked_lm_prob), tf.int32)))
+    budget = tf.minimum(
+        max_predictions_per_seq,
+        tf.maximum(1, tf.cast(tf.round(tf.cast(lengths, tf.float32) * masked_lm_prob), tf.int32)),
+    )
     seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 2)
     selector = BudgetItemSelector(budget, selectable, seeds[0])
     token_units = tf.cumsum(tf.cast(unit_start, tf.int64)) - 1  # (tokens,)
-    chooser = StatelessMaskValuesChooser(vocab.vocab_size, vocab.mask_id, seeds[1], selector,
-                                         token_units, tf.size(starts), mask_token_rate,
-                                         random_token_rate)
+    chooser = StatelessMaskValuesChooser(
+        vocab.vocab_size,
+        vocab.mask_id,
+        seeds[1],
+        selector,
+        token_units,
+        tf.size(starts),
+        mask_token_rate,
+        random_token_rate,
+    )
     masked, positions, labels = tf_text.mask_language_model(words, selector, chooser, axis=1)
 
     out = dict(features)

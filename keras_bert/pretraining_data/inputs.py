@@ -13,8 +13,10 @@ from keras_bert import features
 def _decode(serialized, spec, source):
     parsed = tf.io.parse_single_example(serialized, spec)
     # tf.Example only stores int64, but TPUs want int32, so cast after parsing.
-    return {name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
-            for name, value in parsed.items()}
+    return {
+        name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+        for name, value in parsed.items()
+    }
 
 
 def list_files(file_pattern: str) -> list[str]:
@@ -35,6 +37,7 @@ def check_tfrecord_framing(path: str) -> None:
     `_read_tfrecords`' check at read time."""
     import os
     import struct
+
     if "://" in path:
         return
     size = os.path.getsize(path)
@@ -48,16 +51,22 @@ def check_tfrecord_framing(path: str) -> None:
                 (length,) = struct.unpack("<Q", header)
             # 8 bytes length + 4 CRC of it, the payload, 4 CRC of the payload.
             if length is None or position + 16 + length > size:
-                raise ValueError(f"{path}: corrupted or truncated TFRecord file (the record at "
-                                 f"byte {position} runs past the file's {size} bytes); "
-                                 "write it again with create-pretraining-data")
+                raise ValueError(
+                    f"{path}: corrupted or truncated TFRecord file (the record at "
+                    f"byte {position} runs past the file's {size} bytes); "
+                    "write it again with create-pretraining-data"
+                )
             position += 16 + length
             f.seek(position)
 
 
-def check_pretraining_records(file_pattern: str, seq_length: int, max_predictions_per_seq: int,
-                              with_next_sentence: bool = True,
-                              field: str = "train_files") -> list[str]:
+def check_pretraining_records(
+    file_pattern: str,
+    seq_length: int,
+    max_predictions_per_seq: int,
+    with_next_sentence: bool = True,
+    field: str = "train_files",
+) -> list[str]:
     """Reads the first record of every file of `file_pattern` and compares its
     features with the run's settings, so that a mismatch is one message naming
     the file and the setting instead of a parse error from inside training."""
@@ -75,27 +84,39 @@ def check_pretraining_records(file_pattern: str, seq_length: int, max_prediction
             example = tf.train.Example.FromString(first.numpy()).features.feature
         except Exception:  # protobuf's DecodeError
             raise ValueError(f"{field}: {path} does not hold tf.train.Example records") from None
-        lengths = {name: len(getattr(feature, feature.WhichOneof("kind")).value)
-                   for name, feature in example.items() if feature.WhichOneof("kind")}
+        lengths = {
+            name: len(getattr(feature, feature.WhichOneof("kind")).value)
+            for name, feature in example.items()
+            if feature.WhichOneof("kind")
+        }
         hint = "set the config field to the records' value, or write records to match"
         for name in features.ENCODER_INPUTS:
             if name not in lengths:
-                raise ValueError(f"{field}: {path} has no feature {name!r}: not pretraining "
-                                 "records")
+                raise ValueError(
+                    f"{field}: {path} has no feature {name!r}: not pretraining records"
+                )
             if lengths[name] != seq_length:
-                raise ValueError(f"{field}: {path} holds records of length {lengths[name]}, "
-                                 f"the config's seq_length is {seq_length}; {hint}")
+                raise ValueError(
+                    f"{field}: {path} holds records of length {lengths[name]}, "
+                    f"the config's seq_length is {seq_length}; {hint}"
+                )
         if "masked_lm_positions" not in lengths:
-            raise ValueError(f"{field}: {path} holds unmasked records (create-pretraining-data "
-                             "--no-mask), which need dynamic masking")
+            raise ValueError(
+                f"{field}: {path} holds unmasked records (create-pretraining-data "
+                "--no-mask), which need dynamic masking"
+            )
         if lengths["masked_lm_positions"] != max_predictions_per_seq:
-            raise ValueError(f"{field}: {path} holds records of "
-                             f"{lengths['masked_lm_positions']} predictions, the config's "
-                             f"max_predictions_per_seq is {max_predictions_per_seq}; {hint}")
+            raise ValueError(
+                f"{field}: {path} holds records of "
+                f"{lengths['masked_lm_positions']} predictions, the config's "
+                f"max_predictions_per_seq is {max_predictions_per_seq}; {hint}"
+            )
         has_labels = features.NEXT_SENTENCE_LABELS in lengths
         if with_next_sentence and not has_labels:
-            raise ValueError(f"{field}: {path} has no next_sentence_labels (written with "
-                             "--objective none); set the config's objective to none")
+            raise ValueError(
+                f"{field}: {path} has no next_sentence_labels (written with "
+                "--objective none); set the config's objective to none"
+            )
     return files
 
 
@@ -115,18 +136,21 @@ def _read_tfrecords(path, size, compression_type):
 
     def count(consumed, element):
         record, is_end = element
-        consumed += tf.where(is_end, tf.constant(0, tf.int64),
-                             tf.cast(tf.strings.length(record), tf.int64) + 16)
+        consumed += tf.where(
+            is_end, tf.constant(0, tf.int64), tf.cast(tf.strings.length(record), tf.int64) + 16
+        )
         check = tf.debugging.Assert(
             tf.logical_or(tf.logical_not(is_end), tf.equal(consumed, size)),
-            ["corrupted or truncated TFRecord file:", path, "read", consumed, "of", size,
-             "bytes"])
+            ["corrupted or truncated TFRecord file:", path, "read", consumed, "of", size, "bytes"],
+        )
         with tf.control_dependencies([check]):
             return consumed, (tf.identity(record), is_end)
 
-    return (stream.scan(tf.constant(0, tf.int64), tf.autograph.experimental.do_not_convert(count))
-            .filter(lambda record, is_end: tf.logical_not(is_end))
-            .map(lambda record, is_end: record))
+    return (
+        stream.scan(tf.constant(0, tf.int64), tf.autograph.experimental.do_not_convert(count))
+        .filter(lambda record, is_end: tf.logical_not(is_end))
+        .map(lambda record, is_end: record)
+    )
 
 
 def _shuffled_epochs(files, sizes, seed):
@@ -145,25 +169,39 @@ def _shuffled_epochs(files, sizes, seed):
 
     def epoch(e):
         order = tf.random.experimental.stateless_shuffle(
-            tf.range(len(files)), seed=tf.stack([tf.constant(seed, tf.int64), e]))
-        return tf.data.Dataset.from_tensor_slices((tf.gather(paths, order),
-                                                   tf.gather(sizes, order)))
+            tf.range(len(files)), seed=tf.stack([tf.constant(seed, tf.int64), e])
+        )
+        return tf.data.Dataset.from_tensor_slices(
+            (tf.gather(paths, order), tf.gather(sizes, order))
+        )
 
     return tf.data.Dataset.counter().flat_map(epoch)
 
 
-def pretraining_dataset(file_pattern: str, seq_length: int, max_predictions_per_seq: int,
-                        batch_size: int, is_training: bool = True,
-                        with_next_sentence: bool = True,
-                        input_context: tf.distribute.InputContext | None = None,
-                        shuffle_buffer: int = 10000, cycle_length: int = 8,
-                        compression_type: str | None = None, seed: int | None = None,
-                        dynamic_masking: bool = False, masked_lm_prob: float = 0.15,
-                        whole_word_mask: bool = False, vocab_file: str | None = None,
-                        vocab_size: int | None = None, cls_id: int = 101, sep_id: int = 102,
-                        mask_id: int = 103, mask_token_rate: float = 0.8,
-                        random_token_rate: float = 0.1, keep_token_rate: float = 0.1
-                        ) -> tf.data.Dataset:
+def pretraining_dataset(
+    file_pattern: str,
+    seq_length: int,
+    max_predictions_per_seq: int,
+    batch_size: int,
+    is_training: bool = True,
+    with_next_sentence: bool = True,
+    input_context: tf.distribute.InputContext | None = None,
+    shuffle_buffer: int = 10000,
+    cycle_length: int = 8,
+    compression_type: str | None = None,
+    seed: int | None = None,
+    dynamic_masking: bool = False,
+    masked_lm_prob: float = 0.15,
+    whole_word_mask: bool = False,
+    vocab_file: str | None = None,
+    vocab_size: int | None = None,
+    cls_id: int = 101,
+    sep_id: int = 102,
+    mask_id: int = 103,
+    mask_token_rate: float = 0.8,
+    random_token_rate: float = 0.1,
+    keep_token_rate: float = 0.1,
+) -> tf.data.Dataset:
     """Batches of pretraining examples from TFRecord shards.
 
     Each worker of a `tf.distribute` strategy reads its own files
@@ -180,23 +218,28 @@ def pretraining_dataset(file_pattern: str, seq_length: int, max_predictions_per_
     and `keep_token_rate` are the masking mix (the original's 0.8 / 0.1 / 0.1).
     """
     files = list_files(file_pattern)
-    spec = features.pretraining_feature_spec(seq_length, max_predictions_per_seq, with_next_sentence,
-                                             with_masked_lm=not dynamic_masking)
+    spec = features.pretraining_feature_spec(
+        seq_length, max_predictions_per_seq, with_next_sentence, with_masked_lm=not dynamic_masking
+    )
     if dynamic_masking:
         from keras_bert.pretraining_data.dynamic_masking import MaskingVocab, mask_batch
+
         if vocab_file is not None:
             vocab = MaskingVocab.from_vocab_file(vocab_file)
         elif vocab_size is not None and not whole_word_mask:
             vocab = MaskingVocab(vocab_size, cls_id, sep_id, mask_id)
         else:
-            raise ValueError("dynamic masking needs vocab_file (or vocab_size without "
-                             "whole_word_mask)")
+            raise ValueError(
+                "dynamic masking needs vocab_file (or vocab_size without whole_word_mask)"
+            )
     if input_context is not None and input_context.num_input_pipelines > 1:
         # Worker i reads files i, i + n, ... (Dataset.shard's rule).
-        files = files[input_context.input_pipeline_id::input_context.num_input_pipelines]
+        files = files[input_context.input_pipeline_id :: input_context.num_input_pipelines]
         if not files:
-            raise ValueError(f"{file_pattern}: fewer files than the "
-                             f"{input_context.num_input_pipelines} workers reading them")
+            raise ValueError(
+                f"{file_pattern}: fewer files than the "
+                f"{input_context.num_input_pipelines} workers reading them"
+            )
     sizes = [tf.io.gfile.stat(path).length for path in files]
     if is_training:
         dataset = _shuffled_epochs(files, sizes, seed)
@@ -204,15 +247,17 @@ def pretraining_dataset(file_pattern: str, seq_length: int, max_predictions_per_
         dataset = tf.data.Dataset.from_tensor_slices((files, tf.constant(sizes, tf.int64)))
     dataset = dataset.interleave(
         lambda path, size: _read_tfrecords(path, size, compression_type),
-        cycle_length=min(cycle_length, len(files)), num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=not is_training or seed is not None)
+        cycle_length=min(cycle_length, len(files)),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=not is_training or seed is not None,
+    )
     if is_training:
         # The stream is endless, so reshuffling only matters for a new
         # iterator, which must replay the same order (see _shuffled_epochs).
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed,
-                                  reshuffle_each_iteration=seed is None)
-    dataset = dataset.map(lambda record: _decode(record, spec, file_pattern),
-                          num_parallel_calls=tf.data.AUTOTUNE)
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=seed is None)
+    dataset = dataset.map(
+        lambda record: _decode(record, spec, file_pattern), num_parallel_calls=tf.data.AUTOTUNE
+    )
     dataset = dataset.batch(batch_size, drop_remainder=True)
     if dynamic_masking:
         # One seed per batch; new seeds on every pass over the data, so each
@@ -220,13 +265,25 @@ def pretraining_dataset(file_pattern: str, seq_length: int, max_predictions_per_
         # A training stream is endless: its epochs already get new seeds, and a
         # new iterator replays the same masks.
         seeds = tf.data.Dataset.random(
-            seed=seed, rerandomize_each_iteration=not is_training or seed is None).batch(2)
+            seed=seed, rerandomize_each_iteration=not is_training or seed is None
+        ).batch(2)
         # No Python control flow depends on tensors here: skipping AutoGraph's
         # conversion of the tensorflow-text code saves seconds of tracing.
         dataset = tf.data.Dataset.zip((dataset, seeds)).map(
             tf.autograph.experimental.do_not_convert(
                 lambda batch, batch_seed: mask_batch(
-                    batch, batch_seed, vocab, max_predictions_per_seq, masked_lm_prob,
-                    whole_word_mask, mask_token_rate, random_token_rate, keep_token_rate)),
-            num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None or None)
+                    batch,
+                    batch_seed,
+                    vocab,
+                    max_predictions_per_seq,
+                    masked_lm_prob,
+                    whole_word_mask,
+                    mask_token_rate,
+                    random_token_rate,
+                    keep_token_rate,
+                )
+            ),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=seed is not None or None,
+        )
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -90,9 +90,16 @@ def _pair_instances(block, options, rng, dupe_spans):
                     b_lo, b_hi = a_hi, splits[i + 1]
                 cut_a, cut_b = _truncate_counts(a_hi - a_lo, b_hi - b_lo, max_num_tokens)
                 front_a, front_b = _front_cuts(cut_a, rng), _front_cuts(cut_b, rng)
-                dupe_spans.append((a_lo + front_a, a_hi - (cut_a - front_a),
-                                   b_lo + front_b, b_hi - (cut_b - front_b),
-                                   label, cut_a + cut_b > 0))
+                dupe_spans.append(
+                    (
+                        a_lo + front_a,
+                        a_hi - (cut_a - front_a),
+                        b_lo + front_b,
+                        b_hi - (cut_b - front_b),
+                        label,
+                        cut_a + cut_b > 0,
+                    )
+                )
                 chunk_start = i + 1
                 current_length = 0
             i += 1
@@ -102,7 +109,7 @@ def _pair_arrays(block, spans, options, vocab):
     """Token spans -> [CLS] A [SEP] B [SEP] arrays, all instances at once."""
     t = np.arange(options.max_seq_length)[np.newaxis]  # (1, T)
     spans = np.asarray(spans, dtype=np.int64).reshape(-1, 6)
-    a_lo, a_hi, b_lo, b_hi = (spans[:, k:k + 1] for k in range(4))  # (N, 1) each
+    a_lo, a_hi, b_lo, b_hi = (spans[:, k : k + 1] for k in range(4))  # (N, 1) each
     len_a, len_b = a_hi - a_lo, b_hi - b_lo
     in_a = (t >= 1) & (t < 1 + len_a)
     in_b = (t >= 2 + len_a) & (t < 2 + len_a + len_b)
@@ -113,8 +120,9 @@ def _pair_arrays(block, spans, options, vocab):
     ids[t == 2 + len_a + len_b] = vocab.sep_id
     lengths = (3 + len_a + len_b)[:, 0]
     segment_ids = ((t >= 2 + len_a) & (t < lengths[:, np.newaxis])).astype(np.int32)
-    return Instances(ids, lengths, segment_ids, spans[:, 4].astype(np.int32),
-                     int(spans[:, 5].sum()))
+    return Instances(
+        ids, lengths, segment_ids, spans[:, 4].astype(np.int32), int(spans[:, 5].sum())
+    )
 
 
 def _packed_instances(block, options, rng, vocab):
@@ -166,16 +174,17 @@ def _packed_instances(block, options, rng, vocab):
         if parts[-1] is None:
             parts.pop()
         pieces = [np.array([vocab.cls_id], np.int32)]
-        pieces += [sep if p is None else block.token_ids[p[0]:p[1]] for p in parts]
+        pieces += [sep if p is None else block.token_ids[p[0] : p[1]] for p in parts]
         pieces.append(sep)
         row = np.concatenate(pieces)
-        ids[n, :len(row)] = row
+        ids[n, : len(row)] = row
         lengths[n] = len(row)
     return Instances(ids, lengths, np.zeros_like(ids), np.zeros(len(sequences), np.int32))
 
 
-def create_instances(block: Block, options: PretrainingOptions, vocab: VocabInfo,
-                     rng: random.Random) -> Instances:
+def create_instances(
+    block: Block, options: PretrainingOptions, vocab: VocabInfo, rng: random.Random
+) -> Instances:
     """All dupe passes of one block, shuffled together (the original shuffles globally)."""
     parts = []
     for _ in range(options.dupe_factor):
@@ -192,4 +201,5 @@ def create_instances(block: Block, options: PretrainingOptions, vocab: VocabInfo
         lengths=np.concatenate([p.lengths for p in parts])[order],
         segment_ids=np.concatenate([p.segment_ids for p in parts])[order],
         next_sentence_labels=np.concatenate([p.next_sentence_labels for p in parts])[order],
-        truncated=sum(p.truncated for p in parts))
+        truncated=sum(p.truncated for p in parts),
+    )

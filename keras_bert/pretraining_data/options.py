@@ -25,8 +25,9 @@ BLOCK_MIN_DOCUMENTS = 8
 MASKING_MIX_FIELDS = ("mask_token_rate", "random_token_rate", "keep_token_rate")
 
 
-def check_masking_mix(mask_token_rate: float, random_token_rate: float,
-                      keep_token_rate: float) -> None:
+def check_masking_mix(
+    mask_token_rate: float, random_token_rate: float, keep_token_rate: float
+) -> None:
     """What becomes of a chosen token: [MASK], a random token or itself (the
     paper's 80 / 10 / 10, and its ablation's mixes); the three must sum to 1."""
     rates = dict(zip(MASKING_MIX_FIELDS, (mask_token_rate, random_token_rate, keep_token_rate)))
@@ -34,14 +35,17 @@ def check_masking_mix(mask_token_rate: float, random_token_rate: float,
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"{name} must lie in [0, 1], got {rate!r}")
     if abs(sum(rates.values()) - 1.0) > 1e-6:
-        raise ValueError(f"{' + '.join(MASKING_MIX_FIELDS)} must sum to 1, got "
-                         + " + ".join(f"{rate:g}" for rate in rates.values())
-                         + f" = {sum(rates.values()):g}")
+        raise ValueError(
+            f"{' + '.join(MASKING_MIX_FIELDS)} must sum to 1, got "
+            + " + ".join(f"{rate:g}" for rate in rates.values())
+            + f" = {sum(rates.values()):g}"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class PretrainingOptions:
     """What `create-pretraining-data` makes; names and defaults of the original flags."""
+
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
     masked_lm_prob: float = 0.15
@@ -58,22 +62,27 @@ class PretrainingOptions:
 
     def __post_init__(self):
         if self.objective not in features.OBJECTIVES:
-            raise ValueError(f"objective must be one of {features.OBJECTIVES}, "
-                             f"got {self.objective!r}")
+            raise ValueError(
+                f"objective must be one of {features.OBJECTIVES}, got {self.objective!r}"
+            )
         smallest = 3 if self.objective == "none" else 5  # specials + at least 2 tokens
         if self.max_seq_length < smallest:
-            raise ValueError(f"max_seq_length must be at least {smallest} for objective "
-                             f"{self.objective!r}, got {self.max_seq_length}")
+            raise ValueError(
+                f"max_seq_length must be at least {smallest} for objective "
+                f"{self.objective!r}, got {self.max_seq_length}"
+            )
         if self.max_predictions_per_seq < 1:
             raise ValueError("max_predictions_per_seq must be at least 1")
         # Every record holds max_predictions_per_seq slots, padded: more than
         # the maskable tokens (all but [CLS] and the [SEP]s) only adds padding.
         maskable = self.max_seq_length - (3 if self.with_next_sentence else 2)
         if self.max_predictions_per_seq > maskable:
-            raise ValueError(f"max_predictions_per_seq {self.max_predictions_per_seq} exceeds "
-                             f"the {maskable} maskable tokens of max_seq_length "
-                             f"{self.max_seq_length}; use at most {maskable} (about "
-                             f"max_seq_length * masked_lm_prob: the paper's 20 for 128)")
+            raise ValueError(
+                f"max_predictions_per_seq {self.max_predictions_per_seq} exceeds "
+                f"the {maskable} maskable tokens of max_seq_length "
+                f"{self.max_seq_length}; use at most {maskable} (about "
+                f"max_seq_length * masked_lm_prob: the paper's 20 for 128)"
+            )
         if not 0.0 <= self.masked_lm_prob <= 1.0 or not 0.0 <= self.short_seq_prob <= 1.0:
             raise ValueError("masked_lm_prob and short_seq_prob must lie in [0, 1]")
         if self.dupe_factor < 1:
@@ -88,6 +97,7 @@ class PretrainingOptions:
 @dataclasses.dataclass(frozen=True)
 class VocabInfo:
     """What the workers need to know about the vocabulary (no TensorFlow)."""
+
     size: int
     cls_id: int
     sep_id: int
@@ -100,9 +110,13 @@ class VocabInfo:
         for token in ("[CLS]", "[SEP]", "[MASK]"):
             if token not in ids:
                 raise ValueError(f"the vocabulary lacks the special token {token}")
-        return cls(size=len(vocab), cls_id=ids["[CLS]"], sep_id=ids["[SEP]"],
-                   mask_id=ids["[MASK]"],
-                   is_continuation=np.array([t.startswith("##") for t in vocab], dtype=bool))
+        return cls(
+            size=len(vocab),
+            cls_id=ids["[CLS]"],
+            sep_id=ids["[SEP]"],
+            mask_id=ids["[MASK]"],
+            is_continuation=np.array([t.startswith("##") for t in vocab], dtype=bool),
+        )
 
 
 @dataclasses.dataclass
@@ -113,6 +127,7 @@ class Block:
     document d is sentences `document_splits[d]` to `document_splits[d + 1]`.
     Every sentence and every document is non-empty.
     """
+
     index: int
     token_ids: np.ndarray  # (tokens,) int32
     sentence_splits: np.ndarray  # (sentences + 1,) int64
@@ -126,6 +141,7 @@ class Block:
 @dataclasses.dataclass
 class Instances:
     """Instances of one block as fixed-size arrays, ready to mask and encode."""
+
     input_ids: np.ndarray  # (N, T) int32, 0-padded
     lengths: np.ndarray  # (N,) int64: tokens before the padding
     segment_ids: np.ndarray  # (N, T) int32

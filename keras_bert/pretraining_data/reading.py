@@ -32,12 +32,12 @@ class ReadStats:
 def _open_binary(path):
     if "://" in path:
         import tensorflow as tf
+
         return tf.io.gfile.GFile(path, "rb")
     return open(path, "rb")
 
 
-def read_documents(files: Iterable[str], stats: ReadStats | None = None
-                   ) -> Iterator[list[str]]:
+def read_documents(files: Iterable[str], stats: ReadStats | None = None) -> Iterator[list[str]]:
     """Yields documents, each a list of sentences (stripped, non-empty lines).
 
     A blank line or the end of a file ends a document. Bytes that are not UTF-8
@@ -73,9 +73,12 @@ def read_documents(files: Iterable[str], stats: ReadStats | None = None
             stats.empty_files.append(path)
 
 
-def iter_blocks(documents: Iterable[list[str]], block_documents: int | None = None,
-                block_chars: int | None = None, block_min_documents: int | None = None
-                ) -> Iterator[list[list[str]]]:
+def iter_blocks(
+    documents: Iterable[list[str]],
+    block_documents: int | None = None,
+    block_chars: int | None = None,
+    block_min_documents: int | None = None,
+) -> Iterator[list[list[str]]]:
     """Groups documents into blocks; the boundaries depend on the text only."""
     block_documents = block_documents or BLOCK_DOCUMENTS
     block_chars = block_chars or BLOCK_CHARS
@@ -84,16 +87,18 @@ def iter_blocks(documents: Iterable[list[str]], block_documents: int | None = No
     for document in documents:
         block.append(document)
         chars += sum(len(s) for s in document)
-        if len(block) >= block_documents or (chars >= block_chars
-                                             and len(block) >= block_min_documents):
+        if len(block) >= block_documents or (
+            chars >= block_chars and len(block) >= block_min_documents
+        ):
             yield block
             block, chars = [], 0
     if block:
         yield block
 
 
-def make_tokenize_fn(tokenizer: BertTokenizer, batch_size: int = 4096
-                     ) -> Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]]:
+def make_tokenize_fn(
+    tokenizer: BertTokenizer, batch_size: int = 4096
+) -> Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]]:
     """strings -> (flat int32 ids, per-string lengths), batched through the in-graph tokenizer."""
     import tensorflow as tf
 
@@ -113,7 +118,7 @@ def make_tokenize_fn(tokenizer: BertTokenizer, batch_size: int = 4096
     def run(strings):
         flats, lengths = [], []
         for start in range(0, len(strings), batch_size):
-            batch = tf.constant(strings[start:start + batch_size])
+            batch = tf.constant(strings[start : start + batch_size])
             flat, length, may_have_long_words = tokenize_common(batch)
             if may_have_long_words:
                 flat, length = tokenize_exact(batch)
@@ -126,17 +131,26 @@ def make_tokenize_fn(tokenizer: BertTokenizer, batch_size: int = 4096
     return run
 
 
-def tokenize_block(index: int, documents: Sequence[Sequence[str]],
-                   tokenize_fn: Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]]) -> Block:
+def tokenize_block(
+    index: int,
+    documents: Sequence[Sequence[str]],
+    tokenize_fn: Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]],
+) -> Block:
     """Documents of strings -> Block; sentences without tokens and then empty documents drop out."""
     sentences = [s for document in documents for s in document]
     token_ids, lengths = tokenize_fn(sentences)
     per_document = np.array([len(d) for d in documents], np.int64)
     keep = lengths > 0
     # Sentences kept per document, then documents that kept any.
-    kept_per_document = np.add.reduceat(keep.astype(np.int64), np.concatenate(
-        [[0], np.cumsum(per_document)[:-1]])) if len(per_document) else per_document
+    kept_per_document = (
+        np.add.reduceat(keep.astype(np.int64), np.concatenate([[0], np.cumsum(per_document)[:-1]]))
+        if len(per_document)
+        else per_document
+    )
     kept_per_document = kept_per_document[kept_per_document > 0]
-    return Block(index=index, token_ids=token_ids,
-                 sentence_splits=np.concatenate([[0], np.cumsum(lengths[keep])]).astype(np.int64),
-                 document_splits=np.concatenate([[0], np.cumsum(kept_per_document)]).astype(np.int64))
+    return Block(
+        index=index,
+        token_ids=token_ids,
+        sentence_splits=np.concatenate([[0], np.cumsum(lengths[keep])]).astype(np.int64),
+        document_splits=np.concatenate([[0], np.cumsum(kept_per_document)]).astype(np.int64),
+    )

@@ -45,8 +45,9 @@ def _varint_groups(values, groups_needed):
     return groups, size
 
 
-def varint_rows(values: np.ndarray, table: tuple[np.ndarray, np.ndarray] | None = None
-                ) -> tuple[np.ndarray, np.ndarray]:
+def varint_rows(
+    values: np.ndarray, table: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(N, K) non-negative ints -> (uint8 array of all rows' packed varints, (N + 1,) row offsets).
 
     `table`: optional precomputed (bytes (M, 3), sizes (M,)) for values below M.
@@ -91,8 +92,17 @@ class ExampleEncoder:
             value_list = 1 + len(_varint(payload_length)) + payload_length
             feature = 1 + len(_varint(value_list)) + value_list
             entry = len(name_field) + 1 + len(_varint(feature)) + feature
-            header = (b"\x0a" + _varint(entry) + name_field + b"\x12" + _varint(feature) + kind
-                      + _varint(value_list) + b"\x0a" + _varint(payload_length))
+            header = (
+                b"\x0a"
+                + _varint(entry)
+                + name_field
+                + b"\x12"
+                + _varint(feature)
+                + kind
+                + _varint(value_list)
+                + b"\x0a"
+                + _varint(payload_length)
+            )
             self._headers[key] = header
         return header
 
@@ -114,8 +124,9 @@ class ExampleEncoder:
             lengths = np.diff(offsets)
             if num and (lengths == lengths[0]).all():
                 header = np.frombuffer(self._header(name, kind, int(lengths[0])), np.uint8)
-                rows = np.concatenate([np.broadcast_to(header, (num, len(header))),
-                                       payload.reshape(num, -1)], axis=1)
+                rows = np.concatenate(
+                    [np.broadcast_to(header, (num, len(header))), payload.reshape(num, -1)], axis=1
+                )
                 fixed = rows if fixed is None else np.concatenate([fixed, rows], axis=1)
                 body += rows.shape[1]
                 continue
@@ -126,8 +137,12 @@ class ExampleEncoder:
             headers = [self._header(name, kind, int(n)) for n in distinct]
             body += np.array([len(h) for h in headers], np.int64)[which] + lengths
             data, offsets = payload.tobytes(), offsets.tolist()
-            columns.append([headers[h] + data[a:b] for h, a, b in
-                            zip(which.tolist(), offsets[:-1], offsets[1:])])
+            columns.append(
+                [
+                    headers[h] + data[a:b]
+                    for h, a, b in zip(which.tolist(), offsets[:-1], offsets[1:])
+                ]
+            )
         if fixed is not None:
             columns.append(_rows_as_bytes(fixed))
         # Each record: the Example's field 1 tag, the body's length, the body.
@@ -139,11 +154,15 @@ def _rows_as_bytes(rows):
     """(N, W) uint8 -> N byte strings of W bytes."""
     width = rows.shape[1]
     data = rows.tobytes()
-    return [data[i:i + width] for i in range(0, len(data), width)]
+    return [data[i : i + width] for i in range(0, len(data), width)]
 
 
-def encode_instances(instances: Instances, masked: MaskedLm | None, options: PretrainingOptions,
-                     encoder: ExampleEncoder) -> list[bytes]:
+def encode_instances(
+    instances: Instances,
+    masked: MaskedLm | None,
+    options: PretrainingOptions,
+    encoder: ExampleEncoder,
+) -> list[bytes]:
     """Instances (and their masks, unless unmasked output) -> serialized tf.Examples.
 
     Features in the original writer's order; `masked=None` writes unmasked
@@ -151,8 +170,11 @@ def encode_instances(instances: Instances, masked: MaskedLm | None, options: Pre
     """
     seq_length = options.max_seq_length
     input_mask = np.arange(seq_length)[np.newaxis] < instances.lengths[:, np.newaxis]
-    columns = [masked.input_ids if masked is not None else instances.input_ids, input_mask,
-               instances.segment_ids]
+    columns = [
+        masked.input_ids if masked is not None else instances.input_ids,
+        input_mask,
+        instances.segment_ids,
+    ]
     if masked is not None:
         columns += [masked.masked_lm_positions, masked.masked_lm_ids, masked.masked_lm_weights]
     names = features.ENCODER_INPUTS + (features.MASKED_LM_FEATURES if masked is not None else ())

@@ -13,8 +13,13 @@ import numpy as np
 from keras_bert.pretraining_data.options import MaskedLm, PretrainingOptions, VocabInfo
 
 
-def mask_instances(input_ids: np.ndarray, lengths: np.ndarray, options: PretrainingOptions,
-                   vocab: VocabInfo, rng: np.random.Generator) -> MaskedLm:
+def mask_instances(
+    input_ids: np.ndarray,
+    lengths: np.ndarray,
+    options: PretrainingOptions,
+    vocab: VocabInfo,
+    rng: np.random.Generator,
+) -> MaskedLm:
     """The original's masked-LM choice for every instance at once.
 
     Per instance, `min(P, max(1, round(length * masked_lm_prob)))` tokens are
@@ -29,10 +34,14 @@ def mask_instances(input_ids: np.ndarray, lengths: np.ndarray, options: Pretrain
     num, seq_length = input_ids.shape  # (N, T)
     max_predictions = options.max_predictions_per_seq
     t = np.arange(seq_length)
-    candidate = ((t[np.newaxis] < lengths[:, np.newaxis])
-                 & (input_ids != vocab.cls_id) & (input_ids != vocab.sep_id))  # (N, T)
-    budget = np.minimum(max_predictions,
-                        np.maximum(1, np.round(lengths * options.masked_lm_prob))).astype(np.int64)
+    candidate = (
+        (t[np.newaxis] < lengths[:, np.newaxis])
+        & (input_ids != vocab.cls_id)
+        & (input_ids != vocab.sep_id)
+    )  # (N, T)
+    budget = np.minimum(
+        max_predictions, np.maximum(1, np.round(lengths * options.masked_lm_prob))
+    ).astype(np.int64)
 
     keys = rng.random((num, seq_length))  # a unit's place in the random visiting order
     if options.do_whole_word_mask:
@@ -41,8 +50,9 @@ def mask_instances(input_ids: np.ndarray, lengths: np.ndarray, options: Pretrain
         action = rng.random((num, seq_length))[np.arange(num)[:, np.newaxis], unit_start]
     else:
         # Every unit is one token, and all fit: the first min(budget, tokens) visited.
-        chosen = _first_visited(np.where(candidate, keys, 2.0),
-                                np.minimum(budget, candidate.sum(axis=1)))
+        chosen = _first_visited(
+            np.where(candidate, keys, 2.0), np.minimum(budget, candidate.sum(axis=1))
+        )
         action = rng.random((num, seq_length))
     # [0, mask) -> [MASK], [1 - random, 1) -> random, between -> kept: at the
     # defaults the original's `< 0.8` and `>= 0.9` (1.0 - 0.1 is exactly 0.9).
@@ -65,9 +75,11 @@ def mask_instances(input_ids: np.ndarray, lengths: np.ndarray, options: Pretrain
         masked_lm_positions=np.pad(positions, pad).astype(np.int32),
         masked_lm_ids=np.pad(labels, pad).astype(np.int32),
         masked_lm_weights=np.pad(real, pad).astype(np.float32),
-        candidates=int(candidate.sum()), replaced_by_mask=int(to_mask.sum()),
+        candidates=int(candidate.sum()),
+        replaced_by_mask=int(to_mask.sum()),
         kept=int((chosen & ~to_mask & ~to_random).sum()),
-        replaced_by_random=int(to_random.sum()))
+        replaced_by_random=int(to_random.sum()),
+    )
 
 
 def _first_visited(keys, count):
@@ -82,8 +94,7 @@ def _first_visited(keys, count):
     if tied.any():
         order = np.argsort(keys[tied], axis=1, kind="stable")
         exact = np.zeros((int(tied.sum()), seq_length), bool)
-        np.put_along_axis(exact, order, np.arange(seq_length) < count[tied][:, np.newaxis],
-                          axis=1)
+        np.put_along_axis(exact, order, np.arange(seq_length) < count[tied][:, np.newaxis], axis=1)
         chosen[tied] = exact
     return chosen
 
@@ -103,8 +114,9 @@ def _whole_word_choice(input_ids, candidate, budget, keys, vocab):
     # A unit's size: candidates from its start up to the next start.
     next_start = np.minimum.accumulate(np.where(starts, t, seq_length)[:, ::-1], axis=1)[:, ::-1]
     next_start = np.concatenate([next_start[:, 1:], np.full((num, 1), seq_length)], axis=1)
-    cumulative = np.concatenate([np.zeros((num, 1), np.int64),
-                                 np.cumsum(candidate, axis=1)], axis=1)  # (N, T + 1)
+    cumulative = np.concatenate(
+        [np.zeros((num, 1), np.int64), np.cumsum(candidate, axis=1)], axis=1
+    )  # (N, T + 1)
     rows = np.arange(num)[:, np.newaxis]
     sizes = np.where(starts, cumulative[rows, next_start] - cumulative[rows, t], 0)
 

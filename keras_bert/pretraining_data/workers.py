@@ -33,18 +33,23 @@ class BlockResult:
     truncated: int = 0
 
 
-def process_block(block: Block, options: PretrainingOptions, vocab: VocabInfo,
-                  encoder: ExampleEncoder) -> BlockResult:
+def process_block(
+    block: Block, options: PretrainingOptions, vocab: VocabInfo, encoder: ExampleEncoder
+) -> BlockResult:
     """Block -> shuffled, masked, serialized records, with their statistics."""
     seed = block_seed(options.random_seed, block.index)
     rng = random.Random(seed)
     np_rng = np.random.Generator(np.random.PCG64(seed))
     instances = create_instances(block, options, vocab, rng)
-    result = BlockResult(index=block.index, records=[], documents=block.num_documents,
-                         instances=len(instances.lengths),
-                         instance_tokens=int(instances.lengths.sum()),
-                         next_sentence_positive=int(instances.next_sentence_labels.sum()),
-                         truncated=instances.truncated)
+    result = BlockResult(
+        index=block.index,
+        records=[],
+        documents=block.num_documents,
+        instances=len(instances.lengths),
+        instance_tokens=int(instances.lengths.sum()),
+        next_sentence_positive=int(instances.next_sentence_labels.sum()),
+        truncated=instances.truncated,
+    )
     masked = None
     if options.mask and len(instances.lengths):
         masked = mask_instances(instances.input_ids, instances.lengths, options, vocab, np_rng)
@@ -65,6 +70,7 @@ def _ignore_interrupts():
     # Ctrl-C goes to the whole process group; only the parent handles it (it
     # terminates the pool and removes the unfinished shards).
     import signal
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -77,6 +83,7 @@ def start_workers(num_workers: int) -> multiprocessing.pool.Pool:
     of a 600 MB one whose pages they would copy on write.
     """
     import multiprocessing
+
     return multiprocessing.get_context("fork").Pool(num_workers, initializer=_ignore_interrupts)
 
 

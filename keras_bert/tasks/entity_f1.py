@@ -61,9 +61,11 @@ def _latest_start(starts):
     count = tf.cumsum(tf.cast(starts, tf.int32), axis=1)  # (B, W)
     columns = tf.broadcast_to(tf.range(width)[tf.newaxis], tf.shape(starts))
     slot = tf.where(starts, count - 1, width)  # non-starts go to a spare slot, adding 0
-    column_of = tf.scatter_nd(tf.stack([_rows_like(starts), slot], axis=-1),
-                              tf.where(starts, columns + 1, 0),
-                              tf.stack([tf.shape(starts)[0], width + 1]))  # (B, W + 1)
+    column_of = tf.scatter_nd(
+        tf.stack([_rows_like(starts), slot], axis=-1),
+        tf.where(starts, columns + 1, 0),
+        tf.stack([tf.shape(starts)[0], width + 1]),
+    )  # (B, W + 1)
     latest = tf.gather(column_of, tf.maximum(count - 1, 0), batch_dims=1) - 1  # (B, W)
     return tf.where(count > 0, latest, -1)
 
@@ -75,12 +77,16 @@ def _chunks(prefix, kind):
     prev_prefix, prev_kind = _shift(prefix, _O, 1), _shift(kind, -1, 1)
     next_prefix, next_kind = _shift(prefix, _O, -1), _shift(kind, -1, -1)
     inside = tf.not_equal(prefix, _O)
-    starts = (_among(prefix, (_B, _S))
-              | (_among(prev_prefix, (_E, _S, _O)) & _among(prefix, (_E, _I)))
-              | (inside & tf.not_equal(prev_kind, kind)))
-    ends = (_among(prefix, (_E, _S))
-            | (_among(prefix, (_B, _I)) & _among(next_prefix, (_B, _S, _O)))
-            | (inside & tf.not_equal(kind, next_kind)))
+    starts = (
+        _among(prefix, (_B, _S))
+        | (_among(prev_prefix, (_E, _S, _O)) & _among(prefix, (_E, _I)))
+        | (inside & tf.not_equal(prev_kind, kind))
+    )
+    ends = (
+        _among(prefix, (_E, _S))
+        | (_among(prefix, (_B, _I)) & _among(next_prefix, (_B, _S, _O)))
+        | (inside & tf.not_equal(kind, next_kind))
+    )
     # With only B/I/E/S/O prefixes starts and ends alternate (a start after a
     # word of an entity ends that entity), so an entity ending at a word began
     # at the latest start.
@@ -110,31 +116,38 @@ class EntityF1(keras.metrics.Metric):
     splitting entities).
     """
 
-    def __init__(self, label_names: Sequence[str], scheme: str | None = "IOB2",
-                 name: str = "entity_f1", dtype: Any = None) -> None:
+    def __init__(
+        self,
+        label_names: Sequence[str],
+        scheme: str | None = "IOB2",
+        name: str = "entity_f1",
+        dtype: Any = None,
+    ) -> None:
         super().__init__(name=name, dtype=dtype)
         if scheme is not None and scheme not in SCHEMES:
-            raise ValueError(f"scheme must be one of {', '.join(SCHEMES)} or None, "
-                             f"got {scheme!r}")
+            raise ValueError(f"scheme must be one of {', '.join(SCHEMES)} or None, got {scheme!r}")
         label_names = [str(label) for label in label_names]
         if not label_names:
-            raise ValueError("EntityF1 needs the tag names (label_names), index-aligned "
-                             "with the logits")
+            raise ValueError(
+                "EntityF1 needs the tag names (label_names), index-aligned with the logits"
+            )
         split = [lenient_tag(label, scheme) for label in label_names]
         kinds = sorted({kind for prefix, kind in split if prefix != "O"})
 
         # === Tables: tag id + 1 -> prefix code / type id (entry 0: no word, an O) ===
         self._prefixes = [_O] + [_CODES[prefix] for prefix, _ in split]
-        self._kinds = [-1] + [kinds.index(kind) if prefix != "O" else -1
-                              for prefix, kind in split]
+        self._kinds = [-1] + [kinds.index(kind) if prefix != "O" else -1 for prefix, kind in split]
 
         # === State ===
-        self.true_entities = self.add_variable(shape=(), initializer="zeros", dtype="float32",
-                                               name="true_entities")
-        self.predicted_entities = self.add_variable(shape=(), initializer="zeros",
-                                                    dtype="float32", name="predicted_entities")
-        self.correct_entities = self.add_variable(shape=(), initializer="zeros",
-                                                  dtype="float32", name="correct_entities")
+        self.true_entities = self.add_variable(
+            shape=(), initializer="zeros", dtype="float32", name="true_entities"
+        )
+        self.predicted_entities = self.add_variable(
+            shape=(), initializer="zeros", dtype="float32", name="predicted_entities"
+        )
+        self.correct_entities = self.add_variable(
+            shape=(), initializer="zeros", dtype="float32", name="correct_entities"
+        )
 
         # === Config ===
         self.label_names = label_names
@@ -152,8 +165,9 @@ class EntityF1(keras.metrics.Metric):
             weight = tf.convert_to_tensor(sample_weight)
             if weight.shape.rank == 3:
                 weight = tf.squeeze(weight, axis=-1)
-            words &= tf.broadcast_to(tf.reshape(weight, [tf.shape(weight)[0], -1]) > 0,
-                                     tf.shape(true_ids))
+            words &= tf.broadcast_to(
+                tf.reshape(weight, [tf.shape(weight)[0], -1]) > 0, tf.shape(true_ids)
+            )
 
         # Each row's words packed to its front (word w of a row at column w),
         # O after them: a piece that is not a word does not split an entity.
@@ -166,29 +180,39 @@ class EntityF1(keras.metrics.Metric):
 
         true_end, true_start, true_kind = _chunks(*self._read(packed(true_ids)))
         pred_end, pred_start, pred_kind = _chunks(*self._read(packed(pred_ids)))
-        correct = (true_end & pred_end & tf.equal(true_start, pred_start)
-                   & tf.equal(true_kind, pred_kind))
-        for variable, counted in ((self.true_entities, true_end),
-                                  (self.predicted_entities, pred_end),
-                                  (self.correct_entities, correct)):
+        correct = (
+            true_end & pred_end & tf.equal(true_start, pred_start) & tf.equal(true_kind, pred_kind)
+        )
+        for variable, counted in (
+            (self.true_entities, true_end),
+            (self.predicted_entities, pred_end),
+            (self.correct_entities, correct),
+        ):
             variable.assign_add(tf.reduce_sum(tf.cast(counted, "float32")))
 
     def _read(self, ids):
         # Constants of the traced step (not tensors held by the metric, which
         # would live on one device).
-        return (tf.gather(tf.constant(self._prefixes, tf.int32), ids),
-                tf.gather(tf.constant(self._kinds, tf.int32), ids))
+        return (
+            tf.gather(tf.constant(self._prefixes, tf.int32), ids),
+            tf.gather(tf.constant(self._kinds, tf.int32), ids),
+        )
 
     def result(self) -> tf.Tensor:
-        f1 = tf.math.divide_no_nan(2.0 * self.correct_entities,
-                                   self.true_entities + self.predicted_entities)
+        f1 = tf.math.divide_no_nan(
+            2.0 * self.correct_entities, self.true_entities + self.predicted_entities
+        )
         return tf.cast(f1, self.dtype)
 
     # === Config ===
 
     def get_config(self) -> dict:
-        return {"label_names": self.label_names, "scheme": self.scheme, "name": self.name,
-                "dtype": self.dtype}
+        return {
+            "label_names": self.label_names,
+            "scheme": self.scheme,
+            "name": self.name,
+            "dtype": self.dtype,
+        }
 
     @classmethod
     def from_config(cls, config: dict) -> EntityF1:

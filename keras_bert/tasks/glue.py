@@ -21,12 +21,12 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class GlueTask:
-    tfds_texts: tuple        # TFDS feature names of the text(s)
-    tsv_texts: tuple         # column names (indices for header-less CoLA) in the TSV files
-    tsv_label: object        # label column name (or index)
-    tsv_labels: tuple        # the TSV label strings, in TFDS index order; () for regression
-    label_names: tuple       # TFDS ClassLabel names; () for regression
-    metric: str              # the figure GLUE reports first
+    tfds_texts: tuple  # TFDS feature names of the text(s)
+    tsv_texts: tuple  # column names (indices for header-less CoLA) in the TSV files
+    tsv_label: object  # label column name (or index)
+    tsv_labels: tuple  # the TSV label strings, in TFDS index order; () for regression
+    label_names: tuple  # TFDS ClassLabel names; () for regression
+    metric: str  # the figure GLUE reports first
     dev_splits: tuple = ("validation",)
     tsv_header: bool = True
 
@@ -37,26 +37,70 @@ class GlueTask:
 
 _ENTAILMENT = ("entailment", "not_entailment")
 GLUE_TASKS = {
-    "cola": GlueTask(("sentence",), (3,), 1, ("0", "1"), ("unacceptable", "acceptable"),
-                     "matthews_corrcoef", tsv_header=False),
-    "sst2": GlueTask(("sentence",), ("sentence",), "label", ("0", "1"),
-                     ("negative", "positive"), "accuracy"),
-    "mrpc": GlueTask(("sentence1", "sentence2"), ("#1 String", "#2 String"), "Quality",
-                     ("0", "1"), ("not_equivalent", "equivalent"), "f1"),
-    "stsb": GlueTask(("sentence1", "sentence2"), ("sentence1", "sentence2"), "score",
-                     (), (), "pearson"),
-    "qqp": GlueTask(("question1", "question2"), ("question1", "question2"), "is_duplicate",
-                    ("0", "1"), ("not_duplicate", "duplicate"), "f1"),
-    "mnli": GlueTask(("premise", "hypothesis"), ("sentence1", "sentence2"), "gold_label",
-                     ("entailment", "neutral", "contradiction"),
-                     ("entailment", "neutral", "contradiction"), "accuracy",
-                     dev_splits=("validation_matched", "validation_mismatched")),
-    "qnli": GlueTask(("question", "sentence"), ("question", "sentence"), "label",
-                     _ENTAILMENT, _ENTAILMENT, "accuracy"),
-    "rte": GlueTask(("sentence1", "sentence2"), ("sentence1", "sentence2"), "label",
-                    _ENTAILMENT, _ENTAILMENT, "accuracy"),
-    "wnli": GlueTask(("sentence1", "sentence2"), ("sentence1", "sentence2"), "label",
-                     ("0", "1"), ("not_entailment", "entailment"), "accuracy"),
+    "cola": GlueTask(
+        ("sentence",),
+        (3,),
+        1,
+        ("0", "1"),
+        ("unacceptable", "acceptable"),
+        "matthews_corrcoef",
+        tsv_header=False,
+    ),
+    "sst2": GlueTask(
+        ("sentence",), ("sentence",), "label", ("0", "1"), ("negative", "positive"), "accuracy"
+    ),
+    "mrpc": GlueTask(
+        ("sentence1", "sentence2"),
+        ("#1 String", "#2 String"),
+        "Quality",
+        ("0", "1"),
+        ("not_equivalent", "equivalent"),
+        "f1",
+    ),
+    "stsb": GlueTask(
+        ("sentence1", "sentence2"), ("sentence1", "sentence2"), "score", (), (), "pearson"
+    ),
+    "qqp": GlueTask(
+        ("question1", "question2"),
+        ("question1", "question2"),
+        "is_duplicate",
+        ("0", "1"),
+        ("not_duplicate", "duplicate"),
+        "f1",
+    ),
+    "mnli": GlueTask(
+        ("premise", "hypothesis"),
+        ("sentence1", "sentence2"),
+        "gold_label",
+        ("entailment", "neutral", "contradiction"),
+        ("entailment", "neutral", "contradiction"),
+        "accuracy",
+        dev_splits=("validation_matched", "validation_mismatched"),
+    ),
+    "qnli": GlueTask(
+        ("question", "sentence"),
+        ("question", "sentence"),
+        "label",
+        _ENTAILMENT,
+        _ENTAILMENT,
+        "accuracy",
+    ),
+    "rte": GlueTask(
+        ("sentence1", "sentence2"),
+        ("sentence1", "sentence2"),
+        "label",
+        _ENTAILMENT,
+        _ENTAILMENT,
+        "accuracy",
+    ),
+    "wnli": GlueTask(
+        ("sentence1", "sentence2"),
+        ("sentence1", "sentence2"),
+        "label",
+        ("0", "1"),
+        ("not_entailment", "entailment"),
+        "accuracy",
+    ),
 }
 
 
@@ -74,15 +118,21 @@ def read_glue_tsv(task_name: str, path: str) -> TextExamples:
     Labels come back as TFDS's class names (floats for STS-B).
     """
     _, task = get_task(task_name)
-    examples = read_text_examples(path, task.tsv_texts, task.tsv_label,
-                                  regression=task.regression, header=task.tsv_header,
-                                  allow_empty_text=True)
+    examples = read_text_examples(
+        path,
+        task.tsv_texts,
+        task.tsv_label,
+        regression=task.regression,
+        header=task.tsv_header,
+        allow_empty_text=True,
+    )
     if not task.regression:
         mapping = dict(zip(task.tsv_labels, task.label_names))
         unknown = sorted(set(examples.labels) - set(mapping))
         if unknown:
-            raise ValueError(f"{path}: label(s) {unknown[:5]} are not {task_name} labels "
-                             f"{list(task.tsv_labels)}")
+            raise ValueError(
+                f"{path}: label(s) {unknown[:5]} are not {task_name} labels {list(task.tsv_labels)}"
+            )
         examples.labels = [mapping[label] for label in examples.labels]
     return examples
 
@@ -91,6 +141,7 @@ def read_glue_tfds(task_name: str, split: str, data_dir: str | None = None) -> T
     """`tfds.load("glue/<task>", split=split)` as `TextExamples` (TFDS test
     splits have label -1: those rows get label None)."""
     import tensorflow_datasets as tfds
+
     key, task = get_task(task_name)
     dataset = tfds.load(f"glue/{key}", split=split, data_dir=data_dir)
     texts = {name: [] for name in task.tfds_texts}
@@ -105,8 +156,7 @@ def read_glue_tfds(task_name: str, split: str, data_dir: str | None = None) -> T
             labels.append(task.label_names[int(label)] if int(label) >= 0 else None)
         ids.append(int(row["idx"]))
     names = task.tfds_texts
-    return TextExamples(texts[names[0]], texts[names[1]] if len(names) > 1 else None,
-                        labels, ids)
+    return TextExamples(texts[names[0]], texts[names[1]] if len(names) > 1 else None, labels, ids)
 
 
 def glue_metrics(task_name: str, labels: ArrayLike, predictions: ArrayLike) -> dict[str, float]:
@@ -115,8 +165,10 @@ def glue_metrics(task_name: str, labels: ArrayLike, predictions: ArrayLike) -> d
     _, task = get_task(task_name)
     labels, predictions = np.asarray(labels), np.asarray(predictions)
     if task.regression:
-        return {"pearson": metrics.pearson(labels, predictions),
-                "spearman": metrics.spearman(labels, predictions)}
+        return {
+            "pearson": metrics.pearson(labels, predictions),
+            "spearman": metrics.spearman(labels, predictions),
+        }
     result = {"accuracy": metrics.accuracy(labels, predictions)}
     if task.metric == "f1":
         result["f1"] = metrics.f1(labels, predictions)

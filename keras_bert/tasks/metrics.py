@@ -50,8 +50,8 @@ def matthews_corrcoef(labels: ArrayLike, predictions: ArrayLike) -> float:
     true_counts, pred_counts = confusion.sum(axis=1), confusion.sum(axis=0)
     correct, samples = np.trace(confusion), confusion.sum()
     covariance_yp = correct * samples - np.dot(true_counts, pred_counts)
-    covariance_pp = samples ** 2 - np.dot(pred_counts, pred_counts)
-    covariance_yy = samples ** 2 - np.dot(true_counts, true_counts)
+    covariance_pp = samples**2 - np.dot(pred_counts, pred_counts)
+    covariance_yy = samples**2 - np.dot(true_counts, true_counts)
     if covariance_pp * covariance_yy == 0:
         return 0.0
     return float(covariance_yp / np.sqrt(covariance_pp * covariance_yy))
@@ -76,7 +76,7 @@ def _average_ranks(values):
         end = start
         while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
             end += 1
-        ranks[order[start:end + 1]] = (start + end) / 2.0 + 1.0
+        ranks[order[start : end + 1]] = (start + end) / 2.0 + 1.0
         start = end + 1
     return ranks
 
@@ -105,8 +105,14 @@ def spearman(labels: ArrayLike, predictions: ArrayLike) -> float:
 SCHEMES = ("IOB1", "IOB2", "IOE1", "IOE2", "IOBES", "BILOU")
 MODES = (None, "strict")
 _PREFIX_LETTERS = "BIESLUO"
-_SCHEME_PREFIXES = {"IOB1": "IOB", "IOB2": "IOB", "IOE1": "IOE", "IOE2": "IOE",
-                    "IOBES": "IOBES", "BILOU": "BILOU"}
+_SCHEME_PREFIXES = {
+    "IOB1": "IOB",
+    "IOB2": "IOB",
+    "IOE1": "IOE",
+    "IOE2": "IOE",
+    "IOBES": "IOBES",
+    "BILOU": "BILOU",
+}
 # Lenient reading: BILOU is IOBES spelled with L (last) for E and U (unit) for S.
 _LENIENT_PREFIX = {"L": "E", "U": "S"}
 
@@ -117,8 +123,7 @@ _LENIENT_PREFIX = {"L": "E", "U": "S"}
 # while the next tag matches `inside` (given the last tag taken), and counts
 # if the tag after it (or the end of the sentence, an O) matches `end`.
 _STRICT_RULES = {
-    "IOB1": {"start": "OI* II! BI* IB= BB=", "inside": "BI= II=",
-             "end": "II! IO* IB* BO* BI! BB="},
+    "IOB1": {"start": "OI* II! BI* IB= BB=", "inside": "BI= II=", "end": "II! IO* IB* BO* BI! BB="},
     "IOB2": {"start": ".B*", "inside": "BI= II=", "end": "IO* II! IB* BO* BI! BB*"},
     "IOE1": {"start": "OI* II! EI* EE=", "inside": "II= IE=", "end": "II! IO* IE! EI= EE="},
     "IOE2": {"start": "OI* OE* EI* EE* II! IE!", "inside": "IE= II=", "end": "E.*"},
@@ -137,8 +142,10 @@ def _split_tag(tag: str | None, scheme: str | None, mode: str | None) -> tuple[s
     else:
         prefix, entity = "", tag  # an IO label
     if scheme is not None and prefix not in set(_SCHEME_PREFIXES[scheme]):
-        raise ValueError(f"tag {tag!r} does not follow the {scheme} scheme: its prefix must be "
-                         f"one of {', '.join(_SCHEME_PREFIXES[scheme])} (as in B-PER)")
+        raise ValueError(
+            f"tag {tag!r} does not follow the {scheme} scheme: its prefix must be "
+            f"one of {', '.join(_SCHEME_PREFIXES[scheme])} (as in B-PER)"
+        )
     if mode == "strict":  # a scheme is given, so the prefix is one of its letters
         return prefix, entity
     return _LENIENT_PREFIX.get(prefix, prefix or "I"), entity
@@ -154,13 +161,15 @@ def lenient_tag(tag: str | None, scheme: str | None = None) -> tuple[str, str]:
 
 def _check_scheme(scheme, mode):
     if mode not in MODES:
-        raise ValueError(f"mode must be None (lenient, conlleval's rules) or 'strict', "
-                         f"got {mode!r}")
+        raise ValueError(
+            f"mode must be None (lenient, conlleval's rules) or 'strict', got {mode!r}"
+        )
     if scheme is not None and scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {', '.join(SCHEMES)} or None, got {scheme!r}")
     if mode == "strict" and scheme is None:
-        raise ValueError(f"strict mode needs the tagging scheme: scheme= one of "
-                         f"{', '.join(SCHEMES)}")
+        raise ValueError(
+            f"strict mode needs the tagging scheme: scheme= one of {', '.join(SCHEMES)}"
+        )
 
 
 def _ends_chunk(prev_prefix, prefix, prev_type, type_):
@@ -195,8 +204,11 @@ def _matches(rules, prev, current):
     """Whether (prefix, type) `current` after `prev` matches one of `rules`."""
     for rule in rules.split():
         want_prev, want_current, types = rule
-        if (want_prev in (".", prev[0]) and want_current in (".", current[0])
-                and (types == "*" or (types == "=") == (prev[1] == current[1]))):
+        if (
+            want_prev in (".", prev[0])
+            and want_current in (".", current[0])
+            and (types == "*" or (types == "=") == (prev[1] == current[1]))
+        ):
             return True
     return False
 
@@ -219,8 +231,9 @@ def _strict_entities(split, scheme):
     return entities
 
 
-def get_entities(tags: Iterable[str], scheme: str | None = None, mode: str | None = None
-                 ) -> set[tuple[str, int, int]]:
+def get_entities(
+    tags: Iterable[str], scheme: str | None = None, mode: str | None = None
+) -> set[tuple[str, int, int]]:
     """Tags of one sentence -> set of (type, first, last) entities, read as
     seqeval reads them in `mode` (None: lenient, conlleval's rules; "strict":
     `scheme`'s rules; see the comment above)."""
@@ -256,8 +269,12 @@ def _scores(correct, n_true, n_pred):
     return {"precision": precision, "recall": recall, "f1": f1_score}
 
 
-def entity_scores(true_tags: Sequence[Sequence[str]], predicted_tags: Sequence[Sequence[str]],
-                  scheme: str | None = None, mode: str | None = None) -> dict[str, float]:
+def entity_scores(
+    true_tags: Sequence[Sequence[str]],
+    predicted_tags: Sequence[Sequence[str]],
+    scheme: str | None = None,
+    mode: str | None = None,
+) -> dict[str, float]:
     """Lists of tag sequences -> entity-level precision, recall and F1 (micro),
     as seqeval's `f1_score(true, predicted)` (mode=None) or
     `f1_score(true, predicted, mode="strict", scheme=...)`."""
@@ -267,16 +284,21 @@ def entity_scores(true_tags: Sequence[Sequence[str]], predicted_tags: Sequence[S
     return _scores(*totals)
 
 
-def entity_report(true_tags: Sequence[Sequence[str]], predicted_tags: Sequence[Sequence[str]],
-                  scheme: str | None = None, mode: str | None = None
-                  ) -> dict[str, dict[str, float]]:
+def entity_report(
+    true_tags: Sequence[Sequence[str]],
+    predicted_tags: Sequence[Sequence[str]],
+    scheme: str | None = None,
+    mode: str | None = None,
+) -> dict[str, dict[str, float]]:
     """Per entity type (those of the gold or predicted entities, sorted):
     precision, recall, F1 and support (gold entities), as seqeval's
     `classification_report` (its type "_" is the empty type "" here)."""
     _check_scheme(scheme, mode)
     counts = _entity_counts(true_tags, predicted_tags, scheme, mode)
-    return {entity: {**_scores(*counts[entity]), "support": counts[entity][1]}
-            for entity in sorted(counts)}
+    return {
+        entity: {**_scores(*counts[entity]), "support": counts[entity][1]}
+        for entity in sorted(counts)
+    }
 
 
 # === SQuAD ===
@@ -312,13 +334,17 @@ def squad_f1(gold: str, prediction: str, version: int = 2) -> float:
 
 def _questions(dataset):
     """SQuAD JSON `data` list -> {id: gold answer texts}."""
-    return {qa["id"]: [a["text"] for a in qa["answers"]]
-            for article in dataset for paragraph in article["paragraphs"]
-            for qa in paragraph["qas"]}
+    return {
+        qa["id"]: [a["text"] for a in qa["answers"]]
+        for article in dataset
+        for paragraph in article["paragraphs"]
+        for qa in paragraph["qas"]
+    }
 
 
-def squad_v1_scores(dataset: Iterable[Mapping[str, Any]], predictions: Mapping[str, str]
-                    ) -> dict[str, float]:
+def squad_v1_scores(
+    dataset: Iterable[Mapping[str, Any]], predictions: Mapping[str, str]
+) -> dict[str, float]:
     """Official v1.1 evaluation: percentages over every question (missing ones score 0)."""
     questions = _questions(dataset)
     exact = f1_total = 0.0
@@ -347,9 +373,12 @@ def _best_threshold(predictions, scores, na_probs, has_answer):
     return 100.0 * best / len(scores), threshold
 
 
-def squad_v2_scores(dataset: Iterable[Mapping[str, Any]], predictions: Mapping[str, str],
-                    na_probs: Mapping[str, float] | None = None, na_prob_threshold: float = 1.0
-                    ) -> dict[str, float]:
+def squad_v2_scores(
+    dataset: Iterable[Mapping[str, Any]],
+    predictions: Mapping[str, str],
+    na_probs: Mapping[str, float] | None = None,
+    na_prob_threshold: float = 1.0,
+) -> dict[str, float]:
     """Official v2.0 evaluation over the questions that have a prediction.
 
     `na_probs` are no-answer scores (higher = more likely unanswerable); a
@@ -369,15 +398,19 @@ def squad_v2_scores(dataset: Iterable[Mapping[str, Any]], predictions: Mapping[s
         f1_raw[qid] = max(squad_f1(t, predictions[qid]) for t in texts)
 
     def thresholded(raw):
-        return {qid: float(not has_answer[qid]) if na_probs[qid] > na_prob_threshold else s
-                for qid, s in raw.items()}
+        return {
+            qid: float(not has_answer[qid]) if na_probs[qid] > na_prob_threshold else s
+            for qid, s in raw.items()
+        }
 
     exact, f1_scores = thresholded(exact_raw), thresholded(f1_raw)
 
     def summary(qids):
-        return {"exact": 100.0 * sum(exact[q] for q in qids) / len(qids),
-                "f1": 100.0 * sum(f1_scores[q] for q in qids) / len(qids),
-                "total": len(qids)}
+        return {
+            "exact": 100.0 * sum(exact[q] for q in qids) / len(qids),
+            "f1": 100.0 * sum(f1_scores[q] for q in qids) / len(qids),
+            "total": len(qids),
+        }
 
     result = summary(list(golds))
     for prefix, wanted in (("HasAns", True), ("NoAns", False)):
@@ -385,7 +418,9 @@ def squad_v2_scores(dataset: Iterable[Mapping[str, Any]], predictions: Mapping[s
         if qids:
             result.update({f"{prefix}_{k}": v for k, v in summary(qids).items()})
     result["best_exact"], result["best_exact_thresh"] = _best_threshold(
-        predictions, exact_raw, na_probs, has_answer)
+        predictions, exact_raw, na_probs, has_answer
+    )
     result["best_f1"], result["best_f1_thresh"] = _best_threshold(
-        predictions, f1_raw, na_probs, has_answer)
+        predictions, f1_raw, na_probs, has_answer
+    )
     return result

@@ -40,8 +40,12 @@ def in_memory_columns(data: Any, tuple_names: Sequence[str] = ("text", "label"))
         rows = list(data.as_numpy_iterator())
         if rows and isinstance(rows[0], dict):
             return {name: [row[name] for row in rows] for name in rows[0]}
-        return {name: [row[i] for row in rows] for i, name in enumerate(
-            tuple_names if not rows or len(rows[0]) == 2 else ("text", "text_pair", "label"))}
+        return {
+            name: [row[i] for row in rows]
+            for i, name in enumerate(
+                tuple_names if not rows or len(rows[0]) == 2 else ("text", "text_pair", "label")
+            )
+        }
     if isinstance(data, tuple) and len(data) == 2:
         return dict(zip(tuple_names, data))
     return data
@@ -58,18 +62,27 @@ def _limit(n: int, limit: int | None) -> int:
 # === Sentence (pair) classification and regression ===
 
 
-def read_texts_and_labels(source: Any, *, regression: bool = False,
-                          glue_task: str | None = None, text_columns: Sequence[str] | None = None,
-                          label_column: str = "label", limit: int | None = None
-                          ) -> tuple[Any, list]:
+def read_texts_and_labels(
+    source: Any,
+    *,
+    regression: bool = False,
+    glue_task: str | None = None,
+    text_columns: Sequence[str] | None = None,
+    label_column: str = "label",
+    limit: int | None = None,
+) -> tuple[Any, list]:
     """A table (TSV / CSV / JSONL), a GLUE TSV, `tfds:glue/<task>:<split>` or
     in-memory columns -> (texts, labels): texts a list, or a (texts, pairs)
     tuple; labels class names (strings) or scores (floats)."""
     spec = tfds_spec(source)
     if not isinstance(source, str):
         examples = text_classification.text_examples_from_columns(
-            in_memory_columns(source), text_columns, label_column, regression,
-            source=source_name(source))
+            in_memory_columns(source),
+            text_columns,
+            label_column,
+            regression,
+            source=source_name(source),
+        )
     elif spec is not None:
         name, split = spec
         if not name.startswith("glue/"):
@@ -79,7 +92,8 @@ def read_texts_and_labels(source: Any, *, regression: bool = False,
         examples = glue.read_glue_tsv(glue_task, source)
     else:
         examples = text_classification.read_text_examples(
-            source, text_columns, label_column, regression)
+            source, text_columns, label_column, regression
+        )
     n = _limit(len(examples), limit)
     texts = examples.texts_a[:n]
     x = texts if examples.texts_b is None else (texts, examples.texts_b[:n])
@@ -89,17 +103,18 @@ def read_texts_and_labels(source: Any, *, regression: bool = False,
 # === Token tagging ===
 
 
-def read_words_and_tags(source: Any, limit: int | None = None
-                        ) -> tuple[list[list[str]], list[list[str]]]:
+def read_words_and_tags(
+    source: Any, limit: int | None = None
+) -> tuple[list[list[str]], list[list[str]]]:
     """A CoNLL file (word<TAB>tag lines), `tfds:conll2003:<split>` or in-memory
     {"words": word lists or texts, "tags": tag lists} -> (words, tags)."""
     spec = tfds_spec(source)
     if not isinstance(source, str):
         columns = in_memory_columns(source, ("words", "tags"))
         sentences = tagging.TaggedSentences(
-            [w.split() if isinstance(w, str) else [_text(x) for x in w]
-             for w in columns["words"]],
-            [[_text(t) for t in row] for row in columns["tags"]])
+            [w.split() if isinstance(w, str) else [_text(x) for x in w] for w in columns["words"]],
+            [[_text(t) for t in row] for row in columns["tags"]],
+        )
     elif spec is not None:
         if spec[0] != "conll2003":
             raise ValueError(f"{source}: tagging reads TFDS conll2003 only")
@@ -119,7 +134,8 @@ def read_squad_data(source: Any, limit: int | None = None) -> list[dict]:
     spec = tfds_spec(source)
     if not isinstance(source, str):
         dataset = squad.check_squad_data(
-            source["data"] if isinstance(source, Mapping) else list(source), "the SQuAD data")
+            source["data"] if isinstance(source, Mapping) else list(source), "the SQuAD data"
+        )
     elif spec is not None:
         if not spec[0].startswith("squad"):
             raise ValueError(f"{source}: span extraction reads TFDS squad/* only")
@@ -144,8 +160,9 @@ def first_questions(dataset: Sequence[Mapping[str, Any]], count: int) -> list[di
     return articles
 
 
-def squad_questions_and_answers(dataset: Sequence[Mapping[str, Any]], source: str = ""
-                                ) -> tuple[dict[str, list[str]], list[dict]]:
+def squad_questions_and_answers(
+    dataset: Sequence[Mapping[str, Any]], source: str = ""
+) -> tuple[dict[str, list[str]], list[dict]]:
     """A SQuAD `data` list -> ({"question": [...], "context": [...]}, answers):
     the first answer of each question ({"text", "answer_start"}; text "" for
     SQuAD v2.0's unanswerable ones), as run_squad.py trains on it."""
@@ -155,8 +172,10 @@ def squad_questions_and_answers(dataset: Sequence[Mapping[str, Any]], source: st
             for qa in paragraph["qas"]:
                 if qa.get("is_impossible") or not qa.get("answers"):
                     if not qa.get("is_impossible"):
-                        raise ValueError(f"{source}: question {qa.get('id')!r} has no answer "
-                                         "and is not marked is_impossible")
+                        raise ValueError(
+                            f"{source}: question {qa.get('id')!r} has no answer "
+                            "and is not marked is_impossible"
+                        )
                     answer = {"text": "", "answer_start": -1}
                 else:
                     first = qa["answers"][0]
@@ -170,9 +189,12 @@ def squad_questions_and_answers(dataset: Sequence[Mapping[str, Any]], source: st
 # === Rows of texts (embeddings) ===
 
 
-def read_text_rows(source: Any, text_columns: Sequence[str] | None = None,
-                   score_column: str | None = None, limit: int | None = None
-                   ) -> text_rows.TextRows:
+def read_text_rows(
+    source: Any,
+    text_columns: Sequence[str] | None = None,
+    score_column: str | None = None,
+    limit: int | None = None,
+) -> text_rows.TextRows:
     """A TSV file of pairs, triplets or scored pairs with a header row, or
     in-memory columns ({name: values}, a DataFrame), or `TextRows` -> the
     rows (`keras_bert.tasks.text_rows`: the columns picked by name, else a
@@ -182,12 +204,16 @@ def read_text_rows(source: Any, text_columns: Sequence[str] | None = None,
         return source
     if isinstance(source, str):
         if tfds_spec(source) is not None:
-            raise ValueError(f"{source}: embedding rows come from TSV files (anchor<TAB>"
-                             "positive[<TAB>negative], or text<TAB>text<TAB>score)")
+            raise ValueError(
+                f"{source}: embedding rows come from TSV files (anchor<TAB>"
+                "positive[<TAB>negative], or text<TAB>text<TAB>score)"
+            )
         if not tf.io.gfile.exists(source):
             raise FileNotFoundError(f"data file not found: {source}")
         return text_rows.read_text_rows(source, text_columns, score_column, limit)
     if isinstance(source, Mapping) or hasattr(source, "columns"):
         return text_rows.rows_from_columns(source, text_columns, score_column, limit=limit)
-    raise ValueError(f"embedding rows: expected a TSV file, a dict of columns or TextRows; "
-                     f"got {type(source).__name__}")
+    raise ValueError(
+        f"embedding rows: expected a TSV file, a dict of columns or TextRows; "
+        f"got {type(source).__name__}"
+    )

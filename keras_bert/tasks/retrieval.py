@@ -36,42 +36,53 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
-def rank_corpus(query_embeddings: np.ndarray, corpus_embeddings: np.ndarray, top_k: int,
-                chunk_size: int = 1024) -> np.ndarray:
+def rank_corpus(
+    query_embeddings: np.ndarray, corpus_embeddings: np.ndarray, top_k: int, chunk_size: int = 1024
+) -> np.ndarray:
     """(Q, D), (C, D) -> (Q, min(top_k, C)) corpus indices, most similar first."""
     queries, corpus = _unit(query_embeddings), _unit(corpus_embeddings)
     top_k = min(top_k, len(corpus))
     ranked = []
     for start in range(0, len(queries), chunk_size):
-        scores = queries[start:start + chunk_size] @ corpus.T  # (q, C)
+        scores = queries[start : start + chunk_size] @ corpus.T  # (q, C)
         order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
         ranked.append(order)
     return np.concatenate(ranked) if ranked else np.zeros((0, top_k), np.int64)
 
 
-def relevance_sets(relevant: Mapping[Any, Iterable[Any]] | Iterable[tuple[Any, Any]],
-                   query_ids: Sequence[Any], corpus_ids: Sequence[Any]) -> list[set[int]]:
+def relevance_sets(
+    relevant: Mapping[Any, Iterable[Any]] | Iterable[tuple[Any, Any]],
+    query_ids: Sequence[Any],
+    corpus_ids: Sequence[Any],
+) -> list[set[int]]:
     """Relevant documents per query, as corpus positions: from {query id:
     [corpus ids]} or (query id, corpus id) pairs; ids are the keys of the
     queries / corpus dicts (positions for lists). Unknown ids: a ValueError."""
     query_index = {qid: i for i, qid in enumerate(query_ids)}
     corpus_index = {cid: i for i, cid in enumerate(corpus_ids)}
-    pairs = ([(q, c) for q, docs in relevant.items() for c in docs]
-             if isinstance(relevant, Mapping) else list(relevant))
+    pairs = (
+        [(q, c) for q, docs in relevant.items() for c in docs]
+        if isinstance(relevant, Mapping)
+        else list(relevant)
+    )
     sets: list[set[int]] = [set() for _ in query_ids]
     for query, document in pairs:
         if query not in query_index:
             raise ValueError(f"relevant pair ({query!r}, {document!r}): no query {query!r}")
         if document not in corpus_index:
-            raise ValueError(f"relevant pair ({query!r}, {document!r}): no document "
-                             f"{document!r} in the corpus")
+            raise ValueError(
+                f"relevant pair ({query!r}, {document!r}): no document {document!r} in the corpus"
+            )
         sets[query_index[query]].add(corpus_index[document])
     return sets
 
 
-def retrieval_metrics(query_embeddings: np.ndarray, corpus_embeddings: np.ndarray,
-                      relevant: Sequence[set[int]], recall_at: Sequence[int] = (1, 5, 10)
-                      ) -> dict[str, float]:
+def retrieval_metrics(
+    query_embeddings: np.ndarray,
+    corpus_embeddings: np.ndarray,
+    relevant: Sequence[set[int]],
+    recall_at: Sequence[int] = (1, 5, 10),
+) -> dict[str, float]:
     """recall@k for each k of `recall_at`, mrr@10 and ndcg@10, averaged over the
     queries that have a relevant document; `relevant[q]`: corpus positions."""
     if len(relevant) != len(query_embeddings):
@@ -91,16 +102,19 @@ def retrieval_metrics(query_embeddings: np.ndarray, corpus_embeddings: np.ndarra
         first = np.flatnonzero(hits[:MRR_AT])
         figures[f"mrr@{MRR_AT}"] += 1.0 / (first[0] + 1) if len(first) else 0.0
         gains = hits[:NDCG_AT]
-        ideal = discounts[:min(len(relevant[q]), NDCG_AT)].sum()
-        figures[f"ndcg@{NDCG_AT}"] += float((gains * discounts[:len(gains)]).sum() / ideal)
+        ideal = discounts[: min(len(relevant[q]), NDCG_AT)].sum()
+        figures[f"ndcg@{NDCG_AT}"] += float((gains * discounts[: len(gains)]).sum() / ideal)
     return {name: value / len(scored) for name, value in figures.items()}
 
 
-def evaluate_retrieval(model: Any, queries: Sequence[str] | Mapping[Any, str],
-                       corpus: Sequence[str] | Mapping[Any, str],
-                       relevant: Mapping[Any, Iterable[Any]] | Iterable[tuple[Any, Any]],
-                       recall_at: Sequence[int] = (1, 5, 10), batch_size: int = 32
-                       ) -> dict[str, float]:
+def evaluate_retrieval(
+    model: Any,
+    queries: Sequence[str] | Mapping[Any, str],
+    corpus: Sequence[str] | Mapping[Any, str],
+    relevant: Mapping[Any, Iterable[Any]] | Iterable[tuple[Any, Any]],
+    recall_at: Sequence[int] = (1, 5, 10),
+    batch_size: int = 32,
+) -> dict[str, float]:
     """Embeds queries and corpus with `model.predict` and scores the retrieval
     (`retrieval_metrics`). Queries and corpus: lists (ids are positions) or
     {id: text} dicts; `relevant`: {query id: [corpus ids]} or (query id,
@@ -121,12 +135,15 @@ def _ids_and_texts(texts):
 
 # === Scored pairs ===
 
+
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     """Spearman's rank correlation (`keras_bert.tasks.metrics.spearman`, ties
     averaged as scipy's), with the lengths checked."""
     if len(x) != len(y) or len(x) < 2:
-        raise ValueError(f"spearman needs two equally long sequences of 2 or more values; "
-                         f"got {len(x)} and {len(y)}")
+        raise ValueError(
+            f"spearman needs two equally long sequences of 2 or more values; "
+            f"got {len(x)} and {len(y)}"
+        )
     return metrics.spearman(x, y)
 
 
@@ -135,21 +152,31 @@ def pair_cosines(embeddings_a: np.ndarray, embeddings_b: np.ndarray) -> np.ndarr
     return (_unit(embeddings_a) * _unit(embeddings_b)).sum(axis=-1)
 
 
-def evaluate_scored_pairs(model: Any, texts_a: Sequence[str], texts_b: Sequence[str],
-                          scores: Sequence[float], batch_size: int = 32) -> dict[str, float]:
+def evaluate_scored_pairs(
+    model: Any,
+    texts_a: Sequence[str],
+    texts_b: Sequence[str],
+    scores: Sequence[float],
+    batch_size: int = 32,
+) -> dict[str, float]:
     """{"spearman_cosine": ...}: how the pairs' embedding cosines rank against their scores."""
     if not len(texts_a) == len(texts_b) == len(scores):
-        raise ValueError(f"scored pairs: {len(texts_a)} texts_a, {len(texts_b)} texts_b, "
-                         f"{len(scores)} scores")
-    cosines = pair_cosines(model.predict(list(texts_a), batch_size=batch_size, verbose=0),
-                           model.predict(list(texts_b), batch_size=batch_size, verbose=0))
+        raise ValueError(
+            f"scored pairs: {len(texts_a)} texts_a, {len(texts_b)} texts_b, {len(scores)} scores"
+        )
+    cosines = pair_cosines(
+        model.predict(list(texts_a), batch_size=batch_size, verbose=0),
+        model.predict(list(texts_b), batch_size=batch_size, verbose=0),
+    )
     return {"spearman_cosine": spearman(cosines, scores)}
 
 
 # === Rows of a file ===
 
-def evaluate_text_rows(embed: Callable[[list[str]], np.ndarray], rows: TextRows
-                       ) -> dict[str, float | int]:
+
+def evaluate_text_rows(
+    embed: Callable[[list[str]], np.ndarray], rows: TextRows
+) -> dict[str, float | int]:
     """The figures of `rows` (`keras_bert.tasks.text_rows`) for the embeddings
     `embed(texts)` (N, D) gives: Spearman for scored pairs ({"spearman_cosine",
     "pairs"}); else retrieval, each row's first text querying its second

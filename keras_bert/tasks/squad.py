@@ -53,8 +53,8 @@ class SquadExample:
     qas_id: str
     question_text: str
     context: str
-    doc_tokens: list            # the context split on whitespace
-    token_char_starts: list     # each doc token's first character in `context`
+    doc_tokens: list  # the context split on whitespace
+    token_char_starts: list  # each doc token's first character in `context`
     orig_answer_text: str = None
     start_position: int = None  # doc-token index of the answer (training)
     end_position: int = None
@@ -65,12 +65,12 @@ class SquadExample:
 class SquadFeature:
     example_index: int
     doc_span_index: int
-    input_ids: np.ndarray       # (T,)
+    input_ids: np.ndarray  # (T,)
     input_mask: np.ndarray
     segment_ids: np.ndarray
-    token_to_orig_map: dict     # window position -> doc-token index
+    token_to_orig_map: dict  # window position -> doc-token index
     token_is_max_context: dict  # window position -> bool
-    token_char_spans: dict      # window position -> (first char, end char) in the context
+    token_char_spans: dict  # window position -> (first char, end char) in the context
     num_tokens: int
     start_position: int = 0
     end_position: int = 0
@@ -124,12 +124,15 @@ def check_squad_data(data: Any, source: str) -> list[dict[str, Any]]:
     naming `source` and the first bad field's place, e.g.
     `data[0].paragraphs[2].qas`: checked once here, for every reader, rather
     than as a KeyError wherever the field is first used."""
+
     def require(value, kind, place, what):
         if not isinstance(value, kind):
-            raise ValueError(f"{source}: {place} must be {what}, got "
-                             f"{type(value).__name__ if value is not None else 'nothing'}"
-                             " (SQuAD JSON: data[].paragraphs[].{context, qas[].{id, "
-                             "question, answers[].{text, answer_start}}})")
+            raise ValueError(
+                f"{source}: {place} must be {what}, got "
+                f"{type(value).__name__ if value is not None else 'nothing'}"
+                " (SQuAD JSON: data[].paragraphs[].{context, qas[].{id, "
+                "question, answers[].{text, answer_start}}})"
+            )
 
     require(data, list, "data", "a list of articles")
     for i, article in enumerate(data):
@@ -147,33 +150,48 @@ def check_squad_data(data: Any, source: str) -> list[dict[str, Any]]:
                     where = f"{place}.qas[{k}].answers[{n}]"
                     require(answer, dict, where, "a JSON object")
                     require(answer.get("text"), str, f"{where}.text", "text")
-                    require(answer.get("answer_start"), int, f"{where}.answer_start",
-                            "a character offset")
+                    require(
+                        answer.get("answer_start"),
+                        int,
+                        f"{where}.answer_start",
+                        "a character offset",
+                    )
     return data
 
 
 def read_squad_tfds(name: str, split: str, data_dir: str | None = None) -> list[dict[str, Any]]:
     """TFDS `squad/v1.1` or `squad/v2.0` regrouped into SQuAD JSON's `data` list."""
     import tensorflow_datasets as tfds
+
     articles = collections.OrderedDict()
     for row in tfds.as_numpy(tfds.load(name, split=split, data_dir=data_dir)):
         title, context = row["title"].decode("utf-8"), row["context"].decode("utf-8")
         paragraphs = articles.setdefault(title, collections.OrderedDict())
         qas = paragraphs.setdefault(context, [])
-        answers = [{"text": t.decode("utf-8"), "answer_start": int(s)}
-                   for t, s in zip(row["answers"]["text"], row["answers"]["answer_start"])]
-        qa = {"id": row["id"].decode("utf-8"), "question": row["question"].decode("utf-8"),
-              "answers": answers}
+        answers = [
+            {"text": t.decode("utf-8"), "answer_start": int(s)}
+            for t, s in zip(row["answers"]["text"], row["answers"]["answer_start"])
+        ]
+        qa = {
+            "id": row["id"].decode("utf-8"),
+            "question": row["question"].decode("utf-8"),
+            "answers": answers,
+        }
         if "is_impossible" in row:
             qa["is_impossible"] = bool(row["is_impossible"])
         qas.append(qa)
-    return [{"title": title, "paragraphs": [{"context": c, "qas": q} for c, q in paras.items()]}
-            for title, paras in articles.items()]
+    return [
+        {"title": title, "paragraphs": [{"context": c, "qas": q} for c, q in paras.items()]}
+        for title, paras in articles.items()
+    ]
 
 
-def read_squad_examples(dataset: Sequence[Mapping[str, Any]], is_training: bool,
-                        version_2_with_negative: bool = False, source: str = "SQuAD"
-                        ) -> list[SquadExample]:
+def read_squad_examples(
+    dataset: Sequence[Mapping[str, Any]],
+    is_training: bool,
+    version_2_with_negative: bool = False,
+    source: str = "SQuAD",
+) -> list[SquadExample]:
     """SQuAD `data` list -> `SquadExample`s (run_squad.py's `read_squad_examples`).
 
     For training, the first answer is the target and questions whose answer
@@ -187,28 +205,35 @@ def read_squad_examples(dataset: Sequence[Mapping[str, Any]], is_training: bool,
             for qa in paragraph["qas"]:
                 example = SquadExample(qa["id"], qa["question"], context, doc_tokens, starts)
                 if is_training:
-                    example.is_impossible = bool(version_2_with_negative
-                                                 and qa.get("is_impossible", False))
+                    example.is_impossible = bool(
+                        version_2_with_negative and qa.get("is_impossible", False)
+                    )
                     if example.is_impossible:
                         example.start_position = example.end_position = -1
                         example.orig_answer_text = ""
                     else:
                         if not qa["answers"]:
-                            raise ValueError(f"{source}: question {qa['id']} has no answer; "
-                                             "SQuAD v2.0 data needs --version-2-with-negative")
+                            raise ValueError(
+                                f"{source}: question {qa['id']} has no answer; "
+                                "SQuAD v2.0 data needs --version-2-with-negative"
+                            )
                         answer = qa["answers"][0]
                         text, offset = answer["text"], answer["answer_start"]
                         if not 0 <= offset < len(context) or offset + len(text) > len(context):
-                            raise ValueError(f"{source}: question {qa['id']}: answer_start "
-                                             f"{offset} is outside its context")
+                            raise ValueError(
+                                f"{source}: question {qa['id']}: answer_start "
+                                f"{offset} is outside its context"
+                            )
                         example.orig_answer_text = text
                         example.start_position = char_to_word_offset[offset]
                         example.end_position = char_to_word_offset[offset + len(text) - 1]
-                        actual = " ".join(doc_tokens[example.start_position:
-                                                     example.end_position + 1])
+                        actual = " ".join(
+                            doc_tokens[example.start_position : example.end_position + 1]
+                        )
                         if actual.find(" ".join(text.split())) == -1:
-                            tf.get_logger().warning("%s: could not find answer %r of %s",
-                                                    source, text, qa["id"])
+                            tf.get_logger().warning(
+                                "%s: could not find answer %r of %s", source, text, qa["id"]
+                            )
                             continue
                 examples.append(example)
     return examples
@@ -228,7 +253,7 @@ def _tokenize_doc_tokens(tokenizer, tokens, chunk_size=50000):
     """Each string -> (piece ids, [(char start, char end) within the string])."""
     results = []
     for start in range(0, len(tokens), chunk_size):
-        chunk = tokens[start:start + chunk_size]
+        chunk = tokens[start : start + chunk_size]
         ids, begins, ends = tokenizer.tokenize_with_offsets(tf.constant(chunk))
         for token, i, b, e in zip(chunk, ids.to_list(), begins.to_list(), ends.to_list()):
             to_char = _byte_to_char(token)
@@ -240,7 +265,7 @@ def _improve_answer_span(doc_pieces, start, end, answer_pieces):
     """The sub-span of pieces that equals the tokenized answer, if there is one."""
     for new_start in range(start, end + 1):
         for new_end in range(end, new_start - 1, -1):
-            if doc_pieces[new_start:new_end + 1] == answer_pieces:
+            if doc_pieces[new_start : new_end + 1] == answer_pieces:
                 return new_start, new_end
     return start, end
 
@@ -258,13 +283,18 @@ def _check_is_max_context(doc_spans, current, position):
     return current == best_index
 
 
-def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer: BertTokenizer,
-                                 max_seq_length: int = 384, doc_stride: int = 128,
-                                 max_query_length: int = 64, is_training: bool = False
-                                 ) -> list[SquadFeature]:
+def convert_examples_to_features(
+    examples: Sequence[SquadExample],
+    tokenizer: BertTokenizer,
+    max_seq_length: int = 384,
+    doc_stride: int = 128,
+    max_query_length: int = 64,
+    is_training: bool = False,
+) -> list[SquadFeature]:
     """`SquadExample`s -> windowed `SquadFeature`s (run_squad.py's conversion)."""
     questions = tokenizer.tokenize(
-        tf.constant([e.question_text for e in examples] or [""])).to_list()
+        tf.constant([e.question_text for e in examples] or [""])
+    ).to_list()
     # Contexts are shared by many questions: tokenize each paragraph once.
     paragraph_index, paragraphs = {}, []
     for example in examples:
@@ -275,7 +305,7 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer: Be
     tokenized = _tokenize_doc_tokens(tokenizer, flat) if flat else []
     per_paragraph, cursor = [], 0
     for paragraph in paragraphs:
-        per_paragraph.append(tokenized[cursor:cursor + len(paragraph.doc_tokens)])
+        per_paragraph.append(tokenized[cursor : cursor + len(paragraph.doc_tokens)])
         cursor += len(paragraph.doc_tokens)
     answers = {}
     if is_training:
@@ -307,12 +337,15 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer: Be
             else:
                 tok_end = len(doc_pieces) - 1
             tok_start, tok_end = _improve_answer_span(
-                doc_pieces, tok_start, tok_end, answers[example_index])
+                doc_pieces, tok_start, tok_end, answers[example_index]
+            )
 
         max_tokens_for_doc = max_seq_length - len(query) - 3
         if max_tokens_for_doc < 1:
-            raise ValueError(f"max_seq_length {max_seq_length} leaves no room for the context "
-                             f"after a {len(query)}-piece question")
+            raise ValueError(
+                f"max_seq_length {max_seq_length} leaves no room for the context "
+                f"after a {len(query)}-piece question"
+            )
         doc_spans, start_offset = [], 0
         while start_offset < len(doc_pieces):
             length = min(len(doc_pieces) - start_offset, max_tokens_for_doc)
@@ -343,12 +376,21 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer: Be
                     offset = len(query) + 2
                     start_position = tok_start - span_start + offset
                     end_position = tok_end - span_start + offset
-            features.append(SquadFeature(
-                example_index, span_index,
-                np.asarray(ids + [tokenizer.pad_id] * padding, np.int32),
-                np.asarray([1] * num_tokens + [0] * padding, np.int32),
-                np.asarray(segments + [0] * padding, np.int32),
-                to_orig, max_context, char_spans, num_tokens, start_position, end_position))
+            features.append(
+                SquadFeature(
+                    example_index,
+                    span_index,
+                    np.asarray(ids + [tokenizer.pad_id] * padding, np.int32),
+                    np.asarray([1] * num_tokens + [0] * padding, np.int32),
+                    np.asarray(segments + [0] * padding, np.int32),
+                    to_orig,
+                    max_context,
+                    char_spans,
+                    num_tokens,
+                    start_position,
+                    end_position,
+                )
+            )
     bar.close()
     return features
 
@@ -380,11 +422,16 @@ def _softmax(scores):
     return (exp / exp.sum()).tolist()
 
 
-def postprocess(examples: Sequence[SquadExample], features: Sequence[SquadFeature],
-                start_logits: np.ndarray, end_logits: np.ndarray, n_best_size: int = 20,
-                max_answer_length: int = 30, version_2_with_negative: bool = False,
-                null_score_diff_threshold: float = 0.0
-                ) -> tuple[dict[str, str], dict[str, float], dict[str, list[dict[str, Any]]]]:
+def postprocess(
+    examples: Sequence[SquadExample],
+    features: Sequence[SquadFeature],
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    n_best_size: int = 20,
+    max_answer_length: int = 30,
+    version_2_with_negative: bool = False,
+    null_score_diff_threshold: float = 0.0,
+) -> tuple[dict[str, str], dict[str, float], dict[str, list[dict[str, Any]]]]:
     """Logits (N, T) of every window -> answers (run_squad.py's `write_predictions`).
 
     Returns (predictions {qas_id: text}, score_diffs {qas_id: null score minus
@@ -418,11 +465,27 @@ def postprocess(examples: Sequence[SquadExample], features: Sequence[SquadFeatur
                         continue
                     if e < s or e - s + 1 > max_answer_length:
                         continue
-                    prelim.append((float(starts[s] + ends[e]), feature_index, s, e,
-                                   float(starts[s]), float(ends[e])))
+                    prelim.append(
+                        (
+                            float(starts[s] + ends[e]),
+                            feature_index,
+                            s,
+                            e,
+                            float(starts[s]),
+                            float(ends[e]),
+                        )
+                    )
         if version_2_with_negative:
-            prelim.append((float(null_start + null_end), null_feature, 0, 0,
-                           float(null_start), float(null_end)))
+            prelim.append(
+                (
+                    float(null_start + null_end),
+                    null_feature,
+                    0,
+                    0,
+                    float(null_start),
+                    float(null_end),
+                )
+            )
         prelim.sort(key=lambda p: p[0], reverse=True)
 
         seen, nbest = set(), []
@@ -440,16 +503,38 @@ def postprocess(examples: Sequence[SquadExample], features: Sequence[SquadFeatur
             else:
                 text, char_start, char_end = "", -1, -1
             seen.add(text)
-            nbest.append({"text": text, "start_logit": start_logit, "end_logit": end_logit,
-                          "char_start": char_start, "char_end": char_end})
+            nbest.append(
+                {
+                    "text": text,
+                    "start_logit": start_logit,
+                    "end_logit": end_logit,
+                    "char_start": char_start,
+                    "char_end": char_end,
+                }
+            )
         if version_2_with_negative and "" not in seen:
-            nbest.append({"text": "", "start_logit": float(null_start),
-                          "end_logit": float(null_end), "char_start": -1, "char_end": -1})
+            nbest.append(
+                {
+                    "text": "",
+                    "start_logit": float(null_start),
+                    "end_logit": float(null_end),
+                    "char_start": -1,
+                    "char_end": -1,
+                }
+            )
         if not nbest:
-            nbest.append({"text": "empty", "start_logit": 0.0, "end_logit": 0.0,
-                          "char_start": -1, "char_end": -1})
-        for entry, probability in zip(nbest, _softmax(
-                [n["start_logit"] + n["end_logit"] for n in nbest])):
+            nbest.append(
+                {
+                    "text": "empty",
+                    "start_logit": 0.0,
+                    "end_logit": 0.0,
+                    "char_start": -1,
+                    "char_end": -1,
+                }
+            )
+        for entry, probability in zip(
+            nbest, _softmax([n["start_logit"] + n["end_logit"] for n in nbest])
+        ):
             entry["probability"] = probability
         all_nbest[example.qas_id] = nbest
 
@@ -463,5 +548,7 @@ def postprocess(examples: Sequence[SquadExample], features: Sequence[SquadFeatur
             continue
         diff = float(score_null - best_non_null["start_logit"] - best_non_null["end_logit"])
         score_diffs[example.qas_id] = diff
-        predictions[example.qas_id] = "" if diff > null_score_diff_threshold else best_non_null["text"]
+        predictions[example.qas_id] = (
+            "" if diff > null_score_diff_threshold else best_non_null["text"]
+        )
     return predictions, score_diffs, all_nbest

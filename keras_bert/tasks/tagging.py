@@ -20,7 +20,7 @@ IGNORED = -1  # label id of pieces that carry no label (weight 0)
 
 @dataclasses.dataclass
 class TaggedSentences:
-    words: list   # list of lists of words
+    words: list  # list of lists of words
     tags: list | None  # list of lists of tags (None for unlabelled data)
 
     def __len__(self):
@@ -60,14 +60,16 @@ def read_conll(path: str) -> TaggedSentences:
                 raise ValueError(
                     f"{path}, line {number}: the tag {fields[-1][:40]!r} has spaces; a CoNLL "
                     f"file has one word and its tag per line (a table of labelled texts is "
-                    f"--task classify's)")
+                    f"--task classify's)"
+                )
             if columns is None:
                 columns = (len(fields), number)
             elif len(fields) != columns[0]:
                 raise ValueError(
                     f"{path}, line {number}: {len(fields)} columns, line {columns[1]} has "
                     f"{columns[0]}; a CoNLL file has one word and its tag per line (a table "
-                    f"of labelled texts is --task classify's)")
+                    f"of labelled texts is --task classify's)"
+                )
             sentence_words.append(fields[0])
             sentence_tags.append(fields[-1].strip())
     flush()
@@ -80,6 +82,7 @@ def read_conll2003_tfds(split: str, data_dir: str | None = None) -> TaggedSenten
     """TFDS `conll2003` (features `tokens`, `ner`) as `TaggedSentences`, with
     the TFDS tag names."""
     import tensorflow_datasets as tfds
+
     dataset, info = tfds.load("conll2003", split=split, data_dir=data_dir, with_info=True)
     names = info.features["ner"].feature.names
     words, tags = [], []
@@ -96,11 +99,13 @@ def tag_vocabulary(tag_lists: Iterable[Iterable[str]]) -> list[str]:
     return (["O"] if "O" in distinct else []) + others
 
 
-def encode_tagged(tokenizer: BertTokenizer, sentences: TaggedSentences,
-                  label_names: Sequence[str] | None = None, seq_length: int = 128,
-                  strict: bool = True
-                  ) -> tuple[dict[str, np.ndarray], np.ndarray | None, np.ndarray,
-                             list[np.ndarray]]:
+def encode_tagged(
+    tokenizer: BertTokenizer,
+    sentences: TaggedSentences,
+    label_names: Sequence[str] | None = None,
+    seq_length: int = 128,
+    strict: bool = True,
+) -> tuple[dict[str, np.ndarray], np.ndarray | None, np.ndarray, list[np.ndarray]]:
     """Sentences -> features, label ids and weights on the first piece of each word.
 
     Each word is tokenized as the original does (it may split further at
@@ -138,8 +143,8 @@ def encode_tagged(tokenizer: BertTokenizer, sentences: TaggedSentences,
             ids.extend(word_pieces)
         cursor += len(words)
         ids.append(tokenizer.sep_id)
-        input_ids[row, :len(ids)] = ids
-        input_mask[row, :len(ids)] = 1
+        input_ids[row, : len(ids)] = ids
+        input_mask[row, : len(ids)] = 1
         first_pieces.append(np.asarray(positions, np.int32))
         if label_names is not None and sentences.tags is not None:
             for position, tag in zip(positions, sentences.tags[row]):
@@ -154,17 +159,26 @@ def encode_tagged(tokenizer: BertTokenizer, sentences: TaggedSentences,
                 elif not strict:
                     continue
                 else:
-                    raise ValueError(f"sentence {row}: tag {tag!r} is neither one of {label_names} "
-                                     f"nor an index below {len(label_names)}")
+                    raise ValueError(
+                        f"sentence {row}: tag {tag!r} is neither one of {label_names} "
+                        f"nor an index below {len(label_names)}"
+                    )
                 labels[row, position] = label
                 weights[row, position] = 1.0
-    features = {"input_ids": input_ids, "input_mask": input_mask,
-                "segment_ids": np.zeros_like(input_ids)}
+    features = {
+        "input_ids": input_ids,
+        "input_mask": input_mask,
+        "segment_ids": np.zeros_like(input_ids),
+    }
     return features, (labels if label_names is not None else None), weights, first_pieces
 
 
-def decode_tags(predicted_ids: np.ndarray, first_pieces: Sequence[np.ndarray],
-                label_names: Sequence[str], fill: str = "O") -> list[list[str]]:
+def decode_tags(
+    predicted_ids: np.ndarray,
+    first_pieces: Sequence[np.ndarray],
+    label_names: Sequence[str],
+    fill: str = "O",
+) -> list[list[str]]:
     """(N, T) predicted label ids -> per sentence, one tag per word (`fill` for
     words that had no piece in the sequence)."""
     tags = []

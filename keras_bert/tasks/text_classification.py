@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 class TextExamples:
     """Column-wise examples: `texts_b` is None for single sentences; labels are
     strings (classes) or floats (regression); `ids` name the rows."""
+
     texts_a: list
     texts_b: list
     labels: list
@@ -69,15 +70,21 @@ def read_rows(path: str, header: bool = True) -> Iterator[tuple[int, dict[str, A
                 continue
             if names is not None:
                 if len(row) != len(names):
-                    raise ValueError(f"{path}, line {number}: {len(row)} fields, "
-                                     f"the header has {len(names)}")
+                    raise ValueError(
+                        f"{path}, line {number}: {len(row)} fields, the header has {len(names)}"
+                    )
                 row = dict(zip(names, row))
             yield number, row
 
 
-def read_text_examples(path: str, text_columns: Sequence[str | int] | None = None,
-                       label_column: str | int | None = "label", regression: bool = False,
-                       header: bool = True, allow_empty_text: bool = False) -> TextExamples:
+def read_text_examples(
+    path: str,
+    text_columns: Sequence[str | int] | None = None,
+    label_column: str | int | None = "label",
+    regression: bool = False,
+    header: bool = True,
+    allow_empty_text: bool = False,
+) -> TextExamples:
     """Reads a TSV / CSV / JSONL file into `TextExamples`.
 
     Args:
@@ -103,15 +110,21 @@ def read_text_examples(path: str, text_columns: Sequence[str | int] | None = Non
             texts = [row[c] for c in columns]
             label = row[label_column] if label_column is not None else None
         except (KeyError, IndexError) as e:
-            raise ValueError(f"{path}, line {number}: no column {e} "
-                             f"(text columns {columns}, label column {label_column!r})") from None
+            raise ValueError(
+                f"{path}, line {number}: no column {e} "
+                f"(text columns {columns}, label column {label_column!r})"
+            ) from None
         for column, text in zip(columns, texts):
             if not allow_empty_text and (text is None or not str(text).strip()):
-                raise ValueError(f"{path}, line {number}: empty text in column {column!r}; "
-                                 "fill it in or remove the row")
+                raise ValueError(
+                    f"{path}, line {number}: empty text in column {column!r}; "
+                    "fill it in or remove the row"
+                )
         if label is not None and not str(label).strip():
-            raise ValueError(f"{path}, line {number}: empty label in column {label_column!r}; "
-                             "fill it in or remove the row")
+            raise ValueError(
+                f"{path}, line {number}: empty label in column {label_column!r}; "
+                "fill it in or remove the row"
+            )
         if label is not None:
             if regression:
                 try:
@@ -129,21 +142,29 @@ def read_text_examples(path: str, text_columns: Sequence[str | int] | None = Non
     return TextExamples(texts_a, None if texts_b[0] is None else texts_b, labels, ids)
 
 
-def text_examples_from_columns(columns: Any, text_columns: Sequence[str] | None = None,
-                               label_column: str | None = "label", regression: bool = False,
-                               source: str = "data") -> TextExamples:
+def text_examples_from_columns(
+    columns: Any,
+    text_columns: Sequence[str] | None = None,
+    label_column: str | None = "label",
+    regression: bool = False,
+    source: str = "data",
+) -> TextExamples:
     """In-memory columns -> `TextExamples`: a dict of equal-length lists (or
     anything indexed by column name with `keys()` or `columns`, as a DataFrame),
     or a (texts, labels) / (texts, pairs, labels) tuple. Text columns default
     to `text` and `text_pair` when present, else every column but the label."""
     if isinstance(columns, tuple):
-        names = ["text", "text_pair", label_column][-len(columns):] if len(columns) == 3 else \
-            ["text", label_column]
+        names = (
+            ["text", "text_pair", label_column][-len(columns) :]
+            if len(columns) == 3
+            else ["text", label_column]
+        )
         columns = dict(zip(names, columns))
     names = list(columns.columns if hasattr(columns, "columns") else columns.keys())
     if text_columns is None:
-        text_columns = [n for n in ("text", "text_pair") if n in names] or \
-            [n for n in names if n != label_column][:2]
+        text_columns = [n for n in ("text", "text_pair") if n in names] or [
+            n for n in names if n != label_column
+        ][:2]
     missing = [n for n in [*text_columns, label_column] if n is not None and n not in names]
     if missing:
         raise ValueError(f"{source}: no column(s) {missing}; it has {names}")
@@ -155,8 +176,9 @@ def text_examples_from_columns(columns: Any, text_columns: Sequence[str] | None 
         raise ValueError(f"{source}: no examples")
     if label_column is not None:
         labels = [float(v) for v in labels] if regression else [_as_str(v) for v in labels]
-    return TextExamples(texts[0], texts[1] if len(texts) > 1 else None, labels,
-                        list(range(len(texts[0]))))
+    return TextExamples(
+        texts[0], texts[1] if len(texts) > 1 else None, labels, list(range(len(texts[0])))
+    )
 
 
 def _as_str(value: Any) -> str:
@@ -176,23 +198,28 @@ def label_vocabulary(labels: Iterable[str]) -> list[str]:
         return sorted(distinct)
 
 
-def encode_texts(tokenizer: BertTokenizer, texts_a: Sequence[str],
-                 texts_b: Sequence[str] | None = None, seq_length: int = 128,
-                 chunk_size: int = 1024) -> dict[str, np.ndarray]:
+def encode_texts(
+    tokenizer: BertTokenizer,
+    texts_a: Sequence[str],
+    texts_b: Sequence[str] | None = None,
+    seq_length: int = 128,
+    chunk_size: int = 1024,
+) -> dict[str, np.ndarray]:
     """Strings -> {input_ids, input_mask, segment_ids} int32 NumPy (N, seq_length).
 
     Tokenized once, in chunks, so that training epochs only read arrays.
     """
     parts = []
     for start in range(0, len(texts_a), chunk_size):
-        a = tf.constant(texts_a[start:start + chunk_size])
-        b = tf.constant(texts_b[start:start + chunk_size]) if texts_b is not None else None
+        a = tf.constant(texts_a[start : start + chunk_size])
+        b = tf.constant(texts_b[start : start + chunk_size]) if texts_b is not None else None
         parts.append({k: v.numpy() for k, v in tokenizer.pack(a, b, seq_length).items()})
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def encode_labels(labels: Sequence[str | float], label_names: Sequence[str] | None,
-                  source: str = "") -> np.ndarray:
+def encode_labels(
+    labels: Sequence[str | float], label_names: Sequence[str] | None, source: str = ""
+) -> np.ndarray:
     """Class names -> int32 indices (floats for regression, when label_names is None)."""
     if label_names is None:
         return np.asarray(labels, dtype=np.float32)[:, None]

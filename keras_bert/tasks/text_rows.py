@@ -33,6 +33,7 @@ SCORE_NAMES = ("score", "label")
 @dataclasses.dataclass
 class TextRows:
     """Column-wise rows: 2 or 3 text columns, scores (N,) or None."""
+
     names: list[str]
     columns: list[list[str]]
     scores: np.ndarray | None = None
@@ -56,8 +57,12 @@ class TextRows:
         return list(self.columns[0]), list(corpus), relevant
 
 
-def read_text_rows(path: str, text_columns: Sequence[str] | None = None,
-                   score_column: str | None = None, limit: int | None = None) -> TextRows:
+def read_text_rows(
+    path: str,
+    text_columns: Sequence[str] | None = None,
+    score_column: str | None = None,
+    limit: int | None = None,
+) -> TextRows:
     """The rows of the TSV file `path` (header row first); see the module docstring."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long articles in one field
     # GFile: local paths and gs:// alike, as the other tables are read.
@@ -71,33 +76,45 @@ def read_text_rows(path: str, text_columns: Sequence[str] | None = None,
             if not row:
                 continue
             if len(row) != len(header):
-                raise ValueError(f"{path}:{line}: {len(row)} fields, the header has "
-                                 f"{len(header)} ({header})")
+                raise ValueError(
+                    f"{path}:{line}: {len(row)} fields, the header has {len(header)} ({header})"
+                )
             rows.append(row)
             lines.append(line)
             if limit is not None and len(rows) >= limit:
                 break
     if not rows:
         raise ValueError(f"{path}: no rows after the header row {header}")
-    return _pick_columns(path, header, rows, text_columns, score_column,
-                         where=lambda i: f"line {lines[i]}")
+    return _pick_columns(
+        path, header, rows, text_columns, score_column, where=lambda i: f"line {lines[i]}"
+    )
 
 
-def _pick_columns(path: str, header: list[str], rows: list[list[str]],
-                  text_columns: Sequence[str] | None, score_column: str | None,
-                  where: Callable[[int], str]) -> TextRows:
+def _pick_columns(
+    path: str,
+    header: list[str],
+    rows: list[list[str]],
+    text_columns: Sequence[str] | None,
+    score_column: str | None,
+    where: Callable[[int], str],
+) -> TextRows:
     """`where(i)`: how errors name row i (its line in a file)."""
     score_column = _score_column(path, header, rows, score_column, text_columns)
     if text_columns is None:
         text_columns = [name for name in header if name != score_column]
-    missing = [name for name in [*text_columns, *([score_column] if score_column else [])]
-               if name not in header]
+    missing = [
+        name
+        for name in [*text_columns, *([score_column] if score_column else [])]
+        if name not in header
+    ]
     if missing:
         raise ValueError(f"{path}: no column(s) {missing}; the header has {header}")
     if not 2 <= len(text_columns) <= 3:
-        raise ValueError(f"{path}: {len(text_columns)} text columns {list(text_columns)}; "
-                         "embedding rows have 2 (pairs) or 3 (triplets): pick them with "
-                         "text_columns=")
+        raise ValueError(
+            f"{path}: {len(text_columns)} text columns {list(text_columns)}; "
+            "embedding rows have 2 (pairs) or 3 (triplets): pick them with "
+            "text_columns="
+        )
     if score_column is not None and len(text_columns) != 2:
         raise ValueError(f"{path}: scored rows are pairs; got text columns {list(text_columns)}")
     index = {name: i for i, name in enumerate(header)}
@@ -106,31 +123,39 @@ def _pick_columns(path: str, header: list[str], rows: list[list[str]],
         empty = next((i for i, text in enumerate(column) if not text.strip()), None)
         if empty is not None:
             # A table with empty cells is usually a broken export (as read_text_examples says).
-            raise ValueError(f"{path}: {where(empty)}: empty text in column {name!r}; fill it "
-                             "in or remove the row")
+            raise ValueError(
+                f"{path}: {where(empty)}: empty text in column {name!r}; fill it "
+                "in or remove the row"
+            )
     scores = None
     if score_column is not None:
-        scores = np.asarray([_number(path, row[index[score_column]], score_column)
-                             for row in rows], np.float32)
+        scores = np.asarray(
+            [_number(path, row[index[score_column]], score_column) for row in rows], np.float32
+        )
     return TextRows(names=list(text_columns), columns=columns, scores=scores)
 
 
-def rows_from_columns(columns: Mapping[str, Sequence[Any]],
-                      text_columns: Sequence[str] | None = None,
-                      score_column: str | None = None, source: str = "in-memory data",
-                      limit: int | None = None) -> TextRows:
+def rows_from_columns(
+    columns: Mapping[str, Sequence[Any]],
+    text_columns: Sequence[str] | None = None,
+    score_column: str | None = None,
+    source: str = "in-memory data",
+    limit: int | None = None,
+) -> TextRows:
     """In-memory columns ({name: values}, or a DataFrame) -> `TextRows`, the
     columns picked as `read_text_rows` picks a file's."""
     names = list(columns.columns if hasattr(columns, "columns") else columns.keys())
     lengths = {name: len(columns[name]) for name in names}
     if len(set(lengths.values())) != 1 or not names or not max(lengths.values()):
         raise ValueError(f"{source}: expected columns of equal, non-zero lengths; got {lengths}")
-    rows = [[_as_text(value) for value in values] for values in zip(
-        *(columns[name] for name in names))]
+    rows = [
+        [_as_text(value) for value in values] for values in zip(*(columns[name] for name in names))
+    ]
     if limit is not None:
         rows = rows[:limit]
-    return _pick_columns(source, names, rows, text_columns, score_column,
-                         where=lambda i: f"row {i}")
+    return _pick_columns(
+        source, names, rows, text_columns, score_column, where=lambda i: f"row {i}"
+    )
 
 
 def _as_text(value: Any) -> str:
@@ -139,8 +164,13 @@ def _as_text(value: Any) -> str:
     return str(value.item() if hasattr(value, "item") else value)
 
 
-def _score_column(path: str, header: list[str], rows: list[list[str]], given: str | None,
-                  text_columns: Sequence[str] | None) -> str | None:
+def _score_column(
+    path: str,
+    header: list[str],
+    rows: list[list[str]],
+    given: str | None,
+    text_columns: Sequence[str] | None,
+) -> str | None:
     if given is not None:
         return given
     for name in SCORE_NAMES:

@@ -29,17 +29,20 @@ from keras_bert.progress import Progress
 # that starts like a sentence (a capital, a digit or an opening quote). A period
 # after a known abbreviation or a single letter (an initial) does not end one.
 
-ABBREVIATIONS = frozenset("""
+ABBREVIATIONS = frozenset(
+    """
 mr mrs ms messrs mme mlle mm dr drs prof rev revd hon st ste sr jr esq col gen lt capt cmdr
 cpt maj sgt adm gov pres sen rep supt insp bros co corp inc ltd no nos vol vols ch chap
 sec fig figs eq pp ed eds al etc viz cf vs approx dept est jan feb mar apr jun jul aug sep
 sept oct nov dec mon tue tues wed thu thur thurs fri sat sun mt ft ave blvd rd
-""".split())
+""".split()
+)
 
 _OPENERS = "\"'(\\[\u2018\u201c"
 _CLOSERS = "\"')\\]\u2019\u201d"
 _BOUNDARY = re.compile(
-    r"(?P<end>[.!?]+[" + _CLOSERS + r"]*)\s+(?=[" + _OPENERS + r"_]*[A-Z0-9\u00C0-\u00DE])")
+    r"(?P<end>[.!?]+[" + _CLOSERS + r"]*)\s+(?=[" + _OPENERS + r"_]*[A-Z0-9\u00C0-\u00DE])"
+)
 _WORD_BEFORE = re.compile(r"([\w.]+)$")
 
 
@@ -65,9 +68,9 @@ def split_sentences(text: str) -> list[str]:
     sentences, start = [], 0
     for match in _BOUNDARY.finditer(text):
         end = match.group("end")
-        if end == "." and _is_abbreviation(text[start:match.start()]):
+        if end == "." and _is_abbreviation(text[start : match.start()]):
             continue
-        sentence = text[start:match.end("end")].strip()
+        sentence = text[start : match.end("end")].strip()
         if sentence:
             sentences.append(sentence)
         start = match.end()
@@ -155,10 +158,12 @@ def wikipedia_documents(articles: Iterable[Mapping[str, Any]]) -> Iterator[list[
             yield document
 
 
-def tfds_wikipedia_documents(name: str = "wikipedia/20230601.en", split: str = "train",
-                             data_dir: str | None = None) -> Iterator[list[str]]:
+def tfds_wikipedia_documents(
+    name: str = "wikipedia/20230601.en", split: str = "train", data_dir: str | None = None
+) -> Iterator[list[str]]:
     """Articles of a TFDS Wikipedia dataset -> documents (streamed)."""
     import tensorflow_datasets as tfds
+
     dataset = tfds.load(name, split=split, data_dir=data_dir, shuffle_files=False)
     return wikipedia_documents(tfds.as_numpy(dataset))
 
@@ -190,6 +195,7 @@ def wikiextractor_documents(path: str) -> Iterator[list[str]]:
 
 # === Writing ===
 
+
 def write_documents(documents: Iterable[Sequence[str]], output_file: str) -> tuple[int, int]:
     """Documents of sentences -> one sentence per line, a blank line between documents.
 
@@ -200,8 +206,7 @@ def write_documents(documents: Iterable[Sequence[str]], output_file: str) -> tup
         raise IsADirectoryError(f"{output_file} is a directory; give the output a file name")
     directory = os.path.dirname(output_file)
     if directory and not os.path.isdir(directory):
-        raise FileNotFoundError(f"output directory does not exist: {directory} "
-                                f"(for {output_file})")
+        raise FileNotFoundError(f"output directory does not exist: {directory} (for {output_file})")
     num_documents = num_sentences = 0
     with safe_output.open_replacing(output_file) as f:
         for document in documents:
@@ -214,8 +219,9 @@ def write_documents(documents: Iterable[Sequence[str]], output_file: str) -> tup
             num_documents += 1
             num_sentences += len(sentences)
         if not num_documents:
-            raise ValueError("the input holds no text (empty files?); nothing written to "
-                             f"{output_file}")
+            raise ValueError(
+                f"the input holds no text (empty files?); nothing written to {output_file}"
+            )
     return num_documents, num_sentences
 
 
@@ -225,18 +231,23 @@ def _read_text(path):
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise ValueError(f"{path}, line {line}: not valid UTF-8 (convert the file to UTF-8)") \
-            from None
+        line = raw[: e.start].count(b"\n") + 1
+        raise ValueError(
+            f"{path}, line {line}: not valid UTF-8 (convert the file to UTF-8)"
+        ) from None
 
 
 def _input_files(inputs):
     import glob
+
     files = []
     for pattern in inputs:
         if os.path.isdir(pattern):
-            matched = sorted(os.path.join(pattern, name) for name in os.listdir(pattern)
-                             if os.path.isfile(os.path.join(pattern, name)))
+            matched = sorted(
+                os.path.join(pattern, name)
+                for name in os.listdir(pattern)
+                if os.path.isfile(os.path.join(pattern, name))
+            )
         else:
             matched = sorted(glob.glob(pattern))
         if not matched:
@@ -253,6 +264,7 @@ LONG_SENTENCE = 5_000  # characters; longer lines mean the sentence splitter fou
 
 def warn(message: str) -> None:
     import sys
+
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
@@ -262,16 +274,22 @@ def _warn_long(path, documents):
     for document in documents:
         longest = max((len(s) for s in document), default=0)
         if longest > LONG_SENTENCE and not warned:
-            warn(f"{path}: a {longest:,}-character sentence (no sentence-ending "
-                 "punctuation found?); create-pretraining-data cuts every sentence to "
-                 "max_seq_length pieces, so most of that text will not be seen")
+            warn(
+                f"{path}: a {longest:,}-character sentence (no sentence-ending "
+                "punctuation found?); create-pretraining-data cuts every sentence to "
+                "max_seq_length pieces, so most of that text will not be seen"
+            )
             warned = True
         yield document
 
 
-def prepare_corpus(source: str, inputs: Sequence[str], output_file: str,
-                   tfds_split: str = "train", tfds_data_dir: str | None = None
-                   ) -> tuple[int, int]:
+def prepare_corpus(
+    source: str,
+    inputs: Sequence[str],
+    output_file: str,
+    tfds_split: str = "train",
+    tfds_data_dir: str | None = None,
+) -> tuple[int, int]:
     """Writes the documents of `inputs` in the pretraining input format.
 
     Args:
@@ -301,8 +319,10 @@ def prepare_corpus(source: str, inputs: Sequence[str], output_file: str,
         if source == "books":
             text = _read_text(path)
             if text.strip() and not any(_CHAPTER.match(line) for line in text.splitlines()):
-                warn(f"{path}: no CHAPTER headings, so the whole book is one document "
-                     "(--source text reads a file as one document without this warning)")
+                warn(
+                    f"{path}: no CHAPTER headings, so the whole book is one document "
+                    "(--source text reads a file as one document without this warning)"
+                )
             yield from _warn_long(path, book_documents(text))
         elif source == "text":
             document = text_document(_read_text(path))

@@ -51,8 +51,16 @@ from keras_bert import safe_output
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 # `_is_chinese_char`: the CJK Unified Ideographs blocks (not Hangul, not kana).
-_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-               (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+_CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
 # Valid UTF-8 as Python decodes it: RE2 alone also accepts encoded surrogates.
 _VALID_UTF8 = r"(?s)[\x{0}-\x{D7FF}\x{E000}-\x{10FFFF}]*"
 # Strings made only of these keep every byte where it is through normalisation
@@ -60,8 +68,9 @@ _VALID_UTF8 = r"(?s)[\x{0}-\x{D7FF}\x{E000}-\x{10FFFF}]*"
 _LENGTH_PRESERVING = r"[\t\n\r\x20-\x7e]*"
 # `compute_unicode_classes()` for one Python Unicode version, shipped because
 # computing it costs every tokenizing process about a second.
-UNICODE_CLASSES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                    "unicode_classes.json")
+UNICODE_CLASSES_FILE = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "unicode_classes.json"
+)
 _STRINGS = [tf.TensorSpec([None], tf.string)]
 # Public methods have no Python control flow on tensors: when a caller's
 # tf.function converts its code with autograph, converting ours only costs time.
@@ -69,6 +78,7 @@ _no_autograph = tf.autograph.experimental.do_not_convert
 
 
 # === Character classes from Python's Unicode database ===
+
 
 def _class(ranges):
     """[(first, last), ...] -> an RE2 character class."""
@@ -96,7 +106,7 @@ def _ranges_without(ranges, excluded):
     excluded = sorted(excluded)
     kept = []
     for first, last in ranges:
-        holes = excluded[bisect.bisect_left(excluded, first):bisect.bisect_right(excluded, last)]
+        holes = excluded[bisect.bisect_left(excluded, first) : bisect.bisect_right(excluded, last)]
         for hole in holes:
             if first < hole:
                 kept.append((first, hole - 1))
@@ -122,24 +132,36 @@ def compute_unicode_classes() -> dict[str, tuple[tuple[int, int], ...]]:
     return {
         "deleted": _ranges(deleted),
         # `_is_whitespace`, then str.split(), of what cleaning leaves.
-        "whitespace": _ranges(cp for cp in every if cp not in deleted_set
-                              and (categories[cp] == "Zs" or chars[cp].isspace())),
+        "whitespace": _ranges(
+            cp
+            for cp in every
+            if cp not in deleted_set and (categories[cp] == "Zs" or chars[cp].isspace())
+        ),
         "marks": _ranges(cp for cp in every if categories[cp] == "Mn"),
         # (The original splits off the CJK blocks even where unassigned.)
         "unassigned": _ranges(cp for cp in every if categories[cp] == "Cn" and cp not in cjk),
         # `_is_punctuation`: all non-alphanumeric ASCII, plus Unicode category P*.
-        "punctuation": _ranges(cp for cp in every if categories[cp][0] == "P"
-                               or 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96
-                               or 123 <= cp <= 126),
+        "punctuation": _ranges(
+            cp
+            for cp in every
+            if categories[cp][0] == "P"
+            or 33 <= cp <= 47
+            or 58 <= cp <= 64
+            or 91 <= cp <= 96
+            or 123 <= cp <= 126
+        ),
         "lowercased": _ranges(cp for cp in every if chars[cp].lower() != chars[cp]),
     }
 
 
 def write_unicode_classes(path: str = UNICODE_CLASSES_FILE) -> None:
     """Writes `compute_unicode_classes()` for this Python's Unicode version (rerun after upgrading Python)."""
-    safe_output.write_json(path, {"unidata_version": unicodedata.unidata_version,
-                                  "classes": compute_unicode_classes()},
-                           indent=None, separators=(",", ":"))
+    safe_output.write_json(
+        path,
+        {"unidata_version": unicodedata.unidata_version, "classes": compute_unicode_classes()},
+        indent=None,
+        separators=(",", ":"),
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -168,8 +190,11 @@ def _lowercase_fixes():
     chars = [chr(cp) for cp in _code_points(_unicode_classes()["lowercased"])]
     with tf.init_scope():  # eager even if first called while tracing
         lowered = tf.strings.lower([c.encode("utf-8") for c in chars], encoding="utf-8").numpy()
-    return {ord(c): ord(c.lower()) for c, low in zip(chars, lowered)
-            if low.decode("utf-8") != c.lower() and len(c.lower()) == 1}
+    return {
+        ord(c): ord(c.lower())
+        for c, low in zip(chars, lowered)
+        if low.decode("utf-8") != c.lower() and len(c.lower()) == 1
+    }
 
 
 @functools.lru_cache(maxsize=None)
@@ -199,6 +224,7 @@ class _Untracked:
         self.__dict__.update(attributes)
 
     if TYPE_CHECKING:  # the attributes come from the keyword arguments
+
         def __getattr__(self, name: str) -> Any: ...
 
 
@@ -215,6 +241,7 @@ class _Traced:
             setattr(self, name, functools.partial(_call_on_rows, traced))
 
     if TYPE_CHECKING:  # the methods come from the keyword arguments
+
         def __getattr__(self, name: str) -> Any: ...
 
 
@@ -243,13 +270,15 @@ def text_tensor(rows: Sequence[Any]) -> tf.Tensor:
     own conversion refuses the whole batch without naming the row. The
     SavedModel gets bytes instead: a surrogate encoded there is invalid UTF-8,
     which `clean_utf8` replaces.)"""
-    encoded = [_LONE_SURROGATE.sub("\ufffd", row).encode("utf-8")
-               if isinstance(row, str) else row for row in rows]
+    encoded = [
+        _LONE_SURROGATE.sub("\ufffd", row).encode("utf-8") if isinstance(row, str) else row
+        for row in rows
+    ]
     return tf.constant(encoded, dtype=tf.string, shape=[len(encoded)])
 
 
-
 # === Vocabulary ===
+
 
 def load_vocabulary(vocab_file: str) -> list[str]:
     """Reads a one-token-per-line vocabulary (local path or gs://)."""
@@ -260,7 +289,7 @@ def load_vocabulary(vocab_file: str) -> list[str]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
+        line = raw[: e.start].count(b"\n") + 1
         raise ValueError(f"{vocab_file}, line {line}: not valid UTF-8") from None
     vocab = [line.strip() for line in text.split("\n")]
     if vocab and vocab[-1] == "":
@@ -279,12 +308,16 @@ def check_vocabulary(vocab: Sequence[str], source: str = "vocabulary") -> list[s
     seen: dict[str, int] = {}  # token -> its line
     for line, token in enumerate(vocab, start=1):
         if token in seen:
-            raise ValueError(f"{source}, line {line}: token {token!r} repeats line "
-                             f"{seen[token]}; each token must appear once")
+            raise ValueError(
+                f"{source}, line {line}: token {token!r} repeats line "
+                f"{seen[token]}; each token must appear once"
+            )
         seen[token] = line
         if len(token.encode("utf-8")) > 256 + (2 if token.startswith("##") else 0):
-            raise ValueError(f"{source}, line {line}: token longer than 256 bytes, "
-                             "the most tensorflow-text's WordPiece supports")
+            raise ValueError(
+                f"{source}, line {line}: token longer than 256 bytes, "
+                "the most tensorflow-text's WordPiece supports"
+            )
     return vocab
 
 
@@ -305,8 +338,9 @@ class BasicTokenizer(tf.Module):
       vocab_chars: the characters the vocabulary's tokens contain.
     """
 
-    def __init__(self, lowercase: bool = True, vocab_chars: str = "",
-                 name: str | None = None) -> None:
+    def __init__(
+        self, lowercase: bool = True, vocab_chars: str = "", name: str | None = None
+    ) -> None:
         super().__init__(name=name)
         self.lowercase = lowercase
         patterns = _patterns()
@@ -316,8 +350,7 @@ class BasicTokenizer(tf.Module):
         self._keep = patterns["keep"]
         self._whitespace = patterns["whitespace"]
         chars = set(vocab_chars)
-        self._placeholder = next(chr(cp) for cp in range(0xE000, 0xF900)
-                                 if chr(cp) not in chars)
+        self._placeholder = next(chr(cp) for cp in range(0xE000, 0xF900) if chr(cp) not in chars)
         in_vocab = {ord(c) for c in chars if unicodedata.category(c) == "Cn"}
         self._unassigned = _unassigned_class(frozenset(in_vocab))
         fixes = sorted(_lowercase_fixes().items()) if lowercase else []
@@ -325,8 +358,11 @@ class BasicTokenizer(tf.Module):
         self._lower_to = tf.constant([b for _, b in fixes], tf.int32) if fixes else None
         self._lower_present = "(?s).*" + _class(_ranges(a for a, _ in fixes)) + ".*"
 
-        self._traced = _Traced(tokenize=self._words, tokenize_with_offsets=self._words_with_offsets,
-                               whitespace_spans=self._whitespace_spans)
+        self._traced = _Traced(
+            tokenize=self._words,
+            tokenize_with_offsets=self._words_with_offsets,
+            whitespace_spans=self._whitespace_spans,
+        )
 
     @_no_autograph
     def tokenize(self, strings: tf.Tensor | Sequence[str] | str) -> tf.RaggedTensor | tf.Tensor:
@@ -334,8 +370,9 @@ class BasicTokenizer(tf.Module):
         return self._traced.tokenize(strings)
 
     @_no_autograph
-    def tokenize_with_offsets(self, strings: tf.Tensor | Sequence[str] | str
-                              ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
+    def tokenize_with_offsets(
+        self, strings: tf.Tensor | Sequence[str] | str
+    ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
         """strings (B,) -> words (B, W) and each word's byte span in the input."""
         return self._traced.tokenize_with_offsets(strings)
 
@@ -345,14 +382,14 @@ class BasicTokenizer(tf.Module):
 
     def _words_with_offsets(self, strings):
         normalized, plain = self.normalize(strings)
-        words, starts, ends = tf_text.regex_split_with_offsets(
-            normalized, self._split, self._keep)
+        words, starts, ends = tf_text.regex_split_with_offsets(normalized, self._split, self._keep)
         starts, ends = self.map_offsets(strings, plain, starts, ends)
         return words, starts, ends
 
     @_no_autograph
-    def whitespace_spans(self, strings: tf.Tensor | Sequence[str] | str
-                         ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
+    def whitespace_spans(
+        self, strings: tf.Tensor | Sequence[str] | str
+    ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
         """strings (B,) -> the byte spans (starts, ends), int64 (B, W), in the
         input of the original's whitespace words: `whitespace_tokenize(
         _clean_text(text))`, before punctuation and CJK splitting.
@@ -375,16 +412,22 @@ class BasicTokenizer(tf.Module):
         cleaned = self._clean(strings)
         _, starts, ends = tf_text.regex_split_with_offsets(cleaned, self._whitespace)
         plain = tf.strings.regex_full_match(strings, _LENGTH_PRESERVING)  # nothing deleted
-        return self.map_offsets(strings, plain, tf.cast(starts, tf.int64),
-                                tf.cast(ends, tf.int64), cleaned_only=True)
+        return self.map_offsets(
+            strings, plain, tf.cast(starts, tf.int64), tf.cast(ends, tf.int64), cleaned_only=True
+        )
 
     def _clean(self, strings):
         """Any strings (B,) -> the original's `_clean_text` less its whitespace
         to spaces (B,): invalid UTF-8 read as the original reads it, then NUL,
         U+FFFD and control / format characters deleted."""
         valid = tf.reduce_all(tf.strings.regex_full_match(strings, _VALID_UTF8))
-        strings = tf.cond(valid, lambda: strings, lambda: tf.strings.unicode_transcode(
-            strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
+        strings = tf.cond(
+            valid,
+            lambda: strings,
+            lambda: tf.strings.unicode_transcode(
+                strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+            ),
+        )
         return tf.strings.regex_replace(strings, self._deleted, "")
 
     # === Normalisation ===
@@ -396,7 +439,8 @@ class BasicTokenizer(tf.Module):
         # Most text is plain printable ASCII, which only needs ASCII lowercasing;
         # one match over the joined batch is far cheaper than one per string.
         all_plain = tf.strings.regex_full_match(
-            tf.strings.reduce_join(strings, separator="\n"), _LENGTH_PRESERVING)
+            tf.strings.reduce_join(strings, separator="\n"), _LENGTH_PRESERVING
+        )
 
         def plain_batch():
             return self._normalize_ascii(strings), tf.fill(tf.shape(strings), True)
@@ -407,8 +451,11 @@ class BasicTokenizer(tf.Module):
             # dynamic_stitch: the later (fully normalised) values win.
             return tf.dynamic_stitch(
                 [tf.range(tf.size(strings)), other],
-                [self._normalize_ascii(strings),
-                 self._normalize_unicode(tf.gather(strings, other))]), plain
+                [
+                    self._normalize_ascii(strings),
+                    self._normalize_unicode(tf.gather(strings, other)),
+                ],
+            ), plain
 
         return tf.cond(all_plain, plain_batch, mixed_batch)
 
@@ -427,9 +474,11 @@ class BasicTokenizer(tf.Module):
             # (whitespace and CJK ideographs bound it in both).
             if self._lower_from is not None:
                 present = tf.strings.regex_full_match(
-                    tf.strings.reduce_join(strings, separator="\n"), self._lower_present)
-                strings = tf.cond(present, lambda: self._lowercase_by_table(strings),
-                                  lambda: strings)
+                    tf.strings.reduce_join(strings, separator="\n"), self._lower_present
+                )
+                strings = tf.cond(
+                    present, lambda: self._lowercase_by_table(strings), lambda: strings
+                )
             strings = tf.strings.lower(strings, encoding="utf-8")
             strings = tf_text.normalize_utf8(strings, "NFD")
             strings = tf.strings.regex_replace(strings, self._marks, "")
@@ -439,64 +488,82 @@ class BasicTokenizer(tf.Module):
         """Lowercases the characters of `_lowercase_fixes` as str.lower() does."""
         codepoints = tf.strings.unicode_decode(strings, "UTF-8")  # (B, C)
         flat = codepoints.flat_values
-        index = tf.minimum(tf.searchsorted(self._lower_from, flat),
-                           tf.size(self._lower_from) - 1)
+        index = tf.minimum(tf.searchsorted(self._lower_from, flat), tf.size(self._lower_from) - 1)
         hit = tf.equal(tf.gather(self._lower_from, index), flat)
         lowered = tf.where(hit, tf.gather(self._lower_to, index), flat)
         return tf.strings.unicode_encode(codepoints.with_flat_values(lowered), "UTF-8")
 
     @_no_autograph
-    def map_offsets(self, strings: tf.Tensor, plain: tf.Tensor, starts: tf.RaggedTensor,
-                    ends: tf.RaggedTensor, cleaned_only: bool = False
-                    ) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
+    def map_offsets(
+        self,
+        strings: tf.Tensor,
+        plain: tf.Tensor,
+        starts: tf.RaggedTensor,
+        ends: tf.RaggedTensor,
+        cleaned_only: bool = False,
+    ) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
         """Byte spans (B, P) in the normalised strings -> byte spans in `strings`;
         `plain` (B,) marks the strings whose spans carry over unchanged."""
+
         def mapped():
             other = tf.where(tf.logical_not(plain))[:, 0]
             mapped_starts, mapped_ends = self._map_rows(
-                tf.gather(strings, other), tf.gather(starts, other), tf.gather(ends, other),
-                self._clean if cleaned_only else self._normalize_unicode)
+                tf.gather(strings, other),
+                tf.gather(starts, other),
+                tf.gather(ends, other),
+                self._clean if cleaned_only else self._normalize_unicode,
+            )
             # Where those rows' pieces sit in the flat values.
             splits = starts.row_splits
-            pieces = tf.ragged.range(tf.gather(splits[:-1], other),
-                                     tf.gather(splits[1:], other)).flat_values[:, tf.newaxis]
-            return (starts.with_flat_values(tf.tensor_scatter_nd_update(
-                        starts.flat_values, pieces, mapped_starts.flat_values)),
-                    ends.with_flat_values(tf.tensor_scatter_nd_update(
-                        ends.flat_values, pieces, mapped_ends.flat_values)))
+            pieces = tf.ragged.range(
+                tf.gather(splits[:-1], other), tf.gather(splits[1:], other)
+            ).flat_values[:, tf.newaxis]
+            return (
+                starts.with_flat_values(
+                    tf.tensor_scatter_nd_update(
+                        starts.flat_values, pieces, mapped_starts.flat_values
+                    )
+                ),
+                ends.with_flat_values(
+                    tf.tensor_scatter_nd_update(ends.flat_values, pieces, mapped_ends.flat_values)
+                ),
+            )
 
         return tf.cond(tf.reduce_all(plain), lambda: (starts, ends), mapped)
 
     def _map_rows(self, strings, starts, ends, normalize):
         """map_offsets for any strings, through each character's normalised length."""
         codepoints, char_starts = tf.strings.unicode_decode_with_offsets(
-            strings, "UTF-8", errors="replace")  # (B, C)
+            strings, "UTF-8", errors="replace"
+        )  # (B, C)
         flat = codepoints.flat_values  # (C in total,)
         rows = codepoints.value_rowids()
         char_starts = tf.cast(char_starts.flat_values, tf.int64)
         # A character ends where the next starts, the last one where its string ends.
         last = tf.not_equal(rows, tf.concat([rows[1:], [-1]], 0))
         lengths = tf.cast(tf.strings.length(strings), tf.int64)
-        char_ends = tf.where(last, tf.gather(lengths, rows),
-                             tf.concat([char_starts[1:], [0]], 0))
+        char_ends = tf.where(last, tf.gather(lengths, rows), tf.concat([char_starts[1:], [0]], 0))
         # Normalised lengths add up: normalising maps characters independently
         # (final sigma only swaps two 2-byte letters).
         ascii_control = tf.logical_or(
-            (flat < 32) & (flat != 9) & (flat != 10) & (flat != 13), flat == 127)
+            (flat < 32) & (flat != 9) & (flat != 10) & (flat != 13), flat == 127
+        )
         ascii_length = tf.where(ascii_control, 0, 1)  # deleted, or kept as is
         non_ascii = tf.where(flat >= 128)[:, 0]
         chars = tf.strings.unicode_encode(
-            tf.RaggedTensor.from_uniform_row_length(tf.gather(flat, non_ascii), 1), "UTF-8")
+            tf.RaggedTensor.from_uniform_row_length(tf.gather(flat, non_ascii), 1), "UTF-8"
+        )
         normalized_length = tf.tensor_scatter_nd_update(
-            ascii_length, non_ascii[:, tf.newaxis],
-            tf.strings.length(normalize(chars)))
+            ascii_length, non_ascii[:, tf.newaxis], tf.strings.length(normalize(chars))
+        )
         # Normalised end of each character over the whole batch, and where each row begins.
         normalized_ends = tf.cumsum(tf.cast(normalized_length, tf.int64))
         row_begins = tf.gather(tf.concat([[0], normalized_ends], 0), codepoints.row_splits[:-1])
 
         def lookup(positions, table):
-            batch_positions = positions.flat_values + tf.gather(row_begins,
-                                                                positions.value_rowids())
+            batch_positions = positions.flat_values + tf.gather(
+                row_begins, positions.value_rowids()
+            )
             index = tf.searchsorted(normalized_ends, batch_positions, side="right")
             index = tf.minimum(index, tf.maximum(tf.size(normalized_ends) - 1, 0))
             return positions.with_flat_values(tf.gather(table, index))
@@ -517,8 +584,13 @@ class BertTokenizer(tf.Module):
         (Model Garden's copy of the tokenizer uses 400).
     """
 
-    def __init__(self, vocab_file: str | os.PathLike | Sequence[str], lowercase: bool = True,
-                 max_chars_per_word: int = 200, name: str | None = None) -> None:
+    def __init__(
+        self,
+        vocab_file: str | os.PathLike | Sequence[str],
+        lowercase: bool = True,
+        max_chars_per_word: int = 200,
+        name: str | None = None,
+    ) -> None:
         super().__init__(name=name)
         if isinstance(vocab_file, (str, os.PathLike)):
             self.vocab_file, vocab = os.fspath(vocab_file), load_vocabulary(os.fspath(vocab_file))
@@ -532,23 +604,32 @@ class BertTokenizer(tf.Module):
         token_to_id = {token: i for i, token in enumerate(self.vocab)}
         missing = [t for t in SPECIAL_TOKENS if t not in token_to_id]
         if missing:
-            raise ValueError(f"{self.vocab_file or 'vocabulary'}: vocabulary lacks the special "
-                             f"token(s) {missing}")
+            raise ValueError(
+                f"{self.vocab_file or 'vocabulary'}: vocabulary lacks the special "
+                f"token(s) {missing}"
+            )
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
-            token_to_id[t] for t in SPECIAL_TOKENS)
+            token_to_id[t] for t in SPECIAL_TOKENS
+        )
         self.basic_tokenizer = BasicTokenizer(lowercase, vocab_chars="".join(self.vocab))
         self._wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=self.vocab, suffix_indicator="##", unknown_token="[UNK]",
+            vocab=self.vocab,
+            suffix_indicator="##",
+            unknown_token="[UNK]",
             # Bytes, not characters: the character limit is applied afterwards.
             max_bytes_per_word=4 * max_chars_per_word + 4,
-            token_out_type=tf.int32, no_pretokenization=False,
-            support_detokenization=True)
+            token_out_type=tf.int32,
+            no_pretokenization=False,
+            support_detokenization=True,
+        )
         # A word's first piece is never a "##" continuation.
         self.is_word_start = np.array(
-            [not (t.startswith("##") and len(t) > 2) for t in self.vocab])  # (vocab_size,)
+            [not (t.startswith("##") and len(t) > 2) for t in self.vocab]
+        )  # (vocab_size,)
         self._is_word_start = tf.constant(self.is_word_start)
-        self._traced = _Traced(tokenize=self._pieces,
-                               tokenize_with_offsets=self._pieces_and_offsets)
+        self._traced = _Traced(
+            tokenize=self._pieces, tokenize_with_offsets=self._pieces_and_offsets
+        )
 
     @property
     def vocab(self) -> list[str]:
@@ -593,13 +674,20 @@ class BertTokenizer(tf.Module):
         word_row = tf.math.unsorted_segment_max(ids.value_rowids(), word, num_words)
         # Only words of more bytes than that can have too many characters.
         candidates = tf.where(word_end - word_start > self.max_chars_per_word)[:, 0]
-        text = tf.strings.substr(tf.gather(normalized, tf.gather(word_row, candidates)),
-                                 tf.gather(word_start, candidates),
-                                 tf.gather(word_end - word_start, candidates))
+        text = tf.strings.substr(
+            tf.gather(normalized, tf.gather(word_row, candidates)),
+            tf.gather(word_start, candidates),
+            tf.gather(word_end - word_start, candidates),
+        )
         long_words = tf.boolean_mask(
-            candidates, tf.strings.length(text, unit="UTF8_CHAR") > self.max_chars_per_word)
-        is_long = tf.scatter_nd(long_words[:, tf.newaxis], tf.ones_like(long_words),
-                                num_words[tf.newaxis]) > 0
+            candidates, tf.strings.length(text, unit="UTF8_CHAR") > self.max_chars_per_word
+        )
+        is_long = (
+            tf.scatter_nd(
+                long_words[:, tf.newaxis], tf.ones_like(long_words), num_words[tf.newaxis]
+            )
+            > 0
+        )
         too_long = tf.gather(is_long, word)
         keep = tf.logical_or(tf.logical_not(too_long), is_start)
         new_ids = tf.where(too_long, self.unk_id, ids.flat_values)
@@ -607,14 +695,19 @@ class BertTokenizer(tf.Module):
         # Flat masking and new row lengths: tf.ragged.boolean_mask gives the same
         # but adds hundreds of ops, which every process would pay for in tracing.
         row_lengths = tf.math.unsorted_segment_sum(
-            tf.cast(keep, tf.int64), ids.value_rowids(), ids.nrows())
-        return tuple(tf.RaggedTensor.from_row_lengths(tf.boolean_mask(values, keep), row_lengths,
-                                                      validate=False)
-                     for values in (new_ids, starts.flat_values, new_ends))
+            tf.cast(keep, tf.int64), ids.value_rowids(), ids.nrows()
+        )
+        return tuple(
+            tf.RaggedTensor.from_row_lengths(
+                tf.boolean_mask(values, keep), row_lengths, validate=False
+            )
+            for values in (new_ids, starts.flat_values, new_ends)
+        )
 
     @_no_autograph
-    def tokenize_with_offsets(self, strings: tf.Tensor | Sequence[str] | str
-                              ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
+    def tokenize_with_offsets(
+        self, strings: tf.Tensor | Sequence[str] | str
+    ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
         """strings (B,) -> ids, starts, ends, each ragged (B, P); byte offsets in the
         input. A scalar string gives (P,) each."""
         return self._traced.tokenize_with_offsets(strings)
@@ -625,13 +718,15 @@ class BertTokenizer(tf.Module):
         ids, starts, ends = tf.cond(
             self._maybe_long_words(normalized),
             lambda: self._unknown_long_words(normalized, ids, starts, ends),
-            lambda: (ids, starts, ends))
+            lambda: (ids, starts, ends),
+        )
         starts, ends = self.basic_tokenizer.map_offsets(strings, plain, starts, ends)
         return ids, starts, ends
 
     @_no_autograph
-    def tokenize_words_with_offsets(self, strings: tf.Tensor | Sequence[str] | str
-                                    ) -> tuple[tf.RaggedTensor, ...]:
+    def tokenize_words_with_offsets(
+        self, strings: tf.Tensor | Sequence[str] | str
+    ) -> tuple[tf.RaggedTensor, ...]:
         """strings (B,) -> ids (B, W, P) and each piece's byte start / end in the input."""
         strings = tf.convert_to_tensor(strings, dtype=tf.string)
         if strings.shape.rank == 0:
@@ -639,20 +734,24 @@ class BertTokenizer(tf.Module):
         ids, starts, ends = self.tokenize_with_offsets(strings)
         is_start, _ = self._word_index(ids)
         piece_splits = tf.concat(
-            [tf.where(is_start)[:, 0], tf.size(ids.flat_values, out_type=tf.int64)[tf.newaxis]], 0)
+            [tf.where(is_start)[:, 0], tf.size(ids.flat_values, out_type=tf.int64)[tf.newaxis]], 0
+        )
         words_per_row = tf.math.unsorted_segment_sum(
-            tf.cast(is_start, tf.int64), ids.value_rowids(), ids.nrows())
+            tf.cast(is_start, tf.int64), ids.value_rowids(), ids.nrows()
+        )
 
         def group(pieces):
-            words = tf.RaggedTensor.from_row_splits(pieces.flat_values, piece_splits,
-                                                    validate=False)
+            words = tf.RaggedTensor.from_row_splits(
+                pieces.flat_values, piece_splits, validate=False
+            )
             return tf.RaggedTensor.from_row_lengths(words, words_per_row, validate=False)
 
         return group(ids), group(starts), group(ends)
 
     @_no_autograph
-    def split_words_with_offsets(self, strings: tf.Tensor | Sequence[str] | str
-                                 ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
+    def split_words_with_offsets(
+        self, strings: tf.Tensor | Sequence[str] | str
+    ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
         """strings (B,) -> the original's BasicTokenizer words (B, W), with byte spans.
 
         Returns (words, starts, ends): normalised words, ragged string (B, W), and
@@ -661,8 +760,9 @@ class BertTokenizer(tf.Module):
         return self.basic_tokenizer.tokenize_with_offsets(strings)
 
     @_no_autograph
-    def whitespace_spans(self, strings: tf.Tensor | Sequence[str] | str
-                         ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
+    def whitespace_spans(
+        self, strings: tf.Tensor | Sequence[str] | str
+    ) -> tuple[tf.RaggedTensor | tf.Tensor, ...]:
         """strings (B,) -> byte spans (B, W) of the original's whitespace words
         in the input (`BasicTokenizer.whitespace_spans`): the tagger's words."""
         return self.basic_tokenizer.whitespace_spans(strings)
@@ -672,8 +772,9 @@ class BertTokenizer(tf.Module):
         """strings (B,) -> ragged int32 word-piece ids (B, P). A scalar gives (P,)."""
         return self._traced.tokenize(strings)
 
-    def tokenize_unless_long_words(self, strings: tf.Tensor | Sequence[str] | str
-                                   ) -> tuple[tf.RaggedTensor | tf.Tensor, tf.Tensor]:
+    def tokenize_unless_long_words(
+        self, strings: tf.Tensor | Sequence[str] | str
+    ) -> tuple[tf.RaggedTensor | tf.Tensor, tf.Tensor]:
         """strings (B,) -> (ids, may_have_long_words): for offline batches.
 
         `ids` are `tokenize(strings)` as long as `may_have_long_words` is False
@@ -682,17 +783,19 @@ class BertTokenizer(tf.Module):
         ops), this one traces in half the time: a data-making process pays it once.
         """
         normalized, _ = self.basic_tokenizer.normalize(strings)
-        return (tf.cast(self._wordpiece.tokenize(normalized), tf.int32),
-                self._maybe_long_words(normalized))
+        return (
+            tf.cast(self._wordpiece.tokenize(normalized), tf.int32),
+            self._maybe_long_words(normalized),
+        )
 
     def _pieces(self, strings):
         normalized, _ = self.basic_tokenizer.normalize(strings)
         # Offsets are only needed to find over-long words.
         return tf.cond(
             self._maybe_long_words(normalized),
-            lambda: self._unknown_long_words(
-                normalized, *self._pieces_with_offsets(normalized))[0],
-            lambda: tf.cast(self._wordpiece.tokenize(normalized), tf.int32))
+            lambda: self._unknown_long_words(normalized, *self._pieces_with_offsets(normalized))[0],
+            lambda: tf.cast(self._wordpiece.tokenize(normalized), tf.int32),
+        )
 
     @_no_autograph
     def detokenize(self, ids: tf.RaggedTensor | tf.Tensor) -> tf.Tensor:
@@ -708,8 +811,9 @@ class BertTokenizer(tf.Module):
         ids = ids if isinstance(ids, tf.RaggedTensor) else tf.convert_to_tensor(ids)
         values = ids.flat_values if isinstance(ids, tf.RaggedTensor) else ids
         size = self.vocab_size
-        message = (f"token ids must be in [0, {size}), this vocabulary's {size} tokens; "
-                   "out of range:")
+        message = (
+            f"token ids must be in [0, {size}), this vocabulary's {size} tokens; out of range:"
+        )
         known = tf.get_static_value(values)
         if known is not None:
             outside = sorted({int(i) for i in np.ravel(known) if not 0 <= i < size})
@@ -718,18 +822,23 @@ class BertTokenizer(tf.Module):
                 raise ValueError(f"{message} {shown}")
             return tf.gather(tf.constant(self.vocab), ids)
         valid = (values >= 0) & (values < tf.cast(size, values.dtype))
-        check = tf.debugging.Assert(tf.reduce_all(valid),
-                                    [message, tf.boolean_mask(values, ~valid)], summarize=10)
+        check = tf.debugging.Assert(
+            tf.reduce_all(valid), [message, tf.boolean_mask(values, ~valid)], summarize=10
+        )
         with tf.control_dependencies([check]):
             return tf.gather(tf.constant(self.vocab), ids)
 
     # === Packing ===
 
     @_no_autograph
-    def pack(self, segment_a: tf.RaggedTensor | tf.Tensor | Sequence[str] | str,
-             segment_b: tf.RaggedTensor | tf.Tensor | Sequence[str] | str | None = None,
-             seq_length: int = 128, padding: str = "max_length", length_multiple: int = 1
-             ) -> dict[str, tf.Tensor]:
+    def pack(
+        self,
+        segment_a: tf.RaggedTensor | tf.Tensor | Sequence[str] | str,
+        segment_b: tf.RaggedTensor | tf.Tensor | Sequence[str] | str | None = None,
+        seq_length: int = 128,
+        padding: str = "max_length",
+        length_multiple: int = 1,
+    ) -> dict[str, tf.Tensor]:
         """Packs `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` into padded features.
 
         Segments are ragged ids (B, P) (or strings, which are tokenized first).
@@ -751,7 +860,8 @@ class BertTokenizer(tf.Module):
         else:
             ids_b = self._as_ids(segment_b)
             keep_a, keep_b = truncated_pair_lengths(
-                ids_a.row_lengths(), ids_b.row_lengths(), seq_length - 3)
+                ids_a.row_lengths(), ids_b.row_lengths(), seq_length - 3
+            )
             segments = [_trim_rows(ids_a, keep_a), _trim_rows(ids_b, keep_b)]
         return self._pack_trimmed(segments, seq_length, padding, length_multiple)
 
@@ -779,30 +889,46 @@ class BertTokenizer(tf.Module):
                 "segment_ids": segment_ids.to_tensor(0, shape=shape),
             }
         width = padded_width(input_ids.row_lengths(), seq_length, length_multiple)
-        return {name: _pad_columns(ragged.to_tensor(value), width, value)
-                for name, ragged, value in (("input_ids", input_ids, self.pad_id),
-                                            ("input_mask", tf.ones_like(input_ids), 0),
-                                            ("segment_ids", segment_ids, 0))}
+        return {
+            name: _pad_columns(ragged.to_tensor(value), width, value)
+            for name, ragged, value in (
+                ("input_ids", input_ids, self.pad_id),
+                ("input_mask", tf.ones_like(input_ids), 0),
+                ("segment_ids", segment_ids, 0),
+            )
+        }
 
-    def select_packed(self, rows: tf.Tensor, if_true: dict[str, tf.Tensor],
-                      if_false: dict[str, tf.Tensor], seq_length: int,
-                      padding: str = "max_length", length_multiple: int = 1
-                      ) -> dict[str, tf.Tensor]:
+    def select_packed(
+        self,
+        rows: tf.Tensor,
+        if_true: dict[str, tf.Tensor],
+        if_false: dict[str, tf.Tensor],
+        seq_length: int,
+        padding: str = "max_length",
+        length_multiple: int = 1,
+    ) -> dict[str, tf.Tensor]:
         """Row by row (`rows` (B,) bool), the features of one of two `pack`
         results of the same batch (e.g. packed as single sentences and as
         pairs), padded as `pack(..., padding, length_multiple)` would pad the
         chosen rows."""
         _check_padding(padding, length_multiple)
         if padding == "max_length":
-            return {key: tf.where(rows[:, tf.newaxis], if_true[key], if_false[key])
-                    for key in if_true}
+            return {
+                key: tf.where(rows[:, tf.newaxis], if_true[key], if_false[key]) for key in if_true
+            }
         widest = tf.maximum(tf.shape(if_true["input_ids"])[1], tf.shape(if_false["input_ids"])[1])
         values = {"input_ids": self.pad_id, "input_mask": 0, "segment_ids": 0}
-        chosen = {key: tf.where(rows[:, tf.newaxis], _pad_columns(if_true[key], widest, value),
-                                _pad_columns(if_false[key], widest, value))
-                  for key, value in values.items()}  # (B, widest)
-        width = padded_width(tf.reduce_sum(chosen["input_mask"], axis=1), seq_length,
-                             length_multiple)
+        chosen = {
+            key: tf.where(
+                rows[:, tf.newaxis],
+                _pad_columns(if_true[key], widest, value),
+                _pad_columns(if_false[key], widest, value),
+            )
+            for key, value in values.items()
+        }  # (B, widest)
+        width = padded_width(
+            tf.reduce_sum(chosen["input_mask"], axis=1), seq_length, length_multiple
+        )
         return {key: value[:, :width] for key, value in chosen.items()}
 
 
@@ -830,8 +956,9 @@ def _pad_columns(dense, width, value):
     return tf.pad(dense, [[0, 0], [0, width - tf.shape(dense)[1]]], constant_values=value)
 
 
-def truncated_pair_lengths(length_a: tf.Tensor, length_b: tf.Tensor, budget: int | tf.Tensor
-                           ) -> tuple[tf.Tensor, tf.Tensor]:
+def truncated_pair_lengths(
+    length_a: tf.Tensor, length_b: tf.Tensor, budget: int | tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
     """Closed form of the original's pop-from-the-longer loop (B loses ties)."""
     length_a = tf.cast(length_a, tf.int64)
     length_b = tf.cast(length_b, tf.int64)

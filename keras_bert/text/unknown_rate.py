@@ -71,66 +71,83 @@ class UnknownCount:
     def line(self, what: str) -> str:
         """The one-line report, e.g. "[UNK]: 12 of 6,404 word pieces (0.19 %),
         1.21 pieces per word, in the training texts"."""
-        return (f"[UNK]: {self.unknown:,} of {self.pieces:,} word pieces "
-                f"({100 * self.rate:.2f} %), {self.pieces_per_word:.2f} pieces per word, "
-                f"in {what}")
+        return (
+            f"[UNK]: {self.unknown:,} of {self.pieces:,} word pieces "
+            f"({100 * self.rate:.2f} %), {self.pieces_per_word:.2f} pieces per word, "
+            f"in {what}"
+        )
 
     def warning(self, vocabulary: str) -> str | None:
         """What to do when the vocabulary does not fit (`UNKNOWN_RATE_WARNING`,
         `PIECES_PER_WORD_WARNING`); else None."""
         if self.rate > UNKNOWN_RATE_WARNING:
-            found = (f"{100 * self.rate:.1f} % of the word pieces are [UNK] (more than "
-                     f"{100 * UNKNOWN_RATE_WARNING:.0f} %)")
+            found = (
+                f"{100 * self.rate:.1f} % of the word pieces are [UNK] (more than "
+                f"{100 * UNKNOWN_RATE_WARNING:.0f} %)"
+            )
         elif self.pieces_per_word > PIECES_PER_WORD_WARNING:
-            found = (f"words are spelled in {self.pieces_per_word:.1f} word pieces on average "
-                     f"(more than {PIECES_PER_WORD_WARNING}: letter by letter)")
+            found = (
+                f"words are spelled in {self.pieces_per_word:.1f} word pieces on average "
+                f"(more than {PIECES_PER_WORD_WARNING}: letter by letter)"
+            )
         else:
             return None
-        return (f"warning: {found}: the vocabulary {vocabulary} does not fit this text. Check "
-                "its language (an English vocabulary cannot spell Greek or Chinese: use a "
-                "multilingual one or one of your language, or learn one with `keras-bert "
-                "vocab`) and its casing (a cased vocabulary wants --no-do-lower-case / "
-                "lowercase=false, an uncased one the default lowercasing)")
+        return (
+            f"warning: {found}: the vocabulary {vocabulary} does not fit this text. Check "
+            "its language (an English vocabulary cannot spell Greek or Chinese: use a "
+            "multilingual one or one of your language, or learn one with `keras-bert "
+            "vocab`) and its casing (a cased vocabulary wants --no-do-lower-case / "
+            "lowercase=false, an uncased one the default lowercasing)"
+        )
 
 
 def count_ids(ids: Any, tokenizer: BertTokenizer) -> UnknownCount:
     """Word-piece ids of `tokenizer` (an array, or a ragged tensor) -> the count."""
     values = getattr(ids, "flat_values", ids)
     values = np.asarray(values.numpy() if hasattr(values, "numpy") else values)
-    return UnknownCount(unknown=int(np.count_nonzero(values == tokenizer.unk_id)),
-                        pieces=int(values.size),
-                        words=int(np.count_nonzero(tokenizer.is_word_start[values])))
+    return UnknownCount(
+        unknown=int(np.count_nonzero(values == tokenizer.unk_id)),
+        pieces=int(values.size),
+        words=int(np.count_nonzero(tokenizer.is_word_start[values])),
+    )
 
 
-def count_texts(tokenizer: BertTokenizer, texts: Sequence[str | bytes],
-                batch_size: int = 1024) -> UnknownCount:
+def count_texts(
+    tokenizer: BertTokenizer, texts: Sequence[str | bytes], batch_size: int = 1024
+) -> UnknownCount:
     """Tokenizes `texts` (in batches) and counts their [UNK] pieces."""
     from keras_bert.text.tokenizer import text_tensor
+
     count = UnknownCount()
     for start in range(0, len(texts), batch_size):
         # (The tokenizer reads invalid UTF-8 as the original does.)
-        ids = tokenizer.tokenize(text_tensor(list(texts[start:start + batch_size])))
+        ids = tokenizer.tokenize(text_tensor(list(texts[start : start + batch_size])))
         count.add(count_ids(ids, tokenizer))
     return count
 
 
-def count_word_counts(tokenizer: BertTokenizer, word_counts: Mapping[str, int],
-                      batch_size: int = 4096) -> UnknownCount:
+def count_word_counts(
+    tokenizer: BertTokenizer, word_counts: Mapping[str, int], batch_size: int = 4096
+) -> UnknownCount:
     """{word: occurrences} (a corpus' words, as `keras_bert.text.vocab.count_words`
     gives them) -> the count over the whole corpus, each word tokenized once."""
     from keras_bert.text.tokenizer import text_tensor
+
     words = list(word_counts)
     count = UnknownCount()
     for start in range(0, len(words), batch_size):
-        chunk = words[start:start + batch_size]
+        chunk = words[start : start + batch_size]
         ids = tokenizer.tokenize(text_tensor(chunk))  # (words, P)
         times = np.asarray([word_counts[w] for w in chunk], np.int64)  # (words,)
         row_times = np.repeat(times, ids.row_lengths().numpy())  # (all pieces,)
         values = ids.flat_values.numpy()
-        count.add(UnknownCount(
-            unknown=int(row_times[values == tokenizer.unk_id].sum()),
-            pieces=int(row_times.sum()),
-            words=int(row_times[tokenizer.is_word_start[values]].sum())))
+        count.add(
+            UnknownCount(
+                unknown=int(row_times[values == tokenizer.unk_id].sum()),
+                pieces=int(row_times.sum()),
+                words=int(row_times[tokenizer.is_word_start[values]].sum()),
+            )
+        )
     return count
 
 
@@ -150,7 +167,7 @@ def texts_in(x: Any, limit: int = MAX_TEXTS) -> list[str]:
             for part in value.values():
                 walk(part)
         elif isinstance(value, list) and value and isinstance(value[0], (list, tuple)):
-            for row in value[:limit - len(found)]:  # word lists, or (text, pair) rows
+            for row in value[: limit - len(found)]:  # word lists, or (text, pair) rows
                 found.append(" ".join(str(word) for word in row))
         elif isinstance(value, (list, tuple, np.ndarray)):
             for row in value:
@@ -162,8 +179,9 @@ def texts_in(x: Any, limit: int = MAX_TEXTS) -> list[str]:
     return found
 
 
-def report_texts(tokenizer: BertTokenizer, x: Any, what: str, vocabulary: str,
-                 limit: int = MAX_TEXTS) -> UnknownCount:
+def report_texts(
+    tokenizer: BertTokenizer, x: Any, what: str, vocabulary: str, limit: int = MAX_TEXTS
+) -> UnknownCount:
     """Counts and reports the first `limit` texts of `x` (`texts_in`): what
     `keras-bert finetune` prints about its training data."""
     texts = texts_in(x, limit)
@@ -174,8 +192,13 @@ def report_texts(tokenizer: BertTokenizer, x: Any, what: str, vocabulary: str,
     return count
 
 
-def report(count: UnknownCount, what: str, vocabulary: str, out: TextIO | None = None,
-           err: TextIO | None = None) -> None:
+def report(
+    count: UnknownCount,
+    what: str,
+    vocabulary: str,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> None:
     """Prints `count.line(what)` (stdout) and, above the threshold, its warning (stderr)."""
     print(count.line(what), file=out or sys.stdout, flush=True)
     warning = count.warning(vocabulary)

@@ -31,8 +31,9 @@ def special_tokens(num_unused: int = 0) -> list[str]:
     return ["[PAD]"] + unused[:99] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"] + unused[99:]
 
 
-def count_words(files: str | Sequence[str], lowercase: bool = True,
-                batch_size: int = 1024) -> collections.Counter[str]:
+def count_words(
+    files: str | Sequence[str], lowercase: bool = True, batch_size: int = 1024
+) -> collections.Counter[str]:
     """Word counts of the original's basic tokenization over text files (one
     document or line per line; local paths, gs:// or glob patterns)."""
     paths = []
@@ -46,9 +47,13 @@ def count_words(files: str | Sequence[str], lowercase: bool = True,
     basic = BasicTokenizer(lowercase)
     lines = tf.data.TextLineDataset(paths).batch(batch_size)
     # Each batch's words, and its bytes (newlines included) for the progress line.
-    words = lines.map(lambda batch: (basic.tokenize(batch).flat_values,
-                                     tf.reduce_sum(tf.strings.length(batch) + 1)),
-                      num_parallel_calls=tf.data.AUTOTUNE)
+    words = lines.map(
+        lambda batch: (
+            basic.tokenize(batch).flat_values,
+            tf.reduce_sum(tf.strings.length(batch) + 1),
+        ),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
     counts = collections.Counter()
     total_bytes = sum(tf.io.gfile.stat(path).length for path in paths)
     with Progress(total_bytes, "bytes", detail="counting words") as bar:
@@ -66,32 +71,53 @@ def _check_text(path, probe=1 << 16):
         head = f.read(probe)
     # A stray NUL is text the original's tokenizer drops; many are binary data.
     if head.count(0) > len(head) // 100:
-        raise ValueError(f"{path}: binary data ({head.count(0)} NUL bytes in the first "
-                         f"{len(head)}), not text")
+        raise ValueError(
+            f"{path}: binary data ({head.count(0)} NUL bytes in the first {len(head)}), not text"
+        )
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as e:
         if e.start < len(head) - 3:  # not just a character cut by the probe's end
-            line = head[:e.start].count(b"\n") + 1
-            raise ValueError(f"{path}, line {line}: not valid UTF-8 (binary data? convert "
-                             "text to UTF-8)") from None
+            line = head[: e.start].count(b"\n") + 1
+            raise ValueError(
+                f"{path}, line {line}: not valid UTF-8 (binary data? convert text to UTF-8)"
+            ) from None
 
 
-def learn_vocabulary(files: str | Sequence[str], vocab_size: int, lowercase: bool = True,
-                     output: str | None = None, num_unused: int = 0,
-                     max_unique_chars: int = 1000, max_token_length: int = 50,
-                     min_count: int = 2) -> list[str]:
+def learn_vocabulary(
+    files: str | Sequence[str],
+    vocab_size: int,
+    lowercase: bool = True,
+    output: str | None = None,
+    num_unused: int = 0,
+    max_unique_chars: int = 1000,
+    max_token_length: int = 50,
+    min_count: int = 2,
+) -> list[str]:
     """Learns a WordPiece vocabulary of at most `vocab_size` tokens; see
     `learn_vocabulary_and_counts` for the arguments."""
-    return learn_vocabulary_and_counts(files, vocab_size, lowercase, output, num_unused,
-                                       max_unique_chars, max_token_length, min_count)[0]
+    return learn_vocabulary_and_counts(
+        files,
+        vocab_size,
+        lowercase,
+        output,
+        num_unused,
+        max_unique_chars,
+        max_token_length,
+        min_count,
+    )[0]
 
 
-def learn_vocabulary_and_counts(files: str | Sequence[str], vocab_size: int,
-                                lowercase: bool = True, output: str | None = None,
-                                num_unused: int = 0, max_unique_chars: int = 1000,
-                                max_token_length: int = 50, min_count: int = 2
-                                ) -> tuple[list[str], collections.Counter[str]]:
+def learn_vocabulary_and_counts(
+    files: str | Sequence[str],
+    vocab_size: int,
+    lowercase: bool = True,
+    output: str | None = None,
+    num_unused: int = 0,
+    max_unique_chars: int = 1000,
+    max_token_length: int = 50,
+    min_count: int = 2,
+) -> tuple[list[str], collections.Counter[str]]:
     """Learns a WordPiece vocabulary of at most `vocab_size` tokens.
 
     Args:
@@ -113,21 +139,28 @@ def learn_vocabulary_and_counts(files: str | Sequence[str], vocab_size: int,
     """
     reserved = special_tokens(num_unused)
     if vocab_size <= len(reserved):
-        raise ValueError(f"vocab_size {vocab_size} leaves no room after {len(reserved)} "
-                         "special tokens")
-    safe_output.check_not_input(output, [files] if isinstance(files, str) else files,
-                                "the vocabulary file")
+        raise ValueError(
+            f"vocab_size {vocab_size} leaves no room after {len(reserved)} special tokens"
+        )
+    safe_output.check_not_input(
+        output, [files] if isinstance(files, str) else files, "the vocabulary file"
+    )
     counts = count_words(files, lowercase)
     if not counts:
         raise ValueError(f"no words in {files}")
     room = vocab_size - len(reserved)
     while True:
         learned = learner.learn(
-            list(counts.items()), room, reserved_tokens=[],
-            lower_thresh=min_count, max_unique_chars=max_unique_chars,
-            max_token_length=max_token_length)
-        chars = sum(len(t[2:] if t.startswith("##") else t) == 1
-                    for t in learned if t not in set(reserved))
+            list(counts.items()),
+            room,
+            reserved_tokens=[],
+            lower_thresh=min_count,
+            max_unique_chars=max_unique_chars,
+            max_token_length=max_token_length,
+        )
+        chars = sum(
+            len(t[2:] if t.startswith("##") else t) == 1 for t in learned if t not in set(reserved)
+        )
         if chars <= room or max_unique_chars <= 1:
             break
         # Characters are always kept (alone and as "##c"), so more than fit
@@ -140,7 +173,7 @@ def learn_vocabulary_and_counts(files: str | Sequence[str], vocab_size: int,
     is_char = [len(t[2:] if t.startswith("##") else t) == 1 for t in learned]
     room = vocab_size - len(reserved) - sum(is_char)
     pieces = [t for t, char in zip(learned, is_char) if not char]
-    dropped = set(pieces[max(room, 0):])
+    dropped = set(pieces[max(room, 0) :])
     vocab = reserved + [t for t in learned if t not in dropped]
     if len(vocab) > vocab_size:
         raise ValueError(f"vocab_size {vocab_size} is too small for the characters of {files}")

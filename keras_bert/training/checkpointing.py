@@ -43,7 +43,8 @@ def dropout_seed_states(model: keras.Model) -> list[tf.Variable]:
                 f"Keras {keras.__version__}: the layer {layer.name!r} has no `_seed_generators` "
                 "(Keras 3.15's list of a layer's SeedGenerators), so checkpoints cannot save the "
                 "dropout RNG and a resumed run would draw other masks; keras_bert is tested with "
-                "Keras 3.15 (tests/test_keras_internals.py)")
+                "Keras 3.15 (tests/test_keras_internals.py)"
+            )
         for generator in layer._seed_generators:
             states.setdefault(id(generator), generator.state.value)  # the tf.Variable
     return list(states.values())
@@ -59,11 +60,18 @@ class CheckpointWriter:
     without them still restore; their masks restart.)
     """
 
-    def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model,
-                 optimizer: keras.optimizers.Optimizer, directory: str, max_to_keep: int | None,
-                 **extra: Any) -> None:
+    def __init__(
+        self,
+        strategy: tf.distribute.Strategy,
+        model: keras.Model,
+        optimizer: keras.optimizers.Optimizer,
+        directory: str,
+        max_to_keep: int | None,
+        **extra: Any,
+    ) -> None:
         self.checkpoint = tf.train.Checkpoint(
-            model=model, optimizer=optimizer, dropout_seeds=dropout_seed_states(model), **extra)
+            model=model, optimizer=optimizer, dropout_seeds=dropout_seed_states(model), **extra
+        )
         self.chief = distribute.is_chief(strategy)
         self.directory = directory
         own_directory = directory
@@ -71,9 +79,13 @@ class CheckpointWriter:
             task = strategy.cluster_resolver.task_id
             own_directory = os.path.join(os.path.dirname(directory), f".worker_{task}_tmp")
         self.manager = tf.train.CheckpointManager(
-            self.checkpoint, own_directory, max_to_keep=max_to_keep)
-        self.chief_manager = self.manager if self.chief else tf.train.CheckpointManager(
-            self.checkpoint, directory, max_to_keep=None)
+            self.checkpoint, own_directory, max_to_keep=max_to_keep
+        )
+        self.chief_manager = (
+            self.manager
+            if self.chief
+            else tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=None)
+        )
 
     @property
     def latest(self) -> str | None:

@@ -36,8 +36,9 @@ def tf_config_task_count() -> int:
     return sum(len(tasks) for tasks in cluster.values())
 
 
-def build_strategy(kind: str = "auto", tpu: str | None = None,
-                   devices: Sequence[str] | None = None) -> tf.distribute.Strategy:
+def build_strategy(
+    kind: str = "auto", tpu: str | None = None, devices: Sequence[str] | None = None
+) -> tf.distribute.Strategy:
     """A `tf.distribute.Strategy` of the given kind (see the module docstring)."""
     if kind not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {kind!r}")
@@ -54,8 +55,10 @@ def build_strategy(kind: str = "auto", tpu: str | None = None,
         return tf.distribute.MirroredStrategy(devices=devices)
     if kind == "multi_worker":
         if tf_config_task_count() == 0:
-            raise ValueError("strategy multi_worker needs TF_CONFIG describing the cluster "
-                             "(see https://www.tensorflow.org/guide/distributed_training)")
+            raise ValueError(
+                "strategy multi_worker needs TF_CONFIG describing the cluster "
+                "(see https://www.tensorflow.org/guide/distributed_training)"
+            )
         return tf.distribute.MultiWorkerMirroredStrategy()
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
     tf.config.experimental_connect_to_cluster(resolver)
@@ -76,8 +79,9 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
         return True
     resolver = strategy.cluster_resolver
     task_type, task_id = resolver.task_type, resolver.task_id
-    return task_type == "chief" or (task_type == "worker" and task_id == 0
-                                    and "chief" not in resolver.cluster_spec().as_dict())
+    return task_type == "chief" or (
+        task_type == "worker" and task_id == 0 and "chief" not in resolver.cluster_spec().as_dict()
+    )
 
 
 def resolve_jit_compile(jit_compile: bool | str) -> bool:
@@ -98,8 +102,10 @@ def model_dtype(mixed_precision: str | None, field: str = "mixed_precision") -> 
     if mixed_precision in ("bfloat16", "float16"):
         mixed_precision = f"mixed_{mixed_precision}"
     if mixed_precision not in PRECISIONS:
-        raise ValueError(f"{field} must be one of auto, bfloat16, float16, float32 (or "
-                         f"mixed_bfloat16, mixed_float16), got {mixed_precision!r}")
+        raise ValueError(
+            f"{field} must be one of auto, bfloat16, float16, float32 (or "
+            f"mixed_bfloat16, mixed_float16), got {mixed_precision!r}"
+        )
     if mixed_precision == "auto":
         return precision.resolve_auto(mixed_precision)
     return None if mixed_precision == "float32" else mixed_precision
@@ -109,12 +115,15 @@ def check_runtime_fields(config: object) -> None:
     """Validates the runtime fields PretrainConfig and FinetuneConfig share:
     strategy, train_loop, jit_compile, mixed_precision (errors name the field)."""
     if config.strategy not in STRATEGIES:
-        raise ValueError(f"config field strategy must be one of {STRATEGIES}, "
-                         f"got {config.strategy!r}")
+        raise ValueError(
+            f"config field strategy must be one of {STRATEGIES}, got {config.strategy!r}"
+        )
     if config.train_loop not in TRAIN_LOOPS:
-        raise ValueError(f"config field train_loop must be one of {TRAIN_LOOPS}, "
-                         f"got {config.train_loop!r}")
+        raise ValueError(
+            f"config field train_loop must be one of {TRAIN_LOOPS}, got {config.train_loop!r}"
+        )
     if config.jit_compile not in (True, False, "auto"):
-        raise ValueError(f"config field jit_compile must be true, false or auto, "
-                         f"got {config.jit_compile!r}")
+        raise ValueError(
+            f"config field jit_compile must be true, false or auto, got {config.jit_compile!r}"
+        )
     model_dtype(config.mixed_precision, "config field mixed_precision")

@@ -55,12 +55,16 @@ DATA_FORMATS = {
     "tag": "a CoNLL file (word<TAB>tag lines) or tfds:conll2003",
     "squad": "a SQuAD JSON file or tfds:squad/*",
     "embed": "a TSV file with a header row: anchor<TAB>positive[<TAB>negative], or "
-             "text<TAB>text<TAB>score",
+    "text<TAB>text<TAB>score",
 }
 # Contrastive losses of --task embed (`keras_bert.models.contrastive`); "auto":
 # CoSENT for scored pairs, in-batch negatives otherwise.
-EMBEDDING_LOSSES = ("auto", "multiple_negatives_ranking", "multiple_negatives_symmetric_ranking",
-                    "cosent")
+EMBEDDING_LOSSES = (
+    "auto",
+    "multiple_negatives_ranking",
+    "multiple_negatives_symmetric_ranking",
+    "cosent",
+)
 # The paper's fine-tuning grid (Appendix A.3).
 PAPER_GRID = {"batch_size": (16, 32), "learning_rate": (5e-5, 3e-5, 2e-5), "epochs": (2, 3, 4)}
 # Its GLUE protocol (Section 4.1): batch 32, 3 epochs, the best of four learning rates on dev.
@@ -71,29 +75,30 @@ SEARCHES = ("paper", "glue")
 @dataclasses.dataclass
 class FinetuneConfig:
     """Everything one fine-tuning run needs; plain data (saved as JSON)."""
-    task: str                          # one of TASKS
-    train: str = None                  # file or tfds:<name>:<split>
+
+    task: str  # one of TASKS
+    train: str = None  # file or tfds:<name>:<split>
     dev: str = None
-    init_checkpoint: str = None        # .keras encoder, HF folder, TF1 checkpoint or folder
+    init_checkpoint: str = None  # .keras encoder, HF folder, TF1 checkpoint or folder
     output_dir: str = None
-    vocab_file: str = None             # default: the checkpoint's vocab.txt, else shipped uncased
-    lowercase: bool = None             # None: the checkpoint's casing (tokenizer_settings)
-    preset: str = "tiny"               # encoder size without --init-checkpoint (smoke tests)
+    vocab_file: str = None  # default: the checkpoint's vocab.txt, else shipped uncased
+    lowercase: bool = None  # None: the checkpoint's casing (tokenizer_settings)
+    preset: str = "tiny"  # encoder size without --init-checkpoint (smoke tests)
     seq_length: int = 128
     batch_size: int = 32
     learning_rate: float = 5e-5
     epochs: float = 3
     warmup_proportion: float = 0.1
     weight_decay: float = 0.01
-    clipnorm: float | None = 1.0       # global-norm gradient clipping (the original's); null: none
+    clipnorm: float | None = 1.0  # global-norm gradient clipping (the original's); null: none
     dropout: float = 0.1
     seed: int = 0
-    lora_rank: int | None = None       # LoRA adapters of this rank, the encoder frozen
+    lora_rank: int | None = None  # LoRA adapters of this rank, the encoder frozen
     # Tables and GLUE.
-    glue_task: str = None              # read train/dev as this GLUE task (TSV or tfds)
+    glue_task: str = None  # read train/dev as this GLUE task (TSV or tfds)
     text_columns: list = None
     label_column: str = "label"
-    label_names: list = None           # default: the labels seen in train, sorted
+    label_names: list = None  # default: the labels seen in train, sorted
     # SQuAD.
     version_2_with_negative: bool = False
     doc_stride: int = 128
@@ -102,76 +107,98 @@ class FinetuneConfig:
     n_best_size: int = 20
     null_score_diff_threshold: float = 0.0
     # Embeddings (text_columns picks the 2-3 text columns, label_column a score column).
-    embedding_loss: str = "auto"       # one of EMBEDDING_LOSSES
-    loss_scale: float = 20.0           # the contrastive losses' scale (sentence-transformers')
-    mini_batch_size: int = None        # gradient caching: a batch's embeddings in chunks
-    pooling: str = None                # default: the sentence-transformers folder's, else mean
-    normalize: bool = None             # L2-normalised embeddings; default: the folder's, else no
+    embedding_loss: str = "auto"  # one of EMBEDDING_LOSSES
+    loss_scale: float = 20.0  # the contrastive losses' scale (sentence-transformers')
+    mini_batch_size: int = None  # gradient caching: a batch's embeddings in chunks
+    pooling: str = None  # default: the sentence-transformers folder's, else mean
+    normalize: bool = None  # L2-normalised embeddings; default: the folder's, else no
     # Run control.
-    max_train_examples: int = None     # a prefix of the training data (smoke runs)
+    max_train_examples: int = None  # a prefix of the training data (smoke runs)
     max_dev_examples: int = None
     eval_batch_size: int = 64
     early_stopping_patience: int = None  # epochs without dev improvement before stopping
-    steps_per_epoch: int = None        # for smoke tests; default: the whole training set
-    bucket_by_length: bool = False     # batches of similar lengths (faster; changes batching)
+    steps_per_epoch: int = None  # for smoke tests; default: the whole training set
+    bucket_by_length: bool = False  # batches of similar lengths (faster; changes batching)
     # Devices, precision, XLA: the names of PretrainConfig (keras_bert.training.distribute).
-    strategy: str = "auto"             # auto, one_device, mirrored, multi_worker, tpu
-    tpu: str = None                    # TPU name or grpc:// address for strategy "tpu"
-    devices: list = None               # for "mirrored": e.g. ["/gpu:0", "/gpu:1"]
+    strategy: str = "auto"  # auto, one_device, mirrored, multi_worker, tpu
+    tpu: str = None  # TPU name or grpc:// address for strategy "tpu"
+    devices: list = None  # for "mirrored": e.g. ["/gpu:0", "/gpu:1"]
     mixed_precision: str | None = "auto"  # auto (native), bfloat16, float16 (loss-scaled), float32
-    jit_compile: object = "auto"       # XLA: true, false, auto (on with a GPU / TPU)
+    jit_compile: object = "auto"  # XLA: true, false, auto (on with a GPU / TPU)
     gradient_accumulation_steps: int = 1  # micro-batches of batch_size per update
-    train_loop: str = "auto"           # fit, or custom (strategy.run; multi-worker's)
+    train_loop: str = "auto"  # fit, or custom (strategy.run; multi-worker's)
     # Checkpoints (output_dir/checkpoints): every N steps and at each epoch's end.
-    checkpoint_every: int = None       # None: at the end of each epoch only
+    checkpoint_every: int = None  # None: at the end of each epoch only
     keep_checkpoints: int = 2
-    log_every: int = 50                # steps between train_log.jsonl / TensorBoard records
+    log_every: int = 50  # steps between train_log.jsonl / TensorBoard records
     tensorboard: bool = True
     verbose: int | str = "auto"  # Keras progress: "auto" (a bar on a terminal, else 2), 0, 1, 2
-    search: str = None                 # "paper" (Appendix A.3's grid) or "glue" (Section 4.1's)
-    restarts: int = 1                  # random restarts per grid point
+    search: str = None  # "paper" (Appendix A.3's grid) or "glue" (Section 4.1's)
+    restarts: int = 1  # random restarts per grid point
     tune_null_threshold: bool = False  # SQuAD v2.0: keep dev's best no-answer threshold
-    overwrite: bool = False            # replace a finished model (or unfinished run) in output_dir
+    overwrite: bool = False  # replace a finished model (or unfinished run) in output_dir
 
     def __post_init__(self):
         if self.task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
-        for name in ("seq_length", "batch_size", "doc_stride", "max_query_length",
-                     "max_answer_length", "n_best_size", "eval_batch_size", "restarts",
-                     "max_train_examples", "max_dev_examples", "early_stopping_patience",
-                     "steps_per_epoch", "gradient_accumulation_steps", "checkpoint_every",
-                     "keep_checkpoints", "log_every", "lora_rank", "mini_batch_size"):
+        for name in (
+            "seq_length",
+            "batch_size",
+            "doc_stride",
+            "max_query_length",
+            "max_answer_length",
+            "n_best_size",
+            "eval_batch_size",
+            "restarts",
+            "max_train_examples",
+            "max_dev_examples",
+            "early_stopping_patience",
+            "steps_per_epoch",
+            "gradient_accumulation_steps",
+            "checkpoint_every",
+            "keep_checkpoints",
+            "log_every",
+            "lora_rank",
+            "mini_batch_size",
+        ):
             value = getattr(self, name)
             if value is None and name not in ("seq_length", "batch_size"):
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.seq_length < 3:
-            raise ValueError(f"seq_length must be at least 3 ([CLS] a word [SEP]), "
-                             f"got {self.seq_length}")
+            raise ValueError(
+                f"seq_length must be at least 3 ([CLS] a word [SEP]), got {self.seq_length}"
+            )
         if not self.epochs > 0:
-            raise ValueError(f"epochs must be > 0 (a run with no training writes an "
-                             f"untrained model), got {self.epochs!r}")
+            raise ValueError(
+                f"epochs must be > 0 (a run with no training writes an "
+                f"untrained model), got {self.epochs!r}"
+            )
         if not 0 <= self.warmup_proportion <= 1 or not 0 <= self.dropout < 1:
             raise ValueError("warmup_proportion must lie in [0, 1] and dropout in [0, 1)")
         if self.embedding_loss not in EMBEDDING_LOSSES:
-            raise ValueError(f"embedding_loss must be one of {EMBEDDING_LOSSES}, "
-                             f"got {self.embedding_loss!r}")
+            raise ValueError(
+                f"embedding_loss must be one of {EMBEDDING_LOSSES}, got {self.embedding_loss!r}"
+            )
         if not self.loss_scale > 0:
             raise ValueError(f"loss_scale must be > 0, got {self.loss_scale!r}")
         if self.task == "embed" and self.gradient_accumulation_steps != 1:
-            raise ValueError("gradient_accumulation_steps: a contrastive loss compares every "
-                             "row of the batch with every other, so micro-batches would change "
-                             "it; set mini_batch_size instead (gradient caching: the whole "
-                             "batch's loss and gradients in the memory of one mini-batch)")
+            raise ValueError(
+                "gradient_accumulation_steps: a contrastive loss compares every "
+                "row of the batch with every other, so micro-batches would change "
+                "it; set mini_batch_size instead (gradient caching: the whole "
+                "batch's loss and gradients in the memory of one mini-batch)"
+            )
         distribute.check_runtime_fields(self)
 
 
 # === Encoder and tokenizer ===
 
 
-def load_encoder(init_checkpoint: str | None, preset: str = "tiny",
-                 dtype: str | None = None) -> BertEncoder:
+def load_encoder(
+    init_checkpoint: str | None, preset: str = "tiny", dtype: str | None = None
+) -> BertEncoder:
     """BertEncoder from any pretrained source `BertEncoder.from_pretrained` reads
     (HuggingFace, TF1, `.keras` files of an encoder or a model with an
     `encoder`, finetune outputs, pretraining model_dirs), or random weights of
@@ -233,10 +260,13 @@ class _Classification(_TaskFamily):
         self.glue_name = None
         if config.glue_task:
             from keras_bert.tasks.glue import get_task
+
             self.glue_name, glue_task = get_task(config.glue_task)
             if glue_task.regression != self.regression:
-                raise ValueError(f"GLUE task {self.glue_name} needs --task "
-                                 f"{'regress' if glue_task.regression else 'classify'}")
+                raise ValueError(
+                    f"GLUE task {self.glue_name} needs --task "
+                    f"{'regress' if glue_task.regression else 'classify'}"
+                )
             self.metric = glue_task.metric
             if not self.regression:
                 self.label_names = list(glue_task.label_names)
@@ -251,27 +281,37 @@ class _Classification(_TaskFamily):
 
     def read(self, source, limit=None, training=False):
         from keras_bert.tasks.text_classification import label_vocabulary
+
         x, labels = readers.read_texts_and_labels(
-            source, regression=self.regression, glue_task=self.glue_name,
-            text_columns=self.config.text_columns, label_column=self.config.label_column,
-            limit=limit)
+            source,
+            regression=self.regression,
+            glue_task=self.glue_name,
+            text_columns=self.config.text_columns,
+            label_column=self.config.label_column,
+            limit=limit,
+        )
         if training and self.label_names is None and not self.regression:
             self.label_names = label_vocabulary(labels)
         if not self.regression:
             unknown = sorted(set(map(str, labels)) - set(self.label_names))
             if unknown:
-                raise ValueError(f"{readers.source_name(source)}: label(s) {unknown[:5]} not "
-                                 f"among {self.label_names}")
+                raise ValueError(
+                    f"{readers.source_name(source)}: label(s) {unknown[:5]} not "
+                    f"among {self.label_names}"
+                )
         return x, labels
 
     def build_model(self, encoder, preprocessor):
-        return BertClassifier(encoder, 1 if self.regression else len(self.label_names),
-                              dropout=self.config.dropout, label_names=self.label_names,
-                              preprocessor=preprocessor)
+        return BertClassifier(
+            encoder,
+            1 if self.regression else len(self.label_names),
+            dropout=self.config.dropout,
+            label_names=self.label_names,
+            preprocessor=preprocessor,
+        )
 
     def score(self, model, data):
-        return model.score(*data, glue_task=self.glue_name,
-                           batch_size=self.config.eval_batch_size)
+        return model.score(*data, glue_task=self.glue_name, batch_size=self.config.eval_batch_size)
 
 
 class _Tagging(_TaskFamily):
@@ -285,14 +325,20 @@ class _Tagging(_TaskFamily):
 
     def read(self, source, limit=None, training=False):
         from keras_bert.tasks.tagging import tag_vocabulary
+
         words, tags = readers.read_words_and_tags(source, limit)
         if training and self.label_names is None:
             self.label_names = tag_vocabulary(tags)
         return words, tags
 
     def build_model(self, encoder, preprocessor):
-        return BertTokenClassifier(encoder, len(self.label_names), dropout=self.config.dropout,
-                                   label_names=self.label_names, preprocessor=preprocessor)
+        return BertTokenClassifier(
+            encoder,
+            len(self.label_names),
+            dropout=self.config.dropout,
+            label_names=self.label_names,
+            preprocessor=preprocessor,
+        )
 
     def score(self, model, data):
         return model.score(*data, batch_size=self.config.eval_batch_size)
@@ -314,16 +360,22 @@ class _Squad(_TaskFamily):
 
     def build_model(self, encoder, preprocessor):
         config = self.config
-        return BertSpanExtractor(encoder, max_answer_length=config.max_answer_length,
-                                 max_query_length=config.max_query_length,
-                                 doc_stride=config.doc_stride, preprocessor=preprocessor)
+        return BertSpanExtractor(
+            encoder,
+            max_answer_length=config.max_answer_length,
+            max_query_length=config.max_query_length,
+            doc_stride=config.doc_stride,
+            preprocessor=preprocessor,
+        )
 
     def options(self):
         config = self.config
-        return {"version_2_with_negative": config.version_2_with_negative,
-                "n_best_size": config.n_best_size,
-                "null_score_diff_threshold": config.null_score_diff_threshold,
-                "batch_size": config.eval_batch_size}
+        return {
+            "version_2_with_negative": config.version_2_with_negative,
+            "n_best_size": config.n_best_size,
+            "null_score_diff_threshold": config.null_score_diff_threshold,
+            "batch_size": config.eval_batch_size,
+        }
 
     def score(self, model, data):
         dataset, source = data
@@ -362,7 +414,8 @@ class _Embedding(_TaskFamily):
                 f", but the rows are {'scored pairs' if rows.scores is not None else 'not scored'}"
                 f" (columns {rows.names}); set embedding_loss to "
                 f"{'cosent' if rows.scores is not None else 'multiple_negatives_ranking'} "
-                "or auto")
+                "or auto"
+            )
 
     def loss_name(self):
         if self.config.embedding_loss != "auto":
@@ -378,9 +431,14 @@ class _Embedding(_TaskFamily):
         return rows.fit_inputs()
 
     def build_model(self, encoder, preprocessor):
-        settings = {name: value for name, value in (("pooling", self.config.pooling),
-                                                     ("normalize", self.config.normalize))
-                    if value is not None}
+        settings = {
+            name: value
+            for name, value in (
+                ("pooling", self.config.pooling),
+                ("normalize", self.config.normalize),
+            )
+            if value is not None
+        }
         folder = sentence_transformer_folder(self.config.init_checkpoint)
         return BertSentenceEncoder.from_encoder(encoder, preprocessor, folder, **settings)
 
@@ -391,21 +449,27 @@ class _Embedding(_TaskFamily):
             loss = contrastive.CoSENTLoss(config.loss_scale, config.mini_batch_size)
         else:
             loss = contrastive.MultipleNegativesRankingLoss(
-                config.loss_scale, symmetric=name == "multiple_negatives_symmetric_ranking",
-                mini_batch_size=config.mini_batch_size)
+                config.loss_scale,
+                symmetric=name == "multiple_negatives_symmetric_ranking",
+                mini_batch_size=config.mini_batch_size,
+            )
         return {"loss": loss}
 
     def score(self, model, rows):
         return retrieval.evaluate_text_rows(
-            lambda texts: model.encode(texts, batch_size=self.config.eval_batch_size), rows)
+            lambda texts: model.encode(texts, batch_size=self.config.eval_batch_size), rows
+        )
 
 
 def preprocessor_of(config: FinetuneConfig, tokenizer: BertTokenizer) -> BertPreprocessor:
     """The preprocessor saved inside the fine-tuned model: the run's
     vocabulary, casing and sequence length, so `model.keras` takes text."""
-    return BertPreprocessor(tokenizer.vocab, lowercase=tokenizer.lowercase,
-                            seq_length=config.seq_length,
-                            max_chars_per_word=tokenizer.max_chars_per_word)
+    return BertPreprocessor(
+        tokenizer.vocab,
+        lowercase=tokenizer.lowercase,
+        seq_length=config.seq_length,
+        max_chars_per_word=tokenizer.max_chars_per_word,
+    )
 
 
 def make_task(config: FinetuneConfig) -> _TaskFamily:
@@ -421,30 +485,51 @@ def make_task(config: FinetuneConfig) -> _TaskFamily:
 # === Training ===
 
 
-def _single_run(config: FinetuneConfig, task: _TaskFamily, train_data: Any, dev_data: Any,
-                run_dir: str | None, tokenizer: BertTokenizer, vocab_file: str,
-                strategy: tf.distribute.Strategy | None = None) -> RunResult:
+def _single_run(
+    config: FinetuneConfig,
+    task: _TaskFamily,
+    train_data: Any,
+    dev_data: Any,
+    run_dir: str | None,
+    tokenizer: BertTokenizer,
+    vocab_file: str,
+    strategy: tf.distribute.Strategy | None = None,
+) -> RunResult:
     """Trains one task model with its own `fit`, resuming `run_dir`'s
     checkpoints (see `finetuning_run`)."""
 
     def build_model(dtype):
         encoder = load_encoder(config.init_checkpoint, config.preset, dtype)
         if config.seq_length > encoder.config.max_position_embeddings:
-            raise ValueError(f"seq_length {config.seq_length} exceeds the encoder's "
-                             f"{encoder.config.max_position_embeddings} positions; "
-                             "use at most that")
+            raise ValueError(
+                f"seq_length {config.seq_length} exceeds the encoder's "
+                f"{encoder.config.max_position_embeddings} positions; "
+                "use at most that"
+            )
         return task.build_model(encoder, preprocessor_of(config, tokenizer))
 
     return FinetuneRun(
-        config, task, train_data, dev_data, run_dir, build_model=build_model,
+        config,
+        task,
+        train_data,
+        dev_data,
+        run_dir,
+        build_model=build_model,
         save_model=lambda model, directory, results: save_finetuned(
-            model, config, task, vocab_file, directory, results), strategy=strategy).run()
+            model, config, task, vocab_file, directory, results
+        ),
+        strategy=strategy,
+    ).run()
 
 
-def save_finetuned(model: keras.Model, config: FinetuneConfig,
-                   task: _TaskFamily,
-                   tokenizer_vocab: str, output_dir: str,
-                   dev_results: dict[str, Any] | None = None) -> None:
+def save_finetuned(
+    model: keras.Model,
+    config: FinetuneConfig,
+    task: _TaskFamily,
+    tokenizer_vocab: str,
+    output_dir: str,
+    dev_results: dict[str, Any] | None = None,
+) -> None:
     """Writes vocab.txt, finetune_config.json, dev_results.json and model.keras,
     each whole, model.keras last: a folder with model.keras is complete."""
     os.makedirs(output_dir, exist_ok=True)
@@ -461,8 +546,9 @@ def save_finetuned(model: keras.Model, config: FinetuneConfig,
     # the optimizer nor its schedule nor the devices it trained on.
     plain = model.__class__.from_config(config_sharing_preprocessor(model))
     plain.set_weights(model.get_weights())
-    with safe_output.replacing(os.path.join(output_dir, "model.keras"),
-                               keep_extension=True) as partial:
+    with safe_output.replacing(
+        os.path.join(output_dir, "model.keras"), keep_extension=True
+    ) as partial:
         plain.save(partial)
 
 
@@ -495,8 +581,13 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
     for name in features.FINETUNE_OUTPUT_FILES:
         safe_output.check_not_input(
             os.path.join(config.output_dir, name),
-            [source for source in (config.train, config.dev, config.init_checkpoint,
-                                   config.vocab_file) if isinstance(source, str)], "output_dir")
+            [
+                source
+                for source in (config.train, config.dev, config.init_checkpoint, config.vocab_file)
+                if isinstance(source, str)
+            ],
+            "output_dir",
+        )
     with safe_output.output_lock(config.output_dir, folder=True):
         return _finetune(config, train, dev)
 
@@ -504,9 +595,11 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
 def _finetune(config: FinetuneConfig, train: Any, dev: Any) -> dict[str, Any]:
     finished = os.path.join(config.output_dir or "", "model.keras")
     if config.output_dir and os.path.exists(finished) and not config.overwrite:
-        raise FileExistsError(f"{config.output_dir} already holds a fine-tuned model "
-                              f"({finished}); pass --overwrite to replace it, or choose "
-                              "another --output-dir")
+        raise FileExistsError(
+            f"{config.output_dir} already holds a fine-tuned model "
+            f"({finished}); pass --overwrite to replace it, or choose "
+            "another --output-dir"
+        )
     # The strategy before the data is read: multi-worker collectives must be
     # configured before TensorFlow's runtime starts, which tokenizing does.
     strategy = distribute.build_strategy(config.strategy, tpu=config.tpu, devices=config.devices)
@@ -516,20 +609,26 @@ def _finetune(config: FinetuneConfig, train: Any, dev: Any) -> dict[str, Any]:
         train_data = task.read(train, config.max_train_examples, training=True)
         dev_data = task.read(dev, config.max_dev_examples) if dev is not None else None
     except ValueError as e:
-        raise ValueError(f"{e} (--task {config.task} reads {DATA_FORMATS[config.task]})") \
-            from None
+        raise ValueError(f"{e} (--task {config.task} reads {DATA_FORMATS[config.task]})") from None
     # A vocabulary that cannot spell the text (language, casing) says so now.
-    unknown_rate.report_texts(tokenizer, task.fit_data(train_data)[0], "the training texts",
-                              vocab_file or "of the model")
+    unknown_rate.report_texts(
+        tokenizer, task.fit_data(train_data)[0], "the training texts", vocab_file or "of the model"
+    )
     if config.output_dir and config.overwrite:
         discard_run_state(config.output_dir)
         shutil.rmtree(os.path.join(config.output_dir, RUNS), ignore_errors=True)
     if config.search is None:
         start = time.time()
-        run = _single_run(config, task, train_data, dev_data, config.output_dir, tokenizer,
-                          vocab_file, strategy)
-        result = {"dev": run.dev, "best_epoch": run.best_epoch, "steps": run.steps,
-                  "seconds": round(time.time() - start, 1), "primary_metric": task.primary_metric}
+        run = _single_run(
+            config, task, train_data, dev_data, config.output_dir, tokenizer, vocab_file, strategy
+        )
+        result = {
+            "dev": run.dev,
+            "best_epoch": run.best_epoch,
+            "steps": run.steps,
+            "seconds": round(time.time() - start, 1),
+            "primary_metric": task.primary_metric,
+        }
         config = _with_tuned_threshold(config, run.dev)
         if config.output_dir and run.chief:
             _finish(run.model, config, task, vocab_file, config.output_dir, result)
@@ -544,27 +643,47 @@ def _finetune(config: FinetuneConfig, train: Any, dev: Any) -> dict[str, Any]:
 RUNS = "runs"  # the search's runs, one folder each, under output_dir
 
 
-def load_finetune_config(path: str | None = None, overrides: Sequence[str] = (),
-                         **fields: Any) -> FinetuneConfig:
+def load_finetune_config(
+    path: str | None = None, overrides: Sequence[str] = (), **fields: Any
+) -> FinetuneConfig:
     """A FinetuneConfig from a YAML/JSON recipe (`recipes/finetuning/*.yaml`),
     then `key=value` overrides, then `fields` (the command's flags)."""
-    return read_recipe(FinetuneConfig, path, overrides, float_fields=(
-        "learning_rate", "epochs", "warmup_proportion", "weight_decay", "dropout",
-        "null_score_diff_threshold", "clipnorm", "loss_scale"),
+    return read_recipe(
+        FinetuneConfig,
+        path,
+        overrides,
+        float_fields=(
+            "learning_rate",
+            "epochs",
+            "warmup_proportion",
+            "weight_decay",
+            "dropout",
+            "null_score_diff_threshold",
+            "clipnorm",
+            "loss_scale",
+        ),
         choices={"task": TASKS, "search": SEARCHES, "embedding_loss": EMBEDDING_LOSSES},
-        **fields)
+        **fields,
+    )
 
 
 def _with_tuned_threshold(config, dev_metrics):
     """SQuAD v2.0 with `tune_null_threshold`: the no-answer threshold that
     maximises dev F1 (the official script's best_f1_thresh) becomes the
     model's own, saved in finetune_config.json for evaluate, predict, export."""
-    if not (config.task == "squad" and config.version_2_with_negative
-            and config.tune_null_threshold and dev_metrics):
+    if not (
+        config.task == "squad"
+        and config.version_2_with_negative
+        and config.tune_null_threshold
+        and dev_metrics
+    ):
         return config
     threshold = float(dev_metrics["best_f1_thresh"])
-    print(f"null_score_diff_threshold tuned on dev: {threshold:.4f} "
-          f"(best_f1 {dev_metrics['best_f1']:.2f})", flush=True)
+    print(
+        f"null_score_diff_threshold tuned on dev: {threshold:.4f} "
+        f"(best_f1 {dev_metrics['best_f1']:.2f})",
+        flush=True,
+    )
     return dataclasses.replace(config, null_score_diff_threshold=threshold)
 
 
@@ -579,30 +698,52 @@ def _paper_search(config, task, train_data, dev_data, tokenizer, vocab_file, str
     (a killed search resumes at its first unfinished run, mid-run included)."""
     rows, best = [], None
     grid = PAPER_GRID if config.search == "paper" else GLUE_GRID
-    grid = itertools.product(grid["batch_size"], grid["learning_rate"], grid["epochs"],
-                             range(config.restarts))
+    grid = itertools.product(
+        grid["batch_size"], grid["learning_rate"], grid["epochs"], range(config.restarts)
+    )
     for batch_size, learning_rate, epochs, restart in grid:
-        run_config = dataclasses.replace(config, batch_size=batch_size, learning_rate=learning_rate,
-                                         epochs=epochs, seed=config.seed + restart, search=None)
+        run_config = dataclasses.replace(
+            config,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            epochs=epochs,
+            seed=config.seed + restart,
+            search=None,
+        )
         name = f"b{batch_size}_lr{learning_rate:g}_e{epochs}_s{run_config.seed}"
         run_dir = os.path.join(config.output_dir, RUNS, name) if config.output_dir else None
         done = _finished_search_run(run_dir)
         if done is not None:
-            print(f"{run_dir}: finished before, {task.primary_metric} "
-                  f"{done['dev'][task.primary_metric]:.4f}", flush=True)
+            print(
+                f"{run_dir}: finished before, {task.primary_metric} "
+                f"{done['dev'][task.primary_metric]:.4f}",
+                flush=True,
+            )
             row, dev_metrics = done["run"], done["dev"]
         else:
             start = time.time()
-            run = _single_run(run_config, task, train_data, dev_data, run_dir, tokenizer,
-                              vocab_file, strategy)
+            run = _single_run(
+                run_config, task, train_data, dev_data, run_dir, tokenizer, vocab_file, strategy
+            )
             dev_metrics = run.dev
-            row = {"batch_size": batch_size, "learning_rate": learning_rate, "epochs": epochs,
-                   "seed": run_config.seed, "best_epoch": run.best_epoch,
-                   task.primary_metric: dev_metrics[task.primary_metric],
-                   "seconds": round(time.time() - start, 1)}
+            row = {
+                "batch_size": batch_size,
+                "learning_rate": learning_rate,
+                "epochs": epochs,
+                "seed": run_config.seed,
+                "best_epoch": run.best_epoch,
+                task.primary_metric: dev_metrics[task.primary_metric],
+                "seconds": round(time.time() - start, 1),
+            }
             if run_dir and run.chief:
-                _finish(run.model, _with_tuned_threshold(run_config, dev_metrics), task,
-                        vocab_file, run_dir, {"dev": dev_metrics, "run": row})
+                _finish(
+                    run.model,
+                    _with_tuned_threshold(run_config, dev_metrics),
+                    task,
+                    vocab_file,
+                    run_dir,
+                    {"dev": dev_metrics, "run": row},
+                )
         rows.append(row)
         if best is None or row[task.primary_metric] > best[1][task.primary_metric]:
             if best is not None and best[0]:
@@ -615,8 +756,13 @@ def _paper_search(config, task, train_data, dev_data, tokenizer, vocab_file, str
         _adopt_run(best[0], config.output_dir)
         safe_output.write_text(os.path.join(config.output_dir, "search_results.md"), table)
     print(table, flush=True)
-    return {"dev": best[2], "best_run": best[1], "runs": rows, "table": table,
-            "primary_metric": task.primary_metric}
+    return {
+        "dev": best[2],
+        "best_run": best[1],
+        "runs": rows,
+        "table": table,
+        "primary_metric": task.primary_metric,
+    }
 
 
 def _finished_search_run(run_dir):
@@ -645,13 +791,17 @@ def _adopt_run(run_dir, output_dir):
 def results_table(rows: Sequence[Mapping[str, Any]], metric: str) -> str:
     """Markdown table of the search, best run marked."""
     best = max(range(len(rows)), key=lambda i: rows[i][metric])
-    lines = [f"| batch | learning rate | epochs | seed | best epoch | dev {metric} | seconds |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| batch | learning rate | epochs | seed | best epoch | dev {metric} | seconds |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for i, row in enumerate(rows):
         mark = " **best**" if i == best else ""
-        lines.append(f"| {row['batch_size']} | {row['learning_rate']:g} | {row['epochs']} | "
-                     f"{row['seed']} | {row['best_epoch']} | {row[metric]:.4f}{mark} | "
-                     f"{row['seconds']} |")
+        lines.append(
+            f"| {row['batch_size']} | {row['learning_rate']:g} | {row['epochs']} | "
+            f"{row['seed']} | {row['best_epoch']} | {row[metric]:.4f}{mark} | "
+            f"{row['seconds']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -671,13 +821,19 @@ def load_finetuned(model_dir: str) -> tuple[keras.Model, dict[str, Any]]:
     model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)
     if getattr(model, "preprocessor", None) is None:
         config = FinetuneConfig(**saved)
-        model.preprocessor = preprocessor_of(config, BertTokenizer(
-            os.path.join(model_dir, "vocab.txt"), lowercase=config.lowercase))
+        model.preprocessor = preprocessor_of(
+            config, BertTokenizer(os.path.join(model_dir, "vocab.txt"), lowercase=config.lowercase)
+        )
     return model, saved
 
 
-def evaluate(model_dir: str, data: Any, task: str | None = None, seq_length: int | None = None,
-             **overrides: Any) -> dict[str, Any]:
+def evaluate(
+    model_dir: str,
+    data: Any,
+    task: str | None = None,
+    seq_length: int | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
     """Scores a fine-tuned model (a `finetune` output folder) on `data` with
     its task model's `score`.
 
@@ -695,15 +851,19 @@ def evaluate(model_dir: str, data: Any, task: str | None = None, seq_length: int
     if not os.path.exists(os.path.join(model_dir, "finetune_config.json")):
         if task == "embed":
             return _evaluate_pretrained_embeddings(model_dir, data, seq_length, overrides)
-        raise FileNotFoundError(f"{model_dir}: no finetune_config.json (not a finetune output); "
-                                "--task embed scores a pretrained sentence encoder (a "
-                                "sentence-transformers folder, a BERT checkpoint) as it is")
+        raise FileNotFoundError(
+            f"{model_dir}: no finetune_config.json (not a finetune output); "
+            "--task embed scores a pretrained sentence encoder (a "
+            "sentence-transformers folder, a BERT checkpoint) as it is"
+        )
     model, saved = load_finetuned(model_dir)
     if task is not None and task != saved["task"]:
         raise ValueError(f"{model_dir} was fine-tuned with --task {saved['task']}, not {task}")
     if seq_length is not None and seq_length != saved["seq_length"]:
-        raise ValueError(f"seq_length {seq_length}: the model in {model_dir} reads "
-                         f"{saved['seq_length']} tokens (its fine-tuning length)")
+        raise ValueError(
+            f"seq_length {seq_length}: the model in {model_dir} reads "
+            f"{saved['seq_length']} tokens (its fine-tuning length)"
+        )
     saved.update({k: v for k, v in overrides.items() if v is not None})
     config = FinetuneConfig(**saved)
     # The casing the model was fine-tuned with (finetune_config.json); an override must agree.
@@ -713,8 +873,10 @@ def evaluate(model_dir: str, data: Any, task: str | None = None, seq_length: int
     try:
         data = task_family.read(data, config.max_dev_examples)
     except ValueError as e:
-        raise ValueError(f"{e} (the model in {model_dir} was fine-tuned with --task "
-                         f"{config.task}, which reads {DATA_FORMATS[config.task]})") from None
+        raise ValueError(
+            f"{e} (the model in {model_dir} was fine-tuned with --task "
+            f"{config.task}, which reads {DATA_FORMATS[config.task]})"
+        ) from None
     return task_family.score(model, data)
 
 

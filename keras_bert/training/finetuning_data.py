@@ -52,33 +52,49 @@ def _trim(elements, seq_length):
     longest (the targets too where they have a token axis, as a tagger's)."""
     features, *rest = elements
     if "input_mask" in features:
-        return trim_padding(elements, seq_length,
-                            longest_width(features["input_mask"], seq_length))
-    columns = {name: trim_padding(part, seq_length, longest_width(part["input_mask"], seq_length))
-               for name, part in features.items()}
+        return trim_padding(elements, seq_length, longest_width(features["input_mask"], seq_length))
+    columns = {
+        name: trim_padding(part, seq_length, longest_width(part["input_mask"], seq_length))
+        for name, part in features.items()
+    }
     return (columns, *rest)
 
 
-def batches_per_epoch(data: Mapping[str, Any], batch_size: int, seq_length: int,
-                      bucket_by_length: bool = False, drop_remainder: bool = False) -> int:
+def batches_per_epoch(
+    data: Mapping[str, Any],
+    batch_size: int,
+    seq_length: int,
+    bucket_by_length: bool = False,
+    drop_remainder: bool = False,
+) -> int:
     """Batches `epoch_dataset` yields in one pass. With length buckets each
     bucket ends on its own partial batch, so there are more than n / batch_size;
     tf.data puts a length in bucket i when boundaries[i-1] <= length < boundaries[i]."""
-    lengths = np.max([np.asarray(part["input_mask"]).sum(axis=1)
-                      for part in feature_sets(data["features"])], axis=0)
-    count = (lambda n: n // batch_size) if drop_remainder else (
-        lambda n: math.ceil(n / batch_size))
+    lengths = np.max(
+        [np.asarray(part["input_mask"]).sum(axis=1) for part in feature_sets(data["features"])],
+        axis=0,
+    )
+    count = (lambda n: n // batch_size) if drop_remainder else (lambda n: math.ceil(n / batch_size))
     if not bucket_by_length:
         return count(len(lengths))
     buckets = np.searchsorted(bucket_boundaries(seq_length), lengths, side="right")
     return int(sum(count(n) for n in np.bincount(buckets)))
 
 
-def epoch_dataset(data: Mapping[str, Any], batch_size: int, seed: int, epoch: int,
-                  seq_length: int, *, steps: int | None = None, skip: int = 0,
-                  bucket_by_length: bool = False, drop_remainder: bool = False,
-                  trim: bool = True, input_context: tf.distribute.InputContext | None = None
-                  ) -> tf.data.Dataset:
+def epoch_dataset(
+    data: Mapping[str, Any],
+    batch_size: int,
+    seed: int,
+    epoch: int,
+    seq_length: int,
+    *,
+    steps: int | None = None,
+    skip: int = 0,
+    bucket_by_length: bool = False,
+    drop_remainder: bool = False,
+    trim: bool = True,
+    input_context: tf.distribute.InputContext | None = None,
+) -> tf.data.Dataset:
     """Epoch `epoch`'s (features[, targets[, weights]]) batches of `batch_size`
     rows, from batch `skip` on; `data`: {"features", "targets", "weights"},
     the features one dict of arrays or one per text column (`feature_sets`).
@@ -107,8 +123,11 @@ def epoch_dataset(data: Mapping[str, Any], batch_size: int, seed: int, epoch: in
         # Batches of similar lengths: less padding to cut, several times faster on CPU.
         boundaries = bucket_boundaries(seq_length)
         dataset = order.map(rows).bucket_by_sequence_length(
-            lambda *e: _row_length(e[0]), boundaries,
-            [batch_size] * (len(boundaries) + 1), drop_remainder=drop_remainder)
+            lambda *e: _row_length(e[0]),
+            boundaries,
+            [batch_size] * (len(boundaries) + 1),
+            drop_remainder=drop_remainder,
+        )
     else:  # a batch's indices, then one gather per batch
         dataset = order.batch(batch_size, drop_remainder=drop_remainder).map(rows)
     if steps is not None:
@@ -130,13 +149,12 @@ def _replica_shares(dataset, batch_size, input_context):
     replicas in turn)."""
     replicas = input_context.num_replicas_in_sync
     if batch_size % replicas:
-        raise ValueError(f"a batch of {batch_size} rows does not split among "
-                         f"{replicas} replicas")
+        raise ValueError(f"a batch of {batch_size} rows does not split among {replicas} replicas")
     per_replica = batch_size // replicas
     per_pipeline = batch_size // input_context.num_input_pipelines
     start = input_context.input_pipeline_id * per_pipeline
 
     def share(*e):
-        return tf.nest.map_structure(lambda t: t[start:start + per_pipeline], e)
+        return tf.nest.map_structure(lambda t: t[start : start + per_pipeline], e)
 
     return dataset.map(share).unbatch().batch(per_replica, drop_remainder=True)

@@ -41,19 +41,34 @@ from keras_bert.training.optimization import create_adamw
 from keras_bert.training.train_log import TrainingLog
 
 # Settings a resumed run may change: how it runs and reports, not what it trains.
-RESUMABLE_CHANGES = frozenset({
-    "verbose", "overwrite", "tensorboard", "eval_batch_size", "strategy", "tpu", "devices",
-    "train_loop", "jit_compile", "keep_checkpoints", "log_every", "checkpoint_every",
-    "null_score_diff_threshold", "n_best_size", "output_dir"})
+RESUMABLE_CHANGES = frozenset(
+    {
+        "verbose",
+        "overwrite",
+        "tensorboard",
+        "eval_batch_size",
+        "strategy",
+        "tpu",
+        "devices",
+        "train_loop",
+        "jit_compile",
+        "keep_checkpoints",
+        "log_every",
+        "checkpoint_every",
+        "null_score_diff_threshold",
+        "n_best_size",
+        "output_dir",
+    }
+)
 
 
 @dataclasses.dataclass
 class RunResult:
     model: keras.Model
-    dev: dict | None         # the best epoch's dev metrics (None without dev data)
-    best_epoch: int | None   # 1-based; the last epoch without dev data
-    chief: bool = True       # this process writes the run's files
-    steps: int = 0           # optimizer updates made (all epochs, resumed ones included)
+    dev: dict | None  # the best epoch's dev metrics (None without dev data)
+    best_epoch: int | None  # 1-based; the last epoch without dev data
+    chief: bool = True  # this process writes the run's files
+    steps: int = 0  # optimizer updates made (all epochs, resumed ones included)
 
 
 class FinetuneRun:
@@ -68,36 +83,53 @@ class FinetuneRun:
     collectives must be set up before TensorFlow runs an op).
     """
 
-    def __init__(self, config: Any, task: Any, train_data: Any, dev_data: Any,
-                 run_dir: str | None, build_model: Callable[[str | None], keras.Model],
-                 save_model: Callable[[keras.Model, str, dict], None],
-                 strategy: tf.distribute.Strategy | None = None) -> None:
+    def __init__(
+        self,
+        config: Any,
+        task: Any,
+        train_data: Any,
+        dev_data: Any,
+        run_dir: str | None,
+        build_model: Callable[[str | None], keras.Model],
+        save_model: Callable[[keras.Model, str, dict], None],
+        strategy: tf.distribute.Strategy | None = None,
+    ) -> None:
         self.config, self.task = config, task
         self.dev_data = dev_data
         self.run_dir, self.save_model = run_dir, save_model
         self.strategy = strategy or distribute.build_strategy(
-            config.strategy, tpu=config.tpu, devices=config.devices)
+            config.strategy, tpu=config.tpu, devices=config.devices
+        )
         self.chief = distribute.is_chief(self.strategy)
         self._build_model(build_model)
         self.train_data = self._encode(train_data)
         self.custom_loop = config.train_loop == "custom" or (
-            config.train_loop == "auto" and distribute.is_multi_worker(self.strategy))
+            config.train_loop == "auto" and distribute.is_multi_worker(self.strategy)
+        )
         replicas = self.strategy.num_replicas_in_sync
         if config.batch_size % replicas:
-            raise ValueError(f"batch_size {config.batch_size} is not divisible by the "
-                             f"{replicas} replicas")
+            raise ValueError(
+                f"batch_size {config.batch_size} is not divisible by the {replicas} replicas"
+            )
         # One element is one update; equal shares per replica and micro-batch
         # (so losses are global-batch means) and static shapes on TPUs.
         self.update_rows = config.batch_size * config.gradient_accumulation_steps
         self.static_shapes = isinstance(self.strategy, tf.distribute.TPUStrategy)
-        self.drop_remainder = (replicas > 1 or config.gradient_accumulation_steps > 1
-                               or self.static_shapes)
+        self.drop_remainder = (
+            replicas > 1 or config.gradient_accumulation_steps > 1 or self.static_shapes
+        )
         self.steps_per_epoch = config.steps_per_epoch or finetuning_data.batches_per_epoch(
-            self.train_data, self.update_rows, config.seq_length, config.bucket_by_length,
-            self.drop_remainder)
+            self.train_data,
+            self.update_rows,
+            config.seq_length,
+            config.bucket_by_length,
+            self.drop_remainder,
+        )
         if self.steps_per_epoch < 1:
-            raise ValueError(f"{finetuning_data.num_rows(self.train_data)} training examples make "
-                             f"no full batch of {self.update_rows}")
+            raise ValueError(
+                f"{finetuning_data.num_rows(self.train_data)} training examples make "
+                f"no full batch of {self.update_rows}"
+            )
         self.total_steps = max(int(self.steps_per_epoch * config.epochs), 1)
         self.epochs = math.ceil(self.total_steps / self.steps_per_epoch)
         self._compile()
@@ -122,15 +154,20 @@ class FinetuneRun:
     def _compile(self):
         config = self.config
         with self.strategy.scope():
-            optimizer = create_adamw(config.learning_rate, self.total_steps,
-                                     int(config.warmup_proportion * self.total_steps),
-                                     weight_decay=config.weight_decay, clipnorm=config.clipnorm)
+            optimizer = create_adamw(
+                config.learning_rate,
+                self.total_steps,
+                int(config.warmup_proportion * self.total_steps),
+                weight_decay=config.weight_decay,
+                clipnorm=config.clipnorm,
+            )
             # The task model's own loss, metrics and loss weights (`TextTask.compile`).
             self.model.compile(
                 optimizer=optimizer,
                 gradient_accumulation_steps=config.gradient_accumulation_steps,
                 jit_compile=distribute.resolve_jit_compile(config.jit_compile),
-                **self.task.compile_options())
+                **self.task.compile_options(),
+            )
             # Built now so that restoring fills every slot variable at once.
             self.model.optimizer.build(self.model.trainable_variables)
         # The early-stopping state, checkpointed with the weights it describes.
@@ -140,12 +177,21 @@ class FinetuneRun:
         self.writer = self.log = None
         if self.run_dir:
             self.writer = CheckpointWriter(
-                self.strategy, self.model, self.model.optimizer,
-                os.path.join(self.run_dir, "checkpoints"), config.keep_checkpoints,
-                best_score=self.best_score, best_epoch=self.best_epoch, stopped=self.stopped)
-            self.log = TrainingLog(os.path.join(self.run_dir, "logs"), self.model.optimizer,
-                                   self.update_rows,
-                                   enabled=self.chief and config.tensorboard)
+                self.strategy,
+                self.model,
+                self.model.optimizer,
+                os.path.join(self.run_dir, "checkpoints"),
+                config.keep_checkpoints,
+                best_score=self.best_score,
+                best_epoch=self.best_epoch,
+                stopped=self.stopped,
+            )
+            self.log = TrainingLog(
+                os.path.join(self.run_dir, "logs"),
+                self.model.optimizer,
+                self.update_rows,
+                enabled=self.chief and config.tensorboard,
+            )
         self.best_in_memory = None  # (weights, dev metrics) when there is no run_dir
         self.run_updates = None  # the custom loop's tf.function
 
@@ -160,9 +206,12 @@ class FinetuneRun:
         restored = self.writer.restore_latest()
         if restored:
             _check_same_run(saved_config, self.config)
-            print(f"resuming from {restored} at step {self.step} (epoch "
-                  f"{self.step // self.steps_per_epoch + 1}, batch "
-                  f"{self.step % self.steps_per_epoch} of {self.steps_per_epoch})", flush=True)
+            print(
+                f"resuming from {restored} at step {self.step} (epoch "
+                f"{self.step // self.steps_per_epoch + 1}, batch "
+                f"{self.step % self.steps_per_epoch} of {self.steps_per_epoch})",
+                flush=True,
+            )
         elif self.chief:
             os.makedirs(os.path.dirname(saved_config), exist_ok=True)
             write_json(saved_config, dataclasses.asdict(self.config))
@@ -171,7 +220,8 @@ class FinetuneRun:
         # Never a second save at one step (resumed at an epoch's end): a
         # checkpoint is not rewritten in place.
         if self.writer is not None and self.writer.latest != os.path.join(
-                self.run_dir, "checkpoints", f"ckpt-{self.step}"):
+            self.run_dir, "checkpoints", f"ckpt-{self.step}"
+        ):
             self.writer.save(self.step)
         self.last_saved = self.step
 
@@ -198,10 +248,18 @@ class FinetuneRun:
 
         def dataset_fn(input_context):
             return finetuning_data.epoch_dataset(
-                self.train_data, self.update_rows, config.seed, epoch, config.seq_length,
-                steps=config.steps_per_epoch, skip=skip, bucket_by_length=config.bucket_by_length,
-                drop_remainder=self.drop_remainder, trim=not self.static_shapes,
-                input_context=input_context)
+                self.train_data,
+                self.update_rows,
+                config.seed,
+                epoch,
+                config.seq_length,
+                steps=config.steps_per_epoch,
+                skip=skip,
+                bucket_by_length=config.bucket_by_length,
+                drop_remainder=self.drop_remainder,
+                trim=not self.static_shapes,
+                input_context=input_context,
+            )
 
         return self.strategy.distribute_datasets_from_function(dataset_fn)
 
@@ -212,9 +270,15 @@ class FinetuneRun:
             self._custom_loop(dataset, end)
             return
         callback = _StepCallback(self)
-        self.model.fit(dataset, initial_epoch=epoch, epochs=self.epochs,
-                         steps_per_epoch=end - self.step, callbacks=[callback],
-                         verbose=keras_verbose(self.config.verbose), shuffle=False)
+        self.model.fit(
+            dataset,
+            initial_epoch=epoch,
+            epochs=self.epochs,
+            steps_per_epoch=end - self.step,
+            callbacks=[callback],
+            verbose=keras_verbose(self.config.verbose),
+            shuffle=False,
+        )
 
     def _custom_loop(self, dataset, end):
         if self.run_updates is None:  # traced once for the run, not once an epoch
@@ -231,33 +295,48 @@ class FinetuneRun:
         """After an update (or a chunk of them): the log and the step checkpoint
         (not at the epoch's end, whose checkpoint follows the evaluation)."""
         step = self.step
-        if self.log is not None and step % self.config.log_every == 0 \
-                and step != self.log.last_step:
+        if (
+            self.log is not None
+            and step % self.config.log_every == 0
+            and step != self.log.last_step
+        ):
             self.log.write(logs, step)
-        if (self.config.checkpoint_every and step < self.epoch_end
-                and step - self.last_saved >= self.config.checkpoint_every):
+        if (
+            self.config.checkpoint_every
+            and step < self.epoch_end
+            and step - self.last_saved >= self.config.checkpoint_every
+        ):
             self._checkpoint()
 
     def _end_epoch(self, epoch):
         """Dev score, the best model kept, early stopping; then the epoch's checkpoint."""
         if self.dev_data is not None:
             result = self.task.score(self.model, self.dev_data)
-            print(f"\nepoch {epoch + 1}: dev " + ", ".join(
-                f"{k} {v:.4f}" for k, v in result.items() if isinstance(v, float)), flush=True)
+            print(
+                f"\nepoch {epoch + 1}: dev "
+                + ", ".join(f"{k} {v:.4f}" for k, v in result.items() if isinstance(v, float)),
+                flush=True,
+            )
             if self.log is not None:
-                self.log.write_scalars({f"dev_{k}": v for k, v in result.items()
-                                        if isinstance(v, (int, float))}, self.step)
+                self.log.write_scalars(
+                    {f"dev_{k}": v for k, v in result.items() if isinstance(v, (int, float))},
+                    self.step,
+                )
                 self.log.restart_clock()  # the evaluation is not training time
             score = result[self.task.primary_metric]
             if score > float(self.best_score.numpy()):
                 self.best_score.assign(score)
                 self.best_epoch.assign(epoch + 1)
                 self._keep_best(result, epoch + 1)
-            elif (self.config.early_stopping_patience is not None
-                  and epoch + 1 - int(self.best_epoch.numpy())
-                  >= self.config.early_stopping_patience):
-                print(f"early stopping: no dev improvement in "
-                      f"{self.config.early_stopping_patience} epoch(s)", flush=True)
+            elif (
+                self.config.early_stopping_patience is not None
+                and epoch + 1 - int(self.best_epoch.numpy()) >= self.config.early_stopping_patience
+            ):
+                print(
+                    f"early stopping: no dev improvement in "
+                    f"{self.config.early_stopping_patience} epoch(s)",
+                    flush=True,
+                )
                 self.stopped.assign(True)
         self._checkpoint()
 
@@ -265,8 +344,9 @@ class FinetuneRun:
         if self.run_dir is None or not self.chief:
             self.best_in_memory = (self.model.get_weights(), result)
         else:
-            self.save_model(self.model, os.path.join(self.run_dir, "best"),
-                            {"dev": result, "best_epoch": epoch})
+            self.save_model(
+                self.model, os.path.join(self.run_dir, "best"), {"dev": result, "best_epoch": epoch}
+            )
 
     def _result(self) -> RunResult:
         if self.dev_data is None:
@@ -319,18 +399,26 @@ def _check_same_run(path, config):
         saved = json.load(f)
     # A field the saved config lacks is newer than the run, which trained as
     # its default does.
-    defaults = {field.name: field.default for field in dataclasses.fields(config)
-                if field.default is not dataclasses.MISSING}
+    defaults = {
+        field.name: field.default
+        for field in dataclasses.fields(config)
+        if field.default is not dataclasses.MISSING
+    }
     saved = {**{name: value for name, value in defaults.items() if name not in saved}, **saved}
     current = dataclasses.asdict(config)
-    changed = sorted(name for name in set(saved) | set(current)
-                     if name not in RESUMABLE_CHANGES
-                     and _effective(name, saved.get(name)) != _effective(name, current.get(name)))
+    changed = sorted(
+        name
+        for name in set(saved) | set(current)
+        if name not in RESUMABLE_CHANGES
+        and _effective(name, saved.get(name)) != _effective(name, current.get(name))
+    )
     if changed:
         details = ", ".join(f"{n}: {saved.get(n)!r} -> {current.get(n)!r}" for n in changed)
-        raise ValueError(f"{os.path.dirname(os.path.dirname(path))} holds checkpoints of another "
-                         f"run ({details}); rerun with the same settings to resume, or pass "
-                         "--overwrite to start afresh")
+        raise ValueError(
+            f"{os.path.dirname(os.path.dirname(path))} holds checkpoints of another "
+            f"run ({details}); rerun with the same settings to resume, or pass "
+            "--overwrite to start afresh"
+        )
 
 
 def discard_run_state(run_dir: str, keep_logs: bool = False) -> None:

@@ -20,8 +20,13 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     batches, not of updates; steps here are updates.
     """
 
-    def __init__(self, peak_learning_rate: float, total_steps: int, warmup_steps: int,
-                 batches_per_step: int = 1) -> None:
+    def __init__(
+        self,
+        peak_learning_rate: float,
+        total_steps: int,
+        warmup_steps: int,
+        batches_per_step: int = 1,
+    ) -> None:
         self.peak_learning_rate = peak_learning_rate
         self.total_steps = total_steps
         self.warmup_steps = warmup_steps
@@ -36,9 +41,12 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         return self.peak_learning_rate * keras.ops.clip(fraction, 0.0, 1.0)
 
     def get_config(self) -> dict:
-        return {"peak_learning_rate": self.peak_learning_rate,
-                "total_steps": self.total_steps, "warmup_steps": self.warmup_steps,
-                "batches_per_step": self.batches_per_step}
+        return {
+            "peak_learning_rate": self.peak_learning_rate,
+            "total_steps": self.total_steps,
+            "warmup_steps": self.warmup_steps,
+            "batches_per_step": self.batches_per_step,
+        }
 
 
 def _squared_norm(gradient):
@@ -82,8 +90,7 @@ class GlobalBatchClipping:
             # IndexedSlices were summed into a (V, H) table twice).
             grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
         present = [g for g in grads if g is not None]
-        summed = (context.all_reduce(tf.distribute.ReduceOp.SUM, present) if replicated
-                  else present)
+        summed = context.all_reduce(tf.distribute.ReduceOp.SUM, present) if replicated else present
         norm = tf.sqrt(tf.add_n([_squared_norm(g) for g in summed]))
         clip = tf.cast(self.global_clipnorm, norm.dtype)
         # Dense results, as Keras's own clipping gives (LAMB's update needs them).
@@ -92,9 +99,13 @@ class GlobalBatchClipping:
         # multiply a pass over every gradient that changes no bit (fine-tuning,
         # the norm falls under the threshold early, and that pass is then a
         # large share of the clipping's time).
-        scaled = iter(tf.cond(norm > clip,
-                              lambda: [g * tf.cast(clip / norm, g.dtype) for g in dense],
-                              lambda: [tf.identity(g) for g in dense]))
+        scaled = iter(
+            tf.cond(
+                norm > clip,
+                lambda: [g * tf.cast(clip / norm, g.dtype) for g in dense],
+                lambda: [tf.identity(g) for g in dense],
+            )
+        )
         return [None if g is None else next(scaled) for g in grads]
 
 
@@ -107,15 +118,21 @@ def _require_keras_hooks(base: type, hooks: dict[str, str]) -> None:
     if missing:
         raise ImportError(
             f"keras_bert.training.optimization overrides {base.__name__}."
-            + f", {base.__name__}.".join(missing) + f", which Keras {keras.__version__} lacks: "
+            + f", {base.__name__}.".join(missing)
+            + f", which Keras {keras.__version__} lacks: "
             + "; ".join(hooks[name] for name in missing)
-            + ". keras_bert is tested with Keras 3.15 (tests/test_keras_internals.py)")
+            + ". keras_bert is tested with Keras 3.15 (tests/test_keras_internals.py)"
+        )
 
 
-_require_keras_hooks(keras.optimizers.Optimizer, {
-    "_clip_gradients": "global-norm clipping would fall back to Keras' per-replica clipping",
-    "_apply_weight_decay": "AdamW's one-pass decay and LAMB's decay inside its trust ratio "
-                           "would be bypassed"})
+_require_keras_hooks(
+    keras.optimizers.Optimizer,
+    {
+        "_clip_gradients": "global-norm clipping would fall back to Keras' per-replica clipping",
+        "_apply_weight_decay": "AdamW's one-pass decay and LAMB's decay inside its trust ratio "
+        "would be bypassed",
+    },
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -158,15 +175,19 @@ class AdamW(GlobalBatchClipping, keras.optimizers.AdamW):
             for variable in variables:
                 distribution.extended.update(
                     variable.value if isinstance(variable, keras.Variable) else variable,
-                    decay, group=False)
+                    decay,
+                    group=False,
+                )
 
         # As Keras's TensorFlow optimizer: inside a tf.distribute update, each
         # replica decays its own copy.
         tf.__internal__.distribute.interim.maybe_merge_call(
-            decay_each, self._distribution_strategy, variables)
+            decay_each, self._distribution_strategy, variables
+        )
 
-    def update_step(self, gradient: tf.Tensor, variable: keras.Variable,
-                    learning_rate: tf.Tensor | float) -> None:
+    def update_step(
+        self, gradient: tf.Tensor, variable: keras.Variable, learning_rate: tf.Tensor | float
+    ) -> None:
         if self.amsgrad:
             return super().update_step(gradient, variable, learning_rate)
         dtype = variable.dtype
@@ -179,10 +200,17 @@ class AdamW(GlobalBatchClipping, keras.optimizers.AdamW):
         # scaled so, it is epsilon added to sqrt(v_hat) (Algorithm 1, see above).
         epsilon = ops.cast(self.epsilon, dtype) * ops.sqrt(1.0 - beta2_power)
         tf.raw_ops.ResourceApplyAdam(
-            var=_handle(variable), m=_handle(m), v=_handle(v),
-            beta1_power=ops.power(ops.cast(self.beta_1, dtype), step), beta2_power=beta2_power,
-            lr=ops.cast(learning_rate, dtype), beta1=ops.cast(self.beta_1, dtype),
-            beta2=ops.cast(self.beta_2, dtype), epsilon=epsilon, grad=ops.cast(gradient, dtype))
+            var=_handle(variable),
+            m=_handle(m),
+            v=_handle(v),
+            beta1_power=ops.power(ops.cast(self.beta_1, dtype), step),
+            beta2_power=beta2_power,
+            lr=ops.cast(learning_rate, dtype),
+            beta1=ops.cast(self.beta_1, dtype),
+            beta2=ops.cast(self.beta_2, dtype),
+            epsilon=epsilon,
+            grad=ops.cast(gradient, dtype),
+        )
 
 
 def _handle(variable):
@@ -195,9 +223,14 @@ def _handle(variable):
 NO_DECAY = ("layer_norm", "LayerNorm", "bias", "gamma", "beta")
 
 
-def create_adamw(learning_rate: float, total_steps: int, warmup_steps: int,
-                 weight_decay: float = 0.01, clipnorm: float | None = 1.0,
-                 **kwargs: Any) -> AdamW:
+def create_adamw(
+    learning_rate: float,
+    total_steps: int,
+    warmup_steps: int,
+    weight_decay: float = 0.01,
+    clipnorm: float | None = 1.0,
+    **kwargs: Any,
+) -> AdamW:
     """AdamW of the paper: beta1 0.9, beta2 0.999, epsilon 1e-6, weight decay 0.01,
     the gradient clipped to global norm 1.0 (`clipnorm=None`: not clipped).
 
@@ -209,8 +242,13 @@ def create_adamw(learning_rate: float, total_steps: int, warmup_steps: int,
     batches_per_step = kwargs.get("gradient_accumulation_steps") or 1
     optimizer = AdamW(
         learning_rate=WarmupLinearDecay(learning_rate, total_steps, warmup_steps, batches_per_step),
-        weight_decay=weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-        global_clipnorm=clipnorm, **kwargs)
+        weight_decay=weight_decay,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        global_clipnorm=clipnorm,
+        **kwargs,
+    )
     optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY))
     return optimizer
 
@@ -224,10 +262,16 @@ class Lamb(GlobalBatchClipping, keras.optimizers.Optimizer):
     LayerNorm / bias variables get neither weight decay nor layer adaptation.
     """
 
-    def __init__(self,
-                 learning_rate: float | keras.optimizers.schedules.LearningRateSchedule = 0.001,
-                 beta_1: float = 0.9, beta_2: float = 0.999, epsilon: float = 1e-6,
-                 weight_decay_rate: float = 0.01, name: str = "lamb", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        learning_rate: float | keras.optimizers.schedules.LearningRateSchedule = 0.001,
+        beta_1: float = 0.9,
+        beta_2: float = 0.999,
+        epsilon: float = 1e-6,
+        weight_decay_rate: float = 0.01,
+        name: str = "lamb",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
         self.beta_1 = beta_1
         self.beta_2 = beta_2
@@ -240,10 +284,12 @@ class Lamb(GlobalBatchClipping, keras.optimizers.Optimizer):
             return
         super().build(var_list)
         self._momentums, self._velocities = self.add_optimizer_variables(
-            var_list, ["momentum", "velocity"])
+            var_list, ["momentum", "velocity"]
+        )
 
-    def update_step(self, gradient: tf.Tensor, variable: keras.Variable,
-                    learning_rate: tf.Tensor | float) -> None:
+    def update_step(
+        self, gradient: tf.Tensor, variable: keras.Variable, learning_rate: tf.Tensor | float
+    ) -> None:
         lr = ops.cast(learning_rate, variable.dtype)
         # An embedding's gradient arrives as IndexedSlices when not clipped;
         # the moments below are dense anyway.
@@ -270,18 +316,28 @@ class Lamb(GlobalBatchClipping, keras.optimizers.Optimizer):
 
     def get_config(self) -> dict:
         config = super().get_config()
-        config.update({"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
-                       "weight_decay_rate": self.weight_decay_rate})
+        config.update(
+            {
+                "beta_1": self.beta_1,
+                "beta_2": self.beta_2,
+                "epsilon": self.epsilon,
+                "weight_decay_rate": self.weight_decay_rate,
+            }
+        )
         return config
 
 
 OPTIMIZERS = ("adamw", "lamb")
 
 
-def create_optimizer(name: str = "adamw", learning_rate: float = 1e-4,
-                     total_steps: int = 1_000_000, warmup_steps: int = 10_000,
-                     weight_decay: float = 0.01, clipnorm: float | None = 1.0
-                     ) -> AdamW | Lamb:
+def create_optimizer(
+    name: str = "adamw",
+    learning_rate: float = 1e-4,
+    total_steps: int = 1_000_000,
+    warmup_steps: int = 10_000,
+    weight_decay: float = 0.01,
+    clipnorm: float | None = 1.0,
+) -> AdamW | Lamb:
     """The pretraining optimizer: AdamW (the paper) or LAMB (large batches), with
     linear warmup then linear decay to zero, and global-norm clipping.
 
@@ -291,9 +347,13 @@ def create_optimizer(name: str = "adamw", learning_rate: float = 1e-4,
     on one replica only.
     """
     if name == "adamw":
-        return create_adamw(learning_rate, total_steps, warmup_steps, weight_decay=weight_decay,
-                            clipnorm=clipnorm)
+        return create_adamw(
+            learning_rate, total_steps, warmup_steps, weight_decay=weight_decay, clipnorm=clipnorm
+        )
     if name == "lamb":
-        return Lamb(WarmupLinearDecay(learning_rate, total_steps, warmup_steps),
-                    weight_decay_rate=weight_decay, global_clipnorm=clipnorm)
+        return Lamb(
+            WarmupLinearDecay(learning_rate, total_steps, warmup_steps),
+            weight_decay_rate=weight_decay,
+            global_clipnorm=clipnorm,
+        )
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")

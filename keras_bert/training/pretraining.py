@@ -107,40 +107,63 @@ class PretrainConfig:
     verbose: str | int = "auto"  # Keras progress: "auto", 0, 1 or 2
 
     def __post_init__(self):
-        for name in ("seq_length", "max_predictions_per_seq", "batch_size", "train_steps",
-                     "steps_per_execution", "checkpoint_every", "keep_checkpoints", "log_every",
-                     "gradient_accumulation_steps"):
+        for name in (
+            "seq_length",
+            "max_predictions_per_seq",
+            "batch_size",
+            "train_steps",
+            "steps_per_execution",
+            "checkpoint_every",
+            "keep_checkpoints",
+            "log_every",
+            "gradient_accumulation_steps",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"config field {name} must be a positive integer, got {value!r}")
         if self.warmup_steps < 0 or self.warmup_steps > self.train_steps:
-            raise ValueError(f"config field warmup_steps ({self.warmup_steps}) must be in "
-                             f"[0, train_steps={self.train_steps}]")
+            raise ValueError(
+                f"config field warmup_steps ({self.warmup_steps}) must be in "
+                f"[0, train_steps={self.train_steps}]"
+            )
         distribute.check_runtime_fields(self)
         if self.train_steps % self.checkpoint_every:
-            raise ValueError(f"train_steps ({self.train_steps}) must be a multiple of "
-                             f"checkpoint_every ({self.checkpoint_every})")
+            raise ValueError(
+                f"train_steps ({self.train_steps}) must be a multiple of "
+                f"checkpoint_every ({self.checkpoint_every})"
+            )
         if self.checkpoint_every % self.steps_per_execution:
-            raise ValueError(f"checkpoint_every ({self.checkpoint_every}) must be a multiple "
-                             f"of steps_per_execution ({self.steps_per_execution})")
+            raise ValueError(
+                f"checkpoint_every ({self.checkpoint_every}) must be a multiple "
+                f"of steps_per_execution ({self.steps_per_execution})"
+            )
         if not self.train_files:
             raise ValueError("config field train_files is required")
         if not self.model and not self.init_checkpoint:
-            raise ValueError("config field model is required (a preset name such as base, or "
-                             "a bert_config.json path) unless init_checkpoint is given")
+            raise ValueError(
+                "config field model is required (a preset name such as base, or "
+                "a bert_config.json path) unless init_checkpoint is given"
+            )
         if not self.model_dir:
             raise ValueError("config field model_dir is required")
 
 
-def load_config(path: str | None = None, overrides: Sequence[str] = (),
-                **fields: Any) -> PretrainConfig:
+def load_config(
+    path: str | None = None, overrides: Sequence[str] = (), **fields: Any
+) -> PretrainConfig:
     """A PretrainConfig from a YAML/JSON file, then `key=value` overrides (values
     parsed as YAML: `--set train_steps=10`, `--set eval_files=null`), then `fields`."""
-    return read_recipe(PretrainConfig, path, overrides,
-                       float_fields=("learning_rate", "weight_decay", "clipnorm"), **fields)
+    return read_recipe(
+        PretrainConfig,
+        path,
+        overrides,
+        float_fields=("learning_rate", "weight_decay", "clipnorm"),
+        **fields,
+    )
 
 
 # === Model ===
+
 
 def bert_config_of(config: PretrainConfig) -> BertConfig:
     if config.model.endswith(".json"):
@@ -161,43 +184,65 @@ def build_model(config: PretrainConfig) -> BertPretrainer:
     dtype = distribute.model_dtype(config.mixed_precision)
     if config.init_checkpoint:
         pretrainer = BertPretrainer.from_pretrained(
-            config.init_checkpoint, objective=config.objective, dtype=dtype)
+            config.init_checkpoint, objective=config.objective, dtype=dtype
+        )
         if pretrainer.encoder.config.max_position_embeddings < config.seq_length:
-            raise ValueError(f"{config.init_checkpoint}: max_position_embeddings "
-                             f"{pretrainer.encoder.config.max_position_embeddings} < seq_length "
-                             f"{config.seq_length}")
+            raise ValueError(
+                f"{config.init_checkpoint}: max_position_embeddings "
+                f"{pretrainer.encoder.config.max_position_embeddings} < seq_length "
+                f"{config.seq_length}"
+            )
         return pretrainer
-    return BertPretrainer(BertEncoder(bert_config_of(config), dtype=dtype),
-                          objective=config.objective)
+    return BertPretrainer(
+        BertEncoder(bert_config_of(config), dtype=dtype), objective=config.objective
+    )
 
 
 def build_optimizer(config: PretrainConfig) -> keras.optimizers.Optimizer:
     """The run's optimizer (a checkpoint of the run restores into it)."""
     return create_optimizer(
-        config.optimizer, config.learning_rate, config.train_steps, config.warmup_steps,
-        weight_decay=config.weight_decay, clipnorm=config.clipnorm)
+        config.optimizer,
+        config.learning_rate,
+        config.train_steps,
+        config.warmup_steps,
+        weight_decay=config.weight_decay,
+        clipnorm=config.clipnorm,
+    )
 
 
 # === Data ===
 
-def distributed_dataset(strategy: tf.distribute.Strategy, config: PretrainConfig, file_pattern: str,
-                        is_training: bool, skip_steps: int = 0
-                        ) -> tf.distribute.DistributedDataset:
+
+def distributed_dataset(
+    strategy: tf.distribute.Strategy,
+    config: PretrainConfig,
+    file_pattern: str,
+    is_training: bool,
+    skip_steps: int = 0,
+) -> tf.distribute.DistributedDataset:
     """Per-replica batches of `batch_size / replicas` (times gradient_accumulation_steps
     for training: one element per update), each worker reading its own files;
     with `skip_steps`, the first that many steps are skipped."""
     if config.batch_size % strategy.num_replicas_in_sync:
-        raise ValueError(f"batch_size {config.batch_size} is not divisible by the "
-                         f"{strategy.num_replicas_in_sync} replicas")
+        raise ValueError(
+            f"batch_size {config.batch_size} is not divisible by the "
+            f"{strategy.num_replicas_in_sync} replicas"
+        )
 
     def dataset_fn(input_context):
         per_replica = input_context.get_per_replica_batch_size(config.batch_size)
         if is_training:
             per_replica *= config.gradient_accumulation_steps
         dataset = inputs.pretraining_dataset(
-            file_pattern, config.seq_length, config.max_predictions_per_seq, per_replica,
-            is_training=is_training, with_next_sentence=_with_next_sentence(config),
-            input_context=input_context, seed=config.seed)
+            file_pattern,
+            config.seq_length,
+            config.max_predictions_per_seq,
+            per_replica,
+            is_training=is_training,
+            with_next_sentence=_with_next_sentence(config),
+            input_context=input_context,
+            seed=config.seed,
+        )
         if config.objective == "lm":
             dataset = dataset.map(next_token_targets, num_parallel_calls=tf.data.AUTOTUNE)
         if skip_steps:
@@ -210,6 +255,7 @@ def distributed_dataset(strategy: tf.distribute.Strategy, config: PretrainConfig
 
 
 # === Checkpoints and export ===
+
 
 def finished_results(config: PretrainConfig) -> dict[str, Any] | None:
     """The saved eval_results.json of a run whose latest checkpoint is at
@@ -236,26 +282,39 @@ def export_tf1(pretrainer: BertPretrainer, directory: str) -> str:
     (`safe_output.replacing`): a failed or killed export leaves the previous
     one, never a folder with some of the files."""
     named = dict(encoder_variables(pretrainer.encoder))
-    named.update({name: variable for name, (variable, transposed)
-                  in head_variables(pretrainer).items() if not transposed})
-    tensors = {name: tf.convert_to_tensor(keras.ops.convert_to_numpy(v)) for name, v in named.items()}
+    named.update(
+        {
+            name: variable
+            for name, (variable, transposed) in head_variables(pretrainer).items()
+            if not transposed
+        }
+    )
+    tensors = {
+        name: tf.convert_to_tensor(keras.ops.convert_to_numpy(v)) for name, v in named.items()
+    }
     if pretrainer.next_sentence_head is not None:
         kernel = pretrainer.next_sentence_head.dense.kernel
         tensors["cls/seq_relationship/output_weights"] = tf.transpose(
-            keras.ops.convert_to_numpy(kernel))
+            keras.ops.convert_to_numpy(kernel)
+        )
     names = sorted(tensors)
     with safe_output.replacing(directory, folder=True) as staging:
         tf.io.gfile.makedirs(staging)
-        tf.raw_ops.SaveV2(prefix=os.path.join(staging, "bert_model.ckpt"), tensor_names=names,
-                          shape_and_slices=[""] * len(names),
-                          tensors=[tf.cast(tensors[n], tf.float32) for n in names])
-        safe_output.write_text(os.path.join(staging, "checkpoint"),
-                               'model_checkpoint_path: "bert_model.ckpt"\n')
+        tf.raw_ops.SaveV2(
+            prefix=os.path.join(staging, "bert_model.ckpt"),
+            tensor_names=names,
+            shape_and_slices=[""] * len(names),
+            tensors=[tf.cast(tensors[n], tf.float32) for n in names],
+        )
+        safe_output.write_text(
+            os.path.join(staging, "checkpoint"), 'model_checkpoint_path: "bert_model.ckpt"\n'
+        )
         pretrainer.encoder.config.to_json_file(os.path.join(staging, "bert_config.json"))
     return directory
 
 
 # === Logging ===
+
 
 class _FitCallback(keras.callbacks.Callback):
     """Logs every `log_every` steps and checkpoints at each epoch end
@@ -279,14 +338,17 @@ class _FitCallback(keras.callbacks.Callback):
 
 # === Training loops ===
 
+
 def _fit(pretrainer, dataset, config, start_step, log, writer):
     pretrainer.fit(
-        dataset, initial_epoch=start_step // config.checkpoint_every,
+        dataset,
+        initial_epoch=start_step // config.checkpoint_every,
         epochs=config.train_steps // config.checkpoint_every,
         steps_per_epoch=config.checkpoint_every,
         callbacks=[_FitCallback(log, writer, config.log_every)],
         verbose=keras_verbose(config.verbose),
-        shuffle=False)
+        shuffle=False,
+    )
 
 
 def _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer):
@@ -297,8 +359,9 @@ def _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer)
     iterator = iter(dataset)
     chunk = min(config.steps_per_execution, config.checkpoint_every)
     log.restart_clock()
-    for _ in range(start_step // config.checkpoint_every,
-                   config.train_steps // config.checkpoint_every):
+    for _ in range(
+        start_step // config.checkpoint_every, config.train_steps // config.checkpoint_every
+    ):
         for metric in pretrainer.metrics:
             metric.reset_state()
         done = 0
@@ -311,8 +374,12 @@ def _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer)
         writer.save(optimizer_step(optimizer))
 
 
-def evaluate(strategy: tf.distribute.Strategy, pretrainer: BertPretrainer,
-             config: PretrainConfig, custom_loop: bool) -> dict[str, float]:
+def evaluate(
+    strategy: tf.distribute.Strategy,
+    pretrainer: BertPretrainer,
+    config: PretrainConfig,
+    custom_loop: bool,
+) -> dict[str, float]:
     """Metrics over `eval_steps` batches of `eval_files` (read once, in order)."""
     dataset = distributed_dataset(strategy, config, config.eval_files, is_training=False)
     if not custom_loop:
@@ -323,8 +390,10 @@ def evaluate(strategy: tf.distribute.Strategy, pretrainer: BertPretrainer,
     @tf.function
     def eval_step(batch):
         def replica_fn(batch):
-            pretrainer.compute_loss(x=batch, y_pred=pretrainer(batch, training=False),
-                                    training=False)
+            pretrainer.compute_loss(
+                x=batch, y_pred=pretrainer(batch, training=False), training=False
+            )
+
         strategy.run(replica_fn, args=(batch,))
 
     for _, batch in zip(range(config.eval_steps), dataset):
@@ -340,8 +409,9 @@ def pretrain(config: PretrainConfig | dict | str) -> dict[str, float]:
     # One run per model_dir at a time (a second is refused naming the first's
     # pid and host; the lock of a run that is gone is taken over), and never
     # over its own records.
-    safe_output.check_not_input(config.model_dir, [config.train_files, config.eval_files],
-                                "config field model_dir")
+    safe_output.check_not_input(
+        config.model_dir, [config.train_files, config.eval_files], "config field model_dir"
+    )
     with safe_output.output_lock(config.model_dir):
         return _pretrain_locked(config)
 
@@ -349,32 +419,43 @@ def pretrain(config: PretrainConfig | dict | str) -> dict[str, float]:
 def _pretrain_locked(config: PretrainConfig) -> dict[str, float]:
     done = finished_results(config)
     if done is not None:
-        print(f"{config.model_dir}: already finished at step {done['step']} (train_steps "
-              f"{config.train_steps}); nothing to do, eval_results.json kept. Raise "
-              "train_steps to train on.", flush=True)
+        print(
+            f"{config.model_dir}: already finished at step {done['step']} (train_steps "
+            f"{config.train_steps}); nothing to do, eval_results.json kept. Raise "
+            "train_steps to train on.",
+            flush=True,
+        )
         return {name: value for name, value in done.items() if name != "step"}
     # Checked before model_dir is made: a run refused here leaves nothing behind.
     if not config.init_checkpoint:
         positions = bert_config_of(config).max_position_embeddings
         if positions < config.seq_length:
-            raise ValueError(f"{config.model}: max_position_embeddings {positions} < the "
-                             f"config's seq_length {config.seq_length}")
+            raise ValueError(
+                f"{config.model}: max_position_embeddings {positions} < the "
+                f"config's seq_length {config.seq_length}"
+            )
     # The strategy before the records are read: multi-worker collectives must be
     # configured before TensorFlow's runtime starts, which reading a record does.
     strategy = distribute.build_strategy(config.strategy, tpu=config.tpu, devices=config.devices)
     for field in ("train_files", "eval_files"):
         if getattr(config, field):
             inputs.check_pretraining_records(
-                getattr(config, field), config.seq_length, config.max_predictions_per_seq,
-                with_next_sentence=_with_next_sentence(config), field=field)
+                getattr(config, field),
+                config.seq_length,
+                config.max_predictions_per_seq,
+                with_next_sentence=_with_next_sentence(config),
+                field=field,
+            )
     created = not tf.io.gfile.exists(config.model_dir)
     try:
         return _pretrain(config, strategy)
     except Exception:
         # A run that fails before its first checkpoint leaves no model_dir of
         # a config file and empty logs that look like a run to resume.
-        if created and tf.train.get_checkpoint_state(
-                os.path.join(config.model_dir, "checkpoints")) is None:
+        if (
+            created
+            and tf.train.get_checkpoint_state(os.path.join(config.model_dir, "checkpoints")) is None
+        ):
             try:
                 tf.io.gfile.rmtree(config.model_dir)
             except tf.errors.NotFoundError:  # another worker removed it first
@@ -388,38 +469,52 @@ def _pretrain(config, strategy):
     chief = distribute.is_chief(strategy)
     tf.io.gfile.makedirs(config.model_dir)
     if chief:
-        safe_output.write_json(os.path.join(config.model_dir, "pretrain_config.json"),
-                               dataclasses.asdict(config))
+        safe_output.write_json(
+            os.path.join(config.model_dir, "pretrain_config.json"), dataclasses.asdict(config)
+        )
 
     # Same seed, same initial weights (and dropout masks) in every process:
     # a rerun reproduces a run, and every worker starts from one model.
     keras.utils.set_random_seed(config.seed)
     with strategy.scope():
         pretrainer = build_model(config)
-        pretrainer.compile(optimizer=build_optimizer(config),
-                           gradient_accumulation_steps=config.gradient_accumulation_steps,
-                           jit_compile=resolve_jit_compile(config.jit_compile),
-                           steps_per_execution=config.steps_per_execution)
+        pretrainer.compile(
+            optimizer=build_optimizer(config),
+            gradient_accumulation_steps=config.gradient_accumulation_steps,
+            jit_compile=resolve_jit_compile(config.jit_compile),
+            steps_per_execution=config.steps_per_execution,
+        )
         # Built now so that restoring fills every slot variable at once.
         pretrainer.optimizer.build(pretrainer.trainable_variables)
     # The model and its optimizer under their own keys (those of every
     # checkpoint written so far).
-    writer = CheckpointWriter(strategy, pretrainer, pretrainer.optimizer,
-                              os.path.join(config.model_dir, "checkpoints"),
-                              config.keep_checkpoints)
+    writer = CheckpointWriter(
+        strategy,
+        pretrainer,
+        pretrainer.optimizer,
+        os.path.join(config.model_dir, "checkpoints"),
+        config.keep_checkpoints,
+    )
     restored = writer.restore_latest()
     start_step = optimizer_step(pretrainer.optimizer)
     if restored:
         print(f"resuming from {restored} at step {start_step}", flush=True)
     if start_step % config.checkpoint_every:
-        raise ValueError(f"{restored}: step {start_step} is not a multiple of checkpoint_every "
-                         f"({config.checkpoint_every}); keep checkpoint_every when resuming")
+        raise ValueError(
+            f"{restored}: step {start_step} is not a multiple of checkpoint_every "
+            f"({config.checkpoint_every}); keep checkpoint_every when resuming"
+        )
 
-    log = TrainingLog(config.model_dir, pretrainer.optimizer,
-                      config.batch_size * config.gradient_accumulation_steps, enabled=chief)
+    log = TrainingLog(
+        config.model_dir,
+        pretrainer.optimizer,
+        config.batch_size * config.gradient_accumulation_steps,
+        enabled=chief,
+    )
     if start_step < config.train_steps:
         dataset = distributed_dataset(
-            strategy, config, config.train_files, is_training=True, skip_steps=start_step)
+            strategy, config, config.train_files, is_training=True, skip_steps=start_step
+        )
         if custom_loop:
             _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer)
         else:
@@ -430,7 +525,9 @@ def _pretrain(config, strategy):
         results = evaluate(strategy, pretrainer, config, custom_loop)
     if chief:
         export_tf1(pretrainer, os.path.join(config.model_dir, "export"))
-        record = {"step": optimizer_step(pretrainer.optimizer),
-                  **{k: float(v) for k, v in results.items()}}
+        record = {
+            "step": optimizer_step(pretrainer.optimizer),
+            **{k: float(v) for k, v in results.items()},
+        }
         write_json(os.path.join(config.model_dir, "eval_results.json"), record)
     return results

@@ -35,7 +35,8 @@ class _StrictLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"the key {key!r} is given twice", key_node.start_mark)
+                    None, None, f"the key {key!r} is given twice", key_node.start_mark
+                )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -43,14 +44,20 @@ class _StrictLoader(yaml.SafeLoader):
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 _StrictLoader.yaml_implicit_resolvers = {
     first: [(tag, pattern) for tag, pattern in resolvers if tag != _BOOL_TAG]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
 _StrictLoader.add_implicit_resolver(
-    _BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+    _BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 # Fields both run configs share whose values are a fixed list.
 # (`verbose`: Keras' progress, "auto", 0, 1 or 2; annotated `str | int` in both configs.)
-SHARED_CHOICES = {"strategy": distribute.STRATEGIES, "train_loop": distribute.TRAIN_LOOPS,
-                  "jit_compile": (True, False, "auto"), "verbose": ("auto", 0, 1, 2)}
+SHARED_CHOICES = {
+    "strategy": distribute.STRATEGIES,
+    "train_loop": distribute.TRAIN_LOOPS,
+    "jit_compile": (True, False, "auto"),
+    "verbose": ("auto", 0, 1, 2),
+}
 
 
 def parse_value(text: str) -> Any:
@@ -58,9 +65,14 @@ def parse_value(text: str) -> Any:
     return yaml.load(text, Loader=_StrictLoader)
 
 
-def read_recipe(config_class: type, path: str | None = None, overrides: Sequence[str] = (),
-                float_fields: Sequence[str] = (), choices: Mapping[str, Sequence[Any]] = None,
-                **fields: Any) -> Any:
+def read_recipe(
+    config_class: type,
+    path: str | None = None,
+    overrides: Sequence[str] = (),
+    float_fields: Sequence[str] = (),
+    choices: Mapping[str, Sequence[Any]] = None,
+    **fields: Any,
+) -> Any:
     """`config_class(**values)` from the recipe at `path`, `overrides`, `fields`.
 
     `choices`: field -> its allowed values (besides SHARED_CHOICES). `float_fields`
@@ -92,8 +104,10 @@ def read_recipe(config_class: type, path: str | None = None, overrides: Sequence
     # guess, and the other would be dropped without a word.
     both = sorted(name for name in fields if origins.get(name, "").startswith("--set "))
     if both:
-        raise ValueError(f"{', '.join(origins[name] for name in both)}: also given by its flag "
-                         f"({', '.join(both)}); give each field once")
+        raise ValueError(
+            f"{', '.join(origins[name] for name in both)}: also given by its flag "
+            f"({', '.join(both)}); give each field once"
+        )
     values.update(fields)
     origins.update(dict.fromkeys(fields, source))
     known = {f.name for f in dataclasses.fields(config_class)}
@@ -101,24 +115,38 @@ def read_recipe(config_class: type, path: str | None = None, overrides: Sequence
     if unknown:
         where = sorted({origins[name] for name in unknown})
         near = {name: difflib.get_close_matches(name, known, n=1) for name in unknown}
-        hints = "".join(f" ({name}: did you mean {match[0]}?)" for name, match in near.items()
-                        if match)
-        raise ValueError(f"{', '.join(where)}: unknown config field(s) {unknown}{hints}; "
-                         f"known: {sorted(known)}")
+        hints = "".join(
+            f" ({name}: did you mean {match[0]}?)" for name, match in near.items() if match
+        )
+        raise ValueError(
+            f"{', '.join(where)}: unknown config field(s) {unknown}{hints}; known: {sorted(known)}"
+        )
     field_types = typing.get_type_hints(config_class)
     defaults = {f.name: f.default for f in dataclasses.fields(config_class)}
     allowed = {**SHARED_CHOICES, **(choices or {})}
     for name, value in values.items():
-        values[name] = typed_value(name, value, field_types[name], allowed.get(name),
-                                   origins[name], nullable=defaults[name] is None)
+        values[name] = typed_value(
+            name,
+            value,
+            field_types[name],
+            allowed.get(name),
+            origins[name],
+            nullable=defaults[name] is None,
+        )
     try:
         return config_class(**values)
     except (ValueError, TypeError) as e:
         raise ValueError(f"{source}: {e}") from None
 
 
-def typed_value(name: str, value: Any, annotation: Any, choices: Sequence[Any] | None,
-                origin: str, nullable: bool = True) -> Any:
+def typed_value(
+    name: str,
+    value: Any,
+    annotation: Any,
+    choices: Sequence[Any] | None,
+    origin: str,
+    nullable: bool = True,
+) -> Any:
     """`value` as the field's type, or a ValueError naming the field and `origin`.
     null only where the field takes it: its default is null, or its annotation
     says `| None` (`clipnorm: null`, no clipping); elsewhere a null would reach
@@ -126,22 +154,28 @@ def typed_value(name: str, value: Any, annotation: Any, choices: Sequence[Any] |
     if value is None:
         if nullable or type(None) in _members(annotation):
             return None
-        raise ValueError(f"{origin}: config field {name} takes no null: give "
-                         f"{_kind_words(annotation, choices)}")
+        raise ValueError(
+            f"{origin}: config field {name} takes no null: give {_kind_words(annotation, choices)}"
+        )
     if choices is not None:
         # `True in (1, ...)` holds in Python: compare types too.
         if not any(value == choice and type(value) is type(choice) for choice in choices):
-            shown = ["null" if c is None else str(c).lower() if isinstance(c, bool) else str(c)
-                     for c in choices]
-            raise ValueError(f"{origin}: config field {name} must be "
-                             f"{', '.join(shown[:-1])} or {shown[-1]}, got {value!r}")
+            shown = [
+                "null" if c is None else str(c).lower() if isinstance(c, bool) else str(c)
+                for c in choices
+            ]
+            raise ValueError(
+                f"{origin}: config field {name} must be "
+                f"{', '.join(shown[:-1])} or {shown[-1]}, got {value!r}"
+            )
         return value
     for member in _members(annotation):
         converted = _as_type(value, member)
         if converted is not _REFUSED:
             return converted
-    raise ValueError(f"{origin}: config field {name} must be "
-                     f"{_kind_words(annotation, None)}, got {value!r}")
+    raise ValueError(
+        f"{origin}: config field {name} must be {_kind_words(annotation, None)}, got {value!r}"
+    )
 
 
 def _members(annotation: Any) -> tuple:
@@ -154,17 +188,26 @@ def _members(annotation: Any) -> tuple:
 def _kind_words(annotation: Any, choices: Sequence[Any] | None) -> str:
     """What a field takes, in words: "an integer", "true or false", "auto, 0, 1 or 2"."""
     if choices is not None:
-        shown = [str(c).lower() if isinstance(c, bool) else str(c) for c in choices
-                 if c is not None]
+        shown = [
+            str(c).lower() if isinstance(c, bool) else str(c) for c in choices if c is not None
+        ]
         return f"{', '.join(shown[:-1])} or {shown[-1]}" if len(shown) > 1 else shown[0]
-    kinds = [_KINDS.get(m, getattr(m, "__name__", str(m))) for m in _members(annotation)
-             if m is not type(None)]
+    kinds = [
+        _KINDS.get(m, getattr(m, "__name__", str(m)))
+        for m in _members(annotation)
+        if m is not type(None)
+    ]
     return " or ".join(kinds)
 
 
 _REFUSED = object()
-_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "text",
-          list: "a list (e.g. [a, b])"}
+_KINDS = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "text",
+    list: "a list (e.g. [a, b])",
+}
 
 
 def _as_type(value, kind):

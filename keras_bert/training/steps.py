@@ -36,6 +36,7 @@ def metric_values(model: keras.Model, skip: tuple[str, ...] = ()) -> dict[str, f
             continue
         result = metric.result()
         results = result if isinstance(result, dict) else {metric.name: result}
-        values.update({name: float(keras.ops.convert_to_numpy(value))
-                       for name, value in results.items()})
+        values.update(
+            {name: float(keras.ops.convert_to_numpy(value)) for name, value in results.items()}
+        )
     return values

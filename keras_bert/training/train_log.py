@@ -21,13 +21,21 @@ class TrainingLog:
     accuracies, learning rate and sequences/second, keyed by the optimizer step
     (so a resumed run continues the same curves)."""
 
-    def __init__(self, directory: str, optimizer: keras.optimizers.Optimizer,
-                 sequences_per_step: int, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        directory: str,
+        optimizer: keras.optimizers.Optimizer,
+        sequences_per_step: int,
+        enabled: bool = True,
+    ) -> None:
         self.sequences_per_step = sequences_per_step
         self.optimizer = optimizer
         self.enabled = enabled
-        self.writer = tf.summary.create_file_writer(
-            os.path.join(directory, "tensorboard", "train")) if enabled else None
+        self.writer = (
+            tf.summary.create_file_writer(os.path.join(directory, "tensorboard", "train"))
+            if enabled
+            else None
+        )
         self.path = os.path.join(directory, "train_log.jsonl")
         self.last_time = time.perf_counter()
         self.last_step = optimizer_step(optimizer)
@@ -45,8 +53,11 @@ class TrainingLog:
                         record = json.loads(line)
                         step = int(record["step"])
                     except (ValueError, KeyError, TypeError):
-                        print(f"{self.path}, line {number}: not a complete record "
-                              "(a run killed while writing it): dropped", flush=True)
+                        print(
+                            f"{self.path}, line {number}: not a complete record "
+                            "(a run killed while writing it): dropped",
+                            flush=True,
+                        )
                         continue
                     if step <= self.last_step:
                         kept.append(json.dumps(record) + "\n")
@@ -60,10 +71,12 @@ class TrainingLog:
         step = optimizer_step(self.optimizer) if step is None else step
         now = time.perf_counter()
         sequences = (step - self.last_step) * self.sequences_per_step
-        record = {"step": step, **{k: float(v) for k, v in metrics.items()},
-                  "learning_rate": float(keras.ops.convert_to_numpy(
-                      self.optimizer.learning_rate)),
-                  "sequences_per_second": sequences / max(now - self.last_time, 1e-9)}
+        record = {
+            "step": step,
+            **{k: float(v) for k, v in metrics.items()},
+            "learning_rate": float(keras.ops.convert_to_numpy(self.optimizer.learning_rate)),
+            "sequences_per_second": sequences / max(now - self.last_time, 1e-9),
+        }
         self.last_time, self.last_step = now, step
         return self.write_scalars(record, step)
 
@@ -79,7 +92,6 @@ class TrainingLog:
         self.writer.flush()
         # Appended (a record at a time, not the file rewritten): a kill or a
         # full disk mid-line leaves a torn last line, which a resumed run drops.
-        with safe_output.reporting_write_errors(self.path), \
-                tf.io.gfile.GFile(self.path, "a") as f:
+        with safe_output.reporting_write_errors(self.path), tf.io.gfile.GFile(self.path, "a") as f:
             f.write(json.dumps(record) + "\n")
         return record

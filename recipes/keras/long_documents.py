@@ -49,22 +49,34 @@ def main(argv=None):
     texts, labels = read_articles(args.train, args.max_train_examples)
     dev_texts, dev_labels = read_articles(args.dev, args.max_dev_examples)
     model = keras_bert.BertClassifier.from_pretrained(
-        args.checkpoint or minilm_checkpoint(), num_classes=len(set(labels)),
-        label_names=sorted(set(labels)), seq_length=args.seq_length)
+        args.checkpoint or minilm_checkpoint(),
+        num_classes=len(set(labels)),
+        label_names=sorted(set(labels)),
+        seq_length=args.seq_length,
+    )
     steps = (args.steps_per_epoch or -(-len(texts) // args.batch_size)) * args.epochs
     model.compile(optimizer=create_adamw(5e-5, steps, steps // 10))
-    model.fit(texts, labels, batch_size=args.batch_size, epochs=args.epochs,
-              steps_per_epoch=args.steps_per_epoch)
+    model.fit(
+        texts,
+        labels,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
+    )
 
     pieces = model.preprocessor.tokenizer.tokenize(dev_texts).row_lengths().numpy()
-    print(f"dev: {len(dev_texts)} articles, median {int(np.median(pieces))} pieces, "
-          f"{np.mean(pieces > args.seq_length - 2):.0%} longer than one window")
+    print(
+        f"dev: {len(dev_texts)} articles, median {int(np.median(pieces))} pieces, "
+        f"{np.mean(pieces > args.seq_length - 2):.0%} longer than one window"
+    )
     truth = np.asarray(dev_labels)
     truncated = np.asarray(model.predict_labels(dev_texts))
     windowed = np.asarray(model.predict_labels(dev_texts, window_stride=args.stride))
     print(f"dev accuracy, truncated to {args.seq_length}: {np.mean(truncated == truth):.4f}")
-    print(f"dev accuracy, windows of {args.seq_length} every {args.stride} pieces, "
-          f"logits averaged: {np.mean(windowed == truth):.4f}")
+    print(
+        f"dev accuracy, windows of {args.seq_length} every {args.stride} pieces, "
+        f"logits averaged: {np.mean(windowed == truth):.4f}"
+    )
 
 
 if __name__ == "__main__":

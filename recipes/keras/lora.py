@@ -51,35 +51,44 @@ class Throughput(keras.callbacks.Callback):
 
 
 def classification_data(args):
-    texts, labels = read_reviews(args.train or os.path.join(DATA, "rotten_tomatoes",
-                                                            "train.tsv"), args.max_train_examples)
-    dev_texts, dev_labels = read_reviews(args.dev or os.path.join(DATA, "rotten_tomatoes",
-                                                                  "dev.tsv"), args.max_dev_examples)
+    texts, labels = read_reviews(
+        args.train or os.path.join(DATA, "rotten_tomatoes", "train.tsv"), args.max_train_examples
+    )
+    dev_texts, dev_labels = read_reviews(
+        args.dev or os.path.join(DATA, "rotten_tomatoes", "dev.tsv"), args.max_dev_examples
+    )
 
     def build(checkpoint):
         return keras_bert.BertClassifier.from_pretrained(
-            checkpoint, num_classes=2, label_names=sorted(set(labels)), seq_length=64)
+            checkpoint, num_classes=2, label_names=sorted(set(labels)), seq_length=64
+        )
 
     def score(model):
-        return {"accuracy": model.evaluate(dev_texts, dev_labels, verbose=0,
-                                           return_dict=True)["accuracy"]}
+        return {
+            "accuracy": model.evaluate(dev_texts, dev_labels, verbose=0, return_dict=True)[
+                "accuracy"
+            ]
+        }
+
     return texts, labels, build, score
 
 
 def tagging_data(args):
     train = read_conll(args.train or os.path.join(DATA, "wnut16", "train.conll"))
     dev = read_conll(args.dev or os.path.join(DATA, "wnut16", "dev.conll"))
-    words, tags = train.words[:args.max_train_examples], train.tags[:args.max_train_examples]
-    dev_words = dev.words[:args.max_dev_examples]
+    words, tags = train.words[: args.max_train_examples], train.tags[: args.max_train_examples]
+    dev_words = dev.words[: args.max_dev_examples]
     tag_names = sorted({tag for row in tags for tag in row})
 
     def build(checkpoint):
         return keras_bert.BertTokenClassifier.from_pretrained(
-            checkpoint, num_labels=len(tag_names), label_names=tag_names, seq_length=64)
+            checkpoint, num_labels=len(tag_names), label_names=tag_names, seq_length=64
+        )
 
     def score(model):
         predicted = [row["tags"] for row in model.tag([" ".join(w) for w in dev_words])]
-        return {"entity_f1": entity_scores(dev.tags[:len(dev_words)], predicted)["f1"]}
+        return {"entity_f1": entity_scores(dev.tags[: len(dev_words)], predicted)["f1"]}
+
     return words, tags, build, score
 
 
@@ -94,11 +103,22 @@ def run(mode, args, data):
     steps = (args.steps_per_epoch or -(-len(x) // args.batch_size)) * args.epochs
     model.compile(optimizer=create_adamw(learning_rate, steps, steps // 10))
     throughput = Throughput(args.batch_size)
-    model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs,
-              steps_per_epoch=args.steps_per_epoch, callbacks=[throughput], verbose=2)
-    result = {"mode": mode, "learning_rate": learning_rate, **score(model),
-              "trainable_parameters": int(sum(np.prod(v.shape) for v in model.trainable_weights)),
-              "train_examples_per_second": round(throughput.examples_per_second, 1)}
+    model.fit(
+        x,
+        y,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
+        callbacks=[throughput],
+        verbose=2,
+    )
+    result = {
+        "mode": mode,
+        "learning_rate": learning_rate,
+        **score(model),
+        "trainable_parameters": int(sum(np.prod(v.shape) for v in model.trainable_weights)),
+        "train_examples_per_second": round(throughput.examples_per_second, 1),
+    }
     if mode == "lora":
         with tempfile.TemporaryDirectory() as folder:
             path = model.save_lora_weights(os.path.join(folder, "adapters.npz"))
@@ -120,15 +140,22 @@ def main(argv=None):
     parser.add_argument("--max-train-examples", type=int, default=None)
     parser.add_argument("--max-dev-examples", type=int, default=None)
     parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--batch-size", type=int, default=None,
-                        help="default: 32 (classify), 16 (tag), as the other recipes")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="default: 32 (classify), 16 (tag), as the other recipes",
+    )
     parser.add_argument("--rank", type=int, default=8)
     parser.add_argument("--learning-rate", type=float, default=5e-5, help="full fine-tuning")
     parser.add_argument("--lora-learning-rate", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps-per-epoch", type=int, default=None, help="for smoke tests")
-    parser.add_argument("--output-dir", default=None,
-                        help="where to save each mode's model as MODE.keras (LoRA: merged)")
+    parser.add_argument(
+        "--output-dir",
+        default=None,
+        help="where to save each mode's model as MODE.keras (LoRA: merged)",
+    )
     args = parser.parse_args(argv)
     args.batch_size = args.batch_size or (32 if args.task == "classify" else 16)
 
@@ -136,11 +163,20 @@ def main(argv=None):
     modes = ("full", "lora") if args.mode == "both" else (args.mode,)
     results = [run(mode, args, data) for mode in modes]
     metric = next(k for k in results[0] if k in ("accuracy", "entity_f1"))
-    print_table(["mode", "learning rate", f"dev {metric}", "trainable parameters",
-                 "train examples/s"],
-                [[r["mode"], f"{r['learning_rate']:g}", f"{r[metric]:.4f}",
-                  f"{r['trainable_parameters']:,}", r["train_examples_per_second"]]
-                 for r in results])
+    print_table(
+        ["mode", "learning rate", f"dev {metric}", "trainable parameters", "train examples/s"],
+        [
+            [
+                r["mode"],
+                f"{r['learning_rate']:g}",
+                f"{r[metric]:.4f}",
+                f"{r['trainable_parameters']:,}",
+                r["train_examples_per_second"],
+            ]
+            for r in results
+        ],
+    )
+
 
 if __name__ == "__main__":
     main()

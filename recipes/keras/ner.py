@@ -34,21 +34,29 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     train, dev = read_conll(args.train), read_conll(args.dev)
-    words, tags = train.words[:args.max_train_examples], train.tags[:args.max_train_examples]
-    dev_words = dev.words[:args.max_dev_examples]
+    words, tags = train.words[: args.max_train_examples], train.tags[: args.max_train_examples]
+    dev_words = dev.words[: args.max_dev_examples]
     tag_names = sorted({tag for row in tags for tag in row})
 
     model = keras_bert.BertTokenClassifier.from_pretrained(
-        args.checkpoint or minilm_checkpoint(), num_labels=len(tag_names),
-        label_names=tag_names, seq_length=64)
+        args.checkpoint or minilm_checkpoint(),
+        num_labels=len(tag_names),
+        label_names=tag_names,
+        seq_length=64,
+    )
     steps = (args.steps_per_epoch or -(-len(words) // args.batch_size)) * args.epochs
     model.compile(optimizer=create_adamw(5e-5, steps, steps // 10))
-    model.fit(words, tags, batch_size=args.batch_size, epochs=args.epochs,
-              steps_per_epoch=args.steps_per_epoch)
+    model.fit(
+        words,
+        tags,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
+    )
 
     # seqeval-style entity F1 on dev, from the tags `predict` gives raw text.
     predicted = [row["tags"] for row in model.tag([" ".join(w) for w in dev_words])]
-    print("dev entity F1:", entity_scores(dev.tags[:len(dev_words)], predicted)["f1"])
+    print("dev entity F1:", entity_scores(dev.tags[: len(dev_words)], predicted)["f1"])
     print(model.predict_entities(["Going to see Taylor Swift in London tonight"]))
 
 

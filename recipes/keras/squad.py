@@ -26,11 +26,12 @@ def questions(path):
     """A SQuAD JSON file -> (its data list, x, y) in the fields `fit` takes."""
     with open(path, encoding="utf-8") as f:
         data = json.load(f)["data"]
-    qas = [(qa, p["context"]) for article in data for p in article["paragraphs"]
-           for qa in p["qas"]]
+    qas = [(qa, p["context"]) for article in data for p in article["paragraphs"] for qa in p["qas"]]
     x = {"question": [qa["question"] for qa, _ in qas], "context": [c for _, c in qas]}
-    y = {"text": [qa["answers"][0]["text"] for qa, _ in qas],
-         "answer_start": [qa["answers"][0]["answer_start"] for qa, _ in qas]}
+    y = {
+        "text": [qa["answers"][0]["text"] for qa, _ in qas],
+        "answer_start": [qa["answers"][0]["answer_start"] for qa, _ in qas],
+    }
     return data, [qa["id"] for qa, _ in qas], x, y
 
 
@@ -47,7 +48,8 @@ def main(argv=None):
 
     _, _, x, y = questions(args.train)
     model = keras_bert.BertSpanExtractor.from_pretrained(
-        args.checkpoint or minilm_checkpoint(), seq_length=args.seq_length)
+        args.checkpoint or minilm_checkpoint(), seq_length=args.seq_length
+    )
     steps = -(-len(y["text"]) // args.batch_size) * args.epochs
     model.compile(optimizer=create_adamw(3e-5, steps, steps // 10))
     model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs)

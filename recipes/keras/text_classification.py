@@ -43,17 +43,29 @@ def main(argv=None):
     dev_texts, dev_labels = read_reviews(args.dev, args.max_dev_examples)
 
     model = keras_bert.BertClassifier.from_pretrained(
-        args.checkpoint or minilm_checkpoint(), num_classes=2,
-        label_names=sorted(set(labels)), seq_length=64)
+        args.checkpoint or minilm_checkpoint(),
+        num_classes=2,
+        label_names=sorted(set(labels)),
+        seq_length=64,
+    )
     steps = (args.steps_per_epoch or -(-len(texts) // args.batch_size)) * args.epochs
     # The paper's AdamW: warmup over the first 10 % of steps, then linear decay.
     model.compile(optimizer=create_adamw(5e-5, steps, steps // 10))
-    model.fit(texts, labels, batch_size=args.batch_size, epochs=args.epochs,
-              steps_per_epoch=args.steps_per_epoch, validation_data=(dev_texts, dev_labels))
+    model.fit(
+        texts,
+        labels,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
+        validation_data=(dev_texts, dev_labels),
+    )
 
     print("dev accuracy:", model.evaluate(dev_texts, dev_labels, return_dict=True)["accuracy"])
-    print(model.predict_labels(["A gorgeous, witty, seductive movie.",
-                                "The plot is a tired retread of better films."]))
+    print(
+        model.predict_labels(
+            ["A gorgeous, witty, seductive movie.", "The plot is a tired retread of better films."]
+        )
+    )
     model.save(args.output)
     print("saved", args.output, "- keras.models.load_model(...) takes strings")
 

@@ -25,8 +25,13 @@ def label_counts(config, file_pattern):
     """(Counter of masked token ids, weighted; Counter of next-sentence labels)."""
     tokens, labels = collections.Counter(), collections.Counter()
     dataset = inputs.pretraining_dataset(
-        file_pattern, config.seq_length, config.max_predictions_per_seq, batch_size=256,
-        is_training=False, with_next_sentence=config.objective != "none")
+        file_pattern,
+        config.seq_length,
+        config.max_predictions_per_seq,
+        batch_size=256,
+        is_training=False,
+        with_next_sentence=config.objective != "none",
+    )
     for batch in dataset.as_numpy_iterator():
         real = batch["masked_lm_weights"] > 0
         tokens.update(batch["masked_lm_ids"][real].tolist())
@@ -39,8 +44,10 @@ def baselines(config):
     train_tokens, train_labels = label_counts(config, config.train_files)
     eval_tokens, eval_labels = label_counts(config, config.eval_files)
     token, _ = train_tokens.most_common(1)[0]
-    result = {"most_frequent_token": token,
-              "masked_lm_accuracy": eval_tokens[token] / sum(eval_tokens.values())}
+    result = {
+        "most_frequent_token": token,
+        "masked_lm_accuracy": eval_tokens[token] / sum(eval_tokens.values()),
+    }
     if train_labels:
         label, _ = train_labels.most_common(1)[0]
         result["next_sentence_accuracy"] = eval_labels[label] / sum(eval_labels.values())
@@ -62,24 +69,33 @@ def checkpoint_curve(config):
             pretrainer.compile(optimizer=pretraining.build_optimizer(config), jit_compile=False)
             pretrainer.optimizer.build(pretrainer.trainable_variables)
         tf.train.Checkpoint(model=pretrainer, optimizer=pretrainer.optimizer).restore(
-            path).expect_partial()
+            path
+        ).expect_partial()
         step = int(path.rsplit("-", 1)[1])
         metrics = pretraining.evaluate(strategy, pretrainer, config, custom_loop=False)
         curve.append((step, {k: float(v) for k, v in metrics.items()}))
-        print(f"step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in curve[-1][1].items()),
-              flush=True)
+        print(
+            f"step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in curve[-1][1].items()),
+            flush=True,
+        )
     return curve
 
 
 def table(curve, base):
-    names = [n for n in ("masked_lm_accuracy", "next_sentence_accuracy", "masked_lm_loss")
-             if n in curve[0][1]]
-    lines = ["| step | " + " | ".join(f"held-out {n}" for n in names) + " |",
-             "|---" * (len(names) + 1) + "|"]
+    names = [
+        n
+        for n in ("masked_lm_accuracy", "next_sentence_accuracy", "masked_lm_loss")
+        if n in curve[0][1]
+    ]
+    lines = [
+        "| step | " + " | ".join(f"held-out {n}" for n in names) + " |",
+        "|---" * (len(names) + 1) + "|",
+    ]
     for step, metrics in curve:
         lines.append(f"| {step} | " + " | ".join(f"{metrics[n]:.4f}" for n in names) + " |")
-    lines.append("| baseline | " + " | ".join(
-        f"{base[n]:.4f}" if n in base else "" for n in names) + " |")
+    lines.append(
+        "| baseline | " + " | ".join(f"{base[n]:.4f}" if n in base else "" for n in names) + " |"
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -9,10 +9,19 @@ import numpy as np
 import tensorflow as tf
 
 # A bert_config.json as the original reads it, small enough to write in a test.
-TINY_CONFIG = {"vocab_size": 30, "hidden_size": 32, "num_hidden_layers": 2,
-               "num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu",
-               "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-               "max_position_embeddings": 16, "type_vocab_size": 2, "initializer_range": 0.02}
+TINY_CONFIG = {
+    "vocab_size": 30,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 16,
+    "type_vocab_size": 2,
+    "initializer_range": 0.02,
+}
 
 
 def original_bert_tensors(config, seed=0):
@@ -34,10 +43,13 @@ def original_bert_tensors(config, seed=0):
     for i in range(config["num_hidden_layers"]):
         layer = f"bert/encoder/layer_{i}"
         for scope, (fan_in, fan_out) in {
-                "attention/self/query": (hidden, hidden), "attention/self/key": (hidden, hidden),
-                "attention/self/value": (hidden, hidden),
-                "attention/output/dense": (hidden, hidden),
-                "intermediate/dense": (hidden, inner), "output/dense": (inner, hidden)}.items():
+            "attention/self/query": (hidden, hidden),
+            "attention/self/key": (hidden, hidden),
+            "attention/self/value": (hidden, hidden),
+            "attention/output/dense": (hidden, hidden),
+            "intermediate/dense": (hidden, inner),
+            "output/dense": (inner, hidden),
+        }.items():
             tensors[f"{layer}/{scope}/kernel"] = normal(fan_in, fan_out, scale=0.2)
             tensors[f"{layer}/{scope}/bias"] = normal(fan_out)
         norms += [f"{layer}/attention/output/LayerNorm", f"{layer}/output/LayerNorm"]

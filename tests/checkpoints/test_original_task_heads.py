@@ -17,10 +17,13 @@ HIDDEN = TINY_CONFIG["hidden_size"]
 def features():
     rng = np.random.default_rng(3)
     mask = np.array([[1] * 9 + [0] * 3, [1] * 12], np.int32)
-    return {"input_ids": (rng.integers(5, TINY_CONFIG["vocab_size"], size=(2, 12)) * mask
-                          ).astype(np.int32),
-            "input_mask": mask,
-            "segment_ids": np.array([[0] * 5 + [1] * 7, [0] * 6 + [1] * 6], np.int32)}
+    return {
+        "input_ids": (rng.integers(5, TINY_CONFIG["vocab_size"], size=(2, 12)) * mask).astype(
+            np.int32
+        ),
+        "input_mask": mask,
+        "segment_ids": np.array([[0] * 5 + [1] * 7, [0] * 6 + [1] * 6], np.int32),
+    }
 
 
 CLASSIFIER_3 = {"output_weights": (3, HIDDEN), "output_bias": (3,)}
@@ -54,16 +57,20 @@ def test_run_squad_checkpoint_gives_its_start_and_end_logits(tmp_path, features)
     encoder = BertEncoder.from_pretrained(folder)
     model = BertSpanExtractor(encoder)
     assert checkpoints.load_original_task_head(model, folder) == [
-        "cls/squad/output_weights", "cls/squad/output_bias"]
+        "cls/squad/output_weights",
+        "cls/squad/output_bias",
+    ]
     sequence = encoder(features)["sequence_output"].numpy().astype(np.float64)  # (B, T, H)
     weights, bias = tensors["cls/squad/output_weights"], tensors["cls/squad/output_bias"]
     # run_squad.py: logits = final_hidden @ output_weights^T + bias, unstacked: row 0 is
     # the start, row 1 the end.
     outputs = model(features, training=False)
-    np.testing.assert_allclose(outputs["start_logits"].numpy(), sequence @ weights[0] + bias[0],
-                               atol=1e-5)
-    np.testing.assert_allclose(outputs["end_logits"].numpy(), sequence @ weights[1] + bias[1],
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        outputs["start_logits"].numpy(), sequence @ weights[0] + bias[0], atol=1e-5
+    )
+    np.testing.assert_allclose(
+        outputs["end_logits"].numpy(), sequence @ weights[1] + bias[1], atol=1e-5
+    )
 
 
 def test_a_label_count_mismatch_names_checkpoint_tensor_shapes_and_setting(tmp_path):
@@ -79,12 +86,17 @@ def test_a_label_count_mismatch_names_checkpoint_tensor_shapes_and_setting(tmp_p
     assert "pass num_classes=3" in message
     np.testing.assert_array_equal(model.get_layer("classifier_output").kernel.numpy(), before)
 
-    squad, _ = fine_tuned(tmp_path / "broken_squad", dict(
-        SQUAD, **{"cls/squad/output_weights": (2, HIDDEN + 1)}))
-    with pytest.raises(ValueError, match=rf"broken_squad/bert_model.ckpt: tensor "
-                                         rf"cls/squad/output_weights has shape \(2, {HIDDEN + 1}\)"):
+    squad, _ = fine_tuned(
+        tmp_path / "broken_squad", dict(SQUAD, **{"cls/squad/output_weights": (2, HIDDEN + 1)})
+    )
+    with pytest.raises(
+        ValueError,
+        match=rf"broken_squad/bert_model.ckpt: tensor "
+        rf"cls/squad/output_weights has shape \(2, {HIDDEN + 1}\)",
+    ):
         checkpoints.load_original_task_head(
-            BertSpanExtractor(BertEncoder.from_pretrained(folder)), squad)
+            BertSpanExtractor(BertEncoder.from_pretrained(folder)), squad
+        )
 
 
 def test_heads_the_checkpoint_or_the_model_lacks_are_left_alone(tmp_path):
@@ -103,10 +115,14 @@ def test_heads_the_checkpoint_or_the_model_lacks_are_left_alone(tmp_path):
 
 
 def test_unknown_tensors_are_still_refused(tmp_path):
-    folder, _ = fine_tuned(tmp_path / "custom",
-                           dict(CLASSIFIER_3, **{"my_head/kernel": (HIDDEN, 4)}))
-    with pytest.raises(ValueError, match=r"unexpected tensor\(s\) not part of BERT: "
-                                         r"\['my_head/kernel'\]"):
+    folder, _ = fine_tuned(
+        tmp_path / "custom", dict(CLASSIFIER_3, **{"my_head/kernel": (HIDDEN, 4)})
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"unexpected tensor\(s\) not part of BERT: "
+        r"\['my_head/kernel'\]",
+    ):
         BertEncoder.from_pretrained(folder)
 
 
@@ -115,9 +131,11 @@ def test_from_pretrained_keeps_an_original_fine_tuned_head(tmp_path, features):
     folder, tensors = fine_tuned(tmp_path / "mnli_output", CLASSIFIER_3)
     for load in (BertClassifier.from_pretrained, BertClassifier.from_preset):
         model = load(folder, num_classes=3, seq_length=12)
-        np.testing.assert_array_equal(model.get_layer("classifier_output").kernel.numpy(),
-                                      tensors["output_weights"].T)
-        np.testing.assert_array_equal(model.get_layer("classifier_output").bias.numpy(),
-                                      tensors["output_bias"])
+        np.testing.assert_array_equal(
+            model.get_layer("classifier_output").kernel.numpy(), tensors["output_weights"].T
+        )
+        np.testing.assert_array_equal(
+            model.get_layer("classifier_output").bias.numpy(), tensors["output_bias"]
+        )
     with pytest.raises(ValueError, match="pass num_classes=3"):
         BertClassifier.from_pretrained(folder, num_classes=2, seq_length=12)

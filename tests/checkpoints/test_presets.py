@@ -15,8 +15,13 @@ from keras_bert import BertClassifier, BertEncoder, checkpoints
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 COMMIT = "c9745ed1d9f207416be6d2e6f8de32d1f16199bf"
 OTHER_COMMIT = "0123456789abcdef0123456789abcdef01234567"
-CACHE_VARIABLES = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME",
-                   "KERAS_BERT_CACHE")
+CACHE_VARIABLES = (
+    "HF_HUB_CACHE",
+    "HUGGINGFACE_HUB_CACHE",
+    "HF_HOME",
+    "XDG_CACHE_HOME",
+    "KERAS_BERT_CACHE",
+)
 
 
 def add_snapshot(hub, repo, commit, source_folder, ref="main", config_changes=None):
@@ -41,8 +46,9 @@ def add_snapshot(hub, repo, commit, source_folder, ref="main", config_changes=No
                 f.write(content)
         elif not os.path.exists(blob):
             os.symlink(path, blob)
-        os.symlink(os.path.join("..", "..", "blobs", os.path.basename(blob)),
-                   os.path.join(snapshot, name))
+        os.symlink(
+            os.path.join("..", "..", "blobs", os.path.basename(blob)), os.path.join(snapshot, name)
+        )
     if ref is not None:
         os.makedirs(os.path.join(model, "refs"), exist_ok=True)
         with open(os.path.join(model, "refs", ref), "w") as f:
@@ -67,10 +73,13 @@ def caches(tmp_path, monkeypatch):
 def features():
     rng = np.random.default_rng(5)
     mask = np.array([[1] * 10 + [0] * 4, [1] * 14], np.int32)
-    return {"input_ids": (rng.integers(5, TINY_CONFIG["vocab_size"], size=(2, 14)) * mask
-                          ).astype(np.int32),
-            "input_mask": mask,
-            "segment_ids": np.array([[0] * 6 + [1] * 8, [0] * 7 + [1] * 7], np.int32)}
+    return {
+        "input_ids": (rng.integers(5, TINY_CONFIG["vocab_size"], size=(2, 14)) * mask).astype(
+            np.int32
+        ),
+        "input_mask": mask,
+        "segment_ids": np.array([[0] * 6 + [1] * 8, [0] * 7 + [1] * 7], np.int32),
+    }
 
 
 def assert_same_outputs(encoder, reference, features):
@@ -80,6 +89,7 @@ def assert_same_outputs(encoder, reference, features):
 
 
 # === HuggingFace names ===
+
 
 def test_a_hub_name_loads_the_cached_snapshot(caches, minilm_path, features):
     hub, _ = caches
@@ -106,11 +116,19 @@ def test_a_task_model_from_a_hub_name_takes_text(caches, minilm_path):
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-6)
 
 
-@pytest.mark.parametrize("variable, hub_below", [
-    ("HF_HUB_CACHE", ""), ("HUGGINGFACE_HUB_CACHE", ""), ("HF_HOME", "hub"),
-    ("XDG_CACHE_HOME", "huggingface/hub"), ("HOME", ".cache/huggingface/hub")])
-def test_the_hub_cache_is_where_huggingface_hub_puts_it(caches, minilm_path, monkeypatch,
-                                                        tmp_path, variable, hub_below):
+@pytest.mark.parametrize(
+    "variable, hub_below",
+    [
+        ("HF_HUB_CACHE", ""),
+        ("HUGGINGFACE_HUB_CACHE", ""),
+        ("HF_HOME", "hub"),
+        ("XDG_CACHE_HOME", "huggingface/hub"),
+        ("HOME", ".cache/huggingface/hub"),
+    ],
+)
+def test_the_hub_cache_is_where_huggingface_hub_puts_it(
+    caches, minilm_path, monkeypatch, tmp_path, variable, hub_below
+):
     monkeypatch.delenv("HF_HUB_CACHE")
     root = tmp_path / "chosen"
     monkeypatch.setenv(variable, str(root))
@@ -121,8 +139,9 @@ def test_the_hub_cache_is_where_huggingface_hub_puts_it(caches, minilm_path, mon
 def test_revisions_refs_and_a_lone_snapshot(caches, minilm_path):
     hub, _ = caches
     add_snapshot(hub, MINILM, COMMIT, minilm_path)
-    add_snapshot(hub, MINILM, OTHER_COMMIT, minilm_path, ref="v2",
-                 config_changes={"num_hidden_layers": 3})
+    add_snapshot(
+        hub, MINILM, OTHER_COMMIT, minilm_path, ref="v2", config_changes={"num_hidden_layers": 3}
+    )
     # refs/main decides among several snapshots; a tag's ref or a commit picks another.
     assert checkpoints.resolve(MINILM).config.num_hidden_layers == 6
     assert checkpoints.resolve(f"{MINILM}@v2").config.num_hidden_layers == 3
@@ -130,14 +149,18 @@ def test_revisions_refs_and_a_lone_snapshot(caches, minilm_path):
     assert checkpoints.resolve(f"{MINILM}@{COMMIT}").config.num_hidden_layers == 6
     model = os.path.join(hub, "models--sentence-transformers--all-MiniLM-L6-v2")
     os.remove(os.path.join(model, "refs", "main"))
-    with pytest.raises(FileNotFoundError, match=rf"no refs/main and 2 snapshots \({OTHER_COMMIT}, "
-                                                rf"{COMMIT}\); name one: {MINILM}@<commit>"):
+    with pytest.raises(
+        FileNotFoundError,
+        match=rf"no refs/main and 2 snapshots \({OTHER_COMMIT}, "
+        rf"{COMMIT}\); name one: {MINILM}@<commit>",
+    ):
         checkpoints.resolve(MINILM)
     # A cache without refs/ and one snapshot (copied by hand) is unambiguous.
     lone = "Org/lone-model"
     add_snapshot(hub, lone, COMMIT, minilm_path, ref=None)
     assert checkpoints.resolve(lone).weights == os.path.join(
-        hub, "models--Org--lone-model", "snapshots", COMMIT, "model.safetensors")
+        hub, "models--Org--lone-model", "snapshots", COMMIT, "model.safetensors"
+    )
 
 
 def test_a_local_path_wins_over_a_name(caches, minilm_path, tmp_path, monkeypatch):
@@ -153,6 +176,7 @@ def test_a_local_path_wins_over_a_name(caches, minilm_path, tmp_path, monkeypatc
 
 # === Original releases ===
 
+
 def test_a_release_name_loads_from_the_keras_bert_cache(caches, features):
     _, cache = caches
     folder = os.path.join(cache, "uncased_L-2_H-128_A-2")
@@ -162,8 +186,11 @@ def test_a_release_name_loads_from_the_keras_bert_cache(caches, features):
     assert (source.kind, source.weights) == ("tf1", os.path.join(folder, "bert_model.ckpt"))
     assert source.vocab_file == os.path.join(folder, "vocab.txt")
     assert source.casing.evidence == "TF1 folder name uncased_L-2_H-128_A-2"
-    assert_same_outputs(BertEncoder.from_pretrained("uncased_L-2_H-128_A-2"),
-                        BertEncoder.from_pretrained(folder), features)
+    assert_same_outputs(
+        BertEncoder.from_pretrained("uncased_L-2_H-128_A-2"),
+        BertEncoder.from_pretrained(folder),
+        features,
+    )
 
 
 def test_release_layouts_and_friendly_names(caches, minilm_path):
@@ -178,33 +205,58 @@ def test_release_layouts_and_friendly_names(caches, minilm_path):
     assert checkpoints.resolve("bert-base-cased").weights == release.weights
     snapshot = add_snapshot(hub, "google-bert/bert-base-cased", COMMIT, minilm_path)
     assert checkpoints.resolve("bert-base-cased").weights == os.path.join(
-        snapshot, "model.safetensors")
+        snapshot, "model.safetensors"
+    )
     # The release's own name still means the original files.
     assert checkpoints.resolve("cased_L-12_H-768_A-12").weights == release.weights
 
 
 # === Not found ===
 
-@pytest.mark.parametrize("name, hub_models, releases, command", [
-    (MINILM, ["models--sentence-transformers--all-MiniLM-L6-v2"], [],
-     "hf download sentence-transformers/all-MiniLM-L6-v2"),
-    ("bert-base-uncased", ["models--bert-base-uncased", "models--google-bert--bert-base-uncased"],
-     ["uncased_L-12_H-768_A-12"], "hf download bert-base-uncased"),
-    # google-research/bert's README links each release's zip.
-    ("uncased_L-12_H-768_A-12", ["models--google-bert--bert-base-uncased",
-                                 "models--bert-base-uncased"],
-     ["uncased_L-12_H-768_A-12"],
-     "curl -LO https://storage.googleapis.com/bert_models/2018_10_18/uncased_L-12_H-768_A-12.zip"),
-    ("multi_cased_L-12_H-768_A-12", ["models--google-bert--bert-base-multilingual-cased",
-                                     "models--bert-base-multilingual-cased"],
-     ["multi_cased_L-12_H-768_A-12"], "curl -LO https://storage.googleapis.com/bert_models/"
-                                      "2018_11_23/multi_cased_L-12_H-768_A-12.zip"),
-    ("uncased_L-4_H-256_A-4", ["models--google--bert_uncased_L-4_H-256_A-4"],
-     ["uncased_L-4_H-256_A-4"],
-     "curl -LO https://storage.googleapis.com/bert_models/2020_02_20/uncased_L-4_H-256_A-4.zip"),
-])
-def test_a_name_not_cached_lists_the_places_and_the_fetch_command(caches, name, hub_models,
-                                                                 releases, command):
+
+@pytest.mark.parametrize(
+    "name, hub_models, releases, command",
+    [
+        (
+            MINILM,
+            ["models--sentence-transformers--all-MiniLM-L6-v2"],
+            [],
+            "hf download sentence-transformers/all-MiniLM-L6-v2",
+        ),
+        (
+            "bert-base-uncased",
+            ["models--bert-base-uncased", "models--google-bert--bert-base-uncased"],
+            ["uncased_L-12_H-768_A-12"],
+            "hf download bert-base-uncased",
+        ),
+        # google-research/bert's README links each release's zip.
+        (
+            "uncased_L-12_H-768_A-12",
+            ["models--google-bert--bert-base-uncased", "models--bert-base-uncased"],
+            ["uncased_L-12_H-768_A-12"],
+            "curl -LO https://storage.googleapis.com/bert_models/2018_10_18/uncased_L-12_H-768_A-12.zip",
+        ),
+        (
+            "multi_cased_L-12_H-768_A-12",
+            [
+                "models--google-bert--bert-base-multilingual-cased",
+                "models--bert-base-multilingual-cased",
+            ],
+            ["multi_cased_L-12_H-768_A-12"],
+            "curl -LO https://storage.googleapis.com/bert_models/"
+            "2018_11_23/multi_cased_L-12_H-768_A-12.zip",
+        ),
+        (
+            "uncased_L-4_H-256_A-4",
+            ["models--google--bert_uncased_L-4_H-256_A-4"],
+            ["uncased_L-4_H-256_A-4"],
+            "curl -LO https://storage.googleapis.com/bert_models/2020_02_20/uncased_L-4_H-256_A-4.zip",
+        ),
+    ],
+)
+def test_a_name_not_cached_lists_the_places_and_the_fetch_command(
+    caches, name, hub_models, releases, command
+):
     hub, cache = caches
     with pytest.raises(FileNotFoundError) as error:
         BertEncoder.from_pretrained(name)

@@ -36,8 +36,9 @@ def sources(minilm_path, tmp_path_factory):
     vocab = os.path.join(minilm_path, "vocab.txt")
     paths = {"huggingface": minilm_path}
     # The same weights, with tokenizer_config.json saying cased.
-    paths["huggingface_cased"] = link_folder(minilm_path, root / "hf_cased",
-                                             skip=("tokenizer_config.json",))
+    paths["huggingface_cased"] = link_folder(
+        minilm_path, root / "hf_cased", skip=("tokenizer_config.json",)
+    )
     (root / "hf_cased" / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
     encoder = BertEncoder.from_pretrained(minilm_path)
     # An original folder, named as Google names its releases.
@@ -47,8 +48,9 @@ def sources(minilm_path, tmp_path_factory):
     paths["tf1_folder"] = str(tf1)
     paths["tf1_prefix"] = str(tf1 / "bert_model.ckpt")
     # Google's zips have no `checkpoint` index file.
-    paths["tf1_release"] = link_folder(tf1, root / "release" / "uncased_L-6_H-384_A-12",
-                                       skip=("checkpoint",))
+    paths["tf1_release"] = link_folder(
+        tf1, root / "release" / "uncased_L-6_H-384_A-12", skip=("checkpoint",)
+    )
     # A `keras-bert pretrain` model_dir: export/ holds the original layout, no vocabulary.
     export_tf1(BertPretrainer(encoder), str(root / "run" / "export"))
     paths["pretrain_model_dir"] = str(root / "run")
@@ -60,8 +62,9 @@ def sources(minilm_path, tmp_path_factory):
     os.makedirs(finetuned)
     BertClassifier(encoder, 2).save(str(finetuned / "model.keras"))
     shutil.copyfile(vocab, finetuned / "vocab.txt")
-    (finetuned / "finetune_config.json").write_text(json.dumps(
-        {"task": "classify", "lowercase": True, "label_names": ["neg", "pos"]}))
+    (finetuned / "finetune_config.json").write_text(
+        json.dumps({"task": "classify", "lowercase": True, "label_names": ["neg", "pos"]})
+    )
     paths["finetune_output"] = str(finetuned)
     return paths
 
@@ -69,15 +72,21 @@ def sources(minilm_path, tmp_path_factory):
 EXPECTED = {
     # name: (kind, has its own vocabulary, casing)
     "huggingface": ("huggingface", True, Casing(True, "tokenizer_config.json do_lower_case true")),
-    "huggingface_cased": ("huggingface", True,
-                          Casing(False, "tokenizer_config.json do_lower_case false")),
+    "huggingface_cased": (
+        "huggingface",
+        True,
+        Casing(False, "tokenizer_config.json do_lower_case false"),
+    ),
     "tf1_folder": ("tf1", True, Casing(True, "TF1 folder name uncased_L-6_H-384_A-12")),
     "tf1_prefix": ("tf1", True, Casing(True, "TF1 folder name uncased_L-6_H-384_A-12")),
     "tf1_release": ("tf1", True, Casing(True, "TF1 folder name uncased_L-6_H-384_A-12")),
     "pretrain_model_dir": ("tf1", False, None),
     "keras": ("keras", False, None),
-    "finetune_output": ("finetune_output", True,
-                        Casing(True, "finetune_config.json lowercase true")),
+    "finetune_output": (
+        "finetune_output",
+        True,
+        Casing(True, "finetune_config.json lowercase true"),
+    ),
 }
 
 
@@ -116,21 +125,30 @@ def test_the_source_states_the_casing_before_the_vocabulary(sources, real_vocab_
     # Without a stated casing, the vocabulary in use decides.
     run = checkpoints.resolve(sources["pretrain_model_dir"])
     assert checkpoints.tokenizer_settings(run, real_vocab_file) == (real_vocab_file, True)
-    with pytest.raises(ValueError, match=r"lowercase=True \(uncased\) contradicts .*hf_cased, "
-                                         r"which is cased \(lowercase=False: "
-                                         r"tokenizer_config.json do_lower_case false\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"lowercase=True \(uncased\) contradicts .*hf_cased, "
+        r"which is cased \(lowercase=False: "
+        r"tokenizer_config.json do_lower_case false\)",
+    ):
         checkpoints.tokenizer_settings(cased, lowercase=True)
 
 
 def test_commands_use_the_detected_casing(sources, capsys, tmp_path):
-    tokenizer, _, config = finetuning.resolve_tokenizer(finetuning.FinetuneConfig(
-        task="classify", init_checkpoint=sources["huggingface_cased"]))
+    tokenizer, _, config = finetuning.resolve_tokenizer(
+        finetuning.FinetuneConfig(task="classify", init_checkpoint=sources["huggingface_cased"])
+    )
     assert tokenizer.lowercase is False and config.lowercase is False
     with pytest.raises(ValueError, match="lowercase=False .cased. contradicts .*uncased_L-6"):
-        finetuning.resolve_tokenizer(finetuning.FinetuneConfig(
-            task="classify", init_checkpoint=sources["tf1_prefix"], lowercase=False))
-    with pytest.raises(ValueError, match="contradicts .*finetuned, which is uncased .*"
-                                         "finetune_config.json lowercase true"):
+        finetuning.resolve_tokenizer(
+            finetuning.FinetuneConfig(
+                task="classify", init_checkpoint=sources["tf1_prefix"], lowercase=False
+            )
+        )
+    with pytest.raises(
+        ValueError,
+        match="contradicts .*finetuned, which is uncased .*finetune_config.json lowercase true",
+    ):
         finetuning.evaluate(sources["finetune_output"], "unused.tsv", lowercase=False)
     with pytest.raises(ValueError, match="contradicts .*finetuned"):
         export_model_dir(sources["finetune_output"], str(tmp_path / "m" / "1"), lowercase=False)
@@ -140,34 +158,65 @@ def test_commands_use_the_detected_casing(sources, capsys, tmp_path):
     assert "pieces: emma" in capsys.readouterr().out
     assert cli.main(["encode", "Emma", "--init-checkpoint", sources["huggingface_cased"]]) == 0
     assert "pieces: [UNK]" in capsys.readouterr().out
-    assert cli.main(["encode", "Emma", "--init-checkpoint", sources["huggingface_cased"],
-                     "--uncased"]) == 2
+    assert (
+        cli.main(["encode", "Emma", "--init-checkpoint", sources["huggingface_cased"], "--uncased"])
+        == 2
+    )
     assert "contradicts" in capsys.readouterr().err
 
 
 BAD_SOURCES = [
     # (files written, the path given, error, message: a regular expression)
-    ({"notes.txt": b"text"}, "", FileNotFoundError,
-     "not a checkpoint folder; looked for a HuggingFace folder .config.json"),
-    ({"notes.txt": b"text"}, "notes.txt", ValueError,
-     "notes.txt: not a checkpoint; give a HuggingFace folder"),
+    (
+        {"notes.txt": b"text"},
+        "",
+        FileNotFoundError,
+        "not a checkpoint folder; looked for a HuggingFace folder .config.json",
+    ),
+    (
+        {"notes.txt": b"text"},
+        "notes.txt",
+        ValueError,
+        "notes.txt: not a checkpoint; give a HuggingFace folder",
+    ),
     ({}, "absent", FileNotFoundError, "not found: .*absent"),
-    ({"tf1/bert_config.json": b"{}"}, "tf1", FileNotFoundError,
-     "tf1: has bert_config.json but no TF1 checkpoint"),
-    ({"other/bert_model.ckpt.index": b""}, "other/bert_model.ckpt", FileNotFoundError,
-     "no bert_config.json beside it"),
-    ({"broken.keras": b"not a zip"}, "broken.keras", ValueError,
-     "broken.keras: not a Keras .keras file"),
-    ({"unfinished/finetune_config.json": b"{}"}, "unfinished", FileNotFoundError,
-     "has finetune_config.json but no model.keras"),
-    ({"run/finetune_config.json": b'{"task": "cl'}, "run", ValueError,
-     "finetune_config.json: not valid JSON"),
+    (
+        {"tf1/bert_config.json": b"{}"},
+        "tf1",
+        FileNotFoundError,
+        "tf1: has bert_config.json but no TF1 checkpoint",
+    ),
+    (
+        {"other/bert_model.ckpt.index": b""},
+        "other/bert_model.ckpt",
+        FileNotFoundError,
+        "no bert_config.json beside it",
+    ),
+    (
+        {"broken.keras": b"not a zip"},
+        "broken.keras",
+        ValueError,
+        "broken.keras: not a Keras .keras file",
+    ),
+    (
+        {"unfinished/finetune_config.json": b"{}"},
+        "unfinished",
+        FileNotFoundError,
+        "has finetune_config.json but no model.keras",
+    ),
+    (
+        {"run/finetune_config.json": b'{"task": "cl'},
+        "run",
+        ValueError,
+        "finetune_config.json: not valid JSON",
+    ),
 ]
 
 
 @pytest.mark.parametrize("files, given, error, message", BAD_SOURCES)
-def test_unknown_layouts_name_the_path_and_what_was_looked_for(tmp_path, files, given, error,
-                                                               message):
+def test_unknown_layouts_name_the_path_and_what_was_looked_for(
+    tmp_path, files, given, error, message
+):
     for name, content in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes(content)

@@ -19,8 +19,14 @@ import tensorflow as tf
 
 from keras_bert import cli, features
 
-TINY_MODEL = dict(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                  intermediate_size=32, max_position_embeddings=32)
+TINY_MODEL = dict(
+    vocab_size=32,
+    hidden_size=16,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=32,
+    max_position_embeddings=32,
+)
 
 
 def write_pretraining_records(path, count=8, seq_length=16, predictions=4, next_sentence=True):
@@ -28,17 +34,20 @@ def write_pretraining_records(path, count=8, seq_length=16, predictions=4, next_
     rng = np.random.default_rng(0)
     with tf.io.TFRecordWriter(str(path)) as writer:
         for _ in range(count):
-            values = {"input_ids": rng.integers(5, 32, seq_length),
-                      "input_mask": np.ones(seq_length, np.int64),
-                      "segment_ids": np.zeros(seq_length, np.int64),
-                      "masked_lm_positions": np.arange(1, predictions + 1),
-                      "masked_lm_ids": rng.integers(5, 32, predictions)}
+            values = {
+                "input_ids": rng.integers(5, 32, seq_length),
+                "input_mask": np.ones(seq_length, np.int64),
+                "segment_ids": np.zeros(seq_length, np.int64),
+                "masked_lm_positions": np.arange(1, predictions + 1),
+                "masked_lm_ids": rng.integers(5, 32, predictions),
+            }
             feature = {name: features.int64_feature(v) for name, v in values.items()}
             feature["masked_lm_weights"] = features.float_feature([1.0] * predictions)
             if next_sentence:
                 feature["next_sentence_labels"] = features.int64_feature([0])
-            writer.write(tf.train.Example(features=tf.train.Features(
-                feature=feature)).SerializeToString())
+            writer.write(
+                tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+            )
 
 
 @pytest.fixture
@@ -74,92 +83,214 @@ def paths(tmp_path, tiny_vocab_file):
     write_pretraining_records(tmp_path / "predictions.tfrecord", predictions=8)
     write_pretraining_records(tmp_path / "good.tfrecord")
     data = (tmp_path / "good.tfrecord").read_bytes()
-    (tmp_path / "truncated.tfrecord").write_bytes(data[:len(data) - 10])
+    (tmp_path / "truncated.tfrecord").write_bytes(data[: len(data) - 10])
     (tmp_path / "random.tfrecord").write_bytes(np.random.default_rng(1).bytes(3000))
     for name in ("long", "none", "predictions", "good", "truncated", "random"):
         p[name] = str(tmp_path / f"{name}.tfrecord")
     (tmp_path / "bert_config.json").write_text(json.dumps(TINY_MODEL))
-    recipe = dict(model=str(tmp_path / "bert_config.json"), seq_length=16,
-                  max_predictions_per_seq=4, batch_size=4, train_steps=2, warmup_steps=0,
-                  checkpoint_every=2, log_every=1, jit_compile=False, verbose=0,
-                  model_dir=str(tmp_path / "run"))
+    recipe = dict(
+        model=str(tmp_path / "bert_config.json"),
+        seq_length=16,
+        max_predictions_per_seq=4,
+        batch_size=4,
+        train_steps=2,
+        warmup_steps=0,
+        checkpoint_every=2,
+        log_every=1,
+        jit_compile=False,
+        verbose=0,
+        model_dir=str(tmp_path / "run"),
+    )
     (tmp_path / "recipe.json").write_text(json.dumps(recipe))
     p["recipe"] = str(tmp_path / "recipe.json")
     return p
 
 
-FINETUNE = ["finetune", "--task", "classify", "--train", "{empty_cells}",
-            "--output-dir", "{tmp}/out", "--no-tensorboard"]
+FINETUNE = [
+    "finetune",
+    "--task",
+    "classify",
+    "--train",
+    "{empty_cells}",
+    "--output-dir",
+    "{tmp}/out",
+    "--no-tensorboard",
+]
 PRETRAIN = ["pretrain", "--config", "{recipe}", "--set"]
 
 BAD_INPUTS = [
     # (case, argv, message on stderr (a regular expression), paths that must not exist)
-    ("finetune --epochs 0", FINETUNE + ["--epochs", "0"],
-     r"argument --epochs: must be > 0, got 0", ["{tmp}/out"]),
-    ("finetune --seq-length 0", FINETUNE + ["--seq-length", "0"],
-     r"argument --seq-length: must be >= 3 and <= 512, got 0", ["{tmp}/out"]),
-    ("finetune --batch-size -1", FINETUNE + ["--batch-size", "-1"],
-     r"argument --batch-size: must be >= 1, got -1", ["{tmp}/out"]),
-    ("finetune, empty text cell", FINETUNE,
-     r"train.tsv, line 3: empty text in column 'text'; fill it in or remove the row",
-     ["{tmp}/out"]),
-    ("finetune into a finished output", FINETUNE[:-3] + ["--output-dir", "{finished}"],
-     r"finished already holds a fine-tuned model .*; pass --overwrite to replace it", []),
-    ("encode --seq-length 0", ["encode", "a", "--seq-length", "0"],
-     r"argument --seq-length: must be >= 3 and <= 512, got 0", []),
-    ("encode --seq-length 1000", ["encode", "a", "--seq-length", "1000"],
-     r"argument --seq-length: must be >= 3 and <= 512, got 1000", []),
-    ("encode --init-checkpoint garbage.bin", ["encode", "a", "--init-checkpoint", "{garbage}"],
-     r"garbage.bin: not a checkpoint; give a HuggingFace folder", []),
-    ("convert, truncated config.json", ["convert", "--checkpoint", "{hf}", "--output",
-                                        "{tmp}/out.keras"],
-     r"hf/config.json: not valid JSON .*fetch the file again", ["{tmp}/out.keras"]),
-    ("tokenize --vocab-file DIR", ["tokenize", "--vocab-file", "{dir}"],
-     r"argument --vocab-file: .*dir is a directory; give a file", []),
-    ("vocab --input DIR", ["vocab", "--input", "{dir}", "--vocab-size", "50", "--output",
-                           "{tmp}/v.txt"],
-     r"argument --input: .*dir is a directory; give a file", ["{tmp}/v.txt"]),
-    ("vocab --num-unused -3", ["vocab", "--input", "{text}", "--vocab-size", "50",
-                               "--num-unused", "-3", "--output", "{tmp}/v.txt"],
-     r"argument --num-unused: must be >= 0, got -3", ["{tmp}/v.txt"]),
-    ("vocab on binary input", ["vocab", "--input", "{binary}", "--vocab-size", "300",
-                               "--output", "{tmp}/v.txt"],
-     r"binary.bin, line 2: not valid UTF-8 \(binary data\? convert text to UTF-8\)",
-     ["{tmp}/v.txt"]),
-    ("vocab on NUL bytes", ["vocab", "--input", "{zeros}", "--vocab-size", "300",
-                            "--output", "{tmp}/v.txt"],
-     r"zeros.bin: binary data \(4096 NUL bytes in the first 4096\), not text", ["{tmp}/v.txt"]),
-    ("prepare-corpus on an empty file", ["prepare-corpus", "{empty}", "--output-file",
-                                         "{tmp}/c.txt"],
-     r"the input holds no text \(empty files\?\); nothing written", ["{tmp}/c.txt"]),
-    ("prepare-corpus --output-file DIR", ["prepare-corpus", "{text}", "--output-file", "{dir}"],
-     r"argument --output-file: .*dir is a directory; give a file name", []),
-    ("create-pretraining-data, predictions > sequence",
-     ["create-pretraining-data", "--input-file", "{text}", "--output-file", "{tmp}/r.tfrecord",
-      "--vocab-file", "{vocab}", "--max-seq-length", "32", "--max-predictions-per-seq", "100",
-      "--num-workers", "1", "--quiet"],
-     r"max_predictions_per_seq 100 exceeds the 29 maskable tokens of max_seq_length 32",
-     ["{tmp}/r.tfrecord"]),
-    ("pretrain, records longer than seq_length", PRETRAIN + ["train_files={long}"],
-     r"train_files: .*long.tfrecord holds records of length 32, the config's seq_length is 16",
-     ["{tmp}/run"]),
-    ("pretrain, NSP config on --objective none records", PRETRAIN + ["train_files={none}"],
-     r"none.tfrecord has no next_sentence_labels .*set the config's objective to none",
-     ["{tmp}/run"]),
-    ("pretrain, records of other predictions", PRETRAIN + ["train_files={predictions}"],
-     r"predictions.tfrecord holds records of 8 predictions, the config's "
-     r"max_predictions_per_seq is 4", ["{tmp}/run"]),
-    ("pretrain, eval records of another length",
-     PRETRAIN + ["train_files={good}", "--set", "eval_files={long}"],
-     r"eval_files: .*long.tfrecord holds records of length 32", ["{tmp}/run"]),
-    ("pretrain, random bytes", PRETRAIN + ["train_files={random}"],
-     r"random.tfrecord: corrupted or truncated TFRecord file", ["{tmp}/run"]),
-    ("pretrain, truncated shard", PRETRAIN + ["train_files={truncated}"],
-     r"truncated.tfrecord: corrupted or truncated TFRecord file \(the record at byte \d+ runs "
-     r"past the file's \d+ bytes\)", ["{tmp}/run"]),
-    ("pretrain, seq_length past the positions",
-     PRETRAIN + ["train_files={good}", "--set", "seq_length=64"],
-     r"bert_config.json: max_position_embeddings 32 < the config's seq_length 64", ["{tmp}/run"]),
+    (
+        "finetune --epochs 0",
+        FINETUNE + ["--epochs", "0"],
+        r"argument --epochs: must be > 0, got 0",
+        ["{tmp}/out"],
+    ),
+    (
+        "finetune --seq-length 0",
+        FINETUNE + ["--seq-length", "0"],
+        r"argument --seq-length: must be >= 3 and <= 512, got 0",
+        ["{tmp}/out"],
+    ),
+    (
+        "finetune --batch-size -1",
+        FINETUNE + ["--batch-size", "-1"],
+        r"argument --batch-size: must be >= 1, got -1",
+        ["{tmp}/out"],
+    ),
+    (
+        "finetune, empty text cell",
+        FINETUNE,
+        r"train.tsv, line 3: empty text in column 'text'; fill it in or remove the row",
+        ["{tmp}/out"],
+    ),
+    (
+        "finetune into a finished output",
+        FINETUNE[:-3] + ["--output-dir", "{finished}"],
+        r"finished already holds a fine-tuned model .*; pass --overwrite to replace it",
+        [],
+    ),
+    (
+        "encode --seq-length 0",
+        ["encode", "a", "--seq-length", "0"],
+        r"argument --seq-length: must be >= 3 and <= 512, got 0",
+        [],
+    ),
+    (
+        "encode --seq-length 1000",
+        ["encode", "a", "--seq-length", "1000"],
+        r"argument --seq-length: must be >= 3 and <= 512, got 1000",
+        [],
+    ),
+    (
+        "encode --init-checkpoint garbage.bin",
+        ["encode", "a", "--init-checkpoint", "{garbage}"],
+        r"garbage.bin: not a checkpoint; give a HuggingFace folder",
+        [],
+    ),
+    (
+        "convert, truncated config.json",
+        ["convert", "--checkpoint", "{hf}", "--output", "{tmp}/out.keras"],
+        r"hf/config.json: not valid JSON .*fetch the file again",
+        ["{tmp}/out.keras"],
+    ),
+    (
+        "tokenize --vocab-file DIR",
+        ["tokenize", "--vocab-file", "{dir}"],
+        r"argument --vocab-file: .*dir is a directory; give a file",
+        [],
+    ),
+    (
+        "vocab --input DIR",
+        ["vocab", "--input", "{dir}", "--vocab-size", "50", "--output", "{tmp}/v.txt"],
+        r"argument --input: .*dir is a directory; give a file",
+        ["{tmp}/v.txt"],
+    ),
+    (
+        "vocab --num-unused -3",
+        [
+            "vocab",
+            "--input",
+            "{text}",
+            "--vocab-size",
+            "50",
+            "--num-unused",
+            "-3",
+            "--output",
+            "{tmp}/v.txt",
+        ],
+        r"argument --num-unused: must be >= 0, got -3",
+        ["{tmp}/v.txt"],
+    ),
+    (
+        "vocab on binary input",
+        ["vocab", "--input", "{binary}", "--vocab-size", "300", "--output", "{tmp}/v.txt"],
+        r"binary.bin, line 2: not valid UTF-8 \(binary data\? convert text to UTF-8\)",
+        ["{tmp}/v.txt"],
+    ),
+    (
+        "vocab on NUL bytes",
+        ["vocab", "--input", "{zeros}", "--vocab-size", "300", "--output", "{tmp}/v.txt"],
+        r"zeros.bin: binary data \(4096 NUL bytes in the first 4096\), not text",
+        ["{tmp}/v.txt"],
+    ),
+    (
+        "prepare-corpus on an empty file",
+        ["prepare-corpus", "{empty}", "--output-file", "{tmp}/c.txt"],
+        r"the input holds no text \(empty files\?\); nothing written",
+        ["{tmp}/c.txt"],
+    ),
+    (
+        "prepare-corpus --output-file DIR",
+        ["prepare-corpus", "{text}", "--output-file", "{dir}"],
+        r"argument --output-file: .*dir is a directory; give a file name",
+        [],
+    ),
+    (
+        "create-pretraining-data, predictions > sequence",
+        [
+            "create-pretraining-data",
+            "--input-file",
+            "{text}",
+            "--output-file",
+            "{tmp}/r.tfrecord",
+            "--vocab-file",
+            "{vocab}",
+            "--max-seq-length",
+            "32",
+            "--max-predictions-per-seq",
+            "100",
+            "--num-workers",
+            "1",
+            "--quiet",
+        ],
+        r"max_predictions_per_seq 100 exceeds the 29 maskable tokens of max_seq_length 32",
+        ["{tmp}/r.tfrecord"],
+    ),
+    (
+        "pretrain, records longer than seq_length",
+        PRETRAIN + ["train_files={long}"],
+        r"train_files: .*long.tfrecord holds records of length 32, the config's seq_length is 16",
+        ["{tmp}/run"],
+    ),
+    (
+        "pretrain, NSP config on --objective none records",
+        PRETRAIN + ["train_files={none}"],
+        r"none.tfrecord has no next_sentence_labels .*set the config's objective to none",
+        ["{tmp}/run"],
+    ),
+    (
+        "pretrain, records of other predictions",
+        PRETRAIN + ["train_files={predictions}"],
+        r"predictions.tfrecord holds records of 8 predictions, the config's "
+        r"max_predictions_per_seq is 4",
+        ["{tmp}/run"],
+    ),
+    (
+        "pretrain, eval records of another length",
+        PRETRAIN + ["train_files={good}", "--set", "eval_files={long}"],
+        r"eval_files: .*long.tfrecord holds records of length 32",
+        ["{tmp}/run"],
+    ),
+    (
+        "pretrain, random bytes",
+        PRETRAIN + ["train_files={random}"],
+        r"random.tfrecord: corrupted or truncated TFRecord file",
+        ["{tmp}/run"],
+    ),
+    (
+        "pretrain, truncated shard",
+        PRETRAIN + ["train_files={truncated}"],
+        r"truncated.tfrecord: corrupted or truncated TFRecord file \(the record at byte \d+ runs "
+        r"past the file's \d+ bytes\)",
+        ["{tmp}/run"],
+    ),
+    (
+        "pretrain, seq_length past the positions",
+        PRETRAIN + ["train_files={good}", "--set", "seq_length=64"],
+        r"bert_config.json: max_position_embeddings 32 < the config's seq_length 64",
+        ["{tmp}/run"],
+    ),
 ]
 
 
@@ -172,8 +303,9 @@ def run_cli(argv, capsys):
     return code, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("case, argv, message, absent", BAD_INPUTS,
-                         ids=[row[0] for row in BAD_INPUTS])
+@pytest.mark.parametrize(
+    "case, argv, message, absent", BAD_INPUTS, ids=[row[0] for row in BAD_INPUTS]
+)
 def test_bad_input_is_one_clear_line(case, argv, message, absent, paths, capsys):
     code, err = run_cli([a.format(**paths) for a in argv], capsys)
     assert code == 2, err
@@ -204,8 +336,20 @@ def test_vocab_size_is_a_hard_limit(tmp_path, capsys):
     alphabet = [chr(0x4E00 + i) for i in range(400)]
     text = "\n".join(" ".join(alphabet[i:] + alphabet[:i]) for i in range(0, 400, 7))
     (tmp_path / "chars.txt").write_text(text + "\n", encoding="utf-8")
-    assert cli.main(["vocab", "--input", str(tmp_path / "chars.txt"), "--vocab-size", "300",
-                     "--output", str(tmp_path / "vocab.txt")]) == 0
+    assert (
+        cli.main(
+            [
+                "vocab",
+                "--input",
+                str(tmp_path / "chars.txt"),
+                "--vocab-size",
+                "300",
+                "--output",
+                str(tmp_path / "vocab.txt"),
+            ]
+        )
+        == 0
+    )
     vocab = (tmp_path / "vocab.txt").read_text(encoding="utf-8").splitlines()
     assert 250 < len(vocab) <= 300
     assert "wrote {} tokens".format(len(vocab)) in capsys.readouterr().out
@@ -213,22 +357,49 @@ def test_vocab_size_is_a_hard_limit(tmp_path, capsys):
 
 def test_prepare_corpus_warns_about_books_without_chapters(tmp_path, capsys):
     (tmp_path / "book.txt").write_text("a paragraph without sentence ends " * 300 + "\n")
-    assert cli.main(["prepare-corpus", str(tmp_path / "book.txt"), "--output-file",
-                     str(tmp_path / "corpus.txt")]) == 0
+    assert (
+        cli.main(
+            [
+                "prepare-corpus",
+                str(tmp_path / "book.txt"),
+                "--output-file",
+                str(tmp_path / "corpus.txt"),
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err.splitlines()
-    assert err[0] == (f"warning: {tmp_path / 'book.txt'}: no CHAPTER headings, so the whole "
-                      "book is one document (--source text reads a file as one document "
-                      "without this warning)")
+    assert err[0] == (
+        f"warning: {tmp_path / 'book.txt'}: no CHAPTER headings, so the whole "
+        "book is one document (--source text reads a file as one document "
+        "without this warning)"
+    )
     assert err[1].startswith(f"warning: {tmp_path / 'book.txt'}: a 10,199-character sentence")
     assert len((tmp_path / "corpus.txt").read_text().splitlines()) == 1
 
 
 def test_finetune_keeps_a_finished_model_unless_overwrite(paths, tmp_path, capsys):
-    (tmp_path / "good.tsv").write_text("text\tlabel\nthe fox\tpos\nthe dog\tneg\n"
-                                       "a lazy fox\tpos\nthe brown dog\tneg\n")
-    run = ["finetune", "--task", "classify", "--train", str(tmp_path / "good.tsv"),
-           "--output-dir", str(tmp_path / "model"), "--vocab-file", paths["vocab"],
-           "--seq-length", "8", "--batch-size", "2", "--epochs", "1", "--no-tensorboard"]
+    (tmp_path / "good.tsv").write_text(
+        "text\tlabel\nthe fox\tpos\nthe dog\tneg\na lazy fox\tpos\nthe brown dog\tneg\n"
+    )
+    run = [
+        "finetune",
+        "--task",
+        "classify",
+        "--train",
+        str(tmp_path / "good.tsv"),
+        "--output-dir",
+        str(tmp_path / "model"),
+        "--vocab-file",
+        paths["vocab"],
+        "--seq-length",
+        "8",
+        "--batch-size",
+        "2",
+        "--epochs",
+        "1",
+        "--no-tensorboard",
+    ]
     assert cli.main(run) == 0
     model = tmp_path / "model" / "model.keras"
     first = model.read_bytes()
@@ -239,12 +410,21 @@ def test_finetune_keeps_a_finished_model_unless_overwrite(paths, tmp_path, capsy
     assert model.read_bytes() != first
     # A classifier evaluated on a CoNLL file: the reader's error, then what this model reads.
     (tmp_path / "tags.conll").write_text("EU\tB-ORG\nrejects\tO\n\nPeter\tB-PER\n")
-    code, err = run_cli(["evaluate", "--model-dir", str(tmp_path / "model"), "--data",
-                         str(tmp_path / "tags.conll")], capsys)
+    code, err = run_cli(
+        [
+            "evaluate",
+            "--model-dir",
+            str(tmp_path / "model"),
+            "--data",
+            str(tmp_path / "tags.conll"),
+        ],
+        capsys,
+    )
     assert code == 2
     assert err.strip().endswith(
         f"(the model in {tmp_path / 'model'} was fine-tuned with --task classify, which reads "
-        "a TSV/CSV/JSONL table of text column(s) and a label column, or GLUE)"), err
+        "a TSV/CSV/JSONL table of text column(s) and a label column, or GLUE)"
+    ), err
 
 
 def test_pretrain_rerun_of_a_finished_run_is_a_no_op(paths, tmp_path, capsys):
@@ -264,15 +444,23 @@ def test_pretrain_rerun_of_a_finished_run_is_a_no_op(paths, tmp_path, capsys):
 
 
 def test_a_torn_last_log_line_does_not_block_resume(paths, tmp_path, capsys):
-    run = ["pretrain", "--config", paths["recipe"], "--set", f"train_files={paths['good']}",
-           "--set", "train_steps=4"]
+    run = [
+        "pretrain",
+        "--config",
+        paths["recipe"],
+        "--set",
+        f"train_files={paths['good']}",
+        "--set",
+        "train_steps=4",
+    ]
     assert cli.main(run) == 0
     log = tmp_path / "run" / "train_log.jsonl"
     records = log.read_text().splitlines()
     assert [json.loads(r)["step"] for r in records] == [1, 2, 3, 4]
     # Killed at step 3 while writing its record: the index points at ckpt-2.
     (tmp_path / "run" / "checkpoints" / "checkpoint").write_text(
-        'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-2"\n')
+        'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-2"\n'
+    )
     (tmp_path / "run" / "eval_results.json").unlink()
     log.write_text("\n".join(records[:3]) + "\n" + records[3][:25])
     capsys.readouterr()

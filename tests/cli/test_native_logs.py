@@ -9,16 +9,23 @@ import pytest
 from keras_bert.cli import native_logs
 
 # Lines TensorFlow 2.20 printed on this project's machines (the quickstart's output).
-TF_LINE = (b"2026-12-01 10:10:02.531733: E external/local_xla/xla/stream_executor/cuda/"
-           b"cuda_platform.cc:51] failed call to cuInit: INTERNAL: CUDA error: Failed call to "
-           b"cuInit: UNKNOWN ERROR (303)\n")
-ONEDNN_LINE = (b"2026-12-01 10:10:13.582892: E tensorflow/core/util/util.cc:131] oneDNN supports "
-               b"DT_INT64 only on platforms with AVX-512. Falling back to the default Eigen-based "
-               b"implementation if present.\n")
-ABSL_WARNING = (b"WARNING: All log messages before absl::InitializeLog() is called are written "
-                b"to STDERR\n")
-XLA_LINE = (b"I0000 00:00:1796119812.713937    3013 device_compiler.h:196] Compiled cluster "
-            b"using XLA!  This line is logged at most once for the lifetime of the process.\n")
+TF_LINE = (
+    b"2026-12-01 10:10:02.531733: E external/local_xla/xla/stream_executor/cuda/"
+    b"cuda_platform.cc:51] failed call to cuInit: INTERNAL: CUDA error: Failed call to "
+    b"cuInit: UNKNOWN ERROR (303)\n"
+)
+ONEDNN_LINE = (
+    b"2026-12-01 10:10:13.582892: E tensorflow/core/util/util.cc:131] oneDNN supports "
+    b"DT_INT64 only on platforms with AVX-512. Falling back to the default Eigen-based "
+    b"implementation if present.\n"
+)
+ABSL_WARNING = (
+    b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+)
+XLA_LINE = (
+    b"I0000 00:00:1796119812.713937    3013 device_compiler.h:196] Compiled cluster "
+    b"using XLA!  This line is logged at most once for the lifetime of the process.\n"
+)
 FATAL_LINE = b"F0000 00:00:1796119812.713937    3013 op_kernel.cc:1] Check failed: x\n"
 
 
@@ -44,10 +51,12 @@ def test_native_log_lines_are_dropped(line):
 
 
 def test_everything_else_passes_unchanged():
-    text = ("[2/8] Learn a 600-token WordPiece vocabulary\n"
-            "keras-bert finetune: error: data/train.tsv, line 3: empty text\n"
-            "Traceback (most recent call last):\n  File \"x.py\", line 1\n"
-            "2026 was a good year: 10:10 said the clock\n").encode()
+    text = (
+        "[2/8] Learn a 600-token WordPiece vocabulary\n"
+        "keras-bert finetune: error: data/train.tsv, line 3: empty text\n"
+        'Traceback (most recent call last):\n  File "x.py", line 1\n'
+        "2026 was a good year: 10:10 said the clock\n"
+    ).encode()
     assert filtered([text]) == text
     # A fatal error explains a crash: kept.
     assert filtered([FATAL_LINE]) == FATAL_LINE
@@ -90,12 +99,16 @@ if log_filter is not None:
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_xla_and_tensorflow_lines_leave_a_real_process_only_when_verbose(verbose):
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL",
-                                                             "KERAS_BERT_VERBOSE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BERT_VERBOSE")
+    }
     if verbose:
         env["KERAS_BERT_VERBOSE"] = "1"
-    result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, env=env,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, env=env, timeout=300
+    )
     assert result.returncode == 0, result.stderr.decode()[-2000:]
     lines = result.stderr.splitlines(keepends=True)
     assert b"[2.]\n" in lines and lines[-1] == b"done\n"

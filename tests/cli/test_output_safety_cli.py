@@ -28,11 +28,19 @@ CORPUS = "the quick brown fox jumps over the lazy dog\n" * 20
 
 def keras_bert(*argv, limit_file_size=None, **options):
     """`python -m keras_bert.cli ARGV` -> CompletedProcess (text)."""
+
     def limit():
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
-    return subprocess.run([sys.executable, "-m", "keras_bert.cli", *map(str, argv)],
-                          capture_output=True, text=True, cwd=REPO_ROOT, env=ENV,
-                          preexec_fn=limit if limit_file_size else None, **options)
+
+    return subprocess.run(
+        [sys.executable, "-m", "keras_bert.cli", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env=ENV,
+        preexec_fn=limit if limit_file_size else None,
+        **options,
+    )
 
 
 def one_error_line(result):
@@ -48,8 +56,11 @@ def one_error_line(result):
 def test_predict_onto_its_own_input_is_refused_before_anything_is_written(tmp_path):
     answers = tmp_path / "a.txt"
     answers.write_text("a good film\na bad film\n")
-    line = one_error_line(keras_bert("predict", "--model-dir", tmp_path / "model",
-                                     "--input", answers, "--output", answers))
+    line = one_error_line(
+        keras_bert(
+            "predict", "--model-dir", tmp_path / "model", "--input", answers, "--output", answers
+        )
+    )
     assert f"--output {answers} is the input {answers}" in line
     assert answers.read_text() == "a good film\na bad film\n"
     assert sorted(os.listdir(tmp_path)) == ["a.txt"]
@@ -59,8 +70,11 @@ def test_an_output_that_is_a_hard_link_to_the_input_is_refused(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(CORPUS)
     os.link(corpus, tmp_path / "vocab.txt")
-    line = one_error_line(keras_bert("vocab", "--input", corpus, "--vocab-size", "60",
-                                     "--output", tmp_path / "vocab.txt"))
+    line = one_error_line(
+        keras_bert(
+            "vocab", "--input", corpus, "--vocab-size", "60", "--output", tmp_path / "vocab.txt"
+        )
+    )
     assert "(the same file under another name)" in line
     assert corpus.read_text() == CORPUS
 
@@ -78,13 +92,26 @@ def test_two_processes_on_one_output_folder(tmp_path):
     """A finetune run holds OUT (as the command's dispatch does); a second
     command into OUT is refused naming the first's pid, and OUT is untouched."""
     output = tmp_path / "out"
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(output)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env=ENV)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(output)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        line = one_error_line(keras_bert(
-            "finetune", "--task", "classify", "--train", tmp_path / "train.tsv",
-            "--output-dir", output))
+        line = one_error_line(
+            keras_bert(
+                "finetune",
+                "--task",
+                "classify",
+                "--train",
+                tmp_path / "train.tsv",
+                "--output-dir",
+                output,
+            )
+        )
         assert f"{output} is in use by process {holder.pid} on {socket.gethostname()}" in line
     finally:
         holder.communicate("done\n")
@@ -96,13 +123,16 @@ def test_a_stale_lock_is_taken_over_and_the_command_runs(tmp_path):
     corpus.write_text(CORPUS)
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    (tmp_path / "vocab.txt.lock").write_text(json.dumps(
-        {"pid": gone.pid, "host": socket.gethostname(), "started": "earlier"}))
-    result = keras_bert("vocab", "--input", corpus, "--vocab-size", "60",
-                        "--output", tmp_path / "vocab.txt")
+    (tmp_path / "vocab.txt.lock").write_text(
+        json.dumps({"pid": gone.pid, "host": socket.gethostname(), "started": "earlier"})
+    )
+    result = keras_bert(
+        "vocab", "--input", corpus, "--vocab-size", "60", "--output", tmp_path / "vocab.txt"
+    )
     assert result.returncode == 0, result.stderr
-    assert f"taking over the lock of {tmp_path / 'vocab.txt'}: its process {gone.pid}" \
-        in result.stderr
+    assert (
+        f"taking over the lock of {tmp_path / 'vocab.txt'}: its process {gone.pid}" in result.stderr
+    )
     assert (tmp_path / "vocab.txt").read_text().startswith("[PAD]\n")
     assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "vocab.txt"]
 
@@ -111,8 +141,18 @@ def test_a_full_disk_is_one_line_and_no_file(tmp_path):
     """The process may write 512 bytes a file (ulimit -f): the vocabulary is larger."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(" ".join(f"word{i}" for i in range(400)) * 3)
-    line = one_error_line(keras_bert("vocab", "--input", corpus, "--vocab-size", "300",
-                                     "--output", tmp_path / "vocab.txt", limit_file_size=512))
+    line = one_error_line(
+        keras_bert(
+            "vocab",
+            "--input",
+            corpus,
+            "--vocab-size",
+            "300",
+            "--output",
+            tmp_path / "vocab.txt",
+            limit_file_size=512,
+        )
+    )
     assert f"cannot write {tmp_path / 'vocab.txt'}" in line and "ulimit -f" in line
     assert sorted(os.listdir(tmp_path)) == ["corpus.txt"]
 
@@ -120,19 +160,27 @@ def test_a_full_disk_is_one_line_and_no_file(tmp_path):
 def test_verbose_keeps_the_traceback_of_an_expected_failure(tmp_path):
     answers = tmp_path / "a.txt"
     answers.write_text("a good film\n")
-    result = keras_bert("predict", "--model-dir", tmp_path, "--input", answers,
-                        "--output", answers, "--verbose")
+    result = keras_bert(
+        "predict", "--model-dir", tmp_path, "--input", answers, "--output", answers, "--verbose"
+    )
     assert result.returncode == 2
     assert "Traceback" in result.stderr and "OutputIsInputError" in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("keras-bert predict: error: ")
 
 
 def test_a_missing_input_is_one_line(tmp_path):
-    line = one_error_line(keras_bert("create-pretraining-data", "--input-file",
-                                     tmp_path / "absent.txt", "--output-file",
-                                     tmp_path / "r.tfrecord", "--vocab-file",
-                                     os.path.join(REPO_ROOT, "keras_bert", "assets",
-                                                  "bert_uncased_vocab.txt"), "--quiet"))
+    line = one_error_line(
+        keras_bert(
+            "create-pretraining-data",
+            "--input-file",
+            tmp_path / "absent.txt",
+            "--output-file",
+            tmp_path / "r.tfrecord",
+            "--vocab-file",
+            os.path.join(REPO_ROOT, "keras_bert", "assets", "bert_uncased_vocab.txt"),
+            "--quiet",
+        )
+    )
     assert "absent.txt" in line
     assert os.listdir(tmp_path) == []
 
@@ -144,17 +192,23 @@ def test_a_missing_input_is_one_line(tmp_path):
 def command(error):
     def run(args):
         raise error
+
     return argparse.Namespace(command="vocab", run=run, output=None)
 
 
-@pytest.mark.parametrize("error", [
-    ValueError("vocab_size 3 leaves no room"), FileNotFoundError("recipe not found: r.yaml"),
-    FileExistsError("out exists"), errors.UserError("a user error"),
-    errors.OutputInUseError("out is in use"),
-    OSError(errno.ENOSPC, "No space left on device"),
-    PermissionError(errno.EACCES, "Permission denied", "/data/in.txt"),
-    OSError(errno.EROFS, "Read-only file system"),
-])
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("vocab_size 3 leaves no room"),
+        FileNotFoundError("recipe not found: r.yaml"),
+        FileExistsError("out exists"),
+        errors.UserError("a user error"),
+        errors.OutputInUseError("out is in use"),
+        OSError(errno.ENOSPC, "No space left on device"),
+        PermissionError(errno.EACCES, "Permission denied", "/data/in.txt"),
+        OSError(errno.EROFS, "Read-only file system"),
+    ],
+)
 def test_an_expected_failure_exits_2_with_one_line(error, capsys):
     assert commands.run_command(command(error)) == 2
     err = capsys.readouterr().err
@@ -167,8 +221,9 @@ def test_a_multi_line_message_is_printed_on_one_line(capsys):
     assert capsys.readouterr().err == "keras-bert vocab: error: first second\n"
 
 
-@pytest.mark.parametrize("error", [KeyError("a bug"), TypeError("a bug"),
-                                   OSError(errno.EIO, "Input/output error")])
+@pytest.mark.parametrize(
+    "error", [KeyError("a bug"), TypeError("a bug"), OSError(errno.EIO, "Input/output error")]
+)
 def test_a_bug_keeps_its_traceback(error):
     with pytest.raises(type(error)):
         commands.run_command(command(error))
@@ -185,6 +240,7 @@ def test_interrupted(capsys):
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     from tiny_outputs import tiny_classifier_output
+
     return tiny_classifier_output(tmp_path_factory.mktemp("classifier"))
 
 
@@ -193,9 +249,20 @@ def test_predict_on_a_full_disk_is_one_line_and_no_answers_file(model_dir, tmp_p
     texts = tmp_path / "texts.txt"
     texts.write_text("the quick brown fox jumps over the lazy dog\n" * 4000)  # ~350 KB of answers
     # 256 KB: loading the model writes its ~90 KB of weights to a temporary folder.
-    line = one_error_line(keras_bert("predict", "--model-dir", model_dir, "--input", texts,
-                                     "--output", tmp_path / "answers.jsonl", "--batch-size",
-                                     "1000", limit_file_size=256 * 1024))
+    line = one_error_line(
+        keras_bert(
+            "predict",
+            "--model-dir",
+            model_dir,
+            "--input",
+            texts,
+            "--output",
+            tmp_path / "answers.jsonl",
+            "--batch-size",
+            "1000",
+            limit_file_size=256 * 1024,
+        )
+    )
     assert f"cannot write {tmp_path / 'answers.jsonl'}" in line and "ulimit -f" in line
     assert sorted(os.listdir(tmp_path)) == ["texts.txt"]
 
@@ -204,8 +271,11 @@ def test_predict_on_a_full_disk_is_one_line_and_no_answers_file(model_dir, tmp_p
 def test_export_on_a_full_disk_is_one_line_and_no_version_folder(model_dir, tmp_path):
     output = tmp_path / "exports" / "tiny" / "1"
     # 512 KB: the weights fit, the graph (saved_model.pb, ~1.4 MB) does not.
-    line = one_error_line(keras_bert("export", "--model-dir", model_dir, "--output", output,
-                                     limit_file_size=512 * 1024))
+    line = one_error_line(
+        keras_bert(
+            "export", "--model-dir", model_dir, "--output", output, limit_file_size=512 * 1024
+        )
+    )
     assert f"cannot write {output}" in line, line
     assert os.listdir(tmp_path / "exports" / "tiny") == []
 
@@ -215,17 +285,36 @@ def test_predict_onto_a_file_of_the_model_folder_is_refused(tmp_path):
     model.mkdir()
     (model / "model.keras").write_bytes(b"the weights")
     (tmp_path / "a.txt").write_text("a good film\n")
-    line = one_error_line(keras_bert("predict", "--model-dir", model, "--input",
-                                     tmp_path / "a.txt", "--output", model / "model.keras"))
+    line = one_error_line(
+        keras_bert(
+            "predict",
+            "--model-dir",
+            model,
+            "--input",
+            tmp_path / "a.txt",
+            "--output",
+            model / "model.keras",
+        )
+    )
     assert f"is a file of the input folder {model}" in line
     assert (model / "model.keras").read_bytes() == b"the weights"
 
 
 def test_finetune_may_not_write_over_its_own_initial_checkpoint(tmp_path):
     (tmp_path / "model.keras").write_bytes(b"the encoder")
-    line = one_error_line(keras_bert("finetune", "--task", "classify", "--train",
-                                     tmp_path / "train.tsv", "--init-checkpoint",
-                                     tmp_path / "model.keras", "--output-dir", tmp_path,
-                                     "--overwrite"))
+    line = one_error_line(
+        keras_bert(
+            "finetune",
+            "--task",
+            "classify",
+            "--train",
+            tmp_path / "train.tsv",
+            "--init-checkpoint",
+            tmp_path / "model.keras",
+            "--output-dir",
+            tmp_path,
+            "--overwrite",
+        )
+    )
     assert f"is the input {tmp_path / 'model.keras'}" in line
     assert (tmp_path / "model.keras").read_bytes() == b"the encoder"

@@ -11,6 +11,7 @@ from keras_bert.cli.quickstart import DEFAULT_CORPUS, FULL, build_novel_task, ma
 
 def test_novel_task_keeps_held_out_chapters_apart(tmp_path):
     import glob
+
     books = sorted(glob.glob(DEFAULT_CORPUS))[:2]
     corpus_file, counts, chapters = build_novel_task(books, str(tmp_path), FULL)
     with open(tmp_path / "dev.tsv", encoding="utf-8") as f:
@@ -43,6 +44,18 @@ def test_quickstart_fast_mode_end_to_end(tmp_path, capsys):
     assert os.path.exists(os.path.join(results["export"], "saved_model.pb"))
     assert "keras-bert create-pretraining-data" in printed
     # The fresh process printed one predicted novel per sampled passage.
-    assert sum(line.strip().split(" ")[0] in {"emma", "mansfieldpark", "northangerabbey", "persuasion",
-                                               "prideprejudice", "sensesensibility"}
-               for line in printed.splitlines()) >= 4
+    assert (
+        sum(
+            line.strip().split(" ")[0]
+            in {
+                "emma",
+                "mansfieldpark",
+                "northangerabbey",
+                "persuasion",
+                "prideprejudice",
+                "sensesensibility",
+            }
+            for line in printed.splitlines()
+        )
+        >= 4
+    )

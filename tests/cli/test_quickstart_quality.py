@@ -23,13 +23,16 @@ def test_quickstart_beats_the_majority_class_on_held_out_chapters(tmp_path):
     command = os.path.join(os.path.dirname(sys.executable), "keras-bert")
     output = tmp_path / "qs"
     started = time.monotonic()
-    result = subprocess.run([command, "quickstart", "--output", str(output)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [command, "quickstart", "--output", str(output)], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     with open(output / "quickstart_results.json") as f:
         results = json.load(f)
-    print(f"quickstart: dev accuracy {results['dev_accuracy']:.3f}, majority class "
-          f"{results['majority_baseline']:.3f}, {time.monotonic() - started:.0f} s")
+    print(
+        f"quickstart: dev accuracy {results['dev_accuracy']:.3f}, majority class "
+        f"{results['majority_baseline']:.3f}, {time.monotonic() - started:.0f} s"
+    )
     # Measured 0.772 (seed 0) and 0.771 (seed 1) with the quickstart's schedule,
     # 0.48 when clipping at norm 1.0 met the schedule tuned without it; six
     # novels make the majority class 0.133.
@@ -46,8 +49,9 @@ def test_real_encoder_fine_tunes_to_the_reference_accuracy(minilm_path, datasets
     # A user's natural choices, as in the HuggingFace reference (length 64,
     # batch 32); everything else is the library's default (compile's
     # optimizer, the head's dropout and initialiser).
-    model = BertClassifier.from_pretrained(minilm_path, seq_length=64, num_classes=2,
-                                           label_names=["rotten", "fresh"])
+    model = BertClassifier.from_pretrained(
+        minilm_path, seq_length=64, num_classes=2, label_names=["rotten", "fresh"]
+    )
     model.compile()
     started = time.monotonic()
     model.fit(train.texts_a, train.labels, epochs=1, batch_size=32, verbose=2)
@@ -55,8 +59,10 @@ def test_real_encoder_fine_tunes_to_the_reference_accuracy(minilm_path, datasets
     metrics = model.evaluate(dev.texts_a, dev.labels, batch_size=64, return_dict=True, verbose=0)
     predicted = model.predict_labels(dev.texts_a, batch_size=64)
     by_labels = float(np.mean(np.array(predicted) == np.array(dev.labels)))
-    print(f"MiniLM on rotten_tomatoes, 1 epoch: dev accuracy {metrics['accuracy']:.4f} "
-          f"(predict_labels {by_labels:.4f}), fit {fit_seconds:.0f} s")
+    print(
+        f"MiniLM on rotten_tomatoes, 1 epoch: dev accuracy {metrics['accuracy']:.4f} "
+        f"(predict_labels {by_labels:.4f}), fit {fit_seconds:.0f} s"
+    )
     # HuggingFace's Trainer reaches ~0.83 after 2 epochs (lr 5e-5, warmup and
     # decay); one epoch of the defaults must come close.
     assert metrics["accuracy"] >= 0.81

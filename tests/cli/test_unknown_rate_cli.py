@@ -5,12 +5,17 @@ text with an English vocabulary went through in silence)."""
 from keras_bert import cli
 from keras_bert.assets import VOCAB_FILE
 
-GREEK = ["Όλοι οι άνθρωποι γεννιούνται ελεύθεροι και ίσοι στην αξιοπρέπεια και τα "
-         "δικαιώματα.",
-         "Είναι προικισμένοι με λογική και συνείδηση, και οφείλουν να συμπεριφέρονται "
-         "μεταξύ τους με πνεύμα αδελφοσύνης."]
-ENGLISH = ["The quick brown fox jumps over the lazy dog.", "A lazy dog sleeps all day.",
-           "The fox runs away from the farm.", "The farmer looks for the fox."]
+GREEK = [
+    "Όλοι οι άνθρωποι γεννιούνται ελεύθεροι και ίσοι στην αξιοπρέπεια και τα δικαιώματα.",
+    "Είναι προικισμένοι με λογική και συνείδηση, και οφείλουν να συμπεριφέρονται "
+    "μεταξύ τους με πνεύμα αδελφοσύνης.",
+]
+ENGLISH = [
+    "The quick brown fox jumps over the lazy dog.",
+    "A lazy dog sleeps all day.",
+    "The fox runs away from the farm.",
+    "The farmer looks for the fox.",
+]
 
 
 def unknown_lines(text):
@@ -20,11 +25,25 @@ def unknown_lines(text):
 def test_create_pretraining_data_reports_and_warns(tmp_path, capsys):
     corpus = tmp_path / "greek.txt"
     corpus.write_text("\n".join(GREEK) + "\n\n" + "\n".join(GREEK) + "\n", encoding="utf-8")
-    argv = ["create-pretraining-data", "--input-file", str(corpus), "--vocab-file", VOCAB_FILE,
-            "--max-seq-length", "32", "--max-predictions-per-seq", "5", "--dupe-factor", "1",
-            "--num-workers", "1", "--quiet"]
-    assert cli.main(argv + ["--output-file", str(tmp_path / "a.tfrecord"),
-                            "--no-do-lower-case"]) == 0
+    argv = [
+        "create-pretraining-data",
+        "--input-file",
+        str(corpus),
+        "--vocab-file",
+        VOCAB_FILE,
+        "--max-seq-length",
+        "32",
+        "--max-predictions-per-seq",
+        "5",
+        "--dupe-factor",
+        "1",
+        "--num-workers",
+        "1",
+        "--quiet",
+    ]
+    assert (
+        cli.main(argv + ["--output-file", str(tmp_path / "a.tfrecord"), "--no-do-lower-case"]) == 0
+    )
     out, err = capsys.readouterr()
     [line] = unknown_lines(out)
     assert line.endswith("in the input text")
@@ -39,8 +58,20 @@ def test_create_pretraining_data_reports_and_warns(tmp_path, capsys):
 def test_vocab_reports_the_learned_vocabulary_on_its_corpus(tmp_path, capsys):
     corpus = tmp_path / "english.txt"
     corpus.write_text("\n".join(ENGLISH * 20) + "\n", encoding="utf-8")
-    assert cli.main(["vocab", "--input", str(corpus), "--vocab-size", "200",
-                     "--output", str(tmp_path / "vocab.txt")]) == 0
+    assert (
+        cli.main(
+            [
+                "vocab",
+                "--input",
+                str(corpus),
+                "--vocab-size",
+                "200",
+                "--output",
+                str(tmp_path / "vocab.txt"),
+            ]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     [line] = unknown_lines(out)
     assert line.startswith("[UNK]: 0 of ") and line.endswith("in the input text")
@@ -49,12 +80,30 @@ def test_vocab_reports_the_learned_vocabulary_on_its_corpus(tmp_path, capsys):
 
 def test_finetune_reports_its_training_texts(tmp_path, capsys):
     rows = [f"{text}\t{label}" for text, label in zip(GREEK * 2, ["a", "b", "b", "a"])]
-    (tmp_path / "train.tsv").write_text("text\tlabel\n" + "\n".join(rows) + "\n",
-                                        encoding="utf-8")
-    assert cli.main(["finetune", "--task", "classify", "--train", str(tmp_path / "train.tsv"),
-                     "--output-dir", str(tmp_path / "model"), "--vocab-file", VOCAB_FILE,
-                     "--seq-length", "8", "--batch-size", "2", "--epochs", "1",
-                     "--no-tensorboard"]) == 0
+    (tmp_path / "train.tsv").write_text("text\tlabel\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    assert (
+        cli.main(
+            [
+                "finetune",
+                "--task",
+                "classify",
+                "--train",
+                str(tmp_path / "train.tsv"),
+                "--output-dir",
+                str(tmp_path / "model"),
+                "--vocab-file",
+                VOCAB_FILE,
+                "--seq-length",
+                "8",
+                "--batch-size",
+                "2",
+                "--epochs",
+                "1",
+                "--no-tensorboard",
+            ]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     [line] = unknown_lines(out)
     assert line.endswith("in the training texts")

@@ -28,8 +28,13 @@ FAST_KINDS = ("classifier",)
 CLASS_NAMES = ["negative", "neutral", "positive"]
 TAG_NAMES = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 SEQ_LENGTH = {"embeddings": 32, "classifier": 32, "regressor": 32, "tagger": 16, "squad": 64}
-SQUAD_OPTIONS = {"version_2_with_negative": True, "doc_stride": 16, "max_query_length": 16,
-                 "max_answer_length": 30, "n_best_size": 20}
+SQUAD_OPTIONS = {
+    "version_2_with_negative": True,
+    "doc_stride": 16,
+    "max_query_length": 16,
+    "max_answer_length": 30,
+    "n_best_size": 20,
+}
 SIGNATURES = {"serving_default", "serve_examples", "serve_ids"}
 
 _ROOT = tempfile.mkdtemp(prefix="keras_bert_exports_")
@@ -44,15 +49,24 @@ def tokenizer():
 def kinds(*names):
     """pytest parameters for these export kinds, marked slow unless in FAST_KINDS."""
     import pytest
-    return [pytest.param(name, marks=() if name in FAST_KINDS else pytest.mark.slow)
-            for name in names or KINDS]
+
+    return [
+        pytest.param(name, marks=() if name in FAST_KINDS else pytest.mark.slow)
+        for name in names or KINDS
+    ]
 
 
 def tiny_encoder(seed):
     import keras
+
     keras.utils.set_random_seed(seed)
-    config = BertConfig(vocab_size=tokenizer().vocab_size, hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=64)
+    config = BertConfig(
+        vocab_size=tokenizer().vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+    )
     return BertEncoder(config)
 
 
@@ -66,6 +80,7 @@ def keras_model(kind):
     from keras_bert.models.classifier import BertClassifier
     from keras_bert.models.span_extractor import BertSpanExtractor
     from keras_bert.models.token_classifier import BertTokenClassifier
+
     encoder = tiny_encoder(KINDS.index(kind))
     if kind == "embeddings":
         return encoder
@@ -91,6 +106,7 @@ def export_path(kind):
     """EXPORT_DIR/<kind>/1 of the exported model."""
     from keras_bert.export import export_saved_model
     from keras_bert.progress import show_progress
+
     options = dict(SQUAD_OPTIONS) if kind == "squad" else {}
     path = os.path.join(_ROOT, kind, "1")
     # Progress lines on, as the `keras-bert` command shows them, kept for `export_log`.
@@ -98,8 +114,9 @@ def export_path(kind):
     show_progress(True)
     try:
         with contextlib.redirect_stderr(log):
-            export_saved_model(keras_model(kind), tokenizer(), path,
-                               seq_length=SEQ_LENGTH[kind], **options)
+            export_saved_model(
+                keras_model(kind), tokenizer(), path, seq_length=SEQ_LENGTH[kind], **options
+            )
     finally:
         show_progress(None)
     _EXPORT_LOGS[kind] = log.getvalue()
@@ -115,30 +132,38 @@ def export_log(kind):
 @functools.lru_cache(maxsize=None)
 def loaded(kind):
     import tensorflow as tf
+
     return tf.saved_model.load(export_path(kind))
 
 
 def keras_features(texts, pairs=None, kind="classifier"):
     """What the Keras model is fed: ids packed by `keras_bert.BertTokenizer`."""
     import tensorflow as tf
-    return tokenizer().pack(tf.constant(texts), None if pairs is None else tf.constant(pairs),
-                            seq_length=SEQ_LENGTH[kind])
+
+    return tokenizer().pack(
+        tf.constant(texts),
+        None if pairs is None else tf.constant(pairs),
+        seq_length=SEQ_LENGTH[kind],
+    )
 
 
 def call(kind, signature="serving_default", **inputs):
     """Runs a signature of the loaded SavedModel on NumPy / lists -> NumPy dict."""
     import tensorflow as tf
+
     function = loaded(kind).signatures[signature]
     specs = function.structured_input_signature[1]
-    tensors = {name: value if isinstance(value, tf.Tensor)
-               else tf.constant(value, dtype=specs[name].dtype)
-               for name, value in inputs.items()}
+    tensors = {
+        name: value if isinstance(value, tf.Tensor) else tf.constant(value, dtype=specs[name].dtype)
+        for name, value in inputs.items()
+    }
     return {name: value.numpy() for name, value in function(**tensors).items()}
 
 
 def signature_defs(kind):
     """SignatureDef protos of an export, as TensorFlow Serving reads them."""
     from tensorflow.core.protobuf import saved_model_pb2
+
     saved_model = saved_model_pb2.SavedModel()
     with open(os.path.join(export_path(kind), "saved_model.pb"), "rb") as f:
         saved_model.ParseFromString(f.read())

@@ -65,6 +65,7 @@ def load_text_ops():
     Python package defines Keras layers.)"""
     import glob
     import importlib.util
+
     spec = importlib.util.find_spec("tensorflow_text")
     if spec is None:
         raise ImportError("tensorflow_text is not installed")
@@ -98,8 +99,10 @@ def main(request_file):
     allowed = set(request["allowed_ops"])
     report, failed = {}, False
     # Before tensorflow_text registers its ops: which ops are not core TensorFlow.
-    whole_graph = {name: custom_ops(saved_model_ops(model["path"]))
-                   for name, model in request["models"].items()}
+    whole_graph = {
+        name: custom_ops(saved_model_ops(model["path"]))
+        for name, model in request["models"].items()
+    }
     without_text_ops = {}
     if IMPORTS_TEXT:
         for name, model in request["models"].items():
@@ -109,32 +112,39 @@ def main(request_file):
         load_text_ops()
     for name, model in request["models"].items():
         loaded = tf.saved_model.load(model["path"])
-        entry = {"custom_ops": whole_graph[name],
-                 "not_allowed": sorted(set(whole_graph[name]) - allowed),
-                 "unregistered": [op for op in whole_graph[name] if op_def_registry.get(op) is None],
-                 "signatures": {}}
+        entry = {
+            "custom_ops": whole_graph[name],
+            "not_allowed": sorted(set(whole_graph[name]) - allowed),
+            "unregistered": [op for op in whole_graph[name] if op_def_registry.get(op) is None],
+            "signatures": {},
+        }
         for signature, function in loaded.signatures.items():
             ops = graph_ops(function.graph.as_graph_def())
             result = {"custom_ops": sorted(set(ops) & set(whole_graph[name]))}
             inputs = model["inputs"].get(signature)
             if inputs is not None:
                 specs = function.structured_input_signature[1]
-                tensors = {key: tf.constant(value, dtype=specs[key].dtype)
-                           for key, value in inputs.items()}
+                tensors = {
+                    key: tf.constant(value, dtype=specs[key].dtype) for key, value in inputs.items()
+                }
                 result["outputs"] = _jsonable_dict(function(**tensors))
                 # The attribute of the same name (what Keras' TFSMLayer calls), the
                 # inputs in the request's order, positionally.
                 result["outputs_in_order"] = _jsonable_dict(
-                    getattr(loaded, signature)(*tensors.values()))
+                    getattr(loaded, signature)(*tensors.values())
+                )
             entry["signatures"][signature] = result
         if IMPORTS_TEXT:
             entry["load_without_tensorflow_text"] = without_text_ops[name]
         report[name] = entry
-    leaked = sorted(m for m, module in sys.modules.items()
-                    if m.split(".")[0] in BLOCKED and module is not None)
-    report["_process"] = {"loaded_blocked_modules": leaked,
-                          "tensorflow_text_imported": "tensorflow_text" in sys.modules,
-                          "tensorflow": tf.__version__}
+    leaked = sorted(
+        m for m, module in sys.modules.items() if m.split(".")[0] in BLOCKED and module is not None
+    )
+    report["_process"] = {
+        "loaded_blocked_modules": leaked,
+        "tensorflow_text_imported": "tensorflow_text" in sys.modules,
+        "tensorflow": tf.__version__,
+    }
     failed |= bool(leaked)
     print(json.dumps(report))
     return 1 if failed else 0
@@ -146,8 +156,11 @@ def _jsonable_dict(outputs):
 
 def _jsonable(array):
     if array.dtype == object:
-        return [_jsonable(x) if hasattr(x, "dtype") else x.decode("utf-8", "replace")
-                for x in array] if array.ndim else array.item().decode("utf-8", "replace")
+        return (
+            [_jsonable(x) if hasattr(x, "dtype") else x.decode("utf-8", "replace") for x in array]
+            if array.ndim
+            else array.item().decode("utf-8", "replace")
+        )
     return array.tolist()
 
 

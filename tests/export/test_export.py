@@ -34,12 +34,18 @@ from export_helpers import (
 
 from keras_bert.layers.pooling import mean_pool
 
-SENTENCES = ["It is a truth universally acknowledged.",
-             "Emma Woodhouse, handsome, clever, and rich, with a comfortable home!",
-             "naïve café in Zürich — 東京 ok",
-             "short"]
-PAIRS = ["A second sentence.", "Another one, a bit longer than the first of them all.",
-         "x", "Élan vital"]
+SENTENCES = [
+    "It is a truth universally acknowledged.",
+    "Emma Woodhouse, handsome, clever, and rich, with a comfortable home!",
+    "naïve café in Zürich — 東京 ok",
+    "short",
+]
+PAIRS = [
+    "A second sentence.",
+    "Another one, a bit longer than the first of them all.",
+    "x",
+    "Élan vital",
+]
 
 
 # === Layout and assets ===
@@ -49,8 +55,13 @@ PAIRS = ["A second sentence.", "Another one, a bit longer than the first of them
 def test_layout_assets_and_metadata(kind):
     path = export_path(kind)
     assert os.path.basename(path) == "1"  # EXPORT_DIR/NAME/VERSION
-    assert sorted(os.listdir(path)) == ["assets", "assets.extra", "fingerprint.pb",
-                                        "saved_model.pb", "variables"]
+    assert sorted(os.listdir(path)) == [
+        "assets",
+        "assets.extra",
+        "fingerprint.pb",
+        "saved_model.pb",
+        "variables",
+    ]
     assert os.listdir(os.path.join(path, "assets.extra")) == ["README.txt"]
     with open(os.path.join(path, "assets", "vocab.txt"), encoding="utf-8") as f:
         assert f.read().split("\n")[:-1] == tokenizer().vocab
@@ -70,19 +81,25 @@ def test_readme_says_how_to_load_and_lists_the_signatures(kind):
     """Beside the graph, for whoever finds the folder: loading needs
     `import tensorflow_text` first, and each signature's inputs in order (as
     `served.NAME(...)` and Keras' TFSMLayer take them)."""
-    with open(os.path.join(export_path(kind), "assets.extra", "README.txt"),
-              encoding="utf-8") as f:
+    with open(os.path.join(export_path(kind), "assets.extra", "README.txt"), encoding="utf-8") as f:
         readme = f.read()
     assert "    import tensorflow_text  # registers the tokenizer's ops\n" in readme
     assert "Op type not registered 'NormalizeUTF8'" in readme
-    assert 'TFSMLayer(' in readme and 'call_endpoint="serving_default"' in readme
-    text_inputs = {"embeddings": "text", "classifier": "text, text_pair", "tagger": "text",
-                   "squad": "question, context"}[kind]
-    listed = [line.strip().split(" -> ") for line in readme.splitlines()
-              if line.startswith("  serv")]
+    assert "TFSMLayer(" in readme and 'call_endpoint="serving_default"' in readme
+    text_inputs = {
+        "embeddings": "text",
+        "classifier": "text, text_pair",
+        "tagger": "text",
+        "squad": "question, context",
+    }[kind]
+    listed = [
+        line.strip().split(" -> ") for line in readme.splitlines() if line.startswith("  serv")
+    ]
     assert [signature for signature, _ in listed] == [
-        f"serving_default({text_inputs})", "serve_examples(inputs)",
-        "serve_ids(input_ids, input_mask, segment_ids)"]
+        f"serving_default({text_inputs})",
+        "serve_examples(inputs)",
+        "serve_ids(input_ids, input_mask, segment_ids)",
+    ]
     defs = signature_defs(kind)
     for signature, outputs in listed:
         name = signature.split("(")[0]
@@ -95,6 +112,7 @@ def test_export_progress_names_the_import_loading_needs():
 
 def test_load_instructions_name_the_path_and_the_import():
     from keras_bert.export.saved_model import load_instructions
+
     text = load_instructions("models/sentiment/1")
     assert "import tensorflow_text  # registers the tokenizer's ops" in text
     assert "tf.saved_model.load('models/sentiment/1')" in text
@@ -103,6 +121,7 @@ def test_load_instructions_name_the_path_and_the_import():
 
 def test_existing_version_is_not_overwritten_without_asking(tmp_path):
     from keras_bert.export import export_saved_model
+
     target = tmp_path / "model" / "1"
     target.mkdir(parents=True)
     with pytest.raises(FileExistsError, match="overwrite"):
@@ -111,6 +130,7 @@ def test_existing_version_is_not_overwritten_without_asking(tmp_path):
 
 def test_cli_needs_a_numeric_version_folder(tmp_path, capsys):
     from keras_bert.cli import main
+
     assert main(["export", "--model-dir", str(tmp_path), "--output", str(tmp_path / "x")]) == 2
     assert "integer version" in capsys.readouterr().err
 
@@ -137,10 +157,17 @@ def test_regressor_signature_outputs():
 @pytest.mark.slow
 def test_saved_model_cli_lists_the_signatures():
     from export_helpers import KINDS
+
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    runs = {kind: subprocess.Popen([cli, "show", "--dir", export_path(kind), "--all"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            for kind in KINDS}
+    runs = {
+        kind: subprocess.Popen(
+            [cli, "show", "--dir", export_path(kind), "--all"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for kind in KINDS
+    }
     for kind, run in runs.items():
         output, _ = run.communicate(timeout=300)
         assert run.returncode == 0, output
@@ -154,8 +181,9 @@ def test_saved_model_cli_lists_the_signatures():
 @pytest.mark.slow
 def test_embeddings_match_keras():
     features = keras_features(SENTENCES, kind="embeddings")
-    expected = mean_pool(keras_model("embeddings")(features)["sequence_output"],
-                         features["input_mask"]).numpy()
+    expected = mean_pool(
+        keras_model("embeddings")(features)["sequence_output"], features["input_mask"]
+    ).numpy()
     served = call("embeddings", text=SENTENCES)["embedding"]
     np.testing.assert_allclose(served, expected, atol=1e-5)
     np.testing.assert_allclose(np.linalg.norm(served, axis=1), 1.0, atol=1e-5)
@@ -182,14 +210,17 @@ def test_classifier_examples_and_ids_match_keras():
         feature = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))}
         if pair is not None:
             feature["text_pair"] = tf.train.Feature(
-                bytes_list=tf.train.BytesList(value=[pair.encode()]))
-        examples.append(tf.train.Example(
-            features=tf.train.Features(feature=feature)).SerializeToString())
+                bytes_list=tf.train.BytesList(value=[pair.encode()])
+            )
+        examples.append(
+            tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+        )
     served = call("classifier", "serve_examples", inputs=examples)
     model = keras_model("classifier")
     for row, (text, pair) in enumerate(zip(SENTENCES, pairs)):
-        expected = tf.nn.softmax(model(keras_features(
-            [text], None if pair is None else [pair]))).numpy()[0]
+        expected = tf.nn.softmax(
+            model(keras_features([text], None if pair is None else [pair]))
+        ).numpy()[0]
         np.testing.assert_allclose(served["scores"][row], expected, atol=1e-5)
     assert decode(served["classes"]).tolist() == [CLASS_NAMES] * len(SENTENCES)
     features = keras_features(SENTENCES, PAIRS)
@@ -206,10 +237,12 @@ def test_regressor_matches_keras():
 
 # === Tagger ===
 
-TAGGED = ["John Smith flew from New York to Paris on Monday .",
-          "Élodie  Dupont\tvisited   東京 and Zürich",
-          "a b c d e f g h i j k l m n o p q r s t",  # more words than pieces fit
-          "no"]
+TAGGED = [
+    "John Smith flew from New York to Paris on Monday .",
+    "Élodie  Dupont\tvisited   東京 and Zürich",
+    "a b c d e f g h i j k l m n o p q r s t",  # more words than pieces fit
+    "no",
+]
 
 
 def python_tags(text):
@@ -226,9 +259,11 @@ def python_tags(text):
             ids.extend(word_pieces)
     ids.append(tokenizer().sep_id)
     length = SEQ_LENGTH["tagger"]
-    features = {"input_ids": np.array([ids + [0] * (length - len(ids))], np.int32),
-                "input_mask": np.array([[1] * len(ids) + [0] * (length - len(ids))], np.int32),
-                "segment_ids": np.zeros((1, length), np.int32)}
+    features = {
+        "input_ids": np.array([ids + [0] * (length - len(ids))], np.int32),
+        "input_mask": np.array([[1] * len(ids) + [0] * (length - len(ids))], np.int32),
+        "segment_ids": np.zeros((1, length), np.int32),
+    }
     logits = keras_model("tagger")(features).numpy()[0]
     tags = [TAG_NAMES[logits[f].argmax()] if f >= 0 else "O" for f in firsts]
     spans, cursor = [], 0
@@ -242,22 +277,31 @@ def python_tags(text):
 @pytest.mark.slow
 def test_tagger_matches_keras_and_seqeval():
     from seqeval.metrics.sequence_labeling import get_entities
+
     served = call("tagger", text=TAGGED)
     for row, text in enumerate(TAGGED):
         words, tags, spans = python_tags(text)
         count = served["num_tokens"][row]
         assert decode(served["tokens"][row, :count]).tolist() == words
         assert decode(served["tags"][row, :count]).tolist() == tags
-        assert list(zip(served["token_start"][row, :count], served["token_end"][row, :count])) \
-            == spans
-        expected = [(kind, spans[first][0], spans[last][1])
-                    for kind, first, last in get_entities(tags)]
+        assert (
+            list(zip(served["token_start"][row, :count], served["token_end"][row, :count])) == spans
+        )
+        expected = [
+            (kind, spans[first][0], spans[last][1]) for kind, first, last in get_entities(tags)
+        ]
         n = served["num_entities"][row]
-        got = list(zip(decode(served["entity_type"][row, :n]), served["entity_start"][row, :n],
-                       served["entity_end"][row, :n]))
+        got = list(
+            zip(
+                decode(served["entity_type"][row, :n]),
+                served["entity_start"][row, :n],
+                served["entity_end"][row, :n],
+            )
+        )
         assert got == expected
         assert decode(served["entity_text"][row, :n]).tolist() == [
-            text[start:end] for _, start, end in expected]
+            text[start:end] for _, start, end in expected
+        ]
     assert served["tags"][3, 1:].tolist() == [b""] * (served["tags"].shape[1] - 1)  # padding
 
 
@@ -271,8 +315,10 @@ def test_tagger_ids_signature_tags_every_piece():
     real = features["input_mask"].numpy().astype(bool)
     np.testing.assert_allclose(served["logits"][real], logits[real], atol=1e-5)
     assert not served["logits"][~real].any()
-    assert (decode(served["tags"])[real].tolist()
-            == np.array(TAG_NAMES)[logits.argmax(-1)][real].tolist())
+    assert (
+        decode(served["tags"])[real].tolist()
+        == np.array(TAG_NAMES)[logits.argmax(-1)][real].tolist()
+    )
 
 
 # === Question answering ===
@@ -288,8 +334,11 @@ CONTEXTS = [
     "disposition, seemed to unite some of the best blessings of existence.",
     "Zürich is the largest city in Switzerland.",
 ]
-QUESTIONS = ["In what country is Normandy located?", "Who was clever and rich?",
-             "What is the largest city of Switzerland, by population and area?"]
+QUESTIONS = [
+    "In what country is Normandy located?",
+    "Who was clever and rich?",
+    "What is the largest city of Switzerland, by population and area?",
+]
 
 
 def model_garden_squad(questions, contexts):
@@ -299,16 +348,27 @@ def model_garden_squad(questions, contexts):
 
     from official.nlp.data import squad_lib
     from official.nlp.tools import tokenization
+
     full_tokenizer = tokenization.FullTokenizer(tokenizer().vocab_file, do_lower_case=True)
-    examples = [squad_lib.SquadExample(qas_id=str(i), question_text=q, doc_tokens=c.split())
-                for i, (q, c) in enumerate(zip(questions, contexts))]
+    examples = [
+        squad_lib.SquadExample(qas_id=str(i), question_text=q, doc_tokens=c.split())
+        for i, (q, c) in enumerate(zip(questions, contexts))
+    ]
     features = []
     squad_lib.convert_examples_to_features(
-        examples, full_tokenizer, SEQ_LENGTH["squad"], SQUAD_OPTIONS["doc_stride"],
-        SQUAD_OPTIONS["max_query_length"], is_training=False, batch_size=1,
-        output_fn=lambda feature, is_padding: features.append(feature))
-    arrays = {name: np.array([getattr(f, name) for f in features], np.int32)
-              for name in ("input_ids", "input_mask", "segment_ids")}
+        examples,
+        full_tokenizer,
+        SEQ_LENGTH["squad"],
+        SQUAD_OPTIONS["doc_stride"],
+        SQUAD_OPTIONS["max_query_length"],
+        is_training=False,
+        batch_size=1,
+        output_fn=lambda feature, is_padding: features.append(feature),
+    )
+    arrays = {
+        name: np.array([getattr(f, name) for f in features], np.int32)
+        for name in ("input_ids", "input_mask", "segment_ids")
+    }
     outputs = {name: value.numpy() for name, value in keras_model("squad")(arrays).items()}
     # Ours ranks the n-best among [CLS] and the context only (keras_bert.tasks.squad);
     # run_squad ranks every position, and this random model scores padding as high as
@@ -318,12 +378,20 @@ def model_garden_squad(questions, contexts):
         for name in ("start_logits", "end_logits"):
             outputs[name][row, outside] -= 1e4
     result = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
-    results = [result(f.unique_id, [float(x) for x in s], [float(x) for x in e])
-               for f, s, e in zip(features, outputs["start_logits"], outputs["end_logits"])]
+    results = [
+        result(f.unique_id, [float(x) for x in s], [float(x) for x in e])
+        for f, s, e in zip(features, outputs["start_logits"], outputs["end_logits"])
+    ]
     return squad_lib.postprocess_output(
-        examples, features, results, n_best_size=SQUAD_OPTIONS["n_best_size"],
-        max_answer_length=SQUAD_OPTIONS["max_answer_length"], do_lower_case=True,
-        version_2_with_negative=True, null_score_diff_threshold=0.0)
+        examples,
+        features,
+        results,
+        n_best_size=SQUAD_OPTIONS["n_best_size"],
+        max_answer_length=SQUAD_OPTIONS["max_answer_length"],
+        do_lower_case=True,
+        version_2_with_negative=True,
+        null_score_diff_threshold=0.0,
+    )
 
 
 @pytest.mark.slow
@@ -341,15 +409,15 @@ def test_squad_matches_model_garden_run_squad():
         if best is None:  # no span qualifies (run_squad then predicts "")
             assert served["score"][row] == -np.inf and not served["has_answer"][row]
             continue
-        np.testing.assert_allclose(served["score"][row],
-                                   best["start_logit"] + best["end_logit"], atol=1e-5)
-        np.testing.assert_allclose(served["null_score_diff"][row], score_diffs[str(row)],
-                                   atol=1e-5)
+        np.testing.assert_allclose(
+            served["score"][row], best["start_logit"] + best["end_logit"], atol=1e-5
+        )
+        np.testing.assert_allclose(served["null_score_diff"][row], score_diffs[str(row)], atol=1e-5)
         assert bool(served["has_answer"][row]) == (predictions[str(row)] != "")
         answer = served["answer"][row].decode("utf-8")
         if served["has_answer"][row]:
             assert answer == predictions[str(row)]
-            assert context[served["start"][row]:served["end"][row]] == answer
+            assert context[served["start"][row] : served["end"][row]] == answer
         else:
             assert (answer, served["start"][row], served["end"][row]) == ("", -1, -1)
 

@@ -87,8 +87,9 @@ def test_long_text_is_cut_to_seq_length(kind, long_text):
 def test_long_text_pair_is_cut_longest_first(long_text):
     served = call("classifier", text=["A short question?"], text_pair=[long_text])
     features = keras_features(["A short question?"], [long_text])
-    np.testing.assert_allclose(served["logits"], keras_model("classifier")(features).numpy(),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        served["logits"], keras_model("classifier")(features).numpy(), atol=1e-5
+    )
 
 
 @pytest.mark.slow
@@ -104,7 +105,7 @@ def test_long_text_tags_every_word_and_only_the_window_is_seen(long_text):
     assert served["tags"][0, :seen].tolist() == short["tags"][0, :seen].tolist()
     assert set(served["tags"][0, 20:].tolist()) == {b"O"}
     ends = served["token_end"][0]
-    assert long_text[served["token_start"][0, -1]:ends[-1]] == words[-1]
+    assert long_text[served["token_start"][0, -1] : ends[-1]] == words[-1]
 
 
 @pytest.mark.slow
@@ -113,7 +114,7 @@ def test_long_context_is_searched_in_the_first_windows(long_text):
     assert served["start"][0] <= served["end"][0]
     if served["has_answer"][0]:
         answer = served["answer"][0].decode("utf-8")
-        assert long_text[served["start"][0]:served["end"][0]] == answer
+        assert long_text[served["start"][0] : served["end"][0]] == answer
         # 64 windows of 16-piece steps reach about a thousand pieces into the text.
         assert served["end"][0] < 20_000
 
@@ -141,7 +142,8 @@ def test_invalid_utf8_reads_as_python_replace(kind):
 def test_batch_of_zero(kind):
     served = call(kind, **text_inputs(kind, tf.constant([], tf.string)))
     assert all(value.shape[0] == 0 for value in served.values()), {
-        k: v.shape for k, v in served.items()}
+        k: v.shape for k, v in served.items()
+    }
 
 
 @pytest.mark.parametrize("kind", kinds("classifier", "tagger", "squad"))
@@ -181,29 +183,66 @@ PAIR = tf.constant([], tf.string)
 IDS = dict(input_ids=[[2, 5, 3]], input_mask=[[1, 1, 1]], segment_ids=[[0, 0, 0]])
 BAD_CALLS = [
     # (case, signature, inputs, message)
-    ("rank-2 text", "serving_default", dict(text=[["a good film"]], text_pair=PAIR),
-     r"Shape of tensor text \[1,1\] is not compatible with expected shape \[\?\]"),
-    ("scalar text", "serving_default", dict(text="a good film", text_pair=PAIR),
-     r"Shape of tensor text \[\] is not compatible"),
-    ("rank-2 serialized examples", "serve_examples", dict(inputs=[[b""]]),
-     r"Shape of tensor inputs \[1,1\]"),
-    ("rank-1 ids", "serve_ids", dict(IDS, input_ids=[2, 5, 3]),
-     r"Shape of tensor input_ids \[3\] is not compatible with expected shape \[\?,\?\]"),
-    ("negative id", "serve_ids", dict(IDS, input_ids=[[2, -5, 3]]),
-     r"input_ids must lie in \[0, 30522\); got min\] \[-5\]"),
-    ("id past the vocabulary", "serve_ids", dict(IDS, input_ids=[[2, 99999, 3]]),
-     r"input_ids must lie in \[0, 30522\); got min\] \[2\] \[max\] \[99999\]"),
-    ("segment 2", "serve_ids", dict(IDS, segment_ids=[[0, 2, 0]]),
-     r"segment_ids must lie in \[0, 2\)"),
-    ("mask of another shape", "serve_ids", dict(IDS, input_mask=[[1, 1]]),
-     r"must have one shape; got\] \[1 3\] \[1 2\] \[1 3\]"),
-    ("1000 ids", "serve_ids", {name: np.ones([1, 1000], np.int32) for name in IDS},
-     r"at most 512 ids long \(max_position_embeddings\); got\] \[1000\]"),
+    (
+        "rank-2 text",
+        "serving_default",
+        dict(text=[["a good film"]], text_pair=PAIR),
+        r"Shape of tensor text \[1,1\] is not compatible with expected shape \[\?\]",
+    ),
+    (
+        "scalar text",
+        "serving_default",
+        dict(text="a good film", text_pair=PAIR),
+        r"Shape of tensor text \[\] is not compatible",
+    ),
+    (
+        "rank-2 serialized examples",
+        "serve_examples",
+        dict(inputs=[[b""]]),
+        r"Shape of tensor inputs \[1,1\]",
+    ),
+    (
+        "rank-1 ids",
+        "serve_ids",
+        dict(IDS, input_ids=[2, 5, 3]),
+        r"Shape of tensor input_ids \[3\] is not compatible with expected shape \[\?,\?\]",
+    ),
+    (
+        "negative id",
+        "serve_ids",
+        dict(IDS, input_ids=[[2, -5, 3]]),
+        r"input_ids must lie in \[0, 30522\); got min\] \[-5\]",
+    ),
+    (
+        "id past the vocabulary",
+        "serve_ids",
+        dict(IDS, input_ids=[[2, 99999, 3]]),
+        r"input_ids must lie in \[0, 30522\); got min\] \[2\] \[max\] \[99999\]",
+    ),
+    (
+        "segment 2",
+        "serve_ids",
+        dict(IDS, segment_ids=[[0, 2, 0]]),
+        r"segment_ids must lie in \[0, 2\)",
+    ),
+    (
+        "mask of another shape",
+        "serve_ids",
+        dict(IDS, input_mask=[[1, 1]]),
+        r"must have one shape; got\] \[1 3\] \[1 2\] \[1 3\]",
+    ),
+    (
+        "1000 ids",
+        "serve_ids",
+        {name: np.ones([1, 1000], np.int32) for name in IDS},
+        r"at most 512 ids long \(max_position_embeddings\); got\] \[1000\]",
+    ),
 ]
 
 
-@pytest.mark.parametrize("case, signature, inputs, message", BAD_CALLS,
-                         ids=[case[0] for case in BAD_CALLS])
+@pytest.mark.parametrize(
+    "case, signature, inputs, message", BAD_CALLS, ids=[case[0] for case in BAD_CALLS]
+)
 def test_bad_call_is_a_clear_error(case, signature, inputs, message):
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
         call("classifier", signature, **inputs)
@@ -224,7 +263,8 @@ def test_short_contexts_are_answered():
     assert np.isfinite(served["null_score_diff"]).all()
     assert served["has_answer"].any()
     for context, start, end, answer, has_answer in zip(
-            contexts, served["start"], served["end"], served["answer"], served["has_answer"]):
+        contexts, served["start"], served["end"], served["answer"], served["has_answer"]
+    ):
         if has_answer:
             assert 0 <= start < end <= len(context)
             assert context[start:end] == answer.decode("utf-8")
@@ -255,12 +295,24 @@ def test_empty_question_is_refused_by_position(signature):
     if signature == "serving_default":
         inputs = dict(question=questions, context=[context] * 3)
     else:
-        inputs = dict(inputs=[tf.train.Example(features=tf.train.Features(feature={
-            name: tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
-            for name, value in (("question", q), ("context", context))})).SerializeToString()
-            for q in questions])
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match=r"empty question .* batch position\(s\)\] \[1 2\]"):
+        inputs = dict(
+            inputs=[
+                tf.train.Example(
+                    features=tf.train.Features(
+                        feature={
+                            name: tf.train.Feature(
+                                bytes_list=tf.train.BytesList(value=[value.encode()])
+                            )
+                            for name, value in (("question", q), ("context", context))
+                        }
+                    )
+                ).SerializeToString()
+                for q in questions
+            ]
+        )
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"empty question .* batch position\(s\)\] \[1 2\]"
+    ):
         call("squad", signature, **inputs)
     # And the model keeps serving.
     answered = call("squad", question=questions[:1], context=[context])

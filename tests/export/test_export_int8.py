@@ -35,14 +35,22 @@ def reviews(count=48):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not int8_kernel_available(), reason="this TensorFlow lacks oneDNN's int8 kernel")
+@pytest.mark.skipif(
+    not int8_kernel_available(), reason="this TensorFlow lacks oneDNN's int8 kernel"
+)
 def test_int8_embeddings_keep_the_float32_direction(minilm_path, real_vocab_file, tmp_path):
     encoder = BertEncoder.from_pretrained(minilm_path)
     tokenizer = BertTokenizer(real_vocab_file)
     embeddings = {}
     for quantize in (None, "int8"):
-        path = export_saved_model(encoder, tokenizer, str(tmp_path / str(quantize) / "1"),
-                                  seq_length=64, padding="longest", quantize=quantize)
+        path = export_saved_model(
+            encoder,
+            tokenizer,
+            str(tmp_path / str(quantize) / "1"),
+            seq_length=64,
+            padding="longest",
+            quantize=quantize,
+        )
         assert ops_serving_lacks(path) == []
         if quantize:
             assert "QuantizedMatMulWithBiasAndDequantize" in ops_in_saved_model(path)

@@ -15,10 +15,14 @@ from keras_bert.export import export_saved_model
 from keras_bert.export.serving_ops import ops_in_saved_model, ops_serving_lacks
 from keras_bert.kernels.int8_dense import int8_kernel_available
 
-TEXTS = ["Emma Woodhouse, handsome, clever, and rich.", "naïve café — 東京", "",
-         "She was the youngest of the two daughters of a most affectionate, indulgent "
-         "father; and had, in consequence of her sister's marriage, been mistress of his "
-         "house from a very early period."]
+TEXTS = [
+    "Emma Woodhouse, handsome, clever, and rich.",
+    "naïve café — 東京",
+    "",
+    "She was the youngest of the two daughters of a most affectionate, indulgent "
+    "father; and had, in consequence of her sister's marriage, been mistress of his "
+    "house from a very early period.",
+]
 PAIRS = ["Was she?", "", "a b c", ""]
 NO_PAIR = tf.constant([], tf.string)
 
@@ -35,11 +39,18 @@ def exports(tmp_path_factory):
     folder = tmp_path_factory.mktemp("export_options")
     model = keras_model("classifier")
     paths = {}
-    for name, options in {"longest": {"padding": "longest", "length_multiple": 8},
-                          "int8": {"quantize": "int8"},
-                          "xla": {"padding": "longest", "jit_compile": True}}.items():
-        paths[name] = export_saved_model(model, tokenizer(), str(folder / name / "1"),
-                                         seq_length=SEQ_LENGTH["classifier"], **options)
+    for name, options in {
+        "longest": {"padding": "longest", "length_multiple": 8},
+        "int8": {"quantize": "int8"},
+        "xla": {"padding": "longest", "jit_compile": True},
+    }.items():
+        paths[name] = export_saved_model(
+            model,
+            tokenizer(),
+            str(folder / name / "1"),
+            seq_length=SEQ_LENGTH["classifier"],
+            **options,
+        )
     return {name: tf.saved_model.load(path) for name, path in paths.items()} | {"paths": paths}
 
 
@@ -53,8 +64,10 @@ def examples(texts, pairs):
         feature = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))}
         if pair:
             feature["text_pair"] = tf.train.Feature(
-                bytes_list=tf.train.BytesList(value=[pair.encode()]))
+                bytes_list=tf.train.BytesList(value=[pair.encode()])
+            )
         return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
     return [example(t, p) for t, p in zip(texts, pairs)]
 
 
@@ -66,8 +79,11 @@ def test_longest_padding_gives_the_fixed_length_outputs(exports, pairs):
     np.testing.assert_allclose(longest["logits"], fixed["logits"], atol=1e-5)
     np.testing.assert_array_equal(longest["label"], fixed["label"])
     # and the Keras model itself, fed ids padded to seq_length
-    features = tokenizer().pack(tf.constant(TEXTS), None if pairs is None else tf.constant(pairs),
-                                seq_length=SEQ_LENGTH["classifier"])
+    features = tokenizer().pack(
+        tf.constant(TEXTS),
+        None if pairs is None else tf.constant(pairs),
+        seq_length=SEQ_LENGTH["classifier"],
+    )
     np.testing.assert_allclose(longest["logits"], keras_model("classifier")(features), atol=1e-5)
 
 
@@ -87,7 +103,8 @@ def test_int8_is_close_to_float32(exports):
     assert quantized["label"].tolist() == call("classifier", **inputs)["label"].tolist()
     if int8_kernel_available():  # the encoder's products on oneDNN's int8 kernel
         assert "QuantizedMatMulWithBiasAndDequantize" in ops_in_saved_model(
-            exports["paths"]["int8"])
+            exports["paths"]["int8"]
+        )
 
 
 def test_options_are_recorded_and_keep_to_serving_ops(exports):
@@ -96,10 +113,16 @@ def test_options_are_recorded_and_keep_to_serving_ops(exports):
         with open(os.path.join(path, "assets", "keras_bert_export.json")) as f:
             metadata = json.load(f)
         # remove_padding defaults to on, but not with XLA (one compile per token count).
-        assert (metadata["padding"], metadata["quantize"], metadata["jit_compile"],
-                metadata["remove_padding"]) == {
-            "longest": ("longest", None, False, True), "int8": ("max_length", "int8", False, True),
-            "xla": ("longest", None, True, False)}[name]
+        assert (
+            metadata["padding"],
+            metadata["quantize"],
+            metadata["jit_compile"],
+            metadata["remove_padding"],
+        ) == {
+            "longest": ("longest", None, False, True),
+            "int8": ("max_length", "int8", False, True),
+            "xla": ("longest", None, True, False),
+        }[name]
         assert metadata["label_names"] == CLASS_NAMES
 
 
@@ -109,22 +132,23 @@ def test_xla_gives_the_same_outputs_from_strings_and_ids(exports):
     compiled = run(exports["xla"], **inputs)
     np.testing.assert_allclose(compiled["logits"], fixed["logits"], atol=1e-5)
     np.testing.assert_array_equal(compiled["label"], fixed["label"])
-    features = tokenizer().pack(tf.constant(TEXTS), tf.constant(PAIRS),
-                                seq_length=SEQ_LENGTH["classifier"])
+    features = tokenizer().pack(
+        tf.constant(TEXTS), tf.constant(PAIRS), seq_length=SEQ_LENGTH["classifier"]
+    )
     by_ids = run(exports["xla"], "serve_ids", **{k: v.numpy() for k, v in features.items()})
     np.testing.assert_allclose(by_ids["logits"], fixed["logits"], atol=1e-5)
 
 
 def test_xla_marks_only_the_model_function_for_compilation(exports):
     from tensorflow.core.protobuf import saved_model_pb2
+
     compiled = {}
     for name in ("longest", "xla"):
         proto = saved_model_pb2.SavedModel()
         with open(os.path.join(exports["paths"][name], "saved_model.pb"), "rb") as f:
             proto.ParseFromString(f.read())
         library = proto.meta_graphs[0].graph_def.library
-        compiled[name] = [f.signature.name for f in library.function
-                          if f.attr["_XlaMustCompile"].b]
+        compiled[name] = [f.signature.name for f in library.function if f.attr["_XlaMustCompile"].b]
     assert compiled["longest"] == []
     # the model's trace alone (the signatures around it hold the string ops)
     assert compiled["xla"] and all("run_model" in name for name in compiled["xla"])
@@ -132,23 +156,39 @@ def test_xla_marks_only_the_model_function_for_compilation(exports):
 
 def test_quantizing_leaves_the_model_float(exports):
     model = keras_model("classifier")
-    assert all(getattr(layer, "quantization_mode", None) is None
-               for layer in model._flatten_layers())
+    assert all(
+        getattr(layer, "quantization_mode", None) is None for layer in model._flatten_layers()
+    )
 
 
-@pytest.mark.parametrize("options, field", [
-    ({"quantize": "int4"}, "quantize"), ({"padding": "shortest"}, "padding"),
-    ({"padding": "longest", "length_multiple": 0}, "length_multiple"),
-    ({"jit_compile": "yes"}, "jit_compile"),
-    ({"quantize": "int8", "jit_compile": True}, "jit_compile")])
+@pytest.mark.parametrize(
+    "options, field",
+    [
+        ({"quantize": "int4"}, "quantize"),
+        ({"padding": "shortest"}, "padding"),
+        ({"padding": "longest", "length_multiple": 0}, "length_multiple"),
+        ({"jit_compile": "yes"}, "jit_compile"),
+        ({"quantize": "int8", "jit_compile": True}, "jit_compile"),
+    ],
+)
 def test_bad_options_name_the_field(tmp_path, options, field):
     with pytest.raises(ValueError, match=field):
-        export_saved_model(keras_model("classifier"), tokenizer(), str(tmp_path / "m" / "1"),
-                           seq_length=SEQ_LENGTH["classifier"], **options)
+        export_saved_model(
+            keras_model("classifier"),
+            tokenizer(),
+            str(tmp_path / "m" / "1"),
+            seq_length=SEQ_LENGTH["classifier"],
+            **options,
+        )
     assert not (tmp_path / "m" / "1").exists()
 
 
 def test_longest_padding_is_refused_for_per_piece_outputs(tmp_path):
     with pytest.raises(ValueError, match="padding='longest'"):
-        export_saved_model(keras_model("tagger"), tokenizer(), str(tmp_path / "t" / "1"),
-                           seq_length=SEQ_LENGTH["tagger"], padding="longest")
+        export_saved_model(
+            keras_model("tagger"),
+            tokenizer(),
+            str(tmp_path / "t" / "1"),
+            seq_length=SEQ_LENGTH["tagger"],
+            padding="longest",
+        )

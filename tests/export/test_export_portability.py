@@ -23,10 +23,18 @@ from keras_bert.features import ENCODER_INPUTS
 try:
     from keras_bert.export.serving_ops import SERVING_TEXT_OPS
 except ImportError:  # until keras_bert/serving_ops.py lands: the ops of tensorflow-text 2.12
-    SERVING_TEXT_OPS = frozenset({
-        "CaseFoldUTF8", "FastWordpieceDetokenize", "FastWordpieceTokenizeWithOffsets",
-        "NormalizeUTF8", "NormalizeUTF8WithOffsetsMap", "RegexSplitWithOffsets",
-        "WhitespaceTokenizeWithOffsetsV2", "WordpieceTokenizeWithOffsets"})
+    SERVING_TEXT_OPS = frozenset(
+        {
+            "CaseFoldUTF8",
+            "FastWordpieceDetokenize",
+            "FastWordpieceTokenizeWithOffsets",
+            "NormalizeUTF8",
+            "NormalizeUTF8WithOffsetsMap",
+            "RegexSplitWithOffsets",
+            "WhitespaceTokenizeWithOffsetsV2",
+            "WordpieceTokenizeWithOffsets",
+        }
+    )
 
 TEXTS = ["Emma Woodhouse, handsome, clever, and rich.", "naïve café — 東京", ""]
 INPUTS = {
@@ -59,8 +67,10 @@ def write_request(folder, kinds, newer_op=True):
     signatures (each signature's inputs in its order)."""
     models = {}
     if newer_op:
-        models["newer_op"] = {"path": save_model_with_a_newer_op(str(folder / "newer_op" / "1")),
-                              "inputs": {}}
+        models["newer_op"] = {
+            "path": save_model_with_a_newer_op(str(folder / "newer_op" / "1")),
+            "inputs": {},
+        }
     for kind in kinds:
         inputs = dict(INPUTS[kind])
         features = keras_features(TEXTS, kind=kind)
@@ -78,9 +88,13 @@ def request_file(tmp_path_factory):
 
 def run_check(request_file, *flags):
     script = os.path.join(os.path.dirname(__file__), "export_portability_check.py")
-    run = subprocess.run([sys.executable, script, *flags, str(request_file)],
-                         capture_output=True, text=True, timeout=600,
-                         cwd=os.path.dirname(__file__))
+    run = subprocess.run(
+        [sys.executable, script, *flags, str(request_file)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=os.path.dirname(__file__),
+    )
     assert run.stdout, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
     result["_returncode"] = run.returncode
@@ -109,8 +123,9 @@ def test_loads_without_keras_and_keras_bert(report):
 def test_a_python_user_loads_the_classifier_with_only_tensorflow_text(tmp_path):
     """The fast suite's fresh process: the classifier export (the one the fast
     suite builds) loaded and called as the docs' Python example does."""
-    report = run_check(write_request(tmp_path, ["classifier"], newer_op=False),
-                       "--import-tensorflow-text")
+    report = run_check(
+        write_request(tmp_path, ["classifier"], newer_op=False), "--import-tensorflow-text"
+    )
     assert report["_process"]["tensorflow_text_imported"]
     assert report["_process"]["loaded_blocked_modules"] == []  # keras_bert
     assert report["_returncode"] == 0, report
@@ -143,8 +158,11 @@ def test_fresh_process_gives_the_same_outputs(request, process, kind):
     signatures = request.getfixturevalue(process)[kind]["signatures"]
     assert set(signatures) >= SIGNATURES
     for signature in ("serving_default", "serve_ids"):
-        inputs = INPUTS[kind][signature] if signature == "serving_default" else {
-            k: np.array(v, np.int32) for k, v in keras_features(TEXTS, kind=kind).items()}
+        inputs = (
+            INPUTS[kind][signature]
+            if signature == "serving_default"
+            else {k: np.array(v, np.int32) for k, v in keras_features(TEXTS, kind=kind).items()}
+        )
         if kind in ("classifier", "regressor") and signature == "serving_default":
             inputs = {**inputs, "text_pair": np.array(inputs["text_pair"], dtype=object)}
         here = call(kind, signature, **inputs)
@@ -153,12 +171,19 @@ def test_fresh_process_gives_the_same_outputs(request, process, kind):
             assert set(there) == set(here), called
             for name, value in here.items():
                 if value.dtype == object:
-                    assert np.array(there[name], dtype=object).tolist() == np.vectorize(
-                        lambda b: b.decode("utf-8", "replace"), otypes=[object])(value).tolist()
+                    assert (
+                        np.array(there[name], dtype=object).tolist()
+                        == np.vectorize(lambda b: b.decode("utf-8", "replace"), otypes=[object])(
+                            value
+                        ).tolist()
+                    )
                 else:
-                    np.testing.assert_allclose(np.array(there[name], dtype=value.dtype), value,
-                                               atol=1e-5,
-                                               err_msg=f"{kind}/{signature}/{name}/{called}")
+                    np.testing.assert_allclose(
+                        np.array(there[name], dtype=value.dtype),
+                        value,
+                        atol=1e-5,
+                        err_msg=f"{kind}/{signature}/{name}/{called}",
+                    )
 
 
 @pytest.mark.slow
@@ -168,7 +193,9 @@ def test_custom_ops_are_all_linked_by_tensorflow_serving(report, kind):
     assert entry["not_allowed"] == [], entry["custom_ops"]
     assert entry["unregistered"] == []
     # The string signatures tokenize in the graph; the ids signature has no custom op.
-    assert "FastWordpieceTokenizeWithOffsets" in entry["signatures"]["serving_default"]["custom_ops"]
+    assert (
+        "FastWordpieceTokenizeWithOffsets" in entry["signatures"]["serving_default"]["custom_ops"]
+    )
     assert entry["signatures"]["serve_ids"]["custom_ops"] == []
     print(kind, {name: s["custom_ops"] for name, s in entry["signatures"].items()})
 

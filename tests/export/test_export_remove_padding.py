@@ -16,16 +16,22 @@ from export_helpers import SEQ_LENGTH, SQUAD_OPTIONS, keras_features, keras_mode
 from keras_bert.export import export_saved_model
 from keras_bert.export.serving_ops import ops_serving_lacks
 
-TEXTS = ["Emma Woodhouse, handsome, clever, and rich.", "naïve café — 東京", "",
-         "She was the youngest of the two daughters of a most affectionate, indulgent "
-         "father; and had, in consequence of her sister's marriage, been mistress of his "
-         "house from a very early period."]
+TEXTS = [
+    "Emma Woodhouse, handsome, clever, and rich.",
+    "naïve café — 東京",
+    "",
+    "She was the youngest of the two daughters of a most affectionate, indulgent "
+    "father; and had, in consequence of her sister's marriage, been mistress of his "
+    "house from a very early period.",
+]
 PAIRS = ["Was she?", "", "a b c", ""]
 QUESTIONS = ["Who was clever and rich?", "Where is Highbury?"]
-CONTEXTS = ["Emma Woodhouse, handsome, clever, and rich, with a comfortable home and happy "
-            "disposition, seemed to unite some of the best blessings of existence.",
-            "Highbury, the large and populous village, almost amounting to a town, to which "
-            "Hartfield belonged."]
+CONTEXTS = [
+    "Emma Woodhouse, handsome, clever, and rich, with a comfortable home and happy "
+    "disposition, seemed to unite some of the best blessings of existence.",
+    "Highbury, the large and populous village, almost amounting to a town, to which "
+    "Hartfield belonged.",
+]
 # Same products over the packed rows: float32 rounding only.
 TOLERANCE = 1e-5
 
@@ -37,9 +43,16 @@ def exported(kind, **options):
     key = (kind, tuple(sorted(options.items())))
     if key not in _loaded:
         import tempfile
+
         path = os.path.join(tempfile.mkdtemp(prefix="keras_bert_unpadded_"), kind, "1")
-        export_saved_model(keras_model(kind), tokenizer(), path, seq_length=SEQ_LENGTH[kind],
-                           **(SQUAD_OPTIONS if kind == "squad" else {}), **options)
+        export_saved_model(
+            keras_model(kind),
+            tokenizer(),
+            path,
+            seq_length=SEQ_LENGTH[kind],
+            **(SQUAD_OPTIONS if kind == "squad" else {}),
+            **options,
+        )
         _loaded[key] = (path, tf.saved_model.load(path))
     return _loaded[key]
 
@@ -81,8 +94,7 @@ def test_other_tasks_give_the_same_answers(kind):
     # Span extractors keep the padding by default (their logits there are the
     # padded model's, as run_squad's softmax spans them): asked for here.
     path, served = exported(kind, **({"remove_padding": True} if kind == "squad" else {}))
-    inputs = ({"question": QUESTIONS, "context": CONTEXTS} if kind == "squad"
-              else {"text": TEXTS})
+    inputs = {"question": QUESTIONS, "context": CONTEXTS} if kind == "squad" else {"text": TEXTS}
     reference, outputs = run(padded(kind), **inputs), run(served, **inputs)
     assert sorted(outputs) == sorted(reference)
     for name, value in reference.items():
@@ -95,11 +107,20 @@ def test_other_tasks_give_the_same_answers(kind):
         assert json.load(f)["remove_padding"] == (kind != "squad")
 
 
-@pytest.mark.parametrize("options, fields", [
-    ({"remove_padding": "yes"}, "remove_padding must be True, False or None"),
-    ({"remove_padding": True, "jit_compile": True}, "remove_padding=True with jit_compile")])
+@pytest.mark.parametrize(
+    "options, fields",
+    [
+        ({"remove_padding": "yes"}, "remove_padding must be True, False or None"),
+        ({"remove_padding": True, "jit_compile": True}, "remove_padding=True with jit_compile"),
+    ],
+)
 def test_bad_options_name_the_field(tmp_path, options, fields):
     with pytest.raises(ValueError, match=fields):
-        export_saved_model(keras_model("classifier"), tokenizer(), str(tmp_path / "m" / "1"),
-                           seq_length=SEQ_LENGTH["classifier"], **options)
+        export_saved_model(
+            keras_model("classifier"),
+            tokenizer(),
+            str(tmp_path / "m" / "1"),
+            seq_length=SEQ_LENGTH["classifier"],
+            **options,
+        )
     assert not (tmp_path / "m" / "1").exists()

@@ -132,11 +132,17 @@ def rest(kind, body):
     request.model_spec.signature_name = name
     for key, value in columns.items():
         dtype = tf.dtypes.as_dtype(signature.inputs[key].dtype)
-        request.inputs[key].CopyFrom(tf.make_tensor_proto(np.array(value, dtype=dtype.as_numpy_dtype)))
+        request.inputs[key].CopyFrom(
+            tf.make_tensor_proto(np.array(value, dtype=dtype.as_numpy_dtype))
+        )
     response = predict(kind, request)
     outputs = {key: tf.make_ndarray(proto) for key, proto in response.outputs.items()}
-    listed = {key: np.vectorize(_to_json, otypes=[object])(v).tolist() if v.dtype == object
-              else v.tolist() for key, v in outputs.items()}
+    listed = {
+        key: np.vectorize(_to_json, otypes=[object])(v).tolist()
+        if v.dtype == object
+        else v.tolist()
+        for key, v in outputs.items()
+    }
     if "instances" in body:
         count = len(body["instances"])
         predictions = [{key: value[row] for key, value in listed.items()} for row in range(count)]
@@ -154,21 +160,33 @@ def test_predict_request_without_text_pair_uses_the_default():
     request.model_spec.name = "classifier"
     request.inputs["text"].CopyFrom(tf.make_tensor_proto(["Emma is clever.", "It rained."]))
     response = predict("classifier", request)
-    expected = call("classifier", text=["Emma is clever.", "It rained."],
-                    text_pair=tf.constant([], tf.string))
-    np.testing.assert_allclose(tf.make_ndarray(response.outputs["probabilities"]),
-                               expected["probabilities"], atol=1e-6)
+    expected = call(
+        "classifier", text=["Emma is clever.", "It rained."], text_pair=tf.constant([], tf.string)
+    )
+    np.testing.assert_allclose(
+        tf.make_ndarray(response.outputs["probabilities"]), expected["probabilities"], atol=1e-6
+    )
     assert tf.make_ndarray(response.outputs["label"]).tolist() == expected["label"].tolist()
 
 
-@pytest.mark.parametrize("kind, inputs", [
-    ("classifier", {"text": ["Is it?", "Yes."], "text_pair": ["It is.", "No."]}),
-    pytest.param("embeddings", {"text": ["Emma Woodhouse"]}, marks=pytest.mark.slow),
-    pytest.param("tagger", {"text": ["Emma Woodhouse lives in Highbury"]}, marks=pytest.mark.slow),
-    pytest.param("squad", {"question": ["Who lives in Highbury?"],
-                           "context": ["Emma Woodhouse lives in Highbury, near London."]},
-                 marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "kind, inputs",
+    [
+        ("classifier", {"text": ["Is it?", "Yes."], "text_pair": ["It is.", "No."]}),
+        pytest.param("embeddings", {"text": ["Emma Woodhouse"]}, marks=pytest.mark.slow),
+        pytest.param(
+            "tagger", {"text": ["Emma Woodhouse lives in Highbury"]}, marks=pytest.mark.slow
+        ),
+        pytest.param(
+            "squad",
+            {
+                "question": ["Who lives in Highbury?"],
+                "context": ["Emma Woodhouse lives in Highbury, near London."],
+            },
+            marks=pytest.mark.slow,
+        ),
+    ],
+)
 def test_predict_request_per_task(kind, inputs):
     request = predict_pb2.PredictRequest()
     request.model_spec.name = kind
@@ -201,9 +219,14 @@ def test_predict_request_on_the_ids_signature():
 
 
 def _example(**features):
-    return tf.train.Example(features=tf.train.Features(feature={
-        key: tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode("utf-8")]))
-        for key, value in features.items()}))
+    return tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                key: tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode("utf-8")]))
+                for key, value in features.items()
+            }
+        )
+    )
 
 
 def test_classification_request():
@@ -213,12 +236,16 @@ def test_classification_request():
     for text in ("Emma is clever.", "It rained all day."):
         request.input.example_list.examples.add().CopyFrom(_example(text=text))
     response = classify("classifier", request)
-    expected = call("classifier", text=["Emma is clever.", "It rained all day."],
-                    text_pair=tf.constant([], tf.string))["probabilities"]
+    expected = call(
+        "classifier",
+        text=["Emma is clever.", "It rained all day."],
+        text_pair=tf.constant([], tf.string),
+    )["probabilities"]
     for row, classifications in enumerate(response.result.classifications):
         assert [c.label for c in classifications.classes] == CLASS_NAMES
-        np.testing.assert_allclose([c.score for c in classifications.classes], expected[row],
-                                   atol=1e-6)
+        np.testing.assert_allclose(
+            [c.score for c in classifications.classes], expected[row], atol=1e-6
+        )
 
 
 @pytest.mark.slow
@@ -227,10 +254,12 @@ def test_regression_request():
     request.model_spec.name = "regressor"
     request.model_spec.signature_name = "serve_examples"
     request.input.example_list.examples.add().CopyFrom(
-        _example(text="A man is playing a guitar.", text_pair="A man plays the guitar."))
+        _example(text="A man is playing a guitar.", text_pair="A man plays the guitar.")
+    )
     response = regress("regressor", request)
-    expected = call("regressor", text=["A man is playing a guitar."],
-                    text_pair=["A man plays the guitar."])["score"]
+    expected = call(
+        "regressor", text=["A man is playing a guitar."], text_pair=["A man plays the guitar."]
+    )["score"]
     np.testing.assert_allclose([r.value for r in response.result.regressions], expected, atol=1e-6)
 
 
@@ -241,8 +270,9 @@ def test_predict_api_on_serialized_examples():
     example = _example(question="Who lives in Highbury?", context="Emma lives in Highbury.")
     request.inputs["inputs"].CopyFrom(tf.make_tensor_proto([example.SerializeToString()]))
     response = predict("squad", request)
-    expected = call("squad", question=["Who lives in Highbury?"],
-                    context=["Emma lives in Highbury."])
+    expected = call(
+        "squad", question=["Who lives in Highbury?"], context=["Emma lives in Highbury."]
+    )
     assert tf.make_ndarray(response.outputs["answer"]).tolist() == expected["answer"].tolist()
 
 
@@ -253,15 +283,21 @@ REST_EXAMPLES = {
     "classifier_pairs": '{"inputs": {"text": ["Is it raining?"], "text_pair": ["It pours."]}}',
     "embeddings": '{"instances": ["Emma Woodhouse, handsome, clever, and rich."]}',
     "tagger": '{"instances": [{"text": "Emma Woodhouse lives in Highbury"}]}',
-    "squad": ('{"instances": [{"question": "Where does Emma live?", '
-              '"context": "Emma Woodhouse lives in Highbury, near London."}]}'),
+    "squad": (
+        '{"instances": [{"question": "Where does Emma live?", '
+        '"context": "Emma Woodhouse lives in Highbury, near London."}]}'
+    ),
     "binary": '{"instances": [{"b64": "Y2Fmw6kg/w=="}]}',  # "café \\xff": not UTF-8
 }
 
 
-@pytest.mark.parametrize("example", [
-    pytest.param(name, marks=() if name.startswith("classifier") else pytest.mark.slow)
-    for name in sorted(REST_EXAMPLES)])
+@pytest.mark.parametrize(
+    "example",
+    [
+        pytest.param(name, marks=() if name.startswith("classifier") else pytest.mark.slow)
+        for name in sorted(REST_EXAMPLES)
+    ],
+)
 def test_rest_examples(example):
     kind = {"classifier_pairs": "classifier", "binary": "embeddings"}.get(example, example)
     response = json.loads(rest(kind, REST_EXAMPLES[example]))
@@ -276,8 +312,9 @@ def test_rest_examples(example):
     elif kind == "embeddings":
         assert abs(np.linalg.norm(first) - 1) < 1e-5
     elif kind == "tagger":
-        assert first["tokens"][:first["num_tokens"]] == "Emma Woodhouse lives in Highbury".split()
+        assert first["tokens"][: first["num_tokens"]] == "Emma Woodhouse lives in Highbury".split()
     else:
         context = body["instances"][0]["context"]
-        assert first["answer"] == (context[first["start"]:first["end"]] if first["start"] >= 0
-                                   else "")
+        assert first["answer"] == (
+            context[first["start"] : first["end"]] if first["start"] >= 0 else ""
+        )

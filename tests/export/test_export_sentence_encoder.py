@@ -20,8 +20,12 @@ from keras_bert.features import ENCODER_INPUTS
 
 from harness import tiny_config
 
-TEXTS = ["Emma Woodhouse, handsome, clever, and rich.", "naïve café — 東京", "",
-         "Dollar drops on reserves concerns"]
+TEXTS = [
+    "Emma Woodhouse, handsome, clever, and rich.",
+    "naïve café — 東京",
+    "",
+    "Dollar drops on reserves concerns",
+]
 OTHERS = ["a rich and clever woman", "the dollar fell"]
 CHECK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "export_portability_check.py")
 
@@ -30,9 +34,12 @@ CHECK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "export_portabi
 def exported(tmp_path_factory):
     keras.utils.set_random_seed(0)
     model = BertSentenceEncoder(
-        BertEncoder(tiny_config(vocab_size=30522)), pooling=["mean", "cls"], normalize=True,
+        BertEncoder(tiny_config(vocab_size=30522)),
+        pooling=["mean", "cls"],
+        normalize=True,
         dense=[{"units": 12, "activation": "tanh"}],
-        preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24))
+        preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24),
+    )
     path = str(tmp_path_factory.mktemp("sentence_encoder") / "model" / "1")
     export_saved_model(model, path)
     return model, path
@@ -42,16 +49,30 @@ def exported(tmp_path_factory):
 def test_the_export_serves_embeddings_and_similarities_without_keras(exported, tmp_path):
     model, path = exported
     features = model.preprocessor(TEXTS)
-    request = {"allowed_ops": sorted(SERVING_TEXT_OPS), "models": {"sentence_encoder": {
-        "path": path,
-        "inputs": {"serving_default": {"text": TEXTS},
-                   "similarity": {"text_a": TEXTS, "text_b": OTHERS},
-                   "serve_ids": {name: np.asarray(features[name]).tolist()
-                                 for name in ENCODER_INPUTS}}}}}
+    request = {
+        "allowed_ops": sorted(SERVING_TEXT_OPS),
+        "models": {
+            "sentence_encoder": {
+                "path": path,
+                "inputs": {
+                    "serving_default": {"text": TEXTS},
+                    "similarity": {"text_a": TEXTS, "text_b": OTHERS},
+                    "serve_ids": {
+                        name: np.asarray(features[name]).tolist() for name in ENCODER_INPUTS
+                    },
+                },
+            }
+        },
+    }
     request_file = tmp_path / "request.json"
     request_file.write_text(json.dumps(request))
-    run = subprocess.run([sys.executable, CHECK, str(request_file)], capture_output=True,
-                         text=True, timeout=600, cwd=os.path.dirname(CHECK))
+    run = subprocess.run(
+        [sys.executable, CHECK, str(request_file)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=os.path.dirname(CHECK),
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert report["_process"]["loaded_blocked_modules"] == []
@@ -61,7 +82,11 @@ def test_the_export_serves_embeddings_and_similarities_without_keras(exported, t
     expected = model.predict(TEXTS, verbose=0)
     for name in ("serving_default", "serve_ids"):
         np.testing.assert_allclose(signatures[name]["outputs"]["embedding"], expected, atol=1e-5)
-        np.testing.assert_allclose(signatures[name]["outputs_in_order"]["embedding"], expected,
-                                   atol=1e-5)
-    np.testing.assert_allclose(signatures["similarity"]["outputs"]["similarity"],
-                               model.similarity(TEXTS, OTHERS), atol=1e-5)
+        np.testing.assert_allclose(
+            signatures[name]["outputs_in_order"]["embedding"], expected, atol=1e-5
+        )
+    np.testing.assert_allclose(
+        signatures["similarity"]["outputs"]["similarity"],
+        model.similarity(TEXTS, OTHERS),
+        atol=1e-5,
+    )

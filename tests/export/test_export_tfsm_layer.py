@@ -42,29 +42,45 @@ def tfsm_layer(kind, endpoint):
 
 
 def example(**features):
-    return tf.train.Example(features=tf.train.Features(feature={
-        name: tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
-        for name, value in features.items()})).SerializeToString()
+    return tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                name: tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+                for name, value in features.items()
+            }
+        )
+    ).SerializeToString()
 
 
 def endpoint_inputs(kind, endpoint, pairs=None):
     """The endpoint's inputs for TEXTS, in the signature's order (a dict keeps it)."""
     if endpoint == "serve_ids":
-        features = keras_features(QUESTIONS, TEXTS, kind) if kind == "squad" else \
-            keras_features(TEXTS, pairs, kind)
+        features = (
+            keras_features(QUESTIONS, TEXTS, kind)
+            if kind == "squad"
+            else keras_features(TEXTS, pairs, kind)
+        )
         return {name: features[name] for name in ENCODER_INPUTS}
     if kind == "squad":
         if endpoint == "serve_examples":
-            return {"inputs": tf.constant([example(question=q, context=c)
-                                           for q, c in zip(QUESTIONS, TEXTS)])}
+            return {
+                "inputs": tf.constant(
+                    [example(question=q, context=c) for q, c in zip(QUESTIONS, TEXTS)]
+                )
+            }
         return {"question": tf.constant(QUESTIONS), "context": tf.constant(TEXTS)}
     if endpoint == "serve_examples":
-        rows = ([{"text": t} for t in TEXTS] if pairs is None else
-                [{"text": t, "text_pair": p} for t, p in zip(TEXTS, pairs)])
+        rows = (
+            [{"text": t} for t in TEXTS]
+            if pairs is None
+            else [{"text": t, "text_pair": p} for t, p in zip(TEXTS, pairs)]
+        )
         return {"inputs": tf.constant([example(**row) for row in rows])}
     if kind in ("classifier", "regressor"):
-        return {"text": tf.constant(TEXTS),
-                "text_pair": NO_PAIR if pairs is None else tf.constant(pairs)}
+        return {
+            "text": tf.constant(TEXTS),
+            "text_pair": NO_PAIR if pairs is None else tf.constant(pairs),
+        }
     return {"text": tf.constant(TEXTS)}
 
 
@@ -104,21 +120,24 @@ def test_every_endpoint_gives_the_signatures_outputs(kind, endpoint):
 def test_classifier_endpoints_give_the_keras_models_answers(pairs):
     logits = keras_model("classifier")(keras_features(TEXTS, pairs)).numpy()
     for endpoint in ("serving_default", "serve_ids"):
-        served = through_layer("classifier", endpoint,
-                               endpoint_inputs("classifier", endpoint, pairs))
+        served = through_layer(
+            "classifier", endpoint, endpoint_inputs("classifier", endpoint, pairs)
+        )
         np.testing.assert_allclose(served["logits"], logits, atol=1e-5)
         np.testing.assert_allclose(served["probabilities"], tf.nn.softmax(logits), atol=1e-5)
         assert decode(served["label"]).tolist() == [CLASS_NAMES[i] for i in logits.argmax(1)]
-    served = through_layer("classifier", "serve_examples",
-                           endpoint_inputs("classifier", "serve_examples", pairs))
+    served = through_layer(
+        "classifier", "serve_examples", endpoint_inputs("classifier", "serve_examples", pairs)
+    )
     np.testing.assert_allclose(served["scores"], tf.nn.softmax(logits), atol=1e-5)
 
 
 @pytest.mark.slow
 def test_embeddings_endpoint_gives_the_keras_models_embedding():
     features = keras_features(TEXTS, kind="embeddings")
-    expected = mean_pool(keras_model("embeddings")(features)["sequence_output"],
-                         features["input_mask"]).numpy()
+    expected = mean_pool(
+        keras_model("embeddings")(features)["sequence_output"], features["input_mask"]
+    ).numpy()
     for endpoint in ("serving_default", "serve_ids"):
         served = through_layer("embeddings", endpoint, endpoint_inputs("embeddings", endpoint))
         np.testing.assert_allclose(served["embedding"], expected, atol=1e-5)
@@ -143,9 +162,12 @@ def test_ids_endpoint_gives_the_keras_models_logits(kind):
 def test_classifier_inside_keras_models_predict():
     logits = keras_model("classifier")(keras_features(TEXTS)).numpy()
     path = export_path("classifier")
-    sequential = keras.Sequential([
-        keras.Input(shape=(), dtype="string"),
-        keras.layers.TFSMLayer(path, call_endpoint="serving_default")])
+    sequential = keras.Sequential(
+        [
+            keras.Input(shape=(), dtype="string"),
+            keras.layers.TFSMLayer(path, call_endpoint="serving_default"),
+        ]
+    )
     # Keras takes strings as an object array or a tensor (its dtypes have no "<U").
     predicted = sequential.predict(np.array(TEXTS, dtype=object), batch_size=2, verbose=0)
     np.testing.assert_allclose(predicted["probabilities"], tf.nn.softmax(logits), atol=1e-5)
@@ -154,9 +176,11 @@ def test_classifier_inside_keras_models_predict():
     text = keras.Input(shape=(), dtype="string", name="text")
     text_pair = keras.Input(shape=(), dtype="string", name="text_pair")
     outputs = keras.layers.TFSMLayer(path, call_endpoint="serving_default")(
-        text, text_pair=text_pair)
+        text, text_pair=text_pair
+    )
     functional = keras.Model([text, text_pair], outputs["probabilities"])
-    predicted = functional.predict([np.array(TEXTS, dtype=object), np.array(PAIRS, dtype=object)],
-                                   batch_size=2, verbose=0)
+    predicted = functional.predict(
+        [np.array(TEXTS, dtype=object), np.array(PAIRS, dtype=object)], batch_size=2, verbose=0
+    )
     pair_logits = keras_model("classifier")(keras_features(TEXTS, PAIRS)).numpy()
     np.testing.assert_allclose(predicted, tf.nn.softmax(pair_logits), atol=1e-5)

@@ -38,10 +38,14 @@ def _tsv_column(path, column):
 @pytest.fixture(scope="module")
 def real_texts(datasets_dir):
     """Every dev text of data/: reviews, tweets, news articles."""
-    return (_tsv_column(os.path.join(datasets_dir, "rotten_tomatoes", "dev.tsv"), "sentence")
-            + [" ".join(words) for words in read_conll(
-                os.path.join(datasets_dir, "wnut16", "dev.conll")).words]
-            + _tsv_column(os.path.join(datasets_dir, "bbc_news", "dev.tsv"), "text"))
+    return (
+        _tsv_column(os.path.join(datasets_dir, "rotten_tomatoes", "dev.tsv"), "sentence")
+        + [
+            " ".join(words)
+            for words in read_conll(os.path.join(datasets_dir, "wnut16", "dev.conll")).words
+        ]
+        + _tsv_column(os.path.join(datasets_dir, "bbc_news", "dev.tsv"), "text")
+    )
 
 
 def _has_compatibility_character(text):
@@ -63,7 +67,7 @@ def _litert_word_pieces(tokenizer, texts, tmp_path):
     interpreter = litert_interpreter(path)
     rows = []
     for start in range(0, len(texts), 256):
-        out = run_litert(interpreter, texts[start:start + 256])
+        out = run_litert(interpreter, texts[start : start + 256])
         rows += [list(row[:n]) for row, n in zip(out["ids"], out["lengths"])]
     return rows
 
@@ -71,26 +75,33 @@ def _litert_word_pieces(tokenizer, texts, tmp_path):
 @pytest.mark.parametrize("lowercase", [True, False], ids=["uncased", "cased"])
 def test_litert_tokenizer_gives_the_original_ids_on_real_text(lowercase, real_texts, tmp_path):
     reference = tokenization.FullTokenizer(VOCAB_FILE, do_lower_case=lowercase)
-    got = _litert_word_pieces(BertTokenizer(VOCAB_FILE, lowercase=lowercase), real_texts,
-                              tmp_path)
-    differ = [text for text, ids in zip(real_texts, got)
-              if ids != reference.convert_tokens_to_ids(reference.tokenize(text))]
+    got = _litert_word_pieces(BertTokenizer(VOCAB_FILE, lowercase=lowercase), real_texts, tmp_path)
+    differ = [
+        text
+        for text, ids in zip(real_texts, got)
+        if ids != reference.convert_tokens_to_ids(reference.tokenize(text))
+    ]
     if not lowercase:
         assert differ == []
         return
     # Uncased, FastBertNormalizer decomposes compatibility characters (NFKD),
     # the original only canonically (NFD): those texts, and only those, may differ.
     assert all(_has_compatibility_character(text) for text in differ)
-    assert len(differ) <= sum(map(_has_compatibility_character, real_texts)) < 0.01 * len(
-        real_texts)
+    assert (
+        len(differ) <= sum(map(_has_compatibility_character, real_texts)) < 0.01 * len(real_texts)
+    )
     assert len(real_texts) > 1700  # 1,280 reviews, the tweets, 222 articles
 
 
 def _classifier_with_preprocessor():
     """export_helpers' SavedModel classifier (same weights), taking text."""
     model = keras_model("classifier")
-    copy = BertClassifier.from_config({**model.get_config(), "preprocessor": BertPreprocessor(
-        VOCAB_FILE, lowercase=True, seq_length=SEQ_LENGTH)})
+    copy = BertClassifier.from_config(
+        {
+            **model.get_config(),
+            "preprocessor": BertPreprocessor(VOCAB_FILE, lowercase=True, seq_length=SEQ_LENGTH),
+        }
+    )
     copy.set_weights(model.get_weights())
     return copy
 
@@ -99,8 +110,10 @@ def _classifier_with_preprocessor():
 def litert_files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("litert")
     model = _classifier_with_preprocessor()
-    return {quantize: export_litert(model, folder / f"{quantize}.tflite", quantize=quantize)
-            for quantize in (None, "int8")}
+    return {
+        quantize: export_litert(model, folder / f"{quantize}.tflite", quantize=quantize)
+        for quantize in (None, "int8")
+    }
 
 
 def test_litert_answers_equal_the_saved_model_on_real_sentences(litert_files, real_texts):
@@ -124,13 +137,31 @@ def test_cli_export_litert(tmp_path, capsys):
     model_dir.mkdir()
     _classifier_with_preprocessor().save(str(model_dir / "model.keras"))
     output = str(tmp_path / "reviews.tflite")
-    assert cli.main(["export", "--format", "litert", "--model-dir", str(model_dir),
-                     "--output", output, "--seq-length", "16"]) == 0
+    assert (
+        cli.main(
+            [
+                "export",
+                "--format",
+                "litert",
+                "--model-dir",
+                str(model_dir),
+                "--output",
+                output,
+                "--seq-length",
+                "16",
+            ]
+        )
+        == 0
+    )
     assert f"wrote {output}" in capsys.readouterr().out
     answers = run_litert(litert_interpreter(output), ["a fine film", "a dull one"])
     assert answers["probabilities"].shape == (2, 3)
-    assert cli.main(["export", "--format", "litert", "--model-dir", str(model_dir),
-                     "--output", output]) == 2
+    assert (
+        cli.main(
+            ["export", "--format", "litert", "--model-dir", str(model_dir), "--output", output]
+        )
+        == 2
+    )
     assert "exists" in capsys.readouterr().err
 
 
@@ -151,6 +182,7 @@ def test_litert_export_names_what_it_cannot_take(tmp_path):
 def test_lora_models_export_merged(tmp_path):
     """Both exports of a LoRA model answer as the LoRA model does."""
     from keras_bert.export import export_saved_model
+
     model = _classifier_with_preprocessor()
     model.enable_lora(2)
     rng = np.random.default_rng(0)
@@ -159,11 +191,13 @@ def test_lora_models_export_merged(tmp_path):
             variable.assign(rng.normal(0, 0.5, size=variable.shape).astype(np.float32))
     texts = ["a fine film", "a dull, tired retread"]
     expected = model.classify(texts)["probabilities"]
-    assert not np.allclose(expected, _classifier_with_preprocessor().classify(texts)[
-        "probabilities"], atol=1e-3)
+    assert not np.allclose(
+        expected, _classifier_with_preprocessor().classify(texts)["probabilities"], atol=1e-3
+    )
     litert = run_litert(litert_interpreter(export_litert(model, tmp_path / "lora.tflite")), texts)
     np.testing.assert_allclose(litert["probabilities"], expected, atol=1e-4)
     served = tf.saved_model.load(export_saved_model(model, str(tmp_path / "lora" / "1")))
     probabilities = served.signatures["serving_default"](
-        text=tf.constant(texts), text_pair=tf.constant([], tf.string))["probabilities"]
+        text=tf.constant(texts), text_pair=tf.constant([], tf.string)
+    )["probabilities"]
     np.testing.assert_allclose(probabilities.numpy(), expected, atol=1e-5)

@@ -31,15 +31,77 @@ from keras_bert.training import distribute, finetuning, pretraining
 
 # YAML's corners: YAML 1.1 booleans, nulls, numbers in every spelling, flow
 # collections, tags, anchors, quoting, paths.
-VALUE_WORDS = ["true", "false", "True", "FALSE", "yes", "no", "on", "off", "y", "null", "~",
-               "Null", "", "0", "1", "2", "-1", "3", "1000000", "1.5", "1e-4", "1e3", "0x10",
-               "0o7", "nan", ".nan", ".inf", "-.inf", "[a, b]", "[]", "{}", "{a: 1}", "[1, 2]",
-               "auto", "tpu", "mirrored", "fit", "custom", "lamb", "adamw", "bfloat16",
-               "mixed_float16", "classify", "paper", "'quoted'", '"1"', "[", "{", "]", ": x",
-               "!!python/object/apply:os.system [ls]", "!!binary aGk=", "&a [*a]", "*x",
-               "tiny", "base", "/", ".", "/dev/null", "a,b", "- a", "2026-12-04", "12:30"]
-values = st.one_of(st.sampled_from(VALUE_WORDS), st.sampled_from(VALUE_WORDS),
-                   st.text(max_size=12), st.sampled_from(PIECES))
+VALUE_WORDS = [
+    "true",
+    "false",
+    "True",
+    "FALSE",
+    "yes",
+    "no",
+    "on",
+    "off",
+    "y",
+    "null",
+    "~",
+    "Null",
+    "",
+    "0",
+    "1",
+    "2",
+    "-1",
+    "3",
+    "1000000",
+    "1.5",
+    "1e-4",
+    "1e3",
+    "0x10",
+    "0o7",
+    "nan",
+    ".nan",
+    ".inf",
+    "-.inf",
+    "[a, b]",
+    "[]",
+    "{}",
+    "{a: 1}",
+    "[1, 2]",
+    "auto",
+    "tpu",
+    "mirrored",
+    "fit",
+    "custom",
+    "lamb",
+    "adamw",
+    "bfloat16",
+    "mixed_float16",
+    "classify",
+    "paper",
+    "'quoted'",
+    '"1"',
+    "[",
+    "{",
+    "]",
+    ": x",
+    "!!python/object/apply:os.system [ls]",
+    "!!binary aGk=",
+    "&a [*a]",
+    "*x",
+    "tiny",
+    "base",
+    "/",
+    ".",
+    "/dev/null",
+    "a,b",
+    "- a",
+    "2026-12-04",
+    "12:30",
+]
+values = st.one_of(
+    st.sampled_from(VALUE_WORDS),
+    st.sampled_from(VALUE_WORDS),
+    st.text(max_size=12),
+    st.sampled_from(PIECES),
+)
 
 
 def _fields(config_class):
@@ -49,15 +111,20 @@ def _fields(config_class):
 def _nullable(config_class, name):
     field = {f.name: f for f in dataclasses.fields(config_class)}[name]
     annotation = typing.get_type_hints(config_class)[name]
-    members = (typing.get_args(annotation)
-               if typing.get_origin(annotation) in (typing.Union, types.UnionType) else ())
+    members = (
+        typing.get_args(annotation)
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        else ()
+    )
     return field.default is None or type(None) in members
 
 
 def _has_type(value, annotation):
-    members = (typing.get_args(annotation)
-               if typing.get_origin(annotation) in (typing.Union, types.UnionType)
-               else (annotation,))
+    members = (
+        typing.get_args(annotation)
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        else (annotation,)
+    )
     for member in members:
         if member is object or (member is float and isinstance(value, float)):
             return True
@@ -70,8 +137,12 @@ def _has_type(value, annotation):
     return False
 
 
-CHOICES = {"strategy": distribute.STRATEGIES, "train_loop": distribute.TRAIN_LOOPS,
-           "jit_compile": (True, False, "auto"), "verbose": ("auto", 0, 1, 2)}
+CHOICES = {
+    "strategy": distribute.STRATEGIES,
+    "train_loop": distribute.TRAIN_LOOPS,
+    "jit_compile": (True, False, "auto"),
+    "verbose": ("auto", 0, 1, 2),
+}
 
 
 def check_config(config, items):
@@ -99,9 +170,18 @@ def check_config(config, items):
 def workdir(tmp_path_factory):
     """The folder the commands run in (relative paths land here)."""
     folder = tmp_path_factory.mktemp("cli_fuzz")
-    (folder / "recipe.json").write_text(json.dumps(dict(
-        model="tiny", train_files=str(folder / "train.tfrecord"), model_dir=str(folder / "run"),
-        train_steps=4, warmup_steps=0, checkpoint_every=2)))
+    (folder / "recipe.json").write_text(
+        json.dumps(
+            dict(
+                model="tiny",
+                train_files=str(folder / "train.tfrecord"),
+                model_dir=str(folder / "run"),
+                train_steps=4,
+                warmup_steps=0,
+                checkpoint_every=2,
+            )
+        )
+    )
     (folder / "input.txt").write_text("the quick fox\na lazy dog\n")
     return folder
 
@@ -137,22 +217,36 @@ def assert_one_error_line(code, stderr, command, *names):
 
 
 def _digests(folder):
-    return {path: hashlib.sha256(open(os.path.join(folder, path), "rb").read()).hexdigest()
-            for path in ("recipe.json", "input.txt")}
+    return {
+        path: hashlib.sha256(open(os.path.join(folder, path), "rb").read()).hexdigest()
+        for path in ("recipe.json", "input.txt")
+    }
 
 
 # === 1. --set values ===
 
-set_items = st.lists(st.tuples(
-    st.one_of(st.sampled_from(_fields(pretraining.PretrainConfig) + _fields(
-        finetuning.FinetuneConfig)), st.sampled_from(["seq_lenght", "", " ", "a=b", "model dir"])),
-    values).map(lambda kv: f"{kv[0]}={kv[1]}"), min_size=1, max_size=3)
+set_items = st.lists(
+    st.tuples(
+        st.one_of(
+            st.sampled_from(
+                _fields(pretraining.PretrainConfig) + _fields(finetuning.FinetuneConfig)
+            ),
+            st.sampled_from(["seq_lenght", "", " ", "a=b", "model dir"]),
+        ),
+        values,
+    ).map(lambda kv: f"{kv[0]}={kv[1]}"),
+    min_size=1,
+    max_size=3,
+)
 
 
 def run_set(workdir, command, items):
     seen = []
-    argv = (["pretrain", "--config", "recipe.json"] if command == "pretrain" else
-            ["finetune", "--task", "classify", "--train", "train.tsv", "--output-dir", "out"])
+    argv = (
+        ["pretrain", "--config", "recipe.json"]
+        if command == "pretrain"
+        else ["finetune", "--task", "classify", "--train", "train.tsv", "--output-dir", "out"]
+    )
     before = _digests(workdir)
     with inside(workdir), pytest.MonkeyPatch.context() as patch:
         # The library functions record the config instead of training.
@@ -186,21 +280,35 @@ def test_set_values_are_typed_or_refused_in_one_line_long(workdir, command, item
 # heavy runs); the flags the fuzzer leaves alone (those that keep the input
 # missing, and those that start processes).
 COMMANDS = {
-    "predict": (["--model-dir", "absent", "--input", "input.txt", "--output", "answers.jsonl"],
-                {"--model-dir", "--input"}),
+    "predict": (
+        ["--model-dir", "absent", "--input", "input.txt", "--output", "answers.jsonl"],
+        {"--model-dir", "--input"},
+    ),
     "export": (["--model-dir", "absent", "--output", "export/1"], {"--model-dir"}),
     "evaluate": (["--model-dir", "absent", "--data", "input.txt"], {"--model-dir"}),
     "convert": (["--checkpoint", "absent", "--output", "model.keras"], {"--checkpoint"}),
-    "vocab": (["--input", "absent.txt", "--vocab-size", "50", "--output", "vocab.txt"],
-              {"--input"}),
-    "create-pretraining-data": (["--input-file", "absent.txt", "--output-file", "r.tfrecord",
-                                 "--vocab-file", "input.txt"],
-                                {"--input-file", "--runner", "--pipeline-options",
-                                 "--num-workers"}),
+    "vocab": (
+        ["--input", "absent.txt", "--vocab-size", "50", "--output", "vocab.txt"],
+        {"--input"},
+    ),
+    "create-pretraining-data": (
+        ["--input-file", "absent.txt", "--output-file", "r.tfrecord", "--vocab-file", "input.txt"],
+        {"--input-file", "--runner", "--pipeline-options", "--num-workers"},
+    ),
     "encode": (["a text", "--init-checkpoint", "absent"], {"--init-checkpoint"}),
 }
-PATH_VALUES = ["input.txt", "recipe.json", "./input.txt", "absent", "out/x", ".", "/dev/null",
-               "-", "--", "-1"]
+PATH_VALUES = [
+    "input.txt",
+    "recipe.json",
+    "./input.txt",
+    "absent",
+    "out/x",
+    ".",
+    "/dev/null",
+    "-",
+    "--",
+    "-1",
+]
 
 
 def _options(command):
@@ -223,12 +331,10 @@ OPTIONS = {command: _options(command) for command in COMMANDS}
 def command_lines(draw):
     command = draw(st.sampled_from(sorted(COMMANDS)))
     argv = [command, *COMMANDS[command][0]]
-    for flag, takes_value, choices in draw(st.lists(st.sampled_from(OPTIONS[command]),
-                                                    max_size=3)):
+    for flag, takes_value, choices in draw(st.lists(st.sampled_from(OPTIONS[command]), max_size=3)):
         argv.append(flag)
         if takes_value:
-            pool = [st.sampled_from(VALUE_WORDS), st.sampled_from(PATH_VALUES),
-                    st.text(max_size=8)]
+            pool = [st.sampled_from(VALUE_WORDS), st.sampled_from(PATH_VALUES), st.text(max_size=8)]
             if choices:
                 pool.append(st.sampled_from([str(c) for c in choices]))
             argv.append(draw(st.one_of(pool)))

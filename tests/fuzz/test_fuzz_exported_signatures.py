@@ -33,10 +33,14 @@ MAX_POSITIONS = 64
 def served(tmp_path_factory):
     """(the Keras model, its loaded export)."""
     import keras
+
     keras.utils.set_random_seed(7)
     model = BertClassifier(
         BertEncoder(tiny_config(vocab_size=VOCAB, max_position_embeddings=MAX_POSITIONS)),
-        2, label_names=NAMES, preprocessor=BertPreprocessor(TINY_VOCAB, seq_length=SEQ_LENGTH))
+        2,
+        label_names=NAMES,
+        preprocessor=BertPreprocessor(TINY_VOCAB, seq_length=SEQ_LENGTH),
+    )
     path = str(tmp_path_factory.mktemp("export") / "classifier" / "1")
     export_saved_model(model, path=path)
     return model, tf.saved_model.load(path)
@@ -55,14 +59,16 @@ def _check_answers(outputs, logits):
 
 def _assert_names(error, *names):
     assert isinstance(error, tf.errors.InvalidArgumentError), (
-        f"{type(error).__name__} instead of InvalidArgumentError: {error}")
+        f"{type(error).__name__} instead of InvalidArgumentError: {error}"
+    )
     assert any(name in error.message for name in names), f"names none of {names}: {error.message}"
 
 
 # === serving_default: text and text_pair ===
 
-served_texts = st.lists(st.one_of(texts.filter(lambda t: not has_surrogate(t)), byte_texts),
-                        max_size=5).map(lambda rows: [_as_bytes(t) for t in rows])
+served_texts = st.lists(
+    st.one_of(texts.filter(lambda t: not has_surrogate(t)), byte_texts), max_size=5
+).map(lambda rows: [_as_bytes(t) for t in rows])
 pairs = st.one_of(st.just(None), served_texts)
 
 
@@ -99,6 +105,7 @@ def test_text_signature_answers_as_the_model_or_names_the_input_long(served, tex
 
 # === serve_ids: the three id tensors ===
 
+
 @st.composite
 def id_batches(draw):
     batch = draw(st.integers(0, 3))
@@ -106,21 +113,34 @@ def id_batches(draw):
 
     def array(low, high):
         values = st.one_of(st.integers(low, high - 1), st.integers(-3, high + 3))
-        return np.array(draw(st.lists(values, min_size=batch * width, max_size=batch * width)),
-                         np.int32).reshape(batch, width)
+        return np.array(
+            draw(st.lists(values, min_size=batch * width, max_size=batch * width)), np.int32
+        ).reshape(batch, width)
 
     ids = array(0, VOCAB)
-    mask = draw(st.one_of(st.just(np.ones((batch, width), np.int32)), st.builds(
-        lambda lengths: (np.arange(width)[None] < np.array(lengths)[:, None]).astype(np.int32),
-        st.lists(st.integers(0, width), min_size=batch, max_size=batch)), st.just(None)))
+    mask = draw(
+        st.one_of(
+            st.just(np.ones((batch, width), np.int32)),
+            st.builds(
+                lambda lengths: (np.arange(width)[None] < np.array(lengths)[:, None]).astype(
+                    np.int32
+                ),
+                st.lists(st.integers(0, width), min_size=batch, max_size=batch),
+            ),
+            st.just(None),
+        )
+    )
     if mask is None:
         mask = array(0, 2)  # holes, [CLS] masked out, values other than 0 / 1
     segments = array(0, 2)
     if draw(st.booleans()) and batch:  # one of them of another shape
         which = draw(st.sampled_from(["ids", "mask", "segments"]))
-        cut = {"ids": ids, "mask": mask, "segments": segments}[which][:, :max(width - 1, 0)]
-        ids, mask, segments = (cut if which == "ids" else ids, cut if which == "mask" else mask,
-                               cut if which == "segments" else segments)
+        cut = {"ids": ids, "mask": mask, "segments": segments}[which][:, : max(width - 1, 0)]
+        ids, mask, segments = (
+            cut if which == "ids" else ids,
+            cut if which == "mask" else mask,
+            cut if which == "segments" else segments,
+        )
     return ids, mask, segments
 
 
@@ -129,13 +149,20 @@ def check_id_signature(served, arrays):
     ids, mask, segments = arrays
     same_shape = ids.shape == mask.shape == segments.shape
     in_range = (ids.size == 0 or (ids.min() >= 0 and ids.max() < VOCAB)) and all(
-        a.size == 0 or (a.min() >= 0 and a.max() < 2) for a in (mask, segments))
-    valid = (same_shape and in_range and 1 <= ids.shape[1] <= MAX_POSITIONS
-             and bool(np.all(np.any(mask != 0, axis=1))))  # a real token in every row
+        a.size == 0 or (a.min() >= 0 and a.max() < 2) for a in (mask, segments)
+    )
+    valid = (
+        same_shape
+        and in_range
+        and 1 <= ids.shape[1] <= MAX_POSITIONS
+        and bool(np.all(np.any(mask != 0, axis=1)))
+    )  # a real token in every row
     try:
         outputs = loaded.signatures["serve_ids"](
-            input_ids=tf.constant(ids), input_mask=tf.constant(mask),
-            segment_ids=tf.constant(segments))
+            input_ids=tf.constant(ids),
+            input_mask=tf.constant(mask),
+            segment_ids=tf.constant(segments),
+        )
     except Exception as error:
         assert not valid, f"refused valid ids {ids.shape}: {error}"
         _assert_names(error, "input_ids", "input_mask", "segment_ids", "max_position_embeddings")
@@ -144,8 +171,9 @@ def check_id_signature(served, arrays):
     assert outputs["logits"].shape == (len(ids), 2)
     if not len(ids):
         return  # (the Keras model itself fails on a batch of 0 rows: a BiasAdd error)
-    expected = model({"input_ids": ids, "input_mask": mask, "segment_ids": segments},
-                     training=False).numpy()
+    expected = model(
+        {"input_ids": ids, "input_mask": mask, "segment_ids": segments}, training=False
+    ).numpy()
     _check_answers(outputs, expected)
 
 
@@ -164,6 +192,7 @@ def test_id_signature_answers_as_the_model_or_names_the_input_long(served, array
 
 # === serve_examples: serialized tf.Examples ===
 
+
 def _example(text, text_pair):
     feature = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text]))}
     if text_pair is not None:
@@ -171,10 +200,16 @@ def _example(text, text_pair):
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
-examples = st.lists(st.one_of(
-    st.tuples(served_texts.filter(bool).map(lambda rows: rows[0]),
-              st.one_of(st.none(), served_texts.filter(bool).map(lambda rows: rows[0]))),
-    st.binary(max_size=20)), max_size=4)
+examples = st.lists(
+    st.one_of(
+        st.tuples(
+            served_texts.filter(bool).map(lambda rows: rows[0]),
+            st.one_of(st.none(), served_texts.filter(bool).map(lambda rows: rows[0])),
+        ),
+        st.binary(max_size=20),
+    ),
+    max_size=4,
+)
 
 
 def check_example_signature(served, drawn):

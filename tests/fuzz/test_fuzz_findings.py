@@ -17,9 +17,12 @@ from harness import tiny_config
 
 @pytest.fixture(scope="module")
 def classifier():
-    model = BertClassifier(BertEncoder(tiny_config(vocab_size=len(TINY_VOCAB))), 2,
-                           label_names=["neg", "pos"],
-                           preprocessor=BertPreprocessor(TINY_VOCAB, seq_length=8))
+    model = BertClassifier(
+        BertEncoder(tiny_config(vocab_size=len(TINY_VOCAB))),
+        2,
+        label_names=["neg", "pos"],
+        preprocessor=BertPreprocessor(TINY_VOCAB, seq_length=8),
+    )
     model.compile(jit_compile=False)
     return model
 
@@ -33,11 +36,14 @@ def test_a_lone_surrogate_is_read_as_the_replacement_character(classifier):
     np.testing.assert_allclose(surrogate, replaced, atol=1e-6)
 
 
-@pytest.mark.parametrize("rows, message", [
-    ([None], r"`x`\[0\] is None, not a string"),  # was: KeyError 'pop from an empty set'
-    ([0], r"`x`\[0\] is a int \(0\), not a string"),  # was: "Unrecognized data type"
-    (np.array([None, 1.5], dtype=object), r"`x`\[0\] is None"),
-])
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ([None], r"`x`\[0\] is None, not a string"),  # was: KeyError 'pop from an empty set'
+        ([0], r"`x`\[0\] is a int \(0\), not a string"),  # was: "Unrecognized data type"
+        (np.array([None, 1.5], dtype=object), r"`x`\[0\] is None"),
+    ],
+)
 def test_a_list_without_any_text_is_named_by_position(classifier, rows, message):
     with pytest.raises(ValueError, match=message):
         classifier.predict(rows, verbose=0)
@@ -63,11 +69,14 @@ def test_features_as_a_list_of_arrays_still_reach_keras():
     user_inputs.refuse_rows_that_are_not_text([np.zeros((2, 4)), np.zeros((2, 4))])
 
 
-@pytest.mark.parametrize("item, message", [
-    ("verbose=null", "config field verbose takes no null: give auto, 0, 1 or 2"),
-    ("learning_rate=null", "config field learning_rate takes no null: give a number"),
-    ("seed=~", "config field seed takes no null: give an integer"),
-])
+@pytest.mark.parametrize(
+    "item, message",
+    [
+        ("verbose=null", "config field verbose takes no null: give auto, 0, 1 or 2"),
+        ("learning_rate=null", "config field learning_rate takes no null: give a number"),
+        ("seed=~", "config field seed takes no null: give an integer"),
+    ],
+)
 def test_null_only_where_a_field_takes_it(item, message):
     """Was: accepted, then a TypeError (a traceback) where the value is read."""
     with pytest.raises(ValueError, match=rf"^--set {item}: {message}$"):
@@ -77,30 +86,51 @@ def test_null_only_where_a_field_takes_it(item, message):
 
 
 def test_fields_that_take_null_still_do():
-    config = pretraining.load_config(None, ["clipnorm=null", "eval_files=null",
-                                            "attention=null"], train_files="a", model_dir="b")
+    config = pretraining.load_config(
+        None, ["clipnorm=null", "eval_files=null", "attention=null"], train_files="a", model_dir="b"
+    )
     assert (config.clipnorm, config.eval_files, config.attention) == (None, None, None)
-    assert finetuning.load_finetune_config(None, ["clipnorm=null", "lowercase=null"],
-                                           task="classify").clipnorm is None
+    assert (
+        finetuning.load_finetune_config(
+            None, ["clipnorm=null", "lowercase=null"], task="classify"
+        ).clipnorm
+        is None
+    )
     # mixed_precision null: float32 (distribute.PRECISIONS), as before.
-    assert pretraining.load_config(None, ["mixed_precision=null"], train_files="a",
-                                   model_dir="b").mixed_precision is None
+    assert (
+        pretraining.load_config(
+            None, ["mixed_precision=null"], train_files="a", model_dir="b"
+        ).mixed_precision
+        is None
+    )
     # model null: the init_checkpoint's own config.
-    assert pretraining.load_config(None, ["model=null"], train_files="a", model_dir="b",
-                                   init_checkpoint="phase1/export").model is None
+    assert (
+        pretraining.load_config(
+            None, ["model=null"], train_files="a", model_dir="b", init_checkpoint="phase1/export"
+        ).model
+        is None
+    )
 
 
 def test_a_null_model_needs_an_init_checkpoint():
     """Was: accepted, then AttributeError: 'NoneType' object has no attribute 'endswith'."""
-    with pytest.raises(ValueError, match="config field model is required .* unless "
-                                         "init_checkpoint is given"):
+    with pytest.raises(
+        ValueError, match="config field model is required .* unless init_checkpoint is given"
+    ):
         pretraining.load_config(None, ["model=null"], train_files="a", model_dir="b")
 
 
 def test_a_refused_command_leaves_no_output_folder(tmp_path, capsys):
     """Was: the folders made to hold the output's lock (`x/y/` of
     `--output x/y/1`) stayed, empty, after the command was refused."""
-    code = cli.main(["export", "--model-dir", str(tmp_path / "absent"),
-                     "--output", str(tmp_path / "x" / "y" / "1")])
+    code = cli.main(
+        [
+            "export",
+            "--model-dir",
+            str(tmp_path / "absent"),
+            "--output",
+            str(tmp_path / "x" / "y" / "1"),
+        ]
+    )
     assert code == 2 and "absent" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == []

@@ -36,9 +36,13 @@ VALID, INVALID, EITHER = "valid", "invalid", "either"
 
 @pytest.fixture(scope="module")
 def classifier():
-    model = BertClassifier(BertEncoder(tiny_config(vocab_size=len(TINY_VOCAB))), 2,
-                           dropout=0.0, label_names=NAMES,
-                           preprocessor=BertPreprocessor(TINY_VOCAB, seq_length=16))
+    model = BertClassifier(
+        BertEncoder(tiny_config(vocab_size=len(TINY_VOCAB))),
+        2,
+        dropout=0.0,
+        label_names=NAMES,
+        preprocessor=BertPreprocessor(TINY_VOCAB, seq_length=16),
+    )
     # As `keras-bert finetune` on a CPU: no XLA (it would compile once per width).
     model.compile(jit_compile=False)
     return model
@@ -55,14 +59,22 @@ inputs = st.one_of(
     st.tuples(text_lists, text_lists),  # (texts, pairs), of equal lengths or not
     st.fixed_dictionaries({"text": text_lists, "text_pair": text_lists}),
 )
-label_values = st.one_of(st.integers(-1, 2), st.integers(-1, 2), st.floats(-1, 3),
-                         st.sampled_from([*NAMES, *NAMES, "maybe", ""]), st.booleans(),
-                         st.none(), st.just(float("nan")))
-labels = st.one_of(st.lists(label_values, max_size=6),
-                   st.lists(st.integers(0, 1), max_size=6).map(np.array))
+label_values = st.one_of(
+    st.integers(-1, 2),
+    st.integers(-1, 2),
+    st.floats(-1, 3),
+    st.sampled_from([*NAMES, *NAMES, "maybe", ""]),
+    st.booleans(),
+    st.none(),
+    st.just(float("nan")),
+)
+labels = st.one_of(
+    st.lists(label_values, max_size=6), st.lists(st.integers(0, 1), max_size=6).map(np.array)
+)
 
 
 # === The oracle ===
+
 
 def _rows_verdict(rows):
     if isinstance(rows, np.ndarray):
@@ -105,6 +117,7 @@ def expected_labels(y, count):
 
 # === The property ===
 
+
 def _single(x, i):
     """Row i of `x` alone, in the same form."""
     if isinstance(x, (str, bytes)):
@@ -113,15 +126,18 @@ def _single(x, i):
         return {name: [value[i]] for name, value in x.items()}
     if isinstance(x, tuple):
         return ([x[0][i]], [x[1][i]])
-    return x[i:i + 1] if isinstance(x, np.ndarray) else [x[i]]
+    return x[i : i + 1] if isinstance(x, np.ndarray) else [x[i]]
 
 
 def run_call(model, call, x, y, batch_size):
     verdict, count = expected(x)
     if call != "predict":
         label_verdict = expected_labels(y, count)
-        verdict = INVALID if INVALID in (verdict, label_verdict) else (
-            EITHER if EITHER in (verdict, label_verdict) else verdict)
+        verdict = (
+            INVALID
+            if INVALID in (verdict, label_verdict)
+            else (EITHER if EITHER in (verdict, label_verdict) else verdict)
+        )
     before_x, before_y = frozen(x), frozen(y)
     try:
         if call == "predict":

@@ -22,25 +22,33 @@ def _values_and_gradients(fn, x, upstream, jit_compile=False):
             tape.watch(x)
             y = fn(x)
         return y, tape.gradient(y, x, output_gradients=tf.cast(upstream, y.dtype))
+
     return run(x)
 
 
 @pytest.mark.parametrize("gelu", [gelu_exact, gelu_exact_compiled])
-@pytest.mark.parametrize("dtype,jit_compile", [("float32", False), ("float32", True),
-                                               ("bfloat16", False)])
+@pytest.mark.parametrize(
+    "dtype,jit_compile", [("float32", False), ("float32", True), ("bfloat16", False)]
+)
 def test_gelu_equals_keras_exact_gelu_with_autodiff(gelu, dtype, jit_compile):
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.normal(0.0, 3.0, size=500), [0.0, -9.0, 9.0, -40.0, 40.0]])
     x = tf.cast(x, dtype)
     upstream = rng.normal(size=x.shape)
     ours = _values_and_gradients(gelu, x, upstream, jit_compile)
-    theirs = _values_and_gradients(lambda v: keras.activations.gelu(v, approximate=False),
-                                   x, upstream, jit_compile)
+    theirs = _values_and_gradients(
+        lambda v: keras.activations.gelu(v, approximate=False), x, upstream, jit_compile
+    )
     tolerance = 1e-6 if dtype == "float32" else 1e-2
     for mine, reference, name in zip(ours, theirs, ("gelu", "d_x")):
         assert mine.dtype == reference.dtype, name
-        np.testing.assert_allclose(tf.cast(mine, tf.float32), tf.cast(reference, tf.float32),
-                                   rtol=tolerance, atol=tolerance, err_msg=name)
+        np.testing.assert_allclose(
+            tf.cast(mine, tf.float32),
+            tf.cast(reference, tf.float32),
+            rtol=tolerance,
+            atol=tolerance,
+            err_msg=name,
+        )
 
 
 def test_fused_gelu_after_its_product_is_the_exact_gelu():
@@ -63,8 +71,9 @@ def test_fused_gelu_after_its_product_is_the_exact_gelu():
     # The derivative, by autodiff, is the exact GELU's too.
     values = tf.constant(pre.astype(np.float32).ravel()[:500])
     ours = _values_and_gradients(gelu_exact_fused, values, np.ones(500))
-    theirs = _values_and_gradients(lambda v: keras.activations.gelu(v, approximate=False),
-                                   values, np.ones(500))
+    theirs = _values_and_gradients(
+        lambda v: keras.activations.gelu(v, approximate=False), values, np.ones(500)
+    )
     for mine, reference in zip(ours, theirs):
         np.testing.assert_allclose(mine.numpy(), reference.numpy(), rtol=1e-5, atol=2e-6)
 
@@ -73,7 +82,8 @@ def test_dropout_16_bit_drops_at_the_rate_and_scales_the_rest():
     x = tf.ones((256, 1024))
     dropped_levels = round(0.1 * 65536)  # 6554: a rate of 0.1000061
     y, d_x = _values_and_gradients(
-        lambda v: dropout_16_bit(v, dropped_levels, tf.constant([7, 11])), x, tf.ones_like(x))
+        lambda v: dropout_16_bit(v, dropped_levels, tf.constant([7, 11])), x, tf.ones_like(x)
+    )
     y = y.numpy()
     scale = 65536 / (65536 - dropped_levels)
     assert set(np.unique(y)) == {0.0, np.float32(scale)}
@@ -129,18 +139,22 @@ def _reference_block(block, hidden, mask_bias, query_positions=None):
         mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
         return (x - mean) / tf.sqrt(variance + layer.epsilon) * layer.gamma + layer.beta
 
-    queries = (hidden if query_positions is None
-               else tf.gather(hidden, query_positions, batch_dims=1))
-    scores = tf.matmul(split(dense(attention.query, queries)),
-                       split(dense(attention.key, hidden)), transpose_b=True) / math.sqrt(size)
+    queries = (
+        hidden if query_positions is None else tf.gather(hidden, query_positions, batch_dims=1)
+    )
+    scores = tf.matmul(
+        split(dense(attention.query, queries)),
+        split(dense(attention.key, hidden)),
+        transpose_b=True,
+    ) / math.sqrt(size)
     probs = tf.nn.softmax(scores + mask_bias)
     context = tf.transpose(tf.matmul(probs, split(dense(attention.value, hidden))), (0, 2, 1, 3))
     context = tf.reshape(context, (context.shape[0], context.shape[1], heads * size))
-    attended = layer_norm(block.attention_layer_norm,
-                          queries + dense(attention.attention_output, context))
+    attended = layer_norm(
+        block.attention_layer_norm, queries + dense(attention.attention_output, context)
+    )
     intermediate = keras.activations.gelu(dense(block.intermediate, attended), approximate=False)
-    return layer_norm(block.output_layer_norm,
-                      attended + dense(block.ffn_output, intermediate))
+    return layer_norm(block.output_layer_norm, attended + dense(block.ffn_output, intermediate))
 
 
 # Head size 16 (a scale of 1/4, exact) and 12 (1/sqrt(12), rounded).
@@ -152,12 +166,20 @@ def test_training_block_equals_plain_tensorflow(hidden_size, heads, with_query_p
     `fast_kernels=False` selects) against BERT's block written from TensorFlow ops."""
     rng = np.random.default_rng(0)
     hidden = tf.constant(rng.normal(size=(3, 10, hidden_size)), tf.float32)
-    mask_bias = tf.constant(np.where(np.arange(10) < [[10], [7], [4]], 0.0, -10000.0)
-                            [:, None, None, :], tf.float32)  # (B, 1, 1, T)
-    query_positions = tf.constant([[0, 2, 5], [0, 1, 6], [0, 3, 3]]) if with_query_positions \
-        else None
-    block = TransformerBlock(heads, 2 * hidden_size, dropout=0.0, attention_dropout=0.0,
-                             initializer_range=0.5, fast_kernels=fast)
+    mask_bias = tf.constant(
+        np.where(np.arange(10) < [[10], [7], [4]], 0.0, -10000.0)[:, None, None, :], tf.float32
+    )  # (B, 1, 1, T)
+    query_positions = (
+        tf.constant([[0, 2, 5], [0, 1, 6], [0, 3, 3]]) if with_query_positions else None
+    )
+    block = TransformerBlock(
+        heads,
+        2 * hidden_size,
+        dropout=0.0,
+        attention_dropout=0.0,
+        initializer_range=0.5,
+        fast_kernels=fast,
+    )
     block.build(hidden.shape)
     for variable in block.trainable_variables:  # biases and LayerNorm weights away from 0 / 1
         variable.assign(variable + rng.normal(0.0, 0.1, size=variable.shape))
@@ -171,9 +193,11 @@ def test_training_block_equals_plain_tensorflow(hidden_size, heads, with_query_p
         return [output] + tape.gradient(loss, [hidden] + block.trainable_variables)
 
     ours = values_and_gradients(
-        lambda: block(hidden, mask_bias, query_positions=query_positions, training=True))
+        lambda: block(hidden, mask_bias, query_positions=query_positions, training=True)
+    )
     theirs = values_and_gradients(
-        lambda: _reference_block(block, hidden, mask_bias, query_positions))
+        lambda: _reference_block(block, hidden, mask_bias, query_positions)
+    )
     names = ["output", "d_hidden"] + [v.path for v in block.trainable_variables]
     for mine, reference, name in zip(ours, theirs, names):
         scale = max(float(tf.reduce_max(tf.abs(reference))), 1.0)  # sums cancel: relative to it
@@ -192,4 +216,5 @@ def test_attention_with_lora_projections_takes_keras_path():
         projection.enable_lora(2)  # lora_b starts at zero: same function
     np.testing.assert_allclose(block(hidden, mask_bias), fused, rtol=1e-5, atol=1e-6)
     assert len(block.trainable_variables) > 0 and any(
-        "lora" in v.path for v in block.trainable_variables)
+        "lora" in v.path for v in block.trainable_variables
+    )

@@ -19,8 +19,9 @@ from keras_bert.kernels.int8_dense import column_sums, int8_kernel_available, in
 
 from harness import running_plain_ops
 
-pytestmark = pytest.mark.skipif(not int8_kernel_available(),
-                                reason="this TensorFlow lacks oneDNN's int8 kernel")
+pytestmark = pytest.mark.skipif(
+    not int8_kernel_available(), reason="this TensorFlow lacks oneDNN's int8 kernel"
+)
 
 
 def reference_levels(rows):
@@ -49,8 +50,9 @@ def test_hand_computed_product():
     kernel_q = tf.constant([[2, 0], [1, -1], [-1, 127]], tf.int8)
     kernel_scale = tf.constant([1.0, 0.5])  # w = q / scale: [[2, 0], [1, -2], [-1, 254]]
     bias = tf.constant([0.5, -1.0])
-    got = int8_project(rows, kernel_q, kernel_scale,
-                       tf.constant(column_sums(kernel_q.numpy())), bias).numpy()
+    got = int8_project(
+        rows, kernel_q, kernel_scale, tf.constant(column_sums(kernel_q.numpy())), bias
+    ).numpy()
     x = -1.0 + 4.0 / 255.0 * np.array([0.0, 64.0, 255.0])  # [-1, 0.00392, 3]
     expected = [x @ [2, 1, -1] + 0.5, x @ [0, -2, 254] - 1.0]
     np.testing.assert_allclose(got[0], expected, rtol=1e-6)
@@ -64,9 +66,13 @@ def test_product_equals_the_numpy_reference(rows_count, inputs, units):
     kernel = (rng.normal(size=(inputs, units)) * 0.05).astype(np.float32)
     bias = rng.normal(size=units).astype(np.float32)
     w_q, w_step = reference_weights(kernel.astype(np.float64))
-    got = int8_project(tf.constant(rows), tf.constant(w_q.astype(np.int8)),
-                       tf.constant((1.0 / w_step).astype(np.float32)),
-                       tf.constant(column_sums(w_q.astype(np.int8))), tf.constant(bias))
+    got = int8_project(
+        tf.constant(rows),
+        tf.constant(w_q.astype(np.int8)),
+        tf.constant((1.0 / w_step).astype(np.float32)),
+        tf.constant(column_sums(w_q.astype(np.int8))),
+        tf.constant(bias),
+    )
     expected = reference_product(rows, kernel, bias)
     np.testing.assert_allclose(got.numpy(), expected, atol=1e-5 * np.abs(expected).max())
     # and the quantization error itself is what 256 / 255 levels allow
@@ -77,8 +83,9 @@ def test_product_equals_the_numpy_reference(rows_count, inputs, units):
 def test_constant_rows():
     rows = tf.fill((4, 8), 0.75)  # max == min: every level 0, x = lo exactly
     kernel_q = tf.constant(np.arange(-8, 8).reshape(8, 2), tf.int8)
-    got = int8_project(rows, kernel_q, tf.constant([2.0, 4.0]),
-                       tf.constant(column_sums(kernel_q.numpy())))
+    got = int8_project(
+        rows, kernel_q, tf.constant([2.0, 4.0]), tf.constant(column_sums(kernel_q.numpy()))
+    )
     expected = 0.75 * np.arange(-8, 8).reshape(8, 2).sum(axis=0) / [2.0, 4.0]
     np.testing.assert_allclose(got.numpy(), np.tile(expected, (4, 1)), rtol=1e-6)
 
@@ -96,11 +103,13 @@ def quantized_dense(units=24, activation=None):
 def test_quantized_fast_dense_runs_the_kernel_and_equals_the_reference():
     layer, kernel = quantized_dense(activation="relu")
     np.testing.assert_array_equal(layer._kernel.numpy(), reference_weights(kernel)[0])
-    np.testing.assert_array_equal(layer.kernel_column_sums.numpy(),
-                                  reference_weights(kernel)[0].sum(axis=0))
+    np.testing.assert_array_equal(
+        layer.kernel_column_sums.numpy(), reference_weights(kernel)[0].sum(axis=0)
+    )
     inputs = np.random.default_rng(0).normal(size=(3, 5, 40)).astype(np.float32)
-    expected = np.maximum(reference_product(inputs.reshape(-1, 40), kernel,
-                                            np.linspace(-1.0, 1.0, 24)), 0.0).reshape(3, 5, 24)
+    expected = np.maximum(
+        reference_product(inputs.reshape(-1, 40), kernel, np.linspace(-1.0, 1.0, 24)), 0.0
+    ).reshape(3, 5, 24)
     np.testing.assert_allclose(layer(inputs).numpy(), expected, atol=1e-5)
     graph = tf.function(layer).get_concrete_function(tf.TensorSpec((None, None, 40))).graph
     assert "QuantizedMatMulWithBiasAndDequantize" in {op.type for op in graph.get_operations()}
@@ -137,7 +146,8 @@ def test_column_sums_are_saved_and_loaded(tmp_path):
     loaded = keras.models.load_model(tmp_path / "int8.keras")
     loaded_layer = loaded.layers[-1]
     assert loaded_layer.quantization_mode == "int8"
-    np.testing.assert_array_equal(loaded_layer.kernel_column_sums.numpy(),
-                                  layer.kernel_column_sums.numpy())
+    np.testing.assert_array_equal(
+        loaded_layer.kernel_column_sums.numpy(), layer.kernel_column_sums.numpy()
+    )
     x = np.random.default_rng(2).normal(size=(2, 7, 40)).astype(np.float32)
     np.testing.assert_array_equal(loaded(x).numpy(), model(x).numpy())

@@ -32,8 +32,13 @@ def test_values_and_gradients_equal_keras_layer_norm(policy):
     tolerance = 1e-5 if policy == "float32" else 1e-2
     for ours, keras_result, name in zip(*results, ("output", "d_x", "d_gamma", "d_beta")):
         assert ours.dtype == keras_result.dtype, name
-        np.testing.assert_allclose(tf.cast(ours, tf.float32), tf.cast(keras_result, tf.float32),
-                                   rtol=tolerance, atol=tolerance, err_msg=name)
+        np.testing.assert_allclose(
+            tf.cast(ours, tf.float32),
+            tf.cast(keras_result, tf.float32),
+            rtol=tolerance,
+            atol=tolerance,
+            err_msg=name,
+        )
 
 
 def test_config_round_trip_and_other_axes_fall_back():

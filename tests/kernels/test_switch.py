@@ -14,16 +14,22 @@ from harness import tiny_config
 
 
 def switchable_layers(model):
-    return [layer for layer in model._flatten_layers(include_self=False)
-            if hasattr(layer, "runs_fast_kernels")]
+    return [
+        layer
+        for layer in model._flatten_layers(include_self=False)
+        if hasattr(layer, "runs_fast_kernels")
+    ]
 
 
 @pytest.fixture
 def inputs():
     rng = np.random.default_rng(0)
     mask = (np.arange(10) < np.array([[10], [6], [3]])).astype("int32")
-    return {"input_ids": tf.constant(rng.integers(5, 40, size=(3, 10)) * mask, tf.int32),
-            "input_mask": tf.constant(mask), "segment_ids": tf.zeros((3, 10), tf.int32)}
+    return {
+        "input_ids": tf.constant(rng.integers(5, 40, size=(3, 10)) * mask, tf.int32),
+        "input_mask": tf.constant(mask),
+        "segment_ids": tf.zeros((3, 10), tf.int32),
+    }
 
 
 def train_step_gradients(model, inputs):
@@ -40,8 +46,9 @@ def test_two_encoders_in_one_process_keep_their_own_setting(inputs):
     assert {layer.runs_fast_kernels for layer in switchable_layers(fast)} == {True}
     assert {layer.runs_fast_kernels for layer in switchable_layers(plain)} == {False}
     # Built in either order, traced in either order: each runs its own path, same values.
-    for mine, theirs in zip(train_step_gradients(plain, inputs),
-                            train_step_gradients(fast, inputs)):
+    for mine, theirs in zip(
+        train_step_gradients(plain, inputs), train_step_gradients(fast, inputs)
+    ):
         np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-6)
     assert {layer.runs_fast_kernels for layer in switchable_layers(fast)} == {True}
 

@@ -35,21 +35,23 @@ def test_padded_heads_split_and_merge_as_reshape_and_transpose(groups):
     split = np.asarray(PaddedRows().split_heads(tf.constant(outputs), N, groups))
     np.testing.assert_array_equal(split if groups > 1 else split[None], expected)
     merged = PaddedRows().merge_heads(tf.constant(expected[0]))  # (B, T, N * D)
-    np.testing.assert_array_equal(merged, outputs[..., :N * D])
+    np.testing.assert_array_equal(merged, outputs[..., : N * D])
 
 
 def test_padded_queries_and_their_bias_rows_are_gathered():
     hidden = RNG.normal(size=(B, T, N * D)).astype("float32")
     positions = np.array([[0, 2], [0, 4], [0, 1]], np.int32)  # (B, Q)
     rows = PaddedRows(tf.constant(positions))
-    np.testing.assert_array_equal(rows.queries(tf.constant(hidden)),
-                                  np.take_along_axis(hidden, positions[..., None], axis=1))
+    np.testing.assert_array_equal(
+        rows.queries(tf.constant(hidden)), np.take_along_axis(hidden, positions[..., None], axis=1)
+    )
     padding_bias = RNG.normal(size=(B, 1, 1, T)).astype("float32")
     np.testing.assert_array_equal(rows.query_mask_bias(tf.constant(padding_bias)), padding_bias)
     causal_bias = RNG.normal(size=(B, 1, T, T)).astype("float32")  # a row per query
     np.testing.assert_array_equal(
         rows.query_mask_bias(tf.constant(causal_bias)),
-        np.take_along_axis(causal_bias[:, 0], positions[..., None], axis=1)[:, None])
+        np.take_along_axis(causal_bias[:, 0], positions[..., None], axis=1)[:, None],
+    )
 
 
 def test_packed_queries_are_the_query_packings_rows():
@@ -59,7 +61,8 @@ def test_packed_queries_are_the_query_packings_rows():
     read[:, 0], read[1, 3] = 1, 1  # [CLS] of each row and one more position
     query_packing = TokenPacking(tf.constant(read), span=packing.span)
     rows = PackedRows(packing, query_packing)
-    np.testing.assert_array_equal(rows.queries(packing.pack(tf.constant(hidden))),
-                                  hidden[read.astype(bool)])
+    np.testing.assert_array_equal(
+        rows.queries(packing.pack(tf.constant(hidden))), hidden[read.astype(bool)]
+    )
     heads = rows.split_query_heads(query_packing.pack(tf.constant(hidden)), N)  # (B, N, S, D)
     np.testing.assert_array_equal(rows.merge_heads(heads), hidden[read.astype(bool)])

@@ -53,16 +53,22 @@ def test_classifier_trains_evaluates_and_predicts_as_at_full_width(datasets_dir)
     models = []
     for model in (classifier(seq_length=64), full_width(classifier(seq_length=64))):
         model.compile(optimizer=keras.optimizers.Adam(1e-3))
-        history = model.fit(texts, labels, batch_size=4, epochs=2, shuffle=False, verbose=0,
-                            validation_data=(texts[:8], labels[:8]))
+        history = model.fit(
+            texts,
+            labels,
+            batch_size=4,
+            epochs=2,
+            shuffle=False,
+            verbose=0,
+            validation_data=(texts[:8], labels[:8]),
+        )
         models.append((model, history.history))
     (cut, cut_history), (full, full_history) = models
     assert_same_weights(cut, full)
     for name, values in full_history.items():
         np.testing.assert_allclose(cut_history[name], values, rtol=1e-5, err_msg=name)
     ids = cut.preprocessor.encode(texts)
-    np.testing.assert_allclose(cut.predict(ids, verbose=0), full.predict(ids, verbose=0),
-                               atol=1e-6)
+    np.testing.assert_allclose(cut.predict(ids, verbose=0), full.predict(ids, verbose=0), atol=1e-6)
 
 
 def test_tagger_cuts_its_labels_and_weights_with_the_inputs(datasets_dir):
@@ -71,8 +77,13 @@ def test_tagger_cuts_its_labels_and_weights_with_the_inputs(datasets_dir):
     names = sorted({tag for row in tweets.tags for tag in row})
     models = []
     for cut in (True, False):
-        model = BertTokenClassifier(tiny_encoder(), len(names), dropout=0.0, label_names=names,
-                                    preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=64))
+        model = BertTokenClassifier(
+            tiny_encoder(),
+            len(names),
+            dropout=0.0,
+            label_names=names,
+            preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=64),
+        )
         model = model if cut else full_width(model)
         model.compile(optimizer=keras.optimizers.Adam(1e-3))
         model.fit(words, tags, batch_size=4, epochs=2, shuffle=False, verbose=0)

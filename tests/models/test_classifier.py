@@ -11,8 +11,14 @@ from keras_bert.models.feature_extractor import BertFeatureExtractor
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.token_classifier import BertTokenClassifier
 
-CONFIG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=4, num_attention_heads=2,
-                    intermediate_size=32, max_position_embeddings=32)
+CONFIG = BertConfig(
+    vocab_size=40,
+    hidden_size=16,
+    num_hidden_layers=4,
+    num_attention_heads=2,
+    intermediate_size=32,
+    max_position_embeddings=32,
+)
 
 
 @pytest.fixture
@@ -69,14 +75,17 @@ def test_span_extractor_scores_start_and_end_vectors(inputs, tmp_path):
     outputs = model(inputs)
     kernel, bias = model.get_layer("span_head").get_weights()  # (H, 2): S and E
     sequence = encoder(inputs)["sequence_output"].numpy()
-    np.testing.assert_allclose(outputs["start_logits"].numpy(), sequence @ kernel[:, 0] + bias[0],
-                               rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(outputs["end_logits"].numpy(), sequence @ kernel[:, 1] + bias[1],
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        outputs["start_logits"].numpy(), sequence @ kernel[:, 0] + bias[0], rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        outputs["end_logits"].numpy(), sequence @ kernel[:, 1] + bias[1], rtol=1e-5, atol=1e-6
+    )
     loaded = _roundtrip(model, tmp_path)
     assert loaded.max_answer_length == 17
-    np.testing.assert_allclose(loaded(inputs)["end_logits"].numpy(),
-                               outputs["end_logits"].numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        loaded(inputs)["end_logits"].numpy(), outputs["end_logits"].numpy(), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_feature_extractor_concatenates_top_layers_and_mean_pools(inputs, tmp_path):
@@ -84,17 +93,27 @@ def test_feature_extractor_concatenates_top_layers_and_mean_pools(inputs, tmp_pa
     model = BertFeatureExtractor(encoder, num_top_layers=4)
     outputs = model(inputs)
     layers = [x.numpy() for x in encoder(inputs)["encoder_outputs"]]
-    np.testing.assert_allclose(outputs["token_features"].numpy(), np.concatenate(layers, axis=-1),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        outputs["token_features"].numpy(), np.concatenate(layers, axis=-1), rtol=1e-5, atol=1e-6
+    )
     mask = inputs["input_mask"][..., None]
     mean = (layers[-1] * mask).sum(axis=1) / mask.sum(axis=1)
     expected = mean / np.linalg.norm(mean, axis=-1, keepdims=True)
-    np.testing.assert_allclose(outputs["sentence_embedding"].numpy(), expected,
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        outputs["sentence_embedding"].numpy(), expected, rtol=1e-5, atol=1e-6
+    )
     assert not model.trainable_weights
     loaded = _roundtrip(model, tmp_path)
-    np.testing.assert_allclose(loaded(inputs)["token_features"].numpy(),
-                               outputs["token_features"].numpy(), rtol=1e-5, atol=1e-6)
-    assert BertFeatureExtractor(BertEncoder(CONFIG), 2)(inputs)["token_features"].shape == (2, 8, 32)
+    np.testing.assert_allclose(
+        loaded(inputs)["token_features"].numpy(),
+        outputs["token_features"].numpy(),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    assert BertFeatureExtractor(BertEncoder(CONFIG), 2)(inputs)["token_features"].shape == (
+        2,
+        8,
+        32,
+    )
     with pytest.raises(ValueError, match="4 layers"):
         BertFeatureExtractor(BertEncoder(CONFIG), num_top_layers=5)

@@ -39,8 +39,9 @@ def test_array_batches_in_order_with_the_last_partial_and_keras_batch_sizes():
     assert dataset.options().autotune.enabled is False
     sizes = [len(t) for _, t in dataset.as_numpy_iterator()]
     assert sizes == [32, 32, 6]  # Keras' default of 32, the last batch partial
-    assert np.concatenate(rows_of(dataset, lambda e: e[0]["b"][:, 0])).tolist() == \
-        list(range(0, 700, 10))
+    assert np.concatenate(rows_of(dataset, lambda e: e[0]["b"][:, 0])).tolist() == list(
+        range(0, 700, 10)
+    )
     assert default_batch_size(x, None, 3) == 24  # as Keras: rows for `steps` batches
     assert default_batch_size(x, 5, 3) == 5
     # x alone (predict's element), a tuple of inputs kept one x, floats in floatx.
@@ -87,25 +88,42 @@ def ids_and_labels(datasets_dir, count):
     return features, np.asarray([NAMES.index(label) for label in labels])
 
 
-@pytest.mark.parametrize("arguments", [
-    # validation_split's last rows, class weights, partial batches.
-    dict(batch_size=3, epochs=2, shuffle=False, validation_split=0.3,
-         class_weight={0: 2.0, 1: 0.5}),
-    # sample weights, validation arrays at their own batch size, steps_per_epoch
-    # setting the batch size (and carrying the iterator over into epoch 2).
-    dict(epochs=2, shuffle=False, steps_per_epoch=2, validation_batch_size=4,
-         sample_weight=np.linspace(0.5, 1.5, 10)),
-])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        # validation_split's last rows, class weights, partial batches.
+        dict(
+            batch_size=3,
+            epochs=2,
+            shuffle=False,
+            validation_split=0.3,
+            class_weight={0: 2.0, 1: 0.5},
+        ),
+        # sample weights, validation arrays at their own batch size, steps_per_epoch
+        # setting the batch size (and carrying the iterator over into epoch 2).
+        dict(
+            epochs=2,
+            shuffle=False,
+            steps_per_epoch=2,
+            validation_batch_size=4,
+            sample_weight=np.linspace(0.5, 1.5, 10),
+        ),
+    ],
+)
 def test_task_models_train_on_arrays_as_keras_own_array_pipeline_does(datasets_dir, arguments):
     features, labels = ids_and_labels(datasets_dir, 10)
     if "validation_split" not in arguments:
-        arguments = dict(arguments, validation_data=(
-            {k: v[:6] for k, v in features.items()}, labels[:6], np.full(6, 2.0)))
+        arguments = dict(
+            arguments,
+            validation_data=({k: v[:6] for k, v in features.items()}, labels[:6], np.full(6, 2.0)),
+        )
     ours, keras_own = classifier(preprocessor=False), classifier(preprocessor=False)
     for model in (ours, keras_own):
-        model.compile(optimizer=keras.optimizers.Adam(1e-3),
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      weighted_metrics=["accuracy"])
+        model.compile(
+            optimizer=keras.optimizers.Adam(1e-3),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            weighted_metrics=["accuracy"],
+        )
     history = ours.fit(features, labels, verbose=0, **arguments).history
     # keras.Model's own fit on the same model class: Keras' array pipeline.
     expected = keras.Model.fit(keras_own, features, labels, verbose=0, **arguments).history
@@ -115,15 +133,17 @@ def test_task_models_train_on_arrays_as_keras_own_array_pipeline_does(datasets_d
         np.testing.assert_allclose(history[name], expected[name], rtol=1e-5, err_msg=name)
     np.testing.assert_allclose(
         ours.evaluate(features, labels, batch_size=4, verbose=0),
-        keras.Model.evaluate(keras_own, features, labels, batch_size=4, verbose=0), rtol=1e-5)
+        keras.Model.evaluate(keras_own, features, labels, batch_size=4, verbose=0),
+        rtol=1e-5,
+    )
     predicted = ours.predict(features, batch_size=4, verbose=0)  # order and the last 2 rows
     np.testing.assert_allclose(
-        predicted, keras.Model.predict(keras_own, features, batch_size=4, verbose=0), atol=1e-6)
+        predicted, keras.Model.predict(keras_own, features, batch_size=4, verbose=0), atol=1e-6
+    )
     assert predicted.shape == (10, 2)
 
 
-def test_task_model_fit_evaluate_predict_hand_keras_pipelines_without_it(
-        datasets_dir, monkeypatch):
+def test_task_model_fit_evaluate_predict_hand_keras_pipelines_without_it(datasets_dir, monkeypatch):
     """What Keras is handed to iterate, text and arrays alike, validation and
     the evaluation inside fit included, is a dataset without autotuning."""
     texts, labels = reviews(datasets_dir, count=8)
@@ -140,31 +160,48 @@ def test_task_model_fit_evaluate_predict_hand_keras_pipelines_without_it(
             for argument in ("x", "validation_data"):
                 value = bound.arguments.get(argument)
                 if value is not None:
-                    seen.append((name, argument, isinstance(value, tf.data.Dataset)
-                                 and value.options().autotune.enabled is False))
+                    seen.append(
+                        (
+                            name,
+                            argument,
+                            isinstance(value, tf.data.Dataset)
+                            and value.options().autotune.enabled is False,
+                        )
+                    )
             return keras_own(self, *args, **kwargs)
 
         monkeypatch.setattr(keras.Model, name, recorded)
 
     for name in ("fit", "evaluate", "predict"):
         spy(name)
-    model.fit(texts, labels, batch_size=4, epochs=1, verbose=0,
-              validation_data=(texts, labels))
+    model.fit(texts, labels, batch_size=4, epochs=1, verbose=0, validation_data=(texts, labels))
     model.fit(texts, labels, batch_size=4, epochs=1, verbose=0, validation_split=0.5)
     model.evaluate(texts, labels, batch_size=4, verbose=0)
     model.predict(model.preprocessor.encode(texts), batch_size=4, verbose=0)
     model.predict(texts, batch_size=4, verbose=0)
     assert seen == [
-        ("fit", "x", True), ("fit", "validation_data", True), ("evaluate", "x", True),
-        ("fit", "x", True), ("fit", "validation_data", True), ("evaluate", "x", True),
-        ("evaluate", "x", True), ("predict", "x", True), ("predict", "x", True)]
+        ("fit", "x", True),
+        ("fit", "validation_data", True),
+        ("evaluate", "x", True),
+        ("fit", "x", True),
+        ("fit", "validation_data", True),
+        ("evaluate", "x", True),
+        ("evaluate", "x", True),
+        ("predict", "x", True),
+        ("predict", "x", True),
+    ]
 
 
 def test_finetuning_epochs_read_without_it():
-    data = {"features": {"input_ids": np.ones((6, 8), np.int32),
-                         "input_mask": np.ones((6, 8), np.int32),
-                         "segment_ids": np.zeros((6, 8), np.int32)},
-            "targets": np.arange(6), "weights": None}
+    data = {
+        "features": {
+            "input_ids": np.ones((6, 8), np.int32),
+            "input_mask": np.ones((6, 8), np.int32),
+            "segment_ids": np.zeros((6, 8), np.int32),
+        },
+        "targets": np.arange(6),
+        "weights": None,
+    }
     dataset = epoch_dataset(data, batch_size=4, seed=0, epoch=0, seq_length=8)
     assert dataset.options().autotune.enabled is False
     assert sorted(np.concatenate([t for _, t in dataset.as_numpy_iterator()])) == list(range(6))

@@ -6,23 +6,37 @@ from keras_bert import BertConfig, BertEncoder
 
 
 def tiny_config(**overrides):
-    values = dict(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                  intermediate_size=64, max_position_embeddings=16,
-                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    values = dict(
+        vocab_size=50,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=16,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     return BertConfig(**{**values, **overrides})
 
 
 def random_inputs(batch=2, length=8, vocab=50, seed=0):
     rng = np.random.default_rng(seed)
-    return {"input_ids": rng.integers(5, vocab, (batch, length)).astype("int32"),
-            "input_mask": np.ones((batch, length), "int32"),
-            "segment_ids": (np.arange(length)[None, :] >= length // 2).repeat(batch, 0).astype("int32")}
+    return {
+        "input_ids": rng.integers(5, vocab, (batch, length)).astype("int32"),
+        "input_mask": np.ones((batch, length), "int32"),
+        "segment_ids": (np.arange(length)[None, :] >= length // 2).repeat(batch, 0).astype("int32"),
+    }
 
 
-@pytest.mark.parametrize("preset, expected", [
-    ("base", 109_482_240),
-    pytest.param("large", 335_141_888, marks=pytest.mark.slow),  # 1.3 GB of weights to initialise
-])
+@pytest.mark.parametrize(
+    "preset, expected",
+    [
+        ("base", 109_482_240),
+        pytest.param(
+            "large", 335_141_888, marks=pytest.mark.slow
+        ),  # 1.3 GB of weights to initialise
+    ],
+)
 def test_exact_sizes(preset, expected):
     assert BertEncoder(BertConfig.preset(preset)).count_params() == expected
 
@@ -45,8 +59,9 @@ def test_padding_is_invisible():
     padded["input_ids"][:, 6:] = 7  # Garbage ids under the padding must not matter either.
     plain = encoder(inputs)
     with_padding = encoder(padded)
-    np.testing.assert_allclose(with_padding["sequence_output"][:, :6], plain["sequence_output"],
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        with_padding["sequence_output"][:, :6], plain["sequence_output"], atol=1e-5
+    )
     np.testing.assert_allclose(with_padding["pooled_output"], plain["pooled_output"], atol=1e-5)
 
 
@@ -79,13 +94,17 @@ def test_mixed_precision(policy):
     outputs = encoder(inputs)
     assert outputs["sequence_output"].dtype == policy.split("_")[1]
     assert all(w.dtype == "float32" for w in encoder.weights)
-    np.testing.assert_allclose(np.asarray(outputs["sequence_output"], "float32"),
-                               reference(inputs)["sequence_output"], atol=0.1)
+    np.testing.assert_allclose(
+        np.asarray(outputs["sequence_output"], "float32"),
+        reference(inputs)["sequence_output"],
+        atol=0.1,
+    )
 
 
 def test_jit_compile_matches_eager():
     encoder = BertEncoder(tiny_config())
     inputs = random_inputs()
     import tensorflow as tf
+
     compiled = tf.function(lambda x: encoder(x)["sequence_output"], jit_compile=True)
     np.testing.assert_allclose(compiled(inputs), encoder(inputs)["sequence_output"], atol=1e-5)

@@ -41,31 +41,57 @@ def preprocessor(seq_length=32):
 
 def build_models():
     """name -> (model, what predict gets: JSON-able, as the check script reads it)."""
-    lora = BertClassifier(tiny_encoder(1), 2, label_names=["rotten", "fresh"],
-                          preprocessor=preprocessor())
+    lora = BertClassifier(
+        tiny_encoder(1), 2, label_names=["rotten", "fresh"], preprocessor=preprocessor()
+    )
     lora.enable_lora(4)
     return {
         "classifier": (BertClassifier(tiny_encoder(0), 3, preprocessor=preprocessor()), TEXTS),
-        "classifier_softmax": (BertClassifier(tiny_encoder(0), 2, activation="softmax",
-                                              preprocessor=preprocessor()), TEXTS),
+        "classifier_softmax": (
+            BertClassifier(tiny_encoder(0), 2, activation="softmax", preprocessor=preprocessor()),
+            TEXTS,
+        ),
         "classifier_lora_pairs": (lora, {"pair": [TEXTS, PAIRS]}),
-        "regressor": (BertClassifier(tiny_encoder(2), 1, preprocessor=preprocessor()),
-                      {"pair": [TEXTS, PAIRS]}),
-        "tagger": (BertTokenClassifier(tiny_encoder(3), label_names=TAGS,
-                                       preprocessor=preprocessor(16)), TEXTS),
-        "span_extractor": (BertSpanExtractor(tiny_encoder(4), preprocessor=preprocessor(48),
-                                             max_query_length=16),
-                           {"question": PAIRS, "context": TEXTS}),
-        "feature_extractor": (BertFeatureExtractor(tiny_encoder(5), num_top_layers=2,
-                                                   preprocessor=preprocessor(16)), TEXTS),
-        "sentence_encoder": (BertSentenceEncoder(
-            tiny_encoder(7), pooling=["max", "mean"], normalize=True, lowercase_text=True,
-            dense=[{"units": 8, "activation": "tanh"}], preprocessor=preprocessor(16)), TEXTS),
+        "regressor": (
+            BertClassifier(tiny_encoder(2), 1, preprocessor=preprocessor()),
+            {"pair": [TEXTS, PAIRS]},
+        ),
+        "tagger": (
+            BertTokenClassifier(tiny_encoder(3), label_names=TAGS, preprocessor=preprocessor(16)),
+            TEXTS,
+        ),
+        "span_extractor": (
+            BertSpanExtractor(tiny_encoder(4), preprocessor=preprocessor(48), max_query_length=16),
+            {"question": PAIRS, "context": TEXTS},
+        ),
+        "feature_extractor": (
+            BertFeatureExtractor(tiny_encoder(5), num_top_layers=2, preprocessor=preprocessor(16)),
+            TEXTS,
+        ),
+        "sentence_encoder": (
+            BertSentenceEncoder(
+                tiny_encoder(7),
+                pooling=["max", "mean"],
+                normalize=True,
+                lowercase_text=True,
+                dense=[{"units": 8, "activation": "tanh"}],
+                preprocessor=preprocessor(16),
+            ),
+            TEXTS,
+        ),
     }
 
 
-MODELS = ("classifier", "classifier_softmax", "classifier_lora_pairs", "regressor", "tagger",
-          "span_extractor", "feature_extractor", "sentence_encoder")
+MODELS = (
+    "classifier",
+    "classifier_softmax",
+    "classifier_lora_pairs",
+    "regressor",
+    "tagger",
+    "span_extractor",
+    "feature_extractor",
+    "sentence_encoder",
+)
 
 
 @pytest.fixture(scope="module")
@@ -78,16 +104,23 @@ def fresh_results(tmp_path_factory):
         path = str(folder / f"{name}.keras")
         model.save(path)
         files[name] = path
-        expected[name] = {"class": type(model).__name__,
-                          "outputs": jsonable(model.predict(inputs_of(inputs), verbose=0))}
+        expected[name] = {
+            "class": type(model).__name__,
+            "outputs": jsonable(model.predict(inputs_of(inputs), verbose=0)),
+        }
         manifest[name] = {"file": path, "inputs": inputs}
     with open(folder / "manifest.json", "w", encoding="utf-8") as f:
         json.dump(manifest, f)
     results_path = folder / "results.json"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    run = subprocess.run([sys.executable, CHECK, str(folder / "manifest.json"),
-                          str(results_path)], capture_output=True, text=True, env=env,
-                         cwd=str(folder), timeout=600)
+    run = subprocess.run(
+        [sys.executable, CHECK, str(folder / "manifest.json"), str(results_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(folder),
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     with open(results_path, encoding="utf-8") as f:
         return expected, json.load(f), files
@@ -109,8 +142,9 @@ def assert_same_outputs(got, want):
         for key in want:
             assert_same_outputs(got[key], want[key])
     else:
-        np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64),
-                                   atol=1e-5)
+        np.testing.assert_allclose(
+            np.asarray(got, np.float64), np.asarray(want, np.float64), atol=1e-5
+        )
 
 
 def test_the_file_keeps_the_vocabulary_as_an_asset_not_in_its_config(fresh_results):
@@ -149,11 +183,15 @@ def test_every_registered_class_is_known_before_its_module_is_imported():
 
     import keras_bert
     from keras_bert._registration import SERIALIZABLE
+
     for info in pkgutil.walk_packages(keras_bert.__path__, "keras_bert."):
         if ".cli" not in info.name:
             importlib.import_module(info.name)
-    registered = {name.split(">", 1)[1]: obj for name, obj in
-                  keras.saving.get_custom_objects().items() if name.startswith("keras_bert>")}
+    registered = {
+        name.split(">", 1)[1]: obj
+        for name, obj in keras.saving.get_custom_objects().items()
+        if name.startswith("keras_bert>")
+    }
     assert set(registered) == set(SERIALIZABLE)
     for name, obj in registered.items():
         assert obj.__module__ == SERIALIZABLE[name], name
@@ -173,13 +211,15 @@ def test_old_files_with_the_vocabulary_in_their_config_still_load(tmp_path):
             data = source.read(item)
             if item == "config.json":
                 config = json.loads(data)
-                config["config"]["preprocessor"]["config"]["vocabulary"] = \
+                config["config"]["preprocessor"]["config"]["vocabulary"] = (
                     model.preprocessor.vocabulary
+                )
                 data = json.dumps(config).encode("utf-8")
             out.writestr(item, data)
     restored = keras.models.load_model(old)
-    np.testing.assert_allclose(restored.predict(TEXTS, verbose=0),
-                               model.predict(TEXTS, verbose=0), atol=1e-6)
+    np.testing.assert_allclose(
+        restored.predict(TEXTS, verbose=0), model.predict(TEXTS, verbose=0), atol=1e-6
+    )
 
 
 def test_encoder_alone_round_trips_in_this_process(tmp_path):

@@ -45,7 +45,9 @@ def test_bidirectional_positions_see_later_tokens():
     ids = np.arange(5, 15)[None]
     changed = ids.copy()
     changed[:, -1] = 30
-    difference = encoder(_inputs(changed))["sequence_output"] - encoder(_inputs(ids))["sequence_output"]
+    difference = (
+        encoder(_inputs(changed))["sequence_output"] - encoder(_inputs(ids))["sequence_output"]
+    )
     assert np.abs(np.asarray(difference[:, 0])).max() > 1e-4
 
 
@@ -62,10 +64,20 @@ def test_attention_round_trips_and_the_default_is_not_written(tmp_path):
     TINY.to_json_file(tmp_path / "default.json")
     # The original bert_config.json fields, nothing else.
     assert sorted(json.loads((tmp_path / "default.json").read_text())) == sorted(
-        ["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-         "intermediate_size", "hidden_act", "hidden_dropout_prob",
-         "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
-         "initializer_range"])
+        [
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "hidden_act",
+            "hidden_dropout_prob",
+            "attention_probs_dropout_prob",
+            "max_position_embeddings",
+            "type_vocab_size",
+            "initializer_range",
+        ]
+    )
     with pytest.raises(ValueError, match="BertConfig.attention"):
         BertConfig(attention="right_to_left")
 

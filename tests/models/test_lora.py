@@ -16,11 +16,19 @@ from keras_bert.models.token_classifier import BertTokenClassifier
 from harness import running_plain_ops
 
 H, F, L = 16, 32, 4
-CONFIG = BertConfig(vocab_size=40, hidden_size=H, num_hidden_layers=L, num_attention_heads=2,
-                    intermediate_size=F, max_position_embeddings=32)
-TASKS = {"classifier": lambda encoder: BertClassifier(encoder, num_classes=3),
-         "tagger": lambda encoder: BertTokenClassifier(encoder, num_labels=5),
-         "span_extractor": lambda encoder: BertSpanExtractor(encoder)}
+CONFIG = BertConfig(
+    vocab_size=40,
+    hidden_size=H,
+    num_hidden_layers=L,
+    num_attention_heads=2,
+    intermediate_size=F,
+    max_position_embeddings=32,
+)
+TASKS = {
+    "classifier": lambda encoder: BertClassifier(encoder, num_classes=3),
+    "tagger": lambda encoder: BertTokenClassifier(encoder, num_labels=5),
+    "span_extractor": lambda encoder: BertSpanExtractor(encoder),
+}
 
 
 @pytest.fixture
@@ -87,8 +95,11 @@ def test_training_changes_only_the_adapters_and_the_head(inputs):
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
     model.fit(inputs, np.array([0, 2, 1]), epochs=3, batch_size=3, verbose=0)
     changed = {v.path for v in model.weights if not np.array_equal(np.array(v), before[v.path])}
-    adapters = {f"{layer.path}/{name}" for layer in lora_projections(model.encoder)
-                for name in ("lora_kernel_a", "lora_kernel_b")}
+    adapters = {
+        f"{layer.path}/{name}"
+        for layer in lora_projections(model.encoder)
+        for name in ("lora_kernel_a", "lora_kernel_b")
+    }
     assert changed == adapters | {"classifier_output/kernel", "classifier_output/bias"}
 
 
@@ -143,8 +154,10 @@ def test_fast_lora_projection_equals_keras_lora_dense():
             with tf.GradientTape() as tape:
                 tape.watch(x)
                 y = layer(x)
-            return y, tape.gradient(y, [x, layer.lora_kernel_a, layer.lora_kernel_b],
-                                    output_gradients=upstream)
+            return y, tape.gradient(
+                y, [x, layer.lora_kernel_a, layer.lora_kernel_b], output_gradients=upstream
+            )
+
         y, gradients = run(x)
         return [y, *gradients]
 
@@ -170,13 +183,17 @@ def test_load_names_the_mismatch(inputs, tmp_path):
         other_base.load_lora_weights(path)
 
     other_head = _twin(model, lambda e: BertClassifier(e, num_classes=5))
-    with pytest.raises(ValueError, match=r"classifier_output/kernel has shape \(16, 3\) in the "
-                                         r"file, \(16, 5\) in the model"):
+    with pytest.raises(
+        ValueError,
+        match=r"classifier_output/kernel has shape \(16, 3\) in the "
+        r"file, \(16, 5\) in the model",
+    ):
         other_head.load_lora_weights(path)
 
     tagger = BertTokenClassifier(BertEncoder(CONFIG), num_labels=3)
-    with pytest.raises(ValueError, match="adapters of a BertClassifier, not of a "
-                                         "BertTokenClassifier"):
+    with pytest.raises(
+        ValueError, match="adapters of a BertClassifier, not of a BertTokenClassifier"
+    ):
         tagger.load_lora_weights(path)
     with pytest.raises(ValueError, match="must end in .npz"):
         model.save_lora_weights(str(tmp_path / "adapters.h5"))

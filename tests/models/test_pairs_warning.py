@@ -72,6 +72,7 @@ def test_models_trained_on_pairs_or_ids_stay_quiet():
 def test_which_inputs_are_pairs():
     def dataset(x):
         return tf.data.Dataset.from_tensor_slices((x, [1, 0, 1, 0])).batch(2)
+
     assert text_pairs_given(dataset({"text": TEXTS, "text_pair": PAIRS})) is True
     assert text_pairs_given(dataset({"text": TEXTS})) is False
     assert text_pairs_given(dataset(TEXTS)) is False
@@ -91,8 +92,13 @@ def test_export_warns_once_per_loaded_model(single_text_model, tmp_path):
         "import sys, tensorflow as tf, tensorflow_text\n"
         "m = tf.saved_model.load(sys.argv[1]); f = m.signatures['serving_default']\n"
         "f(text=tf.constant(['a film']), text_pair=tf.constant([], tf.string))\n"
-        "for _ in range(3): f(text=tf.constant(['a film']), text_pair=tf.constant(['so']))\n")
-    result = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        "for _ in range(3): f(text=tf.constant(['a film']), text_pair=tf.constant(['so']))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, path],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stderr.count("trained on single texts") == 1, result.stderr[-2000:]

@@ -58,6 +58,7 @@ def test_base_pretrainer_adds_exactly_the_heads():
 def test_masked_lm_logits_match_model_garden(records):
     import tf_keras
     from official.nlp.modeling.layers import MaskedLM
+
     pretrainer = BertPretrainer(BertEncoder(TINY))
     batch = batch_of(records)
     outputs = pretrainer(batch)
@@ -77,7 +78,9 @@ def test_masked_lm_logits_match_model_garden(records):
     np.testing.assert_allclose(
         outputs["next_sentence_logits"],
         encoded["pooled_output"].numpy() @ dense.kernel.numpy() + dense.bias.numpy(),
-        rtol=1e-5, atol=1e-6)
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_last_block_at_cls_and_masked_positions_only_changes_nothing(records):
@@ -90,9 +93,12 @@ def test_last_block_at_cls_and_masked_positions_only_changes_nothing(records):
 
     def whole_encoder_path():
         encoded = pretrainer.encoder(encoder_inputs)
-        return {"masked_lm_logits": pretrainer.masked_lm_head(
-                    encoded["sequence_output"], batch["masked_lm_positions"]),
-                "next_sentence_logits": pretrainer.next_sentence_head(encoded["pooled_output"])}
+        return {
+            "masked_lm_logits": pretrainer.masked_lm_head(
+                encoded["sequence_output"], batch["masked_lm_positions"]
+            ),
+            "next_sentence_logits": pretrainer.next_sentence_head(encoded["pooled_output"]),
+        }
 
     gradients = []
     for forward in (lambda: pretrainer(batch), whole_encoder_path):
@@ -105,8 +111,13 @@ def test_last_block_at_cls_and_masked_positions_only_changes_nothing(records):
         np.testing.assert_allclose(ours[name], whole[name], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(our_loss, whole_loss, rtol=1e-6)
     for variable, ours_g, whole_g in zip(pretrainer.trainable_variables, our_grads, whole_grads):
-        np.testing.assert_allclose(tf.convert_to_tensor(ours_g), tf.convert_to_tensor(whole_g),
-                                   rtol=1e-4, atol=1e-7, err_msg=variable.path)
+        np.testing.assert_allclose(
+            tf.convert_to_tensor(ours_g),
+            tf.convert_to_tensor(whole_g),
+            rtol=1e-4,
+            atol=1e-7,
+            err_msg=variable.path,
+        )
 
 
 @pytest.mark.parametrize("objective", ["nsp", "none"])
@@ -126,13 +137,19 @@ def test_training_step_loss_and_gradients_equal_those_through_the_logits(records
         loss = pretrainer.compute_loss(x=batch, y_pred=pretrainer(batch, training=True))
     grads = tape.gradient(loss, pretrainer.trainable_variables)
     np.testing.assert_allclose(float(fused_loss), float(loss), rtol=1e-6)
-    assert fused_metrics == pytest.approx({m.name: float(m.result()) for m in pretrainer.metrics},
-                                          rel=1e-6)
+    assert fused_metrics == pytest.approx(
+        {m.name: float(m.result()) for m in pretrainer.metrics}, rel=1e-6
+    )
     assert sum(g is None for g in fused_grads) == sum(g is None for g in grads)
     for variable, fused, reference in zip(pretrainer.trainable_variables, fused_grads, grads):
         if reference is not None:
-            np.testing.assert_allclose(tf.convert_to_tensor(fused), tf.convert_to_tensor(reference),
-                                       rtol=1e-4, atol=1e-7, err_msg=variable.path)
+            np.testing.assert_allclose(
+                tf.convert_to_tensor(fused),
+                tf.convert_to_tensor(reference),
+                rtol=1e-4,
+                atol=1e-7,
+                err_msg=variable.path,
+            )
 
 
 @pytest.mark.parametrize("objective", ["nsp", "none"])
@@ -159,15 +176,22 @@ def test_fast_kernels_train_as_the_plain_ops(records, objective):
     for variable, fast, plain in zip(variables, fast_grads, grads):
         if plain is None:
             continue
-        np.testing.assert_allclose(tf.convert_to_tensor(fast), tf.convert_to_tensor(plain),
-                                   rtol=1e-4, atol=1e-6, err_msg=variable.path)
+        np.testing.assert_allclose(
+            tf.convert_to_tensor(fast),
+            tf.convert_to_tensor(plain),
+            rtol=1e-4,
+            atol=1e-6,
+            err_msg=variable.path,
+        )
 
 
 def _reference_loss(batch, outputs):
     """run_pretraining.py's formulas in NumPy."""
+
     def log_softmax(x):
         x = x - x.max(-1, keepdims=True)
         return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
     log_probs = log_softmax(np.asarray(outputs["masked_lm_logits"], np.float64))
     ids = batch["masked_lm_ids"].numpy()
     weights = batch["masked_lm_weights"].numpy()
@@ -187,13 +211,16 @@ def test_loss_is_the_original_weighted_average(records):
     loss = pretrainer.compute_loss(x=batch, y_pred=outputs)
     np.testing.assert_allclose(float(loss), mlm + nsp, rtol=1e-5)
     np.testing.assert_allclose(float(pretrainer.masked_lm_loss_tracker.result()), mlm, rtol=1e-5)
-    np.testing.assert_allclose(float(pretrainer.next_sentence_loss_tracker.result()), nsp, rtol=1e-5)
+    np.testing.assert_allclose(
+        float(pretrainer.next_sentence_loss_tracker.result()), nsp, rtol=1e-5
+    )
     # Padded predictions (weight 0) weigh nothing, whatever their ids.
     assert (batch["masked_lm_weights"].numpy() == 0).any()
     changed = dict(batch)
     changed["masked_lm_ids"] = tf.where(batch["masked_lm_weights"] > 0, batch["masked_lm_ids"], 7)
-    np.testing.assert_allclose(float(pretrainer.compute_loss(x=changed, y_pred=outputs)),
-                               float(loss), rtol=1e-6)
+    np.testing.assert_allclose(
+        float(pretrainer.compute_loss(x=changed, y_pred=outputs)), float(loss), rtol=1e-6
+    )
 
 
 def test_objectives():
@@ -210,8 +237,13 @@ def test_fit_on_dataset_dicts_without_loss(records):
     pretrainer.compile(optimizer=keras.optimizers.Adam(1e-2), jit_compile=False)
     one_batch = inputs.pretraining_dataset(records, 16, 4, 8, is_training=False).take(1).repeat()
     history = pretrainer.fit(one_batch, steps_per_epoch=30, epochs=1, verbose=0, shuffle=False)
-    assert set(history.history) == {"loss", "masked_lm_loss", "masked_lm_accuracy",
-                                    "next_sentence_loss", "next_sentence_accuracy"}
+    assert set(history.history) == {
+        "loss",
+        "masked_lm_loss",
+        "masked_lm_accuracy",
+        "next_sentence_loss",
+        "next_sentence_accuracy",
+    }
     after = pretrainer.evaluate(one_batch, steps=1, return_dict=True, verbose=0)
     # Memorising one batch: far below the uniform-guess loss ln(32) + ln(2).
     assert after["loss"] < 0.5 * (np.log(32) + np.log(2))
@@ -232,10 +264,16 @@ def test_head_weights_from_tf1_layout(records):
     }
     loaded = checkpoints.assign_head_weights(pretrainer, tensors)
     assert sorted(loaded) == sorted(tensors)
-    np.testing.assert_allclose(pretrainer.next_sentence_head.dense.kernel.numpy(),
-                               tensors["cls/seq_relationship/output_weights"].T, rtol=1e-6)
-    np.testing.assert_allclose(pretrainer.masked_lm_head.output_bias.numpy(),
-                               tensors["cls/predictions/output_bias"], rtol=1e-6)
+    np.testing.assert_allclose(
+        pretrainer.next_sentence_head.dense.kernel.numpy(),
+        tensors["cls/seq_relationship/output_weights"].T,
+        rtol=1e-6,
+    )
+    np.testing.assert_allclose(
+        pretrainer.masked_lm_head.output_bias.numpy(),
+        tensors["cls/predictions/output_bias"],
+        rtol=1e-6,
+    )
     bad = dict(tensors, **{"cls/predictions/output_bias": np.zeros(31)})
     with pytest.raises(ValueError, match="cls/predictions/output_bias has shape"):
         checkpoints.assign_head_weights(pretrainer, bad, source="ckpt")
@@ -244,8 +282,10 @@ def test_head_weights_from_tf1_layout(records):
 def test_from_real_checkpoint_keeps_encoder_and_adds_fresh_heads(minilm_path):
     pretrainer = BertPretrainer.from_pretrained(minilm_path, objective="none")
     reference = BertEncoder.from_pretrained(minilm_path)
-    np.testing.assert_array_equal(pretrainer.encoder.token_embedding.embeddings.numpy(),
-                                  reference.token_embedding.embeddings.numpy())
+    np.testing.assert_array_equal(
+        pretrainer.encoder.token_embedding.embeddings.numpy(),
+        reference.token_embedding.embeddings.numpy(),
+    )
     assert pretrainer.masked_lm_head.output_bias.shape == (reference.config.vocab_size,)
 
 

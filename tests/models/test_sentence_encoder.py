@@ -65,10 +65,14 @@ def numpy_normalize(x):
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
-@pytest.mark.parametrize("modes", [[mode] for mode in POOLING_MODES]
-                         + [["cls", "mean", "max"], ["lasttoken", "mean_sqrt_len_tokens"]])
+@pytest.mark.parametrize(
+    "modes",
+    [[mode] for mode in POOLING_MODES]
+    + [["cls", "mean", "max"], ["lasttoken", "mean_sqrt_len_tokens"]],
+)
 def test_every_pooling_mode_equals_numpy_on_the_real_token_outputs(
-        minilm_encoder, real_vocab_file, texts, modes):
+    minilm_encoder, real_vocab_file, texts, modes
+):
     preprocessor = BertPreprocessor(real_vocab_file, seq_length=SEQ_LENGTH)
     model = BertSentenceEncoder(minilm_encoder, pooling=modes, preprocessor=preprocessor)
     tokens, mask = token_outputs(minilm_encoder, preprocessor, texts)
@@ -94,8 +98,9 @@ def test_the_minilm_folder_reads_its_modules_and_settings(minilm_path, minilm_en
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
     # encode: batches of similar lengths, answered in the texts' order.
     np.testing.assert_allclose(model.encode(long_texts, batch_size=3), expected, atol=2e-5)
-    np.testing.assert_allclose(model.similarity(long_texts[:2], long_texts[2:5]),
-                               expected[:2] @ expected[2:5].T, atol=2e-5)
+    np.testing.assert_allclose(
+        model.similarity(long_texts[:2], long_texts[2:5]), expected[:2] @ expected[2:5].T, atol=2e-5
+    )
 
 
 def _link_bert_files(source, folder):
@@ -115,30 +120,61 @@ def test_dense_and_normalize_modules_of_a_folder(tmp_path, minilm_path, minilm_e
     Transformer in 0_Transformer, max pooling, Dense 384->16 tanh, Dense 16->8
     identity without bias, Normalize; lowercase text first (do_lower_case)."""
     from safetensors.numpy import save_file
+
     folder = tmp_path / "st_model"
     _link_bert_files(minilm_path, folder / "0_Transformer")
-    _write_json(folder / "0_Transformer" / "sentence_bert_config.json",
-                {"max_seq_length": 40, "do_lower_case": True})
-    _write_json(folder / "1_Pooling" / "config.json",
-                {"word_embedding_dimension": 384, "pooling_mode_max_tokens": True})
+    _write_json(
+        folder / "0_Transformer" / "sentence_bert_config.json",
+        {"max_seq_length": 40, "do_lower_case": True},
+    )
+    _write_json(
+        folder / "1_Pooling" / "config.json",
+        {"word_embedding_dimension": 384, "pooling_mode_max_tokens": True},
+    )
     rng = np.random.default_rng(0)
-    w1, b1 = rng.normal(size=(16, 384)).astype(np.float32) / 20, rng.normal(size=16).astype(
-        np.float32)
+    w1, b1 = (
+        rng.normal(size=(16, 384)).astype(np.float32) / 20,
+        rng.normal(size=16).astype(np.float32),
+    )
     w2 = rng.normal(size=(8, 16)).astype(np.float32)
     for path, tensors, config in (
-            ("2_Dense", {"linear.weight": w1, "linear.bias": b1},
-             {"in_features": 384, "out_features": 16, "bias": True,
-              "activation_function": "torch.nn.modules.activation.Tanh"}),
-            ("3_Dense", {"linear.weight": w2},
-             {"in_features": 16, "out_features": 8, "bias": False,
-              "activation_function": "torch.nn.modules.linear.Identity"})):
+        (
+            "2_Dense",
+            {"linear.weight": w1, "linear.bias": b1},
+            {
+                "in_features": 384,
+                "out_features": 16,
+                "bias": True,
+                "activation_function": "torch.nn.modules.activation.Tanh",
+            },
+        ),
+        (
+            "3_Dense",
+            {"linear.weight": w2},
+            {
+                "in_features": 16,
+                "out_features": 8,
+                "bias": False,
+                "activation_function": "torch.nn.modules.linear.Identity",
+            },
+        ),
+    ):
         _write_json(folder / path / "config.json", config)
         save_file(tensors, str(folder / path / "model.safetensors"))
-    modules = [("0_Transformer", "Transformer"), ("1_Pooling", "Pooling"),
-               ("2_Dense", "Dense"), ("3_Dense", "Dense"), ("4_Normalize", "Normalize")]
-    _write_json(folder / "modules.json", [
-        {"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
-        for i, (path, kind) in enumerate(modules)])
+    modules = [
+        ("0_Transformer", "Transformer"),
+        ("1_Pooling", "Pooling"),
+        ("2_Dense", "Dense"),
+        ("3_Dense", "Dense"),
+        ("4_Normalize", "Normalize"),
+    ]
+    _write_json(
+        folder / "modules.json",
+        [
+            {"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
+            for i, (path, kind) in enumerate(modules)
+        ],
+    )
 
     model = BertSentenceEncoder.from_pretrained(str(folder))
     assert model.pooling == ("max",) and model.normalize and model.lowercase_text
@@ -149,8 +185,9 @@ def test_dense_and_normalize_modules_of_a_folder(tmp_path, minilm_path, minilm_e
     np.testing.assert_allclose(model.predict(texts, verbose=0), expected, atol=2e-5)
 
 
-def test_a_folder_as_sentence_transformers_6_writes_it(tmp_path, minilm_path, minilm_encoder,
-                                                       texts):
+def test_a_folder_as_sentence_transformers_6_writes_it(
+    tmp_path, minilm_path, minilm_encoder, texts
+):
     """sentence-transformers 6: module types by their full path, `pooling_mode`
     as a list (concatenated in its order), max_seq_length as the tokenizer's
     model_max_length, and tokenizer.json without vocab.txt."""
@@ -162,32 +199,48 @@ def test_a_folder_as_sentence_transformers_6_writes_it(tmp_path, minilm_path, mi
         tokenizer_config = json.load(f)
     _write_json(folder / "tokenizer_config.json", {**tokenizer_config, "model_max_length": 36})
     _write_json(folder / "sentence_bert_config.json", {"transformer_task": "feature-extraction"})
-    _write_json(folder / "1_Pooling" / "config.json",
-                {"embedding_dimension": 384, "pooling_mode": ["mean", "cls"],
-                 "include_prompt": True})
+    _write_json(
+        folder / "1_Pooling" / "config.json",
+        {"embedding_dimension": 384, "pooling_mode": ["mean", "cls"], "include_prompt": True},
+    )
     prefix = "sentence_transformers.base.modules."
-    _write_json(folder / "modules.json", [
-        {"idx": 0, "name": "0", "path": "", "type": prefix + "transformer.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling",
-         "type": "sentence_transformers.sentence_transformer.modules.pooling.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize", "type": prefix + "normalize.Normalize"}])
+    _write_json(
+        folder / "modules.json",
+        [
+            {"idx": 0, "name": "0", "path": "", "type": prefix + "transformer.Transformer"},
+            {
+                "idx": 1,
+                "name": "1",
+                "path": "1_Pooling",
+                "type": "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
+            },
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": prefix + "normalize.Normalize"},
+        ],
+    )
     model = BertSentenceEncoder.from_pretrained(str(folder))
     assert model.pooling == ("mean", "cls") and model.normalize
     assert model.preprocessor.seq_length == 36
     with open(os.path.join(minilm_path, "vocab.txt"), encoding="utf-8") as f:
         assert model.preprocessor.vocabulary == f.read().splitlines()
     tokens, mask = token_outputs(minilm_encoder, model.preprocessor, texts)
-    expected = numpy_normalize(np.concatenate([numpy_pool(tokens, mask, "mean"),
-                                               numpy_pool(tokens, mask, "cls")], axis=-1))
+    expected = numpy_normalize(
+        np.concatenate([numpy_pool(tokens, mask, "mean"), numpy_pool(tokens, mask, "cls")], axis=-1)
+    )
     np.testing.assert_allclose(model.predict(texts, verbose=0), expected, atol=2e-5)
 
 
-def test_a_sentence_transformers_name_in_the_huggingface_cache(tmp_path, monkeypatch,
-                                                               minilm_path, texts):
+def test_a_sentence_transformers_name_in_the_huggingface_cache(
+    tmp_path, monkeypatch, minilm_path, texts
+):
     """`ORG/NAME` found in the local hub cache (snapshots/<commit>, refs/main)
     is read as the folder: its modules and settings, not as plain BERT."""
-    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME",
-                     "KERAS_BERT_CACHE"):
+    for variable in (
+        "HF_HUB_CACHE",
+        "HUGGINGFACE_HUB_CACHE",
+        "HF_HOME",
+        "XDG_CACHE_HOME",
+        "KERAS_BERT_CACHE",
+    ):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
@@ -201,13 +254,16 @@ def test_a_sentence_transformers_name_in_the_huggingface_cache(tmp_path, monkeyp
     (model_folder / "refs" / "main").write_text(commit)
     model = BertSentenceEncoder.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
     assert model.normalize and model.preprocessor.seq_length == 256
-    np.testing.assert_allclose(model.predict(texts[:3], verbose=0),
-                               BertSentenceEncoder.from_pretrained(minilm_path).predict(
-                                   texts[:3], verbose=0), atol=1e-6)
+    np.testing.assert_allclose(
+        model.predict(texts[:3], verbose=0),
+        BertSentenceEncoder.from_pretrained(minilm_path).predict(texts[:3], verbose=0),
+        atol=1e-6,
+    )
 
 
-def test_a_plain_bert_checkpoint_is_mean_pooled_unnormalised(tmp_path, minilm_path,
-                                                             minilm_encoder, texts):
+def test_a_plain_bert_checkpoint_is_mean_pooled_unnormalised(
+    tmp_path, minilm_path, minilm_encoder, texts
+):
     """What sentence-transformers builds for a folder without modules.json."""
     folder = tmp_path / "plain"
     _link_bert_files(minilm_path, folder)
@@ -215,18 +271,28 @@ def test_a_plain_bert_checkpoint_is_mean_pooled_unnormalised(tmp_path, minilm_pa
     assert model.pooling == ("mean",) and not model.normalize
     assert model.preprocessor.seq_length == 512
     tokens, mask = token_outputs(minilm_encoder, model.preprocessor, texts[:4])
-    np.testing.assert_allclose(model.predict(texts[:4], verbose=0),
-                               numpy_pool(tokens, mask, "mean"), atol=2e-5)
+    np.testing.assert_allclose(
+        model.predict(texts[:4], verbose=0), numpy_pool(tokens, mask, "mean"), atol=2e-5
+    )
 
 
 def test_a_folder_with_a_module_it_cannot_build_is_named(tmp_path, minilm_path):
     folder = tmp_path / "cnn"
     _link_bert_files(minilm_path, folder)
     _write_json(folder / "1_Pooling" / "config.json", {"pooling_mode_mean_tokens": True})
-    _write_json(folder / "modules.json", [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_CNN", "type": "sentence_transformers.models.CNN"}])
+    _write_json(
+        folder / "modules.json",
+        [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {
+                "idx": 1,
+                "name": "1",
+                "path": "1_Pooling",
+                "type": "sentence_transformers.models.Pooling",
+            },
+            {"idx": 2, "name": "2", "path": "2_CNN", "type": "sentence_transformers.models.CNN"},
+        ],
+    )
     with pytest.raises(ValueError, match="CNN.*not supported"):
         BertSentenceEncoder.from_pretrained(str(folder))
 

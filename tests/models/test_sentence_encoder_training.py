@@ -23,10 +23,14 @@ from repo_paths import REPO_ROOT
 
 def tiny_model(seed=0, dropout=0.0):
     keras.utils.set_random_seed(seed)
-    encoder = BertEncoder(tiny_config(vocab_size=30522, hidden_dropout_prob=dropout,
-                                      attention_probs_dropout_prob=dropout))
-    return BertSentenceEncoder(encoder, pooling="mean",
-                               preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24))
+    encoder = BertEncoder(
+        tiny_config(
+            vocab_size=30522, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout
+        )
+    )
+    return BertSentenceEncoder(
+        encoder, pooling="mean", preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +42,7 @@ def triplets(datasets_dir):
 
 
 # === The losses, against NumPy ===
+
 
 def numpy_cross_entropy(logits, labels):
     logits = logits - logits.max(axis=1, keepdims=True)
@@ -79,16 +84,24 @@ def test_cosent_loss_equals_numpy():
 
 # === Gradient caching ===
 
+
 def batch_of(model, columns, scores=None):
     features = model.encode_text(tuple(columns))[0]
-    x = {name: {key: tf.constant(value) for key, value in part.items()}
-         for name, part in features.items()}
+    x = {
+        name: {key: tf.constant(value) for key, value in part.items()}
+        for name, part in features.items()
+    }
     return x if scores is None else (x, tf.constant(scores, tf.float32))
 
 
-@pytest.mark.parametrize("loss", [
-    lambda size: MultipleNegativesRankingLoss(symmetric=True, mini_batch_size=size),
-    lambda size: CoSENTLoss(mini_batch_size=size)], ids=["mnrl_symmetric", "cosent"])
+@pytest.mark.parametrize(
+    "loss",
+    [
+        lambda size: MultipleNegativesRankingLoss(symmetric=True, mini_batch_size=size),
+        lambda size: CoSENTLoss(mini_batch_size=size),
+    ],
+    ids=["mnrl_symmetric", "cosent"],
+)
 def test_gradient_caching_equals_the_whole_batch(triplets, loss):
     """Chunks of 3 rows (the last one partial) give the whole batch's loss and gradients."""
     model = tiny_model()
@@ -125,10 +138,13 @@ def test_gradient_caching_replays_each_chunks_dropout(triplets):
 def test_a_cached_fit_takes_the_same_steps(triplets):
     model, cached = tiny_model(), tiny_model()
     model.compile(optimizer=keras.optimizers.SGD(0.5), loss=MultipleNegativesRankingLoss())
-    cached.compile(optimizer=keras.optimizers.SGD(0.5),
-                   loss=MultipleNegativesRankingLoss(mini_batch_size=3))
-    losses = [m.fit(triplets, batch_size=4, epochs=2, shuffle=False, verbose=0).history["loss"]
-              for m in (model, cached)]
+    cached.compile(
+        optimizer=keras.optimizers.SGD(0.5), loss=MultipleNegativesRankingLoss(mini_batch_size=3)
+    )
+    losses = [
+        m.fit(triplets, batch_size=4, epochs=2, shuffle=False, verbose=0).history["loss"]
+        for m in (model, cached)
+    ]
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
     for a, b in zip(model.trainable_weights, cached.trainable_weights):
         np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-5)  # float32 sums, 4 steps
@@ -136,11 +152,14 @@ def test_a_cached_fit_takes_the_same_steps(triplets):
 
 # === What fit takes ===
 
+
 def test_fit_takes_columns_rows_and_datasets_alike(triplets):
     titles, openings, _ = triplets
-    forms = {"columns": (titles, openings),
-             "rows": list(zip(titles, openings)),
-             "dataset": tf.data.Dataset.from_tensor_slices((titles, openings)).batch(4)}
+    forms = {
+        "columns": (titles, openings),
+        "rows": list(zip(titles, openings)),
+        "dataset": tf.data.Dataset.from_tensor_slices((titles, openings)).batch(4),
+    }
     histories = {}
     for name, x in forms.items():
         model = tiny_model()
@@ -158,8 +177,10 @@ def test_cosent_fits_scored_pairs_from_arrays_and_datasets(triplets):
     titles, openings, _ = triplets
     scores = np.linspace(0, 1, 8).astype(np.float32)
     histories = []
-    for x, y in (((titles, openings), scores),
-                 (tf.data.Dataset.from_tensor_slices(((titles, openings), scores)).batch(4), None)):
+    for x, y in (
+        ((titles, openings), scores),
+        (tf.data.Dataset.from_tensor_slices(((titles, openings), scores)).batch(4), None),
+    ):
         model = tiny_model()
         model.compile(optimizer=keras.optimizers.SGD(0.1), loss="cosent")
         kwargs = {} if y is None else {"batch_size": 4, "shuffle": False}
@@ -169,15 +190,15 @@ def test_cosent_fits_scored_pairs_from_arrays_and_datasets(triplets):
 
 def test_a_compiled_model_round_trips_its_loss(tmp_path, triplets):
     model = tiny_model()
-    model.compile(loss=MultipleNegativesRankingLoss(scale=10.0, symmetric=True,
-                                                    mini_batch_size=2))
+    model.compile(loss=MultipleNegativesRankingLoss(scale=10.0, symmetric=True, mini_batch_size=2))
     model.fit(triplets[:2], batch_size=4, epochs=1, verbose=0)
     path = tmp_path / "model.keras"
     model.save(path)
     restored = keras.models.load_model(path)
     assert restored.contrastive_loss.get_config() == model.contrastive_loss.get_config()
-    np.testing.assert_allclose(restored.predict(triplets[0], verbose=0),
-                               model.predict(triplets[0], verbose=0), atol=1e-6)
+    np.testing.assert_allclose(
+        restored.predict(triplets[0], verbose=0), model.predict(triplets[0], verbose=0), atol=1e-6
+    )
 
 
 # === The global batch under MirroredStrategy ===
@@ -221,12 +242,21 @@ MIRRORED_SCRIPT = textwrap.dedent("""
 def test_mirrored_negatives_are_the_global_batch(triplets):
     """Two replicas of 4 rows each train as one device with 8: every anchor
     is scored against all 8 positives (and negatives), not its replica's 4."""
-    run = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, REPO_ROOT,
-                          json.dumps([list(column) for column in triplets])],
-                         capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            MIRRORED_SCRIPT,
+            REPO_ROOT,
+            json.dumps([list(column) for column in triplets]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     line = next(line for line in run.stdout.splitlines() if line.startswith("RESULT "))
-    results = json.loads(line[len("RESULT "):])
+    results = json.loads(line[len("RESULT ") :])
     for name in ("mnrl", "mnrl_cached", "cosent"):
         one, mirrored = results[f"{name}/one"], results[f"{name}/mirrored"]
         assert one["loss"][-1] < one["loss"][0], name
@@ -242,21 +272,31 @@ def test_validation_data_takes_text_columns_as_users_pass_them(triplets):
     titles, openings, negatives = triplets
     model = tiny_model()
     model.compile(optimizer=keras.optimizers.SGD(0.5))
-    forms = {"pairs": ((titles, openings), (titles, openings)),
-             "keras_form": ((titles, openings), ((titles, openings), None)),
-             "rows": ((titles, openings), list(zip(titles, openings))),
-             "triplets": (triplets, triplets)}
+    forms = {
+        "pairs": ((titles, openings), (titles, openings)),
+        "keras_form": ((titles, openings), ((titles, openings), None)),
+        "rows": ((titles, openings), list(zip(titles, openings))),
+        "triplets": (triplets, triplets),
+    }
     for name, (x, validation) in forms.items():
-        history = model.fit(x, batch_size=4, epochs=1, shuffle=False, verbose=0,
-                            validation_data=validation)
+        history = model.fit(
+            x, batch_size=4, epochs=1, shuffle=False, verbose=0, validation_data=validation
+        )
         # Evaluated after the epoch's updates, as fit's validation is.
         expected = model.evaluate(x, batch_size=4, verbose=0, return_dict=True)["loss"]
-        np.testing.assert_allclose(history.history["val_loss"], [expected], rtol=1e-5,
-                                   err_msg=name)
+        np.testing.assert_allclose(history.history["val_loss"], [expected], rtol=1e-5, err_msg=name)
     scores = np.linspace(0, 1, 8).astype(np.float32)
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="cosent")
-    history = model.fit((titles, openings), scores, batch_size=4, epochs=1, shuffle=False,
-                        verbose=0, validation_data=((titles, openings), scores))
-    expected = model.evaluate((titles, openings), scores, batch_size=4, verbose=0,
-                              return_dict=True)["loss"]
+    history = model.fit(
+        (titles, openings),
+        scores,
+        batch_size=4,
+        epochs=1,
+        shuffle=False,
+        verbose=0,
+        validation_data=((titles, openings), scores),
+    )
+    expected = model.evaluate(
+        (titles, openings), scores, batch_size=4, verbose=0, return_dict=True
+    )["loss"]
     np.testing.assert_allclose(history.history["val_loss"], [expected], rtol=1e-5)

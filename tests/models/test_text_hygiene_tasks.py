@@ -15,15 +15,21 @@ TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 
 @pytest.fixture(scope="module")
 def tagger():
-    return BertTokenClassifier(tiny_encoder(1), len(TAGS), label_names=TAGS,
-                               preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24))
+    return BertTokenClassifier(
+        tiny_encoder(1),
+        len(TAGS),
+        label_names=TAGS,
+        preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24),
+    )
 
 
 @pytest.fixture(scope="module")
 def reader():
-    return BertSpanExtractor(tiny_encoder(2),
-                             max_query_length=16,
-                             preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=48))
+    return BertSpanExtractor(
+        tiny_encoder(2),
+        max_query_length=16,
+        preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=48),
+    )
 
 
 def test_tagger_keeps_the_words_after_a_nul(tagger):
@@ -32,7 +38,7 @@ def test_tagger_keeps_the_words_after_a_nul(tagger):
     assert answer[0]["tokens"] == ["Emma", "lives", "in", "High\x00bury"]
     assert len(answer[0]["tags"]) == 4
     for entity in answer[0]["entities"]:
-        assert text[entity["start"]:entity["end"]] == entity["text"]
+        assert text[entity["start"] : entity["end"]] == entity["text"]
     # A lone surrogate is U+FFFD in place (tests/text/test_text_hygiene.py says why).
     assert answer[1]["tokens"] == ["a\ufffdb", "c"]
 
@@ -41,8 +47,10 @@ def test_tagger_trains_on_the_words_it_predicts(tagger):
     # Python's str.split() would see 5 words in the first text (it splits at
     # \x0b and \x1c, which the original tokenizer deletes) and refuse 3 tags.
     texts = ["Emma\x0bWoodhouse \x1c lives\x00 here", "Knightley visits"]
-    assert tagger.words_of(texts) == [["Emma\x0bWoodhouse", "lives", "here"],
-                                      ["Knightley", "visits"]]
+    assert tagger.words_of(texts) == [
+        ["Emma\x0bWoodhouse", "lives", "here"],
+        ["Knightley", "visits"],
+    ]
     features, labels, weights = tagger.encode_text(texts, [["B-PER", "O", "O"], ["B-PER", "O"]])
     assert weights.sum() == 5  # one first piece per word
 
@@ -74,6 +82,7 @@ def test_classifier_reads_a_lone_surrogate_as_the_original_reads_its_bytes():
     # string"), naming no row; now the surrogate is dropped, as from bytes.
     import numpy as np
     from task_models import classifier
+
     model = classifier(seq_length=16)
     with_surrogate = model.predict(["a fine\ud800 film", "ok"], verbose=0)
     without = model.predict(["a fine film", "ok"], verbose=0)

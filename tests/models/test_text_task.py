@@ -30,42 +30,61 @@ def test_strings_train_as_their_ids_do(datasets_dir):
     by_text.fit(texts, labels, batch_size=4, epochs=2, shuffle=False, verbose=0)
 
     by_ids = classifier(preprocessor=False)
-    by_ids.compile(optimizer=keras.optimizers.Adam(1e-3),
-                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    by_ids.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
     features = BertTokenizer(VOCAB_FILE).pack(tf.constant(texts), seq_length=32)
-    by_ids.fit({k: v.numpy() for k, v in features.items()},
-               np.asarray([NAMES.index(label) for label in labels]),
-               batch_size=4, epochs=2, shuffle=False, verbose=0)
+    by_ids.fit(
+        {k: v.numpy() for k, v in features.items()},
+        np.asarray([NAMES.index(label) for label in labels]),
+        batch_size=4,
+        epochs=2,
+        shuffle=False,
+        verbose=0,
+    )
     assert_same_weights(by_text, by_ids)
 
     # A tf.data pipeline of (text, label name) batches takes the same steps.
     by_dataset = classifier()
     by_dataset.compile(optimizer=keras.optimizers.Adam(1e-3))
-    by_dataset.fit(tf.data.Dataset.from_tensor_slices((texts, labels)).batch(4), epochs=2,
-                   verbose=0)
+    by_dataset.fit(
+        tf.data.Dataset.from_tensor_slices((texts, labels)).batch(4), epochs=2, verbose=0
+    )
     assert_same_weights(by_dataset, by_ids)
-    assert by_text.evaluate(texts, labels, verbose=0, return_dict=True)["accuracy"] == \
-        pytest.approx(by_ids.evaluate({k: v.numpy() for k, v in features.items()},
-                                      np.asarray([NAMES.index(x) for x in labels]),
-                                      verbose=0, return_dict=True)["accuracy"])
+    assert by_text.evaluate(texts, labels, verbose=0, return_dict=True)[
+        "accuracy"
+    ] == pytest.approx(
+        by_ids.evaluate(
+            {k: v.numpy() for k, v in features.items()},
+            np.asarray([NAMES.index(x) for x in labels]),
+            verbose=0,
+            return_dict=True,
+        )["accuracy"]
+    )
 
 
 def test_pairs_validation_data_and_regression(datasets_dir):
     texts, _ = reviews(datasets_dir, 8)
     pairs = list(reversed(texts))
-    model = BertClassifier(tiny_encoder(), 1, preprocessor=BertPreprocessor(VOCAB_FILE,
-                                                                           seq_length=32))
+    model = BertClassifier(
+        tiny_encoder(), 1, preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=32)
+    )
     model.compile()
     scores = np.linspace(0, 5, 8).astype("float32")
-    history = model.fit({"text": texts, "text_pair": pairs}, scores, epochs=1, verbose=0,
-                        validation_data=((texts, pairs), scores))
+    history = model.fit(
+        {"text": texts, "text_pair": pairs},
+        scores,
+        epochs=1,
+        verbose=0,
+        validation_data=((texts, pairs), scores),
+    )
     assert set(history.history) == {"loss", "val_loss"}
     predicted = model.predict((texts, pairs))
     assert predicted.shape == (8, 1)  # as for ids: one output per example
     features = BertTokenizer(VOCAB_FILE).pack(tf.constant(texts), tf.constant(pairs), 32)
     np.testing.assert_allclose(predicted, model(features).numpy(), atol=1e-5)
-    np.testing.assert_allclose(model.classify((texts, pairs))["score"], predicted[:, 0],
-                               atol=1e-5)
+    np.testing.assert_allclose(model.classify((texts, pairs))["score"], predicted[:, 0], atol=1e-5)
 
 
 def test_unknown_label_names_fail_clearly(datasets_dir):
@@ -83,12 +102,15 @@ def test_predict_equals_the_exported_model_and_keras_file_keeps_strings(tmp_path
     texts, _ = reviews(datasets_dir, 6)
     model = classifier(seed=3)
     model.get_layer("classifier_output").kernel.assign(
-        model.get_layer("classifier_output").kernel * 20.0)  # decisions well apart
+        model.get_layer("classifier_output").kernel * 20.0
+    )  # decisions well apart
     path = export_saved_model(model, str(tmp_path / "export" / "1"))
     served = tf.saved_model.load(path).signatures["serving_default"](
-        text=tf.constant(texts), text_pair=tf.constant([], tf.string))
-    np.testing.assert_allclose(model.predict_proba(texts), served["probabilities"].numpy(),
-                               atol=1e-5)
+        text=tf.constant(texts), text_pair=tf.constant([], tf.string)
+    )
+    np.testing.assert_allclose(
+        model.predict_proba(texts), served["probabilities"].numpy(), atol=1e-5
+    )
     assert model.predict_labels(texts) == [x.decode() for x in served["label"].numpy()]
 
     model.compile()
@@ -102,13 +124,16 @@ def test_predict_equals_the_exported_model_and_keras_file_keeps_strings(tmp_path
 
 def test_feature_extractor_on_text():
     encoder = tiny_encoder()
-    model = BertFeatureExtractor(encoder, num_top_layers=2,
-                                 preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=16))
+    model = BertFeatureExtractor(
+        encoder, num_top_layers=2, preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=16)
+    )
     out = model.predict(["a sentence", "another one"])
-    features = BertTokenizer(VOCAB_FILE).pack(tf.constant(["a sentence", "another one"]),
-                                              seq_length=16)
-    np.testing.assert_allclose(out["sentence_embedding"],
-                               model(features)["sentence_embedding"].numpy(), atol=1e-6)
+    features = BertTokenizer(VOCAB_FILE).pack(
+        tf.constant(["a sentence", "another one"]), seq_length=16
+    )
+    np.testing.assert_allclose(
+        out["sentence_embedding"], model(features)["sentence_embedding"].numpy(), atol=1e-6
+    )
     assert out["token_features"].shape == (2, 16, 64)
     # One output, when one is asked for; then both again.
     embeddings = model.predict(["a sentence", "another one"], output="sentence_embedding")
@@ -121,6 +146,7 @@ def test_feature_extractor_on_text():
 
 
 # === Tagging ===
+
 
 def wnut(datasets_dir, count=12):
     sentences = read_conll(os.path.join(datasets_dir, "wnut16", "dev.conll"))
@@ -135,13 +161,19 @@ def tag_names(datasets_dir):
 def test_tagging_alignment_in_graph_equals_the_training_conversion(datasets_dir):
     words, tags = wnut(datasets_dir)
     names = tag_names(datasets_dir)
-    model = BertTokenClassifier(tiny_encoder(), len(names), label_names=names,
-                                preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24))
-    expected, labels, weights, _ = encode_tagged(BertTokenizer(VOCAB_FILE),
-                                                 TaggedSentences(words, tags), names, 24)
+    model = BertTokenClassifier(
+        tiny_encoder(),
+        len(names),
+        label_names=names,
+        preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24),
+    )
+    expected, labels, weights, _ = encode_tagged(
+        BertTokenizer(VOCAB_FILE), TaggedSentences(words, tags), names, 24
+    )
     texts = [" ".join(w) for w in words]
-    features, targets, got_weights = model.map_text_batch(tf.constant(texts),
-                                                          tf.ragged.constant(tags))
+    features, targets, got_weights = model.map_text_batch(
+        tf.constant(texts), tf.ragged.constant(tags)
+    )
     for name in expected:
         np.testing.assert_array_equal(features[name].numpy(), expected[name], err_msg=name)
     np.testing.assert_array_equal(targets.numpy(), np.maximum(labels, 0))
@@ -162,8 +194,12 @@ def test_tagger_and_span_extractor_predict_equal_their_exports(tmp_path, dataset
     words, tags = wnut(datasets_dir, 8)
     names = tag_names(datasets_dir)
     texts = [" ".join(w) for w in words]
-    tagger = BertTokenClassifier(tiny_encoder(1), len(names), label_names=names,
-                                 preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24))
+    tagger = BertTokenClassifier(
+        tiny_encoder(1),
+        len(names),
+        label_names=names,
+        preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24),
+    )
     tagger.compile(optimizer=keras.optimizers.Adam(1e-2))
     tagger.fit(texts, tags, epochs=3, verbose=0)  # some entities to compare
     tagger.get_layer("tagger_output").kernel.assign(tagger.get_layer("tagger_output").kernel * 5)
@@ -173,8 +209,9 @@ def test_tagger_and_span_extractor_predict_equal_their_exports(tmp_path, dataset
         n = int(out["num_tokens"][row])
         assert answer["tags"] == [t.decode() for t in out["tags"][row, :n].numpy()]
         m = int(out["num_entities"][row])
-        assert [e["text"] for e in answer["entities"]] == \
-            [t.decode() for t in out["entity_text"][row, :m].numpy()]
+        assert [e["text"] for e in answer["entities"]] == [
+            t.decode() for t in out["entity_text"][row, :m].numpy()
+        ]
         assert [e["start"] for e in answer["entities"]] == list(out["entity_start"][row, :m])
 
     with open(os.path.join(datasets_dir, "squad_samples", "squad_v1_sample.json")) as f:
@@ -182,20 +219,24 @@ def test_tagger_and_span_extractor_predict_equal_their_exports(tmp_path, dataset
     examples = squad.read_squad_examples(data, is_training=False)[:6]
     questions = [e.question_text for e in examples]
     contexts = [e.context for e in examples]
-    reader = BertSpanExtractor(tiny_encoder(2),
-                               preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=96))
+    reader = BertSpanExtractor(
+        tiny_encoder(2), preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=96)
+    )
     head = reader.get_layer("span_head").dense
     head.kernel.assign(head.kernel * 50)
     options = {"version_2_with_negative": True, "doc_stride": 32, "max_query_length": 24}
-    served = tf.saved_model.load(export_saved_model(reader, str(tmp_path / "squad" / "1"),
-                                                    **options))
-    out = served.signatures["serving_default"](question=tf.constant(questions),
-                                               context=tf.constant(contexts))
+    served = tf.saved_model.load(
+        export_saved_model(reader, str(tmp_path / "squad" / "1"), **options)
+    )
+    out = served.signatures["serving_default"](
+        question=tf.constant(questions), context=tf.constant(contexts)
+    )
     answers = reader.predict_answers({"question": questions, "context": contexts}, **options)
     assert [a["answer"] for a in answers] == [x.decode() for x in out["answer"].numpy()]
     assert [a["start"] for a in answers] == list(out["start"].numpy())
-    np.testing.assert_allclose([a["null_score_diff"] for a in answers],
-                               out["null_score_diff"].numpy(), atol=1e-5)
+    np.testing.assert_allclose(
+        [a["null_score_diff"] for a in answers], out["null_score_diff"].numpy(), atol=1e-5
+    )
 
 
 def test_span_extractor_trains_on_squad_fields(datasets_dir):
@@ -204,16 +245,25 @@ def test_span_extractor_trains_on_squad_fields(datasets_dir):
     paragraph = data[0]["paragraphs"][0]
     qas = paragraph["qas"][:4]
     x = {"question": [qa["question"] for qa in qas], "context": [paragraph["context"]] * len(qas)}
-    y = {"text": [qa["answers"][0]["text"] for qa in qas],
-         "answer_start": [qa["answers"][0]["answer_start"] for qa in qas]}
-    reader = BertSpanExtractor(tiny_encoder(),
-                               preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=128))
+    y = {
+        "text": [qa["answers"][0]["text"] for qa in qas],
+        "answer_start": [qa["answers"][0]["answer_start"] for qa in qas],
+    }
+    reader = BertSpanExtractor(
+        tiny_encoder(), preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=128)
+    )
     features, targets, _ = reader.encode_text(x, y)
     # The same windows and positions as run_squad's conversion of the same questions.
-    expected = squad.feature_arrays(squad.convert_examples_to_features(
-        squad.read_squad_examples([{"paragraphs": [{"context": paragraph["context"],
-                                                    "qas": qas}]}], is_training=True),
-        BertTokenizer(VOCAB_FILE), 128, is_training=True))
+    expected = squad.feature_arrays(
+        squad.convert_examples_to_features(
+            squad.read_squad_examples(
+                [{"paragraphs": [{"context": paragraph["context"], "qas": qas}]}], is_training=True
+            ),
+            BertTokenizer(VOCAB_FILE),
+            128,
+            is_training=True,
+        )
+    )
     np.testing.assert_array_equal(features["input_ids"], expected["input_ids"])
     np.testing.assert_array_equal(targets["start_logits"], expected["start_positions"])
     np.testing.assert_array_equal(targets["end_logits"], expected["end_positions"])
@@ -234,17 +284,20 @@ def test_windowed_classification_averages_its_windows_by_hand(datasets_dir):
     # run_squad's cut: 30 pieces a window, a window every 20 pieces until the end.
     windows, start = [], 0
     while True:
-        windows.append(pieces[start:start + 30])
+        windows.append(pieces[start : start + 30])
         if start + 30 >= len(pieces):
             break
         start += 20
     ids = np.zeros((len(windows), 32), np.int32)
     mask = np.zeros_like(ids)
     for row, window in enumerate(windows):
-        ids[row, :len(window) + 2] = [tokenizer.cls_id, *window, tokenizer.sep_id]
-        mask[row, :len(window) + 2] = 1
-    by_hand = model({"input_ids": ids, "input_mask": mask,
-                     "segment_ids": np.zeros_like(ids)}).numpy().mean(axis=0)
+        ids[row, : len(window) + 2] = [tokenizer.cls_id, *window, tokenizer.sep_id]
+        mask[row, : len(window) + 2] = 1
+    by_hand = (
+        model({"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)})
+        .numpy()
+        .mean(axis=0)
+    )
     short = "a short review"
     out = model.classify([long_text, short], window_stride=20)
     np.testing.assert_allclose(out["logits"][0], by_hand, atol=1e-5)
@@ -255,6 +308,7 @@ def test_windowed_classification_averages_its_windows_by_hand(datasets_dir):
 
 # === from_pretrained ===
 
+
 def test_from_pretrained_reads_config_vocabulary_and_casing(minilm_path, tmp_path):
     model = BertClassifier.from_pretrained(minilm_path, num_classes=2, label_names=NAMES)
     assert model.encoder.config.num_hidden_layers == 6
@@ -263,8 +317,11 @@ def test_from_pretrained_reads_config_vocabulary_and_casing(minilm_path, tmp_pat
         assert model.preprocessor.vocabulary == f.read().splitlines()
     encoder = BertEncoder.from_pretrained(minilm_path)
     features = model.preprocessor(["Emma Woodhouse, handsome, clever, and rich"])
-    np.testing.assert_allclose(model.encoder(features)["pooled_output"].numpy(),
-                               encoder(features)["pooled_output"].numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        model.encoder(features)["pooled_output"].numpy(),
+        encoder(features)["pooled_output"].numpy(),
+        atol=1e-6,
+    )
     with pytest.raises(ValueError, match="lowercase"):
         BertClassifier.from_pretrained(minilm_path, num_classes=2, lowercase=False)
 
@@ -280,8 +337,11 @@ def test_from_pretrained_reads_config_vocabulary_and_casing(minilm_path, tmp_pat
     assert again.label_names == NAMES
     # ... and as an encoder for another task: a new head on the same encoder.
     other = BertTokenClassifier.from_pretrained(str(tmp_path / "classifier.keras"), num_labels=2)
-    np.testing.assert_allclose(other.encoder(features)["sequence_output"].numpy(),
-                               encoder(features)["sequence_output"].numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        other.encoder(features)["sequence_output"].numpy(),
+        encoder(features)["sequence_output"].numpy(),
+        atol=1e-6,
+    )
     assert other.preprocessor.lowercase is True
 
 
@@ -290,24 +350,36 @@ def test_span_extractor_n_best_matches_the_original_postprocessing(datasets_dir)
         data = json.load(f)["data"]
     examples = squad.read_squad_examples(data, is_training=False)
     tokenizer = BertTokenizer(VOCAB_FILE)
-    reader = BertSpanExtractor(tiny_encoder(4), preprocessor=BertPreprocessor(VOCAB_FILE,
-                                                                            seq_length=96))
+    reader = BertSpanExtractor(
+        tiny_encoder(4), preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=96)
+    )
     head = reader.get_layer("span_head").dense
     head.kernel.assign(head.kernel * 50)
-    answers = reader.predict_answers({"question": [e.question_text for e in examples],
-                                      "context": [e.context for e in examples]},
-                                     n_best=5, doc_stride=32, max_query_length=24)
+    answers = reader.predict_answers(
+        {"question": [e.question_text for e in examples], "context": [e.context for e in examples]},
+        n_best=5,
+        doc_stride=32,
+        max_query_length=24,
+    )
     # run_squad.py's Python post-processing of the same logits (keras_bert.tasks.squad).
-    features = squad.convert_examples_to_features(examples, tokenizer, 96, doc_stride=32,
-                                                  max_query_length=24)
+    features = squad.convert_examples_to_features(
+        examples, tokenizer, 96, doc_stride=32, max_query_length=24
+    )
     arrays = squad.feature_arrays(features)
-    logits = reader.predict({k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")},
-                            verbose=0)
-    _, _, nbest = squad.postprocess(examples, features, logits["start_logits"],
-                                    logits["end_logits"], n_best_size=20, max_answer_length=30)
+    logits = reader.predict(
+        {k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")}, verbose=0
+    )
+    _, _, nbest = squad.postprocess(
+        examples,
+        features,
+        logits["start_logits"],
+        logits["end_logits"],
+        n_best_size=20,
+        max_answer_length=30,
+    )
     for example, answer in zip(examples, answers):
         assert answer["n_best"][0]["answer"] == answer["answer"]
         expected = [c["text"] for c in nbest[example.qas_id] if c["text"]][:5]
-        assert [c["answer"] for c in answer["n_best"]][:len(expected)] == expected
+        assert [c["answer"] for c in answer["n_best"]][: len(expected)] == expected
         for candidate in answer["n_best"]:
-            assert example.context[candidate["start"]:candidate["end"]] == candidate["answer"]
+            assert example.context[candidate["start"] : candidate["end"]] == candidate["answer"]

@@ -25,9 +25,17 @@ TOLERANCE = 1e-5
 def random_encoder(attention="bidirectional", seed=0):
     keras.utils.set_random_seed(seed)
     # initializer_range 0.2: weights large enough that a wrong row or mask shows.
-    return BertEncoder(BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=3,
-                                  num_attention_heads=4, intermediate_size=48,
-                                  initializer_range=0.2, attention=attention))
+    return BertEncoder(
+        BertConfig(
+            vocab_size=200,
+            hidden_size=32,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            intermediate_size=48,
+            initializer_range=0.2,
+            attention=attention,
+        )
+    )
 
 
 def ragged_batch(lengths, width, seed=0, pair_from=None):
@@ -44,8 +52,9 @@ def ragged_batch(lengths, width, seed=0, pair_from=None):
 
 def assert_same_at_real_positions(padded, unpadded, mask):
     real = mask[..., None].astype(bool)
-    np.testing.assert_allclose(np.where(real, unpadded, 0), np.where(real, padded, 0),
-                               atol=TOLERANCE)
+    np.testing.assert_allclose(
+        np.where(real, unpadded, 0), np.where(real, padded, 0), atol=TOLERANCE
+    )
 
 
 def both_ways(model, features):
@@ -61,8 +70,7 @@ def test_encoder_outputs_match_at_real_positions(attention):
     padded, unpadded = both_ways(random_encoder(attention), features)
     mask = features["input_mask"]
     assert_same_at_real_positions(padded["sequence_output"], unpadded["sequence_output"], mask)
-    for layer_padded, layer_unpadded in zip(padded["encoder_outputs"],
-                                            unpadded["encoder_outputs"]):
+    for layer_padded, layer_unpadded in zip(padded["encoder_outputs"], unpadded["encoder_outputs"]):
         assert_same_at_real_positions(layer_padded, layer_unpadded, mask)
     np.testing.assert_allclose(unpadded["pooled_output"], padded["pooled_output"], atol=TOLERANCE)
     # padded positions come out 0, not the padded model's unread values
@@ -88,8 +96,9 @@ def test_real_minilm_weights_on_real_reviews(minilm_path, datasets_dir):
     texts, _ = reviews(datasets_dir, count=8)
     features = tokenizer.pack(tf.constant(texts), seq_length=64, padding="longest")
     padded, unpadded = both_ways(encoder, features)
-    assert_same_at_real_positions(padded["sequence_output"], unpadded["sequence_output"],
-                                  features["input_mask"].numpy())
+    assert_same_at_real_positions(
+        padded["sequence_output"], unpadded["sequence_output"], features["input_mask"].numpy()
+    )
     np.testing.assert_allclose(unpadded["pooled_output"], padded["pooled_output"], atol=TOLERANCE)
 
 
@@ -105,8 +114,9 @@ def test_task_models_take_the_unpadded_encoder():
     padded, unpadded = both_ways(spans, features)
     for name in ("start_logits", "end_logits"):
         real = features["input_mask"].astype(bool)
-        np.testing.assert_allclose(np.asarray(unpadded[name])[real], np.asarray(padded[name])[real],
-                                   atol=TOLERANCE)
+        np.testing.assert_allclose(
+            np.asarray(unpadded[name])[real], np.asarray(padded[name])[real], atol=TOLERANCE
+        )
 
 
 def test_traced_and_switched_off_outside_the_context():
@@ -118,8 +128,9 @@ def test_traced_and_switched_off_outside_the_context():
         unpadded = traced(features)
     assert not encoder.padding_removed
     assert np.all(np.asarray(unpadded)[features["input_mask"] == 0] == 0)
-    assert not np.all(np.asarray(encoder(features)["sequence_output"])[
-        features["input_mask"] == 0] == 0)
+    assert not np.all(
+        np.asarray(encoder(features)["sequence_output"])[features["input_mask"] == 0] == 0
+    )
     # the packed graph is in the trace: calling it after the context still skips the padding
     np.testing.assert_array_equal(traced(features), unpadded)
 
@@ -141,9 +152,16 @@ def test_gradients_match_the_padded_model():
     """A loss on real positions only: the same gradient for every weight."""
     encoder = random_encoder()
     encoder_config = encoder.get_config()
-    no_dropout = BertEncoder.from_config({**encoder_config, "config": {
-        **encoder_config["config"], "hidden_dropout_prob": 0.0,
-        "attention_probs_dropout_prob": 0.0}})
+    no_dropout = BertEncoder.from_config(
+        {
+            **encoder_config,
+            "config": {
+                **encoder_config["config"],
+                "hidden_dropout_prob": 0.0,
+                "attention_probs_dropout_prob": 0.0,
+            },
+        }
+    )
     no_dropout.set_weights(encoder.get_weights())
     # width 11: attention spans the first 8 positions alone (`TokenPacking.span`)
     features = ragged_batch([8, 3, 6], width=11, pair_from=4)
@@ -152,16 +170,22 @@ def test_gradients_match_the_padded_model():
     def gradients():
         with tf.GradientTape() as tape:
             outputs = no_dropout(features, training=True)
-            loss = (tf.reduce_sum(tf.square(outputs["sequence_output"]) * weights)
-                    + tf.reduce_sum(outputs["pooled_output"]))
+            loss = tf.reduce_sum(tf.square(outputs["sequence_output"]) * weights) + tf.reduce_sum(
+                outputs["pooled_output"]
+            )
         return tape.gradient(loss, no_dropout.trainable_variables)
 
     padded = gradients()
     with no_dropout.remove_padding():
         unpadded = gradients()
     for variable, a, b in zip(no_dropout.trainable_variables, padded, unpadded):
-        np.testing.assert_allclose(tf.convert_to_tensor(b), tf.convert_to_tensor(a),
-                                   atol=1e-4, rtol=1e-4, err_msg=variable.path)
+        np.testing.assert_allclose(
+            tf.convert_to_tensor(b),
+            tf.convert_to_tensor(a),
+            atol=1e-4,
+            rtol=1e-4,
+            err_msg=variable.path,
+        )
 
 
 def test_packed_training_compiles_no_kernel_per_row_count():
@@ -169,6 +193,7 @@ def test_packed_training_compiles_no_kernel_per_row_count():
     the batch's real tokens, a new count nearly every step) the training step
     must not use it, while padded rows (a fixed shape) still do."""
     from keras_bert.kernels import gelu
+
     encoder = random_encoder()
 
     def compiled_gelu_traces():
@@ -177,8 +202,9 @@ def test_packed_training_compiles_no_kernel_per_row_count():
     before = compiled_gelu_traces()
     for lengths in ([8, 3, 6], [5, 5, 2], [9, 1, 4]):  # 17, 12, 14 real tokens
         with tf.GradientTape() as tape, encoder.remove_padding():
-            loss = tf.reduce_sum(encoder(ragged_batch(lengths, width=11),
-                                         training=True)["pooled_output"])
+            loss = tf.reduce_sum(
+                encoder(ragged_batch(lengths, width=11), training=True)["pooled_output"]
+            )
         tape.gradient(loss, encoder.trainable_variables)
     assert compiled_gelu_traces() == before
     # Padded: the compiled one (at a width no other test takes: a shape new to its cache).
@@ -213,7 +239,7 @@ def test_heads_go_between_the_layouts_in_one_gather(groups):
     at_real = real[None, :, None, :, None] & np.ones(expected.shape, bool)
     np.testing.assert_array_equal(split[at_real], expected[at_real])
     back = packing.pack_heads(tf.constant(expected[0]))
-    np.testing.assert_array_equal(back, np.asarray(packed)[:, :heads * size])
+    np.testing.assert_array_equal(back, np.asarray(packed)[:, : heads * size])
 
 
 def test_attention_spans_up_to_the_last_real_position():
@@ -233,8 +259,16 @@ def test_attention_spans_up_to_the_last_real_position():
 
 def no_dropout_copy(encoder):
     config = encoder.get_config()
-    copy = BertEncoder.from_config({**config, "config": {
-        **config["config"], "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}})
+    copy = BertEncoder.from_config(
+        {
+            **config,
+            "config": {
+                **config["config"],
+                "hidden_dropout_prob": 0.0,
+                "attention_probs_dropout_prob": 0.0,
+            },
+        }
+    )
     copy.set_weights(encoder.get_weights())
     return copy
 
@@ -258,36 +292,50 @@ def test_read_positions_give_the_padded_model_there_and_its_gradients(attention)
                     outputs = encoder(features, training=True)
             else:
                 outputs = encoder(features, training=True)
-            loss = (tf.reduce_sum(tf.square(outputs["sequence_output"]) * weights)
-                    + tf.reduce_sum(outputs["pooled_output"]))
+            loss = tf.reduce_sum(tf.square(outputs["sequence_output"]) * weights) + tf.reduce_sum(
+                outputs["pooled_output"]
+            )
         return outputs, tape.gradient(loss, encoder.trainable_variables)
 
     (padded, padded_gradients), (unpadded, unpadded_gradients) = (
-        run(), run(read_positions=tf.constant(read)))
+        run(),
+        run(read_positions=tf.constant(read)),
+    )
     computed = (read * features["input_mask"]).astype(bool)
     computed[:, 0] = True  # the pooler's row: [CLS], or left to right the last real one
     if attention == "left_to_right":
         computed[np.arange(4), features["input_mask"].sum(axis=1) - 1] = True
-    assert_same_at_real_positions(padded["sequence_output"], unpadded["sequence_output"],
-                                  computed)
+    assert_same_at_real_positions(padded["sequence_output"], unpadded["sequence_output"], computed)
     assert np.all(np.asarray(unpadded["sequence_output"])[~computed] == 0)
     np.testing.assert_allclose(unpadded["pooled_output"], padded["pooled_output"], atol=TOLERANCE)
-    for layer_padded, layer_unpadded in zip(padded["encoder_outputs"][:-1],
-                                            unpadded["encoder_outputs"][:-1]):
+    for layer_padded, layer_unpadded in zip(
+        padded["encoder_outputs"][:-1], unpadded["encoder_outputs"][:-1]
+    ):
         assert_same_at_real_positions(layer_padded, layer_unpadded, features["input_mask"])
     for variable, a, b in zip(encoder.trainable_variables, padded_gradients, unpadded_gradients):
-        np.testing.assert_allclose(tf.convert_to_tensor(b), tf.convert_to_tensor(a),
-                                   atol=1e-4, rtol=1e-4, err_msg=variable.path)
+        np.testing.assert_allclose(
+            tf.convert_to_tensor(b),
+            tf.convert_to_tensor(a),
+            atol=1e-4,
+            rtol=1e-4,
+            err_msg=variable.path,
+        )
 
 
 def test_classifier_and_tagger_steps_read_their_positions():
     features = ragged_batch([6, 2], width=6)
     classifier = BertClassifier(random_encoder(), 2)
-    np.testing.assert_array_equal(classifier.read_positions(
-        {k: tf.constant(v) for k, v in features.items()}), np.zeros((2, 6)))
+    np.testing.assert_array_equal(
+        classifier.read_positions({k: tf.constant(v) for k, v in features.items()}),
+        np.zeros((2, 6)),
+    )
     tagger = BertTokenClassifier(random_encoder(), 3)
     weights = tf.constant([[0, 1, 0, 1, 1, 0], [0, 1, 0, 0, 0, 0]], tf.float32)
     assert tagger.read_positions(features, None, weights) is weights
     assert tagger.read_positions(features, None, None) is None
-    assert BertTokenClassifier(random_encoder(), 3, head="bilstm").read_positions(
-        features, None, weights) is None
+    assert (
+        BertTokenClassifier(random_encoder(), 3, head="bilstm").read_positions(
+            features, None, weights
+        )
+        is None
+    )

@@ -26,8 +26,12 @@ TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 
 @pytest.fixture(scope="module")
 def model():
-    return BertClassifier(tiny_encoder(0), 2, label_names=["rotten", "fresh"],
-                          preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24))
+    return BertClassifier(
+        tiny_encoder(0),
+        2,
+        label_names=["rotten", "fresh"],
+        preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24),
+    )
 
 
 def ids_of(texts, pairs=None, seq_length=24):
@@ -42,16 +46,22 @@ def test_predict_gives_logits_for_text_as_for_ids(model):
     np.testing.assert_allclose(model.predict(TEXTS, verbose=0), logits, atol=1e-5)
     np.testing.assert_allclose(model.predict(ids_of(TEXTS), verbose=0), logits, atol=1e-5)
     exp = np.exp(logits - logits.max(-1, keepdims=True))
-    np.testing.assert_allclose(model.predict_proba(TEXTS), exp / exp.sum(-1, keepdims=True),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        model.predict_proba(TEXTS), exp / exp.sum(-1, keepdims=True), atol=1e-5
+    )
     assert model.predict_labels(TEXTS) == [["rotten", "fresh"][i] for i in logits.argmax(-1)]
 
 
 def test_softmax_activation_outputs_probabilities_and_its_loss_follows():
-    model = BertClassifier(tiny_encoder(0), 2, activation="softmax",
-                           preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24))
-    plain = BertClassifier(tiny_encoder(0), 2,
-                           preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24))
+    model = BertClassifier(
+        tiny_encoder(0),
+        2,
+        activation="softmax",
+        preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24),
+    )
+    plain = BertClassifier(
+        tiny_encoder(0), 2, preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24)
+    )
     probabilities = model.predict(TEXTS, verbose=0)
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-6)
     np.testing.assert_allclose(probabilities, plain.predict_proba(TEXTS), atol=1e-5)
@@ -62,9 +72,15 @@ def test_softmax_activation_outputs_probabilities_and_its_loss_follows():
         BertClassifier(tiny_encoder(0), 1, activation="softmax")
 
 
-@pytest.mark.parametrize("loss", [
-    keras.losses.SparseCategoricalCrossentropy(), "sparse_categorical_crossentropy",
-    keras.losses.sparse_categorical_crossentropy, {"x": keras.losses.CategoricalCrossentropy()}])
+@pytest.mark.parametrize(
+    "loss",
+    [
+        keras.losses.SparseCategoricalCrossentropy(),
+        "sparse_categorical_crossentropy",
+        keras.losses.sparse_categorical_crossentropy,
+        {"x": keras.losses.CategoricalCrossentropy()},
+    ],
+)
 def test_a_loss_expecting_probabilities_on_logits_warns_at_compile(model, loss):
     with pytest.warns(UserWarning, match="outputs logits, but the loss .* expects probabilities"):
         model.compile(loss=loss)
@@ -84,18 +100,19 @@ def test_logits_losses_and_the_default_compile_quietly(model):
 def test_the_preprocessor_is_public_and_loads_a_checkpoints_settings(minilm_path):
     assert keras_bert.BertPreprocessor is BertPreprocessor
     from keras_bert.preprocessing import BertPreprocessor as from_subpackage
+
     assert from_subpackage is BertPreprocessor
     preprocessor = BertPreprocessor.from_pretrained(minilm_path, seq_length=16)
     assert preprocessor.seq_length == 16 and preprocessor.lowercase is True
     assert len(preprocessor.vocabulary) == 30522
     # The original tokenizer (tf-models-official's copy of google-research/bert's).
     from official.nlp.tools import tokenization
+
     original = tokenization.FullTokenizer(f"{minilm_path}/vocab.txt", do_lower_case=True)
     text = "Emma Woodhouse, handsome, clever, and rich"
-    expected = original.convert_tokens_to_ids(
-        ["[CLS]"] + original.tokenize(text) + ["[SEP]"])
+    expected = original.convert_tokens_to_ids(["[CLS]"] + original.tokenize(text) + ["[SEP]"])
     ids = preprocessor([text])["input_ids"].numpy()[0]
-    assert ids[:len(expected)].tolist() == expected and not ids[len(expected):].any()
+    assert ids[: len(expected)].tolist() == expected and not ids[len(expected) :].any()
     assert BertPreprocessor.from_preset(minilm_path).seq_length == 128
     with pytest.raises(ValueError, match="exceeds"):
         BertPreprocessor.from_pretrained(minilm_path, seq_length=1024)
@@ -103,11 +120,13 @@ def test_the_preprocessor_is_public_and_loads_a_checkpoints_settings(minilm_path
 
 def test_predict_takes_a_dataset_of_text(model):
     texts = tf.data.Dataset.from_tensor_slices(TEXTS).batch(3)
-    np.testing.assert_allclose(model.predict(texts, verbose=0), model.predict(TEXTS, verbose=0),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        model.predict(texts, verbose=0), model.predict(TEXTS, verbose=0), atol=1e-5
+    )
     with_labels = tf.data.Dataset.from_tensor_slices((TEXTS, [0, 1, 0, 1])).batch(2)
-    np.testing.assert_allclose(model.predict(with_labels, verbose=0),
-                               model.predict(TEXTS, verbose=0), atol=1e-5)
+    np.testing.assert_allclose(
+        model.predict(with_labels, verbose=0), model.predict(TEXTS, verbose=0), atol=1e-5
+    )
 
 
 def test_pairs_as_a_list_of_tuples(model):
@@ -115,8 +134,7 @@ def test_pairs_as_a_list_of_tuples(model):
     expected = model(ids_of(TEXTS, PAIRS), training=False).numpy()
     np.testing.assert_allclose(model.predict(rows, verbose=0), expected, atol=1e-5)
     np.testing.assert_allclose(model.predict((TEXTS, PAIRS), verbose=0), expected, atol=1e-5)
-    assert model.predict_labels(rows) == model.predict_labels({"text": TEXTS,
-                                                              "text_pair": PAIRS})
+    assert model.predict_labels(rows) == model.predict_labels({"text": TEXTS, "text_pair": PAIRS})
     model.compile()
     model.fit(rows, ["fresh", "rotten", "fresh", "rotten"], epochs=1, verbose=0)
     with pytest.raises(ValueError, match=r"row 1 is not a \(text, text_pair\) tuple"):
@@ -131,15 +149,18 @@ def test_unequal_pairs_name_both_inputs(model):
     with pytest.raises(ValueError, match=r"one `text_pair` per `text`: got 2 texts and 1 pairs"):
         model.preprocessor((TEXTS[:2], PAIRS[:1]))
     # In a graph whose sizes are unknown until run, the assertion names them too.
-    traced = tf.function(lambda a, b: model.preprocessor((a, b))["input_ids"],
-                         input_signature=[tf.TensorSpec([None], tf.string)] * 2)
+    traced = tf.function(
+        lambda a, b: model.preprocessor((a, b))["input_ids"],
+        input_signature=[tf.TensorSpec([None], tf.string)] * 2,
+    )
     with pytest.raises(tf.errors.InvalidArgumentError, match="one `text_pair` per `text`"):
         traced(tf.constant(TEXTS), tf.constant(PAIRS[:2]))
 
 
 def test_the_tagger_takes_label_names_alone_and_reports_entity_f1():
-    tagger = BertTokenClassifier(tiny_encoder(3), label_names=TAGS,
-                                 preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=16))
+    tagger = BertTokenClassifier(
+        tiny_encoder(3), label_names=TAGS, preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=16)
+    )
     assert tagger.num_labels == 5
     with pytest.raises(ValueError, match="needs label_names"):
         BertTokenClassifier(tiny_encoder(3))
@@ -161,13 +182,17 @@ def test_the_tagger_takes_label_names_alone_and_reports_entity_f1():
 
 def test_the_span_extractor_checks_its_window_when_built():
     preprocessor = BertPreprocessor(VOCAB_FILE, seq_length=64)
-    with pytest.raises(ValueError, match=r"seq_length \(64\) leaves no room .* max_query_length "
-                                         r"\(64\).*smaller max_query_length="):
+    with pytest.raises(
+        ValueError,
+        match=r"seq_length \(64\) leaves no room .* max_query_length "
+        r"\(64\).*smaller max_query_length=",
+    ):
         BertSpanExtractor(tiny_encoder(4), preprocessor=preprocessor)
     reader = BertSpanExtractor(tiny_encoder(4), preprocessor=preprocessor, max_query_length=16)
     assert reader.span_finder().max_query_length == 16
-    answers = reader.predict_answers({"question": ["where does Emma live?"],
-                                      "context": ["Emma lives in Highbury"]})
+    answers = reader.predict_answers(
+        {"question": ["where does Emma live?"], "context": ["Emma lives in Highbury"]}
+    )
     assert set(answers[0]) >= {"answer", "start", "end", "score"}
     assert BertSpanExtractor.from_config(reader.get_config()).max_query_length == 16
 

@@ -16,10 +16,29 @@ TEXTS = ["the quick fox", "a lazy dog", "the dog", "a fox"]
 @pytest.fixture(scope="module")
 def classifier(tmp_path_factory):
     vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick",
-                                "fox", "a", "lazy", "dog"]) + "\n")
-    model = BertClassifier(BertEncoder(tiny_config(vocab_size=11)), 2,
-                           preprocessor=BertPreprocessor(str(vocab), seq_length=8))
+    vocab.write_text(
+        "\n".join(
+            [
+                "[PAD]",
+                "[UNK]",
+                "[CLS]",
+                "[SEP]",
+                "[MASK]",
+                "the",
+                "quick",
+                "fox",
+                "a",
+                "lazy",
+                "dog",
+            ]
+        )
+        + "\n"
+    )
+    model = BertClassifier(
+        BertEncoder(tiny_config(vocab_size=11)),
+        2,
+        preprocessor=BertPreprocessor(str(vocab), seq_length=8),
+    )
     model.compile()
     return model
 
@@ -39,8 +58,11 @@ def test_a_missing_text_is_named_by_position(classifier):
 
 
 def test_pairs_of_unequal_length_are_named(classifier):
-    with pytest.raises(ValueError, match=r"one `text_pair` per `text`: got 2 texts and 1 "
-                                         r"pairs \(`x\[0\] \(texts\)`, `x\[1\] \(pairs\)`\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"one `text_pair` per `text`: got 2 texts and 1 "
+        r"pairs \(`x\[0\] \(texts\)`, `x\[1\] \(pairs\)`\)",
+    ):
         classifier.predict((["a fox", "the dog"], ["a dog"]))
 
 
@@ -56,8 +78,9 @@ def test_fractional_and_out_of_range_labels_are_refused(classifier):
 def test_a_pandas_series_of_texts_is_read_as_a_list(classifier):
     pandas = pytest.importorskip("pandas")
     series = pandas.Series(TEXTS)
-    np.testing.assert_allclose(classifier.predict(series, verbose=0),
-                               classifier.predict(TEXTS, verbose=0), atol=1e-6)
+    np.testing.assert_allclose(
+        classifier.predict(series, verbose=0), classifier.predict(TEXTS, verbose=0), atol=1e-6
+    )
     with pytest.raises(ValueError, match=r"`x`\[1\] is a float \(nan\), not a string"):
         classifier.predict(pandas.Series(["a fox", None]))
 
@@ -71,11 +94,17 @@ def test_class_counts_must_be_positive_integers(bad):
 
 
 def test_a_vocabulary_that_does_not_fit_the_embedding_is_refused():
-    with pytest.raises(ValueError, match="vocab.txt: the vocabulary has 40 entries but the "
-                                         "encoder's token embedding only 30 rows"):
+    with pytest.raises(
+        ValueError,
+        match="vocab.txt: the vocabulary has 40 entries but the "
+        "encoder's token embedding only 30 rows",
+    ):
         user_inputs.check_vocabulary_fits(40, 30, "vocab.txt")
-    with pytest.raises(ValueError, match="1000 entries but the encoder's token embedding "
-                                         "30522 rows: the vocabulary is not the checkpoint's"):
+    with pytest.raises(
+        ValueError,
+        match="1000 entries but the encoder's token embedding "
+        "30522 rows: the vocabulary is not the checkpoint's",
+    ):
         user_inputs.check_vocabulary_fits(1000, 30522, "model")
     user_inputs.check_vocabulary_fits(30522, 30528, "padded table")  # padded to 8: fine
 
@@ -90,18 +119,26 @@ def test_from_pretrained_refuses_a_vocabulary_larger_than_the_embedding(tmp_path
     encoder_file = str(tmp_path / "encoder.keras")
     BertEncoder(tiny_config(vocab_size=11)).save(encoder_file)
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-                               + [f"word{i}" for i in range(20)]) + "\n")
-    with pytest.raises(ValueError, match="vocab.txt: the vocabulary has 25 entries but the "
-                                         "encoder's token embedding only 11 rows"):
+    vocab.write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"word{i}" for i in range(20)])
+        + "\n"
+    )
+    with pytest.raises(
+        ValueError,
+        match="vocab.txt: the vocabulary has 25 entries but the "
+        "encoder's token embedding only 11 rows",
+    ):
         BertClassifier.from_pretrained(encoder_file, num_classes=2, vocab_file=str(vocab))
 
 
-@pytest.mark.parametrize("bad, got", [
-    ((["the fox"], ["a dog"], ["the dog"]), "a tuple of 3 lists of texts"),
-    ({"txt": ["the fox"]}, "a dict with keys \\['txt'\\]"),
-    (7, "7"),
-])
+@pytest.mark.parametrize(
+    "bad, got",
+    [
+        ((["the fox"], ["a dog"], ["the dog"]), "a tuple of 3 lists of texts"),
+        ({"txt": ["the fox"]}, "a dict with keys \\['txt'\\]"),
+        (7, "7"),
+    ],
+)
 def test_input_in_no_form_the_model_takes_is_refused_naming_the_forms(classifier, bad, got):
     with pytest.raises(ValueError, match=f"a BertClassifier takes texts .*; got {got}"):
         classifier.predict(bad)

@@ -9,8 +9,7 @@ from official.nlp.tools import tokenization
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 
-TEXTS = ["The quick brown fox jumps over the lazy dog.", "Héllo, WORLD! naïve café",
-         "a " * 40, ""]
+TEXTS = ["The quick brown fox jumps over the lazy dog.", "Héllo, WORLD! naïve café", "a " * 40, ""]
 PAIRS = ["Is it lazy?", "yes " * 30, "short", "only the pair"]
 
 
@@ -22,7 +21,7 @@ def original_features(texts, pairs, seq_length):
         a = reference.tokenize(text)
         b = reference.tokenize(pairs[index]) if pairs is not None else None
         if b is None:
-            a = a[:seq_length - 2]
+            a = a[: seq_length - 2]
         else:
             while len(a) + len(b) > seq_length - 3:
                 (a if len(a) > len(b) else b).pop()
@@ -31,8 +30,10 @@ def original_features(texts, pairs, seq_length):
         ids = reference.convert_tokens_to_ids(tokens)
         pad = seq_length - len(ids)
         rows.append((ids + [0] * pad, [1] * len(ids) + [0] * pad, segments + [0] * pad))
-    return {name: np.asarray([row[i] for row in rows], np.int32)
-            for i, name in enumerate(("input_ids", "input_mask", "segment_ids"))}
+    return {
+        name: np.asarray([row[i] for row in rows], np.int32)
+        for i, name in enumerate(("input_ids", "input_mask", "segment_ids"))
+    }
 
 
 @pytest.mark.parametrize("paired", [False, True])
@@ -40,7 +41,7 @@ def test_ids_equal_the_original_tokenizer_and_packing(paired):
     preprocessor = BertPreprocessor(VOCAB_FILE, seq_length=24)
     pairs = PAIRS if paired else None
     expected = original_features(TEXTS, pairs, 24)
-    for inputs in ([TEXTS] if not paired else [(TEXTS, PAIRS), {"text": TEXTS, "text_pair": PAIRS}]):
+    for inputs in [TEXTS] if not paired else [(TEXTS, PAIRS), {"text": TEXTS, "text_pair": PAIRS}]:
         got = preprocessor(inputs)
         for name, value in expected.items():
             np.testing.assert_array_equal(got[name].numpy(), value, err_msg=name)
@@ -51,8 +52,11 @@ def test_ids_equal_the_original_tokenizer_and_packing(paired):
 
 def test_maps_over_a_dataset_and_survives_its_config():
     preprocessor = BertPreprocessor(VOCAB_FILE, seq_length=16)
-    dataset = tf.data.Dataset.from_tensor_slices((TEXTS, [0, 1, 0, 1])).batch(2).map(
-        lambda x, y: (preprocessor(x), y))
+    dataset = (
+        tf.data.Dataset.from_tensor_slices((TEXTS, [0, 1, 0, 1]))
+        .batch(2)
+        .map(lambda x, y: (preprocessor(x), y))
+    )
     ids = np.concatenate([x["input_ids"].numpy() for x, _ in dataset])
     np.testing.assert_array_equal(ids, original_features(TEXTS, None, 16)["input_ids"])
     # The config holds the settings, not the 30,522 pieces (a `.keras` file

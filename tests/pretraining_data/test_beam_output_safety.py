@@ -17,22 +17,26 @@ from keras_bert.errors import OutputError  # noqa: E402
 from keras_bert.pretraining_data import PretrainingOptions  # noqa: E402
 from keras_bert.pretraining_data import beam as beam_writer  # noqa: E402
 
-SENTENCES = ["the quick brown fox jumps over the lazy dog .",
-             "a lazy dog jumped over the brown fox .", "the fox , the dog ."]
+SENTENCES = [
+    "the quick brown fox jumps over the lazy dog .",
+    "a lazy dog jumped over the brown fox .",
+    "the fox , the dog .",
+]
 OPTIONS = PretrainingOptions(max_seq_length=16, max_predictions_per_seq=3, dupe_factor=1)
 
 
 @pytest.fixture
 def corpus(tmp_path):
     path = tmp_path / "corpus.txt"
-    documents = ["\n".join(SENTENCES[i % 3:] + SENTENCES[:i % 3]) for i in range(6)]
+    documents = ["\n".join(SENTENCES[i % 3 :] + SENTENCES[: i % 3]) for i in range(6)]
     path.write_text("\n\n".join(documents) + "\n")
     return str(path)
 
 
 def _run(corpus, output, vocab):
-    return beam_writer.create_pretraining_data_beam(corpus, str(output), vocab, OPTIONS,
-                                                    num_shards=2, runner="DirectRunner")
+    return beam_writer.create_pretraining_data_beam(
+        corpus, str(output), vocab, OPTIONS, num_shards=2, runner="DirectRunner"
+    )
 
 
 def _older_output(folder):
@@ -46,12 +50,17 @@ def _older_output(folder):
 def test_a_successful_run_names_only_complete_shards(corpus, tmp_path, tiny_vocab_file):
     summary = _run(corpus, tmp_path / "out.tfrecord", tiny_vocab_file)
     assert summary.instances > 0
-    assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "out.tfrecord-00000-of-00002",
-                                            "out.tfrecord-00001-of-00002", "vocab.txt"]
+    assert sorted(os.listdir(tmp_path)) == [
+        "corpus.txt",
+        "out.tfrecord-00000-of-00002",
+        "out.tfrecord-00001-of-00002",
+        "vocab.txt",
+    ]
 
 
-def test_a_failure_inside_the_pipeline_leaves_the_older_output(corpus, tmp_path,
-                                                               tiny_vocab_file, monkeypatch):
+def test_a_failure_inside_the_pipeline_leaves_the_older_output(
+    corpus, tmp_path, tiny_vocab_file, monkeypatch
+):
     older = _older_output(tmp_path)
     process = beam_writer.CreateRecords.process
 
@@ -68,7 +77,8 @@ def test_a_failure_inside_the_pipeline_leaves_the_older_output(corpus, tmp_path,
 
 
 def test_a_failure_while_beam_renames_its_shards_leaves_no_new_shard(
-        corpus, tmp_path, tiny_vocab_file, monkeypatch):
+    corpus, tmp_path, tiny_vocab_file, monkeypatch
+):
     """Beam's own finalize step (its temporary files -> the shard names) stops
     after the first shard: neither that shard nor Beam's temporary folder stays."""
     older = _older_output(tmp_path)
@@ -85,7 +95,8 @@ def test_a_failure_while_beam_renames_its_shards_leaves_no_new_shard(
 
 
 def test_a_failure_between_the_final_renames_leaves_no_partial_set(
-        corpus, tmp_path, tiny_vocab_file, monkeypatch):
+    corpus, tmp_path, tiny_vocab_file, monkeypatch
+):
     """Our own commit: the second shard's rename fails; the first, renamed
     already, is removed again (a set of 1 of 2 shards would look complete)."""
     replace = os.replace
@@ -96,6 +107,8 @@ def test_a_failure_between_the_final_renames_leaves_no_partial_set(
         replace(source, target)
 
     monkeypatch.setattr(os, "replace", fail_on_the_second_shard)
-    with pytest.raises(OutputError, match="cannot write .*out.tfrecord-00001-of-00002: the disk is full"):
+    with pytest.raises(
+        OutputError, match="cannot write .*out.tfrecord-00001-of-00002: the disk is full"
+    ):
         _run(corpus, tmp_path / "out.tfrecord", tiny_vocab_file)
     assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "vocab.txt"]

@@ -12,8 +12,14 @@ from keras_bert.pretraining_data.static_masking import mask_instances
 
 # Devlin et al. (2018), Table 8, whose columns are MASK / SAME / RND:
 # 80/10/10, 100/0/0, 80/0/20, 80/20/0, 0/20/80, 0/0/100 -> (mask, random, keep).
-PAPER_MIXES = [(0.8, 0.1, 0.1), (1.0, 0.0, 0.0), (0.8, 0.2, 0.0), (0.8, 0.0, 0.2),
-               (0.0, 0.8, 0.2), (0.0, 1.0, 0.0)]
+PAPER_MIXES = [
+    (0.8, 0.1, 0.1),
+    (1.0, 0.0, 0.0),
+    (0.8, 0.2, 0.0),
+    (0.8, 0.0, 0.2),
+    (0.0, 0.8, 0.2),
+    (0.0, 1.0, 0.0),
+]
 VOCAB_SIZE = 5000  # a random draw equals the original (or [MASK]) 1 time in 5000
 CLS, SEP, MASK = 1, 2, 3
 TOLERANCE = 0.015  # about 4 standard deviations at ~15,000 predictions
@@ -39,13 +45,20 @@ def _measured_mix(masked_ids, positions, labels, weights):
 @pytest.mark.parametrize("mix", PAPER_MIXES, ids=lambda m: "/".join(f"{r:g}" for r in m))
 def test_static_masking_mix(mix):
     ids = _sequences(1000, 100)
-    options = PretrainingOptions(mask_token_rate=mix[0], random_token_rate=mix[1],
-                                 keep_token_rate=mix[2])
-    vocab = VocabInfo(size=VOCAB_SIZE, cls_id=CLS, sep_id=SEP, mask_id=MASK,
-                      is_continuation=np.zeros(VOCAB_SIZE, bool))
+    options = PretrainingOptions(
+        mask_token_rate=mix[0], random_token_rate=mix[1], keep_token_rate=mix[2]
+    )
+    vocab = VocabInfo(
+        size=VOCAB_SIZE,
+        cls_id=CLS,
+        sep_id=SEP,
+        mask_id=MASK,
+        is_continuation=np.zeros(VOCAB_SIZE, bool),
+    )
     masked = mask_instances(ids, np.full(1000, 100), options, vocab, np.random.default_rng(1))
-    measured, count = _measured_mix(masked.input_ids, masked.masked_lm_positions,
-                                    masked.masked_lm_ids, masked.masked_lm_weights)
+    measured, count = _measured_mix(
+        masked.input_ids, masked.masked_lm_positions, masked.masked_lm_ids, masked.masked_lm_weights
+    )
     assert count == 1000 * 15
     np.testing.assert_allclose(measured, mix, atol=TOLERANCE)
 
@@ -54,21 +67,40 @@ def test_static_masking_mix(mix):
 def test_dynamic_masking_mix(mix):
     ids = _sequences(1000, 100, seed=2)
     batch = {"input_ids": tf.constant(ids), "input_mask": tf.ones_like(ids)}
-    out = mask_batch(batch, tf.constant([3, 4]), MaskingVocab(VOCAB_SIZE, CLS, SEP, MASK), 20,
-                     mask_token_rate=mix[0], random_token_rate=mix[1], keep_token_rate=mix[2])
-    measured, count = _measured_mix(*(out[name].numpy() for name in (
-        "input_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights")))
+    out = mask_batch(
+        batch,
+        tf.constant([3, 4]),
+        MaskingVocab(VOCAB_SIZE, CLS, SEP, MASK),
+        20,
+        mask_token_rate=mix[0],
+        random_token_rate=mix[1],
+        keep_token_rate=mix[2],
+    )
+    measured, count = _measured_mix(
+        *(
+            out[name].numpy()
+            for name in ("input_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+        )
+    )
     assert count == 1000 * 15
     np.testing.assert_allclose(measured, mix, atol=TOLERANCE)
 
 
 def test_a_mix_that_does_not_sum_to_one_names_the_fields():
-    with pytest.raises(ValueError, match="mask_token_rate \\+ random_token_rate \\+ "
-                                         "keep_token_rate must sum to 1"):
+    with pytest.raises(
+        ValueError, match="mask_token_rate \\+ random_token_rate \\+ keep_token_rate must sum to 1"
+    ):
         PretrainingOptions(mask_token_rate=0.8, random_token_rate=0.1, keep_token_rate=0.2)
     with pytest.raises(ValueError, match="random_token_rate must lie in"):
         PretrainingOptions(mask_token_rate=1.0, random_token_rate=-0.2, keep_token_rate=0.2)
     batch = {"input_ids": tf.constant(_sequences(2, 10)), "input_mask": tf.ones((2, 10), tf.int32)}
     with pytest.raises(ValueError, match="must sum to 1"):
-        mask_batch(batch, tf.constant([0, 0]), MaskingVocab(VOCAB_SIZE, CLS, SEP, MASK), 2,
-                   mask_token_rate=0.5, random_token_rate=0.0, keep_token_rate=0.0)
+        mask_batch(
+            batch,
+            tf.constant([0, 0]),
+            MaskingVocab(VOCAB_SIZE, CLS, SEP, MASK),
+            2,
+            mask_token_rate=0.5,
+            random_token_rate=0.0,
+            keep_token_rate=0.0,
+        )

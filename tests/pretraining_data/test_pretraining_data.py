@@ -44,8 +44,9 @@ def vocab_file(minilm_path):
 def static_run(two_novels, vocab_file, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("static") / "train.tfrecord")
     options = PretrainingOptions(dupe_factor=1)
-    summary = create_pretraining_data(two_novels, out, vocab_file, options, num_shards=2,
-                                      num_workers=2)
+    summary = create_pretraining_data(
+        two_novels, out, vocab_file, options, num_shards=2, num_workers=2
+    )
     return summary, read_records(summary.output_files)
 
 
@@ -89,8 +90,9 @@ def test_specials_positions_and_padding(static_run):
 
 def test_whole_word_masking_never_splits_a_word(two_novels, vocab_file, tmp_path):
     options = PretrainingOptions(dupe_factor=1, do_whole_word_mask=True, random_seed=7)
-    summary = create_pretraining_data(two_novels, str(tmp_path / "wwm.tfrecord"), vocab_file,
-                                      options, num_workers=1)
+    summary = create_pretraining_data(
+        two_novels, str(tmp_path / "wwm.tfrecord"), vocab_file, options, num_workers=1
+    )
     records = read_records(summary.output_files)
     vocab = [line.rstrip("\n") for line in open(vocab_file, encoding="utf-8")]
     continuation = np.array([t.startswith("##") for t in vocab])
@@ -114,15 +116,30 @@ def test_whole_word_masking_never_splits_a_word(two_novels, vocab_file, tmp_path
 
 def test_same_bytes_whatever_the_number_of_workers(static_run, two_novels, vocab_file, tmp_path):
     summary, _ = static_run
-    runs = [create_pretraining_data(two_novels, str(tmp_path / "one.tfrecord"), vocab_file,
-                                    PretrainingOptions(dupe_factor=1), num_shards=2,
-                                    num_workers=1)]
+    runs = [
+        create_pretraining_data(
+            two_novels,
+            str(tmp_path / "one.tfrecord"),
+            vocab_file,
+            PretrainingOptions(dupe_factor=1),
+            num_shards=2,
+            num_workers=1,
+        )
+    ]
     # The command line's way: workers started before TensorFlow, kept running after.
     pool = workers.start_workers(3)
     try:
-        runs.append(create_pretraining_data(
-            two_novels, str(tmp_path / "three.tfrecord"), vocab_file,
-            PretrainingOptions(dupe_factor=1), num_shards=2, num_workers=3, pool=pool))
+        runs.append(
+            create_pretraining_data(
+                two_novels,
+                str(tmp_path / "three.tfrecord"),
+                vocab_file,
+                PretrainingOptions(dupe_factor=1),
+                num_shards=2,
+                num_workers=3,
+                pool=pool,
+            )
+        )
     finally:
         pool.terminate()
     for again in runs:
@@ -133,10 +150,15 @@ def test_same_bytes_whatever_the_number_of_workers(static_run, two_novels, vocab
 
 def test_model_garden_loader_reads_our_records(static_run):
     from official.nlp.data import pretrain_dataloader
+
     summary, records = static_run
     config = pretrain_dataloader.BertPretrainDataConfig(
-        input_path=",".join(summary.output_files), global_batch_size=4, is_training=False,
-        seq_length=MAX_SEQ_LENGTH, max_predictions_per_seq=MAX_PREDICTIONS)
+        input_path=",".join(summary.output_files),
+        global_batch_size=4,
+        is_training=False,
+        seq_length=MAX_SEQ_LENGTH,
+        max_predictions_per_seq=MAX_PREDICTIONS,
+    )
     batch = next(iter(pretrain_dataloader.BertPretrainDataLoader(config).load()))
     first = records["input_ids"][:1]
     assert batch["input_word_ids"].shape == (4, MAX_SEQ_LENGTH)
@@ -151,10 +173,15 @@ def test_feature_dtypes_are_the_originals(static_run):
     record = next(iter(tf.data.TFRecordDataset(summary.output_files[0])))
     example = tf.train.Example.FromString(record.numpy())
     kinds = {name: feature.WhichOneof("kind") for name, feature in example.features.feature.items()}
-    assert kinds == {"input_ids": "int64_list", "input_mask": "int64_list",
-                     "segment_ids": "int64_list", "masked_lm_positions": "int64_list",
-                     "masked_lm_ids": "int64_list", "masked_lm_weights": "float_list",
-                     "next_sentence_labels": "int64_list"}
+    assert kinds == {
+        "input_ids": "int64_list",
+        "input_mask": "int64_list",
+        "segment_ids": "int64_list",
+        "masked_lm_positions": "int64_list",
+        "masked_lm_ids": "int64_list",
+        "masked_lm_weights": "float_list",
+        "next_sentence_labels": "int64_list",
+    }
 
 
 def test_example_encoder_equals_tf_train_example():
@@ -164,13 +191,20 @@ def test_example_encoder_equals_tf_train_example():
     small = rng.integers(0, 2, (5, 7))
     weights = rng.random((5, 3)).astype(np.float32)
     encoded = records.ExampleEncoder().encode_rows(
-        [("input_ids", ids), ("input_mask", small), ("masked_lm_weights", weights)])
+        [("input_ids", ids), ("input_mask", small), ("masked_lm_weights", weights)]
+    )
     for n, record in enumerate(encoded):
-        expected = tf.train.Example(features=tf.train.Features(feature={
-            "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids[n])),
-            "input_mask": tf.train.Feature(int64_list=tf.train.Int64List(value=small[n])),
-            "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(
-                value=weights[n]))}))
+        expected = tf.train.Example(
+            features=tf.train.Features(
+                feature={
+                    "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids[n])),
+                    "input_mask": tf.train.Feature(int64_list=tf.train.Int64List(value=small[n])),
+                    "masked_lm_weights": tf.train.Feature(
+                        float_list=tf.train.FloatList(value=weights[n])
+                    ),
+                }
+            )
+        )
         assert tf.train.Example.FromString(record) == expected
 
 
@@ -180,11 +214,13 @@ def test_example_encoder_rows_of_one_length_and_empty():
     ids[1] = [128, 16383, 200, 129]
     record = records.ExampleEncoder().encode_rows([("input_ids", ids)])
     for n, record in enumerate(record):
-        expected = tf.train.Example(features=tf.train.Features(feature={
-            "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids[n]))}))
+        expected = tf.train.Example(
+            features=tf.train.Features(
+                feature={"input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids[n]))}
+            )
+        )
         assert record == expected.SerializeToString()
-    assert records.ExampleEncoder().encode_rows(
-        [("input_ids", np.zeros((0, 4), np.int64))]) == []
+    assert records.ExampleEncoder().encode_rows([("input_ids", np.zeros((0, 4), np.int64))]) == []
 
 
 def test_first_visited_equals_the_stable_order_even_on_equal_keys():
@@ -199,13 +235,13 @@ def test_first_visited_equals_the_stable_order_even_on_equal_keys():
 
 def test_truncation_counts_equal_truncate_seq_pair():
     from official.nlp.data.create_pretraining_data import truncate_seq_pair
+
     rng = random.Random(0)
     for _ in range(300):
         len_a, len_b, limit = rng.randint(1, 200), rng.randint(1, 200), rng.randint(2, 125)
         a, b = list(range(len_a)), list(range(len_b))
         truncate_seq_pair(a, b, limit, rng)
-        assert instances._truncate_counts(len_a, len_b, limit) == (
-            len_a - len(a), len_b - len(b))
+        assert instances._truncate_counts(len_a, len_b, limit) == (len_a - len(a), len_b - len(b))
 
 
 def _number_corpus(path, documents, sentences_per_document, words_per_sentence, vocab):
@@ -215,7 +251,7 @@ def _number_corpus(path, documents, sentences_per_document, words_per_sentence, 
     with open(path, "w", encoding="utf-8") as f:
         for d in range(documents):
             for _ in range(sentences_per_document):
-                f.write(" ".join(words[index:index + words_per_sentence]) + "\n")
+                f.write(" ".join(words[index : index + words_per_sentence]) + "\n")
                 index += words_per_sentence
             f.write("\n")
     return {w: i for i, w in enumerate(words[:index])}
@@ -226,10 +262,10 @@ def test_pair_labels_follow_the_text_order(objective, vocab_file, tmp_path):
     vocab = [line.rstrip("\n") for line in open(vocab_file, encoding="utf-8")]
     order = _number_corpus(str(tmp_path / "c.txt"), 20, 12, 6, vocab)
     token_order = {vocab.index(w): i for w, i in order.items()}
-    options = PretrainingOptions(dupe_factor=2, objective=objective, mask=False,
-                                 max_seq_length=32)
-    summary = create_pretraining_data(str(tmp_path / "c.txt"), str(tmp_path / "o.tfrecord"),
-                                      vocab_file, options, num_workers=1)
+    options = PretrainingOptions(dupe_factor=2, objective=objective, mask=False, max_seq_length=32)
+    summary = create_pretraining_data(
+        str(tmp_path / "c.txt"), str(tmp_path / "o.tfrecord"), vocab_file, options, num_workers=1
+    )
     records = read_records(summary.output_files, seq_length=32, with_masked_lm=False)
     labels = records["next_sentence_labels"][:, 0]
     words_per_document = 12 * 6
@@ -248,26 +284,34 @@ def test_pair_labels_follow_the_text_order(objective, vocab_file, tmp_path):
 
 def test_objective_none_packs_full_sentences(two_novels, vocab_file, tmp_path):
     from official.nlp.data import pretrain_dataloader
+
     options = PretrainingOptions(dupe_factor=1, objective="none", short_seq_prob=0.0)
-    summary = create_pretraining_data(two_novels, str(tmp_path / "none.tfrecord"), vocab_file,
-                                      options, num_workers=1)
+    summary = create_pretraining_data(
+        two_novels, str(tmp_path / "none.tfrecord"), vocab_file, options, num_workers=1
+    )
     records = read_records(summary.output_files, with_next_sentence=False)
     lengths = records["input_mask"].sum(axis=1)
     assert not records["segment_ids"].any()
     # Packed with whole sentences: full up to the part of a sentence that did not fit.
     assert lengths.max() == MAX_SEQ_LENGTH and lengths.mean() > 0.8 * MAX_SEQ_LENGTH
     config = pretrain_dataloader.BertPretrainDataConfig(
-        input_path=summary.output_files[0], global_batch_size=2, is_training=False,
-        seq_length=MAX_SEQ_LENGTH, max_predictions_per_seq=MAX_PREDICTIONS,
-        use_next_sentence_label=False)
+        input_path=summary.output_files[0],
+        global_batch_size=2,
+        is_training=False,
+        seq_length=MAX_SEQ_LENGTH,
+        max_predictions_per_seq=MAX_PREDICTIONS,
+        use_next_sentence_label=False,
+    )
     batch = next(iter(pretrain_dataloader.BertPretrainDataLoader(config).load()))
     assert "next_sentence_labels" not in batch
 
 
 # === Bad input ===
 
+
 def _cli(*args):
     from keras_bert.cli import main
+
     return main(["create-pretraining-data", *args, "--quiet"])
 
 
@@ -280,43 +324,96 @@ def test_bad_inputs_give_clear_messages(tmp_path, vocab_file, capsys):
 
     text = tmp_path / "t.txt"
     text.write_text("One sentence only.\n")
-    assert _cli("--input-file", str(text), "--output-file", out,
-                "--vocab-file", str(tmp_path / "missing.txt")) == 2
+    assert (
+        _cli(
+            "--input-file",
+            str(text),
+            "--output-file",
+            out,
+            "--vocab-file",
+            str(tmp_path / "missing.txt"),
+        )
+        == 2
+    )
     assert "missing.txt" in capsys.readouterr().err
     (tmp_path / "empty_vocab.txt").write_text("")
-    assert _cli("--input-file", str(text), "--output-file", out,
-                "--vocab-file", str(tmp_path / "empty_vocab.txt")) == 2
+    assert (
+        _cli(
+            "--input-file",
+            str(text),
+            "--output-file",
+            out,
+            "--vocab-file",
+            str(tmp_path / "empty_vocab.txt"),
+        )
+        == 2
+    )
     assert "empty" in capsys.readouterr().err
-    assert _cli("--input-file", str(text), "--output-file", str(tmp_path / "no" / "o.tfrecord"),
-                "--vocab-file", vocab_file) == 2
+    assert (
+        _cli(
+            "--input-file",
+            str(text),
+            "--output-file",
+            str(tmp_path / "no" / "o.tfrecord"),
+            "--vocab-file",
+            vocab_file,
+        )
+        == 2
+    )
     assert "output directory does not exist" in capsys.readouterr().err
-    assert _cli("--input-file", str(tmp_path / "nothing*.txt"), "--output-file", out,
-                "--vocab-file", vocab_file) == 2
+    assert (
+        _cli(
+            "--input-file",
+            str(tmp_path / "nothing*.txt"),
+            "--output-file",
+            out,
+            "--vocab-file",
+            vocab_file,
+        )
+        == 2
+    )
     assert "nothing*.txt" in capsys.readouterr().err
 
 
 def test_odd_documents_are_handled_and_counted(tmp_path, vocab_file, capsys):
     text = tmp_path / "odd.txt"
     long_sentence = " ".join(["remarkable"] * 400)
-    text.write_bytes(b"A lonely sentence.\n\n" + long_sentence.encode() + b"\nShort one.\n\n"
-                     + b"Bad \xff\xfe bytes here.\nAnd more text.\n")
+    text.write_bytes(
+        b"A lonely sentence.\n\n"
+        + long_sentence.encode()
+        + b"\nShort one.\n\n"
+        + b"Bad \xff\xfe bytes here.\nAnd more text.\n"
+    )
     (tmp_path / "blank.txt").write_text("\n\n")
     out = str(tmp_path / "o.tfrecord")
-    assert _cli("--input-file", f"{text},{tmp_path / 'blank.txt'}", "--output-file", out,
-                "--vocab-file", vocab_file, "--dupe-factor", "3") == 0
+    assert (
+        _cli(
+            "--input-file",
+            f"{text},{tmp_path / 'blank.txt'}",
+            "--output-file",
+            out,
+            "--vocab-file",
+            vocab_file,
+            "--dupe-factor",
+            "3",
+        )
+        == 0
+    )
     report = capsys.readouterr().out
     assert f"{text}:6" in report  # the line with invalid UTF-8, named
     assert "files without text (skipped): 1" in report
     records = read_records([out])
     assert (records["input_mask"].sum(axis=1) <= MAX_SEQ_LENGTH).all()
     # The one-sentence document always gets a random next segment.
-    lonely = [n for n, ids in enumerate(records["input_ids"]) if ids[1] == 1037
-              and ids[2] == 9479]  # "a lonely"
+    lonely = [
+        n for n, ids in enumerate(records["input_ids"]) if ids[1] == 1037 and ids[2] == 9479
+    ]  # "a lonely"
     assert lonely and all(records["next_sentence_labels"][n, 0] == 1 for n in lonely)
 
 
-def test_interrupted_run_leaves_no_finished_looking_shard(two_novels, vocab_file, tmp_path,
-                                                          monkeypatch):
+def test_interrupted_run_leaves_no_finished_looking_shard(
+    two_novels, vocab_file, tmp_path, monkeypatch
+):
     out = str(tmp_path / "o.tfrecord")
     options = PretrainingOptions(dupe_factor=1)
     original = workers.process_block
@@ -329,18 +426,20 @@ def test_interrupted_run_leaves_no_finished_looking_shard(two_novels, vocab_file
     monkeypatch.setattr(workers, "process_block", fail_on_second_block)
     monkeypatch.setattr(reading, "BLOCK_CHARS", 1 << 18)
     with pytest.raises(KeyboardInterrupt):
-        create_pretraining_data(two_novels, out, vocab_file, options, num_shards=2,
-                                num_workers=1)
+        create_pretraining_data(two_novels, out, vocab_file, options, num_shards=2, num_workers=1)
     assert os.listdir(tmp_path) == []
     monkeypatch.setattr(workers, "process_block", original)
-    first = create_pretraining_data(two_novels, out, vocab_file, options, num_shards=2,
-                                    num_workers=1)
-    second = create_pretraining_data(two_novels, str(tmp_path / "p.tfrecord"), vocab_file,
-                                     options, num_shards=2, num_workers=2)
+    first = create_pretraining_data(
+        two_novels, out, vocab_file, options, num_shards=2, num_workers=1
+    )
+    second = create_pretraining_data(
+        two_novels, str(tmp_path / "p.tfrecord"), vocab_file, options, num_shards=2, num_workers=2
+    )
     for a, b in zip(first.output_files, second.output_files):
         assert open(a, "rb").read() == open(b, "rb").read()
     assert sorted(os.listdir(tmp_path)) == sorted(
-        os.path.basename(p) for p in first.output_files + second.output_files)
+        os.path.basename(p) for p in first.output_files + second.output_files
+    )
 
 
 def test_batch_tokenizing_keeps_the_over_long_word_rule(vocab_file):

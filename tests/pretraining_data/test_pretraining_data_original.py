@@ -29,31 +29,37 @@ def austen(minilm_path, tmp_path_factory):
 
 def _tokenized_documents(text, vocab_file):
     """The corpus as the original holds it: documents of sentences of word-piece strings."""
-    tokenizer, tokenize = create._cached_tokenizer(
-        vocab_file, True, create._file_key(vocab_file))
+    tokenizer, tokenize = create._cached_tokenizer(vocab_file, True, create._file_key(vocab_file))
     documents = []
     for block in reading.iter_blocks(reading.read_documents([text])):
         block = reading.tokenize_block(0, block, tokenize)
         splits, docs = block.sentence_splits, block.document_splits
         for d in range(block.num_documents):
-            documents.append([[tokenizer.vocab[i] for i in block.token_ids[splits[s]:splits[s + 1]]]
-                              for s in range(docs[d], docs[d + 1])])
+            documents.append(
+                [
+                    [tokenizer.vocab[i] for i in block.token_ids[splits[s] : splits[s + 1]]]
+                    for s in range(docs[d], docs[d + 1])
+                ]
+            )
     return documents, tokenizer.vocab
 
 
 def test_pairs_match_the_original_on_austen(austen, monkeypatch):
     from official.nlp.data import create_pretraining_data as original
+
     text, vocab_file, folder = austen
     dupe_factor = 10
     documents, vocab = _tokenized_documents(text, vocab_file)
-    monkeypatch.setattr(original, "create_masked_lm_predictions",
-                        lambda tokens, *args: (tokens, [], []))
+    monkeypatch.setattr(
+        original, "create_masked_lm_predictions", lambda tokens, *args: (tokens, [], [])
+    )
     theirs = original_instances(documents, vocab, dupe_factor)
     their_not_next = np.mean([i.is_random_next for i in theirs])
     their_lengths = np.array([len(i.tokens) for i in theirs])
 
-    summary = create_pretraining_data(text, str(folder / "ours.tfrecord"), vocab_file,
-                                      PretrainingOptions(dupe_factor=dupe_factor))
+    summary = create_pretraining_data(
+        text, str(folder / "ours.tfrecord"), vocab_file, PretrainingOptions(dupe_factor=dupe_factor)
+    )
     records = read_records(summary.output_files)
     our_not_next = records["next_sentence_labels"].mean()
     our_lengths = records["input_mask"].sum(axis=1)

@@ -27,8 +27,15 @@ from keras_bert.tasks.tagging import read_conll, tag_vocabulary
 from harness import tiny_config
 
 # Each scheme's prefixes besides O; None reads any of B/I/E/S.
-SCHEME_LETTERS = {"IOB1": "IB", "IOB2": "IB", "IOE1": "IE", "IOE2": "IE", "IOBES": "IBES",
-                  "BILOU": "BILU", None: "IBES"}
+SCHEME_LETTERS = {
+    "IOB1": "IB",
+    "IOB2": "IB",
+    "IOE1": "IE",
+    "IOE2": "IE",
+    "IOBES": "IBES",
+    "BILOU": "BILU",
+    None: "IBES",
+}
 # seqeval's lenient rules know B/I/E/S only; BILOU is read as its IOBES spelling.
 AS_IOBES = {"L": "E", "U": "S"}
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -46,8 +53,10 @@ def seqeval_spelling(tag):
 
 def decoded(names, ids, weights):
     """(N, T) tag ids and weights -> each row's word tags (its pieces of weight > 0)."""
-    return [[names[i] for i, w in zip(row, row_weights) if w > 0]
-            for row, row_weights in zip(ids, weights)]
+    return [
+        [names[i] for i, w in zip(row, row_weights) if w > 0]
+        for row, row_weights in zip(ids, weights)
+    ]
 
 
 def seqeval_figures(true, pred, spelling=seqeval_spelling):
@@ -81,9 +90,15 @@ def batches(seed, names, count=6, static=False):
     """Batches of different shapes, as trimmed batches have; or of one shape,
     as XLA steps get (no trimming there)."""
     rng = np.random.default_rng(seed)
-    return [random_batch(rng, names, 6 if static else int(rng.integers(1, 7)),
-                         24 if static else int(rng.integers(2, 24)))
-            for _ in range(count)]
+    return [
+        random_batch(
+            rng,
+            names,
+            6 if static else int(rng.integers(1, 7)),
+            24 if static else int(rng.integers(2, 24)),
+        )
+        for _ in range(count)
+    ]
 
 
 def expected_over(data, names, spelling=seqeval_spelling):
@@ -107,9 +122,11 @@ def test_streamed_f1_over_batches_equals_seqeval(scheme, run):
     names = label_names(scheme)
     data = batches(seed=len(names) + 7 * len(str(scheme)), names=names, static=run == "xla")
     metric = EntityF1(names, scheme=scheme)
-    update = {"eager": metric.update_state,
-              "traced": tf.function(metric.update_state, reduce_retracing=True),
-              "xla": tf.function(metric.update_state, jit_compile=True)}[run]
+    update = {
+        "eager": metric.update_state,
+        "traced": tf.function(metric.update_state, reduce_retracing=True),
+        "xla": tf.function(metric.update_state, jit_compile=True),
+    }[run]
     for ids, logits, weights in data:
         update(tf.constant(ids), tf.constant(logits), tf.constant(weights))
     expected = expected_over(data, names)
@@ -151,8 +168,12 @@ def test_reset_state_and_labels_without_weights():
 def test_config_round_trip_and_registration():
     metric = EntityF1(label_names("BILOU"), scheme="BILOU", name="dev_entity_f1")
     config = metric.get_config()
-    assert config == {"label_names": label_names("BILOU"), "scheme": "BILOU",
-                      "name": "dev_entity_f1", "dtype": "float32"}
+    assert config == {
+        "label_names": label_names("BILOU"),
+        "scheme": "BILOU",
+        "name": "dev_entity_f1",
+        "dtype": "float32",
+    }
     assert EntityF1.from_config(config).get_config() == config
     assert keras.saving.get_registered_name(EntityF1) == "keras_bert>EntityF1"
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(metric))
@@ -183,13 +204,17 @@ def test_inside_fit_and_evaluate_of_a_keras_model(jit_compile):
     inputs = keras.Input((None,), dtype="int32")
     logits = keras.layers.Dense(len(names))(keras.layers.Embedding(30, 16)(inputs))
     model = keras.Model(inputs, logits)
-    model.compile(optimizer=keras.optimizers.Adam(1e-2), jit_compile=jit_compile,
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  weighted_metrics=[EntityF1(names, scheme="IOBES")])
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-2),
+        jit_compile=jit_compile,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        weighted_metrics=[EntityF1(names, scheme="IOBES")],
+    )
     history = model.fit(tokens, ids, sample_weight=weights, batch_size=4, epochs=1, verbose=0)
     assert len(history.history["entity_f1"]) == 1
-    result = model.evaluate(tokens, ids, sample_weight=weights, batch_size=4, verbose=0,
-                            return_dict=True)
+    result = model.evaluate(
+        tokens, ids, sample_weight=weights, batch_size=4, verbose=0, return_dict=True
+    )
     predicted = model.predict(tokens, batch_size=4, verbose=0).argmax(-1)
     expected = seqeval_figures(decoded(names, ids, weights), decoded(names, predicted, weights))
     assert expected[2] > 0
@@ -202,10 +227,21 @@ def test_a_token_classifier_fits_and_evaluates_with_it(datasets_dir):
     words, tags = tweets.words[:16], tweets.tags[:16]
     names = tag_vocabulary(tweets.tags)
     keras.utils.set_random_seed(0)
-    encoder = BertEncoder(tiny_config(vocab_size=30522, num_hidden_layers=1,
-                                      hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1))
-    model = BertTokenClassifier(encoder, len(names), dropout=0.0, label_names=names,
-                                preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=48))
+    encoder = BertEncoder(
+        tiny_config(
+            vocab_size=30522,
+            num_hidden_layers=1,
+            hidden_dropout_prob=0.1,
+            attention_probs_dropout_prob=0.1,
+        )
+    )
+    model = BertTokenClassifier(
+        encoder,
+        len(names),
+        dropout=0.0,
+        label_names=names,
+        preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=48),
+    )
     metric = EntityF1(names)
     # A step too small to learn "all O": the predictions keep entities to score.
     model.compile(optimizer=keras.optimizers.Adam(1e-7), weighted_metrics=[metric])
@@ -253,12 +289,22 @@ def test_under_mirrored_strategy_the_replicas_counts_add_up(tmp_path):
     names = label_names("IOB2")
     tokens, ids, weights = tiny_tagger_data(names, seed=4, rows=32)
     np.savez(tmp_path / "data.npz", tokens=tokens, ids=ids, weights=weights)
-    run = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, REPO_ROOT,
-                          str(tmp_path / "data.npz"), json.dumps(names)],
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            MIRRORED_SCRIPT,
+            REPO_ROOT,
+            str(tmp_path / "data.npz"),
+            json.dumps(names),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     line = next(line for line in run.stdout.splitlines() if line.startswith("RESULT "))
-    result = json.loads(line[len("RESULT "):])
+    result = json.loads(line[len("RESULT ") :])
     predicted = np.array(result["predicted"])
     expected = seqeval_figures(decoded(names, ids, weights), decoded(names, predicted, weights))
     assert expected[2] > 0

@@ -26,21 +26,26 @@ def test_classification_metrics_match_sklearn(seed):
     labels = rng.integers(0, 2, size=200)
     predictions = np.where(rng.random(200) < 0.7, labels, 1 - labels)
     assert metrics.accuracy(labels, predictions) == pytest.approx(
-        sklearn.metrics.accuracy_score(labels, predictions))
+        sklearn.metrics.accuracy_score(labels, predictions)
+    )
     assert metrics.f1(labels, predictions) == pytest.approx(
-        sklearn.metrics.f1_score(labels, predictions))
+        sklearn.metrics.f1_score(labels, predictions)
+    )
     assert metrics.matthews_corrcoef(labels, predictions) == pytest.approx(
-        sklearn.metrics.matthews_corrcoef(labels, predictions))
+        sklearn.metrics.matthews_corrcoef(labels, predictions)
+    )
     three = rng.integers(0, 3, size=200)
     guess = np.where(rng.random(200) < 0.5, three, rng.integers(0, 3, size=200))
     assert metrics.matthews_corrcoef(three, guess) == pytest.approx(
-        sklearn.metrics.matthews_corrcoef(three, guess))
+        sklearn.metrics.matthews_corrcoef(three, guess)
+    )
 
 
 def test_degenerate_classification_metrics_match_sklearn():
     labels, constant = np.array([0, 1, 1, 0]), np.array([1, 1, 1, 1])
     assert metrics.matthews_corrcoef(labels, constant) == sklearn.metrics.matthews_corrcoef(
-        labels, constant)
+        labels, constant
+    )
     zeros = np.zeros(4, int)
     assert metrics.f1(zeros, zeros) == sklearn.metrics.f1_score(zeros, zeros, zero_division=0)
 
@@ -53,9 +58,11 @@ def test_correlations_match_scipy_with_ties(seed):
     predictions = labels + rng.normal(0, 1.0, size=300)
     predictions[:50] = np.round(predictions[:50])
     assert metrics.pearson(labels, predictions) == pytest.approx(
-        scipy.stats.pearsonr(labels, predictions)[0], abs=1e-12)
+        scipy.stats.pearsonr(labels, predictions)[0], abs=1e-12
+    )
     assert metrics.spearman(labels, predictions) == pytest.approx(
-        scipy.stats.spearmanr(labels, predictions)[0], abs=1e-12)
+        scipy.stats.spearmanr(labels, predictions)[0], abs=1e-12
+    )
 
 
 def _random_tags(rng, length, types=("PER", "LOC", "ORG")):
@@ -74,8 +81,10 @@ def _random_tags(rng, length, types=("PER", "LOC", "ORG")):
 def test_entity_f1_matches_seqeval(seed):
     rng = np.random.default_rng(seed)
     gold = [_random_tags(rng, int(rng.integers(1, 15))) for _ in range(60)]
-    predicted = [[t if rng.random() < 0.7 else _random_tags(rng, 1)[0] for t in sentence]
-                 for sentence in gold]
+    predicted = [
+        [t if rng.random() < 0.7 else _random_tags(rng, 1)[0] for t in sentence]
+        for sentence in gold
+    ]
     ours = metrics.entity_scores(gold, predicted)
     assert ours["f1"] == pytest.approx(seqeval.metrics.f1_score(gold, predicted))
     assert ours["precision"] == pytest.approx(seqeval.metrics.precision_score(gold, predicted))
@@ -86,21 +95,29 @@ def test_entity_f1_matches_seqeval_on_iobes_and_real_wnut_tags(datasets_dir):
     gold = [["S-PER", "O", "B-LOC", "E-LOC", "I-LOC"], ["B-ORG", "I-ORG", "E-ORG", "S-ORG"]]
     predicted = [["S-PER", "O", "B-LOC", "I-LOC", "E-LOC"], ["B-ORG", "E-ORG", "S-ORG", "S-ORG"]]
     assert metrics.entity_scores(gold, predicted)["f1"] == pytest.approx(
-        seqeval.metrics.f1_score(gold, predicted))
+        seqeval.metrics.f1_score(gold, predicted)
+    )
     from keras_bert.tasks.tagging import read_conll
+
     dev = read_conll(os.path.join(datasets_dir, "wnut16", "dev.conll"))
     rng = random.Random(0)
-    shuffled = [[rng.choice(tags) if rng.random() < 0.3 else t for t in tags]
-                for tags in dev.tags]
+    shuffled = [[rng.choice(tags) if rng.random() < 0.3 else t for t in tags] for tags in dev.tags]
     assert metrics.entity_scores(dev.tags, shuffled)["f1"] == pytest.approx(
-        seqeval.metrics.f1_score(dev.tags, shuffled))
+        seqeval.metrics.f1_score(dev.tags, shuffled)
+    )
 
 
 # === Entity F1 in every scheme and mode, against seqeval ===
 
 # Each scheme's prefixes besides O, written out here rather than read from ours.
-SCHEME_LETTERS = {"IOB1": "IB", "IOB2": "IB", "IOE1": "IE", "IOE2": "IE", "IOBES": "IBES",
-                  "BILOU": "BILU"}
+SCHEME_LETTERS = {
+    "IOB1": "IB",
+    "IOB2": "IB",
+    "IOE1": "IE",
+    "IOE2": "IE",
+    "IOBES": "IBES",
+    "BILOU": "BILU",
+}
 SEQEVAL_SCHEMES = {name: getattr(seqeval.scheme, name) for name in SCHEME_LETTERS}
 # seqeval's lenient rules know B/I/E/S only; ours read BILOU as that IOBES spelling.
 AS_IOBES = {"L": "E", "U": "S"}
@@ -120,8 +137,10 @@ def _seqeval_args(scheme, mode, true, pred):
 def _seqeval_entities(tags, scheme, mode):
     """seqeval's entities of one sentence as (type, first, last); its type "_" is our ""."""
     if mode == "strict":
-        found = [(e.tag, e.start, e.end - 1)
-                 for e in seqeval.scheme.Tokens(tags, SEQEVAL_SCHEMES[scheme]).entities]
+        found = [
+            (e.tag, e.start, e.end - 1)
+            for e in seqeval.scheme.Tokens(tags, SEQEVAL_SCHEMES[scheme]).entities
+        ]
     else:
         found = seqeval_get_entities(_iobes_spelling(tags))
     return {("" if kind == "_" else kind, first, last) for kind, first, last in found}
@@ -138,10 +157,14 @@ def _alphabet(scheme, types=("PER", "ORG")):
 SEQEVAL_CORPORA = [
     ([["B-ORG", "I-ORG"]], [["I-ORG", "I-ORG"]]),  # conlleval 1, strict IOB2 0
     ([["B-A", "B-B", "O", "B-A"]], [["O", "B-B", "B-C", "B-A"]]),
-    ([["O", "O", "O", "B-MISC", "I-MISC", "O", "B-ORG"], ["B-PER", "I-PER", "O", "B-PER"]],
-     [["O", "O", "B-MISC", "I-MISC", "I-MISC", "O", "O"], ["B-PER", "I-PER", "O", "B-MISC"]]),
-    ([["O", "O", "O", "B", "I", "I", "O"], ["B", "I", "O"]],  # bare prefixes: the empty type
-     [["O", "O", "B", "I", "I", "I", "O"], ["B", "O", "O"]]),
+    (
+        [["O", "O", "O", "B-MISC", "I-MISC", "O", "B-ORG"], ["B-PER", "I-PER", "O", "B-PER"]],
+        [["O", "O", "B-MISC", "I-MISC", "I-MISC", "O", "O"], ["B-PER", "I-PER", "O", "B-MISC"]],
+    ),
+    (
+        [["O", "O", "O", "B", "I", "I", "O"], ["B", "I", "O"]],  # bare prefixes: the empty type
+        [["O", "O", "B", "I", "I", "I", "O"], ["B", "O", "O"]],
+    ),
     ([["B-PER"]], [["B-ORG"]]),
     ([["B-PER", "I-PER"]], [["B-PER", "B-PER"]]),
     ([[]], [[]]),
@@ -158,7 +181,8 @@ def test_entities_of_every_short_sequence_match_seqeval_in_both_modes(scheme):
     for mode in (None, "strict"):
         for tags in sequences:
             assert metrics.get_entities(tags, scheme, mode) == _seqeval_entities(
-                tags, scheme, mode), (scheme, mode, tags)
+                tags, scheme, mode
+            ), (scheme, mode, tags)
 
 
 @pytest.mark.parametrize("true, pred", SEQEVAL_CORPORA)
@@ -170,23 +194,32 @@ def test_seqeval_cases_score_as_seqeval(true, pred, mode):
 
 def _assert_scores_match_seqeval(true, pred, scheme, mode):
     # Lenient: the plain call, as existing callers make it.
-    ours = (metrics.entity_scores(true, pred) if mode is None
-            else metrics.entity_scores(true, pred, scheme=scheme, mode=mode))
+    ours = (
+        metrics.entity_scores(true, pred)
+        if mode is None
+        else metrics.entity_scores(true, pred, scheme=scheme, mode=mode)
+    )
     seq_true, seq_pred, kwargs = _seqeval_args(scheme, mode, true, pred)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # seqeval warns where a figure is undefined (0)
         assert ours["f1"] == pytest.approx(seqeval.metrics.f1_score(seq_true, seq_pred, **kwargs))
         assert ours["precision"] == pytest.approx(
-            seqeval.metrics.precision_score(seq_true, seq_pred, **kwargs))
+            seqeval.metrics.precision_score(seq_true, seq_pred, **kwargs)
+        )
         assert ours["recall"] == pytest.approx(
-            seqeval.metrics.recall_score(seq_true, seq_pred, **kwargs))
+            seqeval.metrics.recall_score(seq_true, seq_pred, **kwargs)
+        )
         if not any(true) and not any(pred):
             return  # seqeval's report has no rows to compare
-        expected = seqeval.metrics.classification_report(seq_true, seq_pred, output_dict=True,
-                                                         **kwargs)
+        expected = seqeval.metrics.classification_report(
+            seq_true, seq_pred, output_dict=True, **kwargs
+        )
     report = metrics.entity_report(true, pred, scheme=scheme if mode else None, mode=mode)
-    expected = {("" if kind == "_" else kind): row for kind, row in expected.items()
-                if not kind.endswith(" avg")}
+    expected = {
+        ("" if kind == "_" else kind): row
+        for kind, row in expected.items()
+        if not kind.endswith(" avg")
+    }
     assert sorted(report) == sorted(expected)
     for kind, row in expected.items():
         assert report[kind]["precision"] == pytest.approx(row["precision"]), kind
@@ -207,8 +240,10 @@ def test_random_tags_of_each_scheme_score_as_seqeval(scheme, mode, seed):
     rng = np.random.default_rng(seed)
     true = [_random_scheme_tags(rng, scheme, int(rng.integers(0, 20))) for _ in range(80)]
     # Predictions: gold with some tags replaced, so that many entities match.
-    pred = [[tag if rng.random() < 0.75 else _random_scheme_tags(rng, scheme, 1)[0]
-             for tag in sentence] for sentence in true]
+    pred = [
+        [tag if rng.random() < 0.75 else _random_scheme_tags(rng, scheme, 1)[0] for tag in sentence]
+        for sentence in true
+    ]
     _assert_scores_match_seqeval(true, pred, scheme, mode)
 
 
@@ -222,10 +257,21 @@ def test_lenient_reading_ignores_the_scheme(scheme):
     assert metrics.entity_scores(true, pred, scheme=scheme) == metrics.entity_scores(true, pred)
 
 
-@pytest.mark.parametrize("tag, scheme", [("E-PER", "IOB1"), ("S-PER", "IOB1"), ("E", "IOB2"),
-                                         ("S-PER", "IOB2"), ("B-PER", "IOE1"), ("S", "IOE1"),
-                                         ("B-PER", "IOE2"), ("S-PER", "IOE2"), ("L-PER", "IOBES"),
-                                         ("E-PER", "BILOU")])
+@pytest.mark.parametrize(
+    "tag, scheme",
+    [
+        ("E-PER", "IOB1"),
+        ("S-PER", "IOB1"),
+        ("E", "IOB2"),
+        ("S-PER", "IOB2"),
+        ("B-PER", "IOE1"),
+        ("S", "IOE1"),
+        ("B-PER", "IOE2"),
+        ("S-PER", "IOE2"),
+        ("L-PER", "IOBES"),
+        ("E-PER", "BILOU"),
+    ],
+)
 def test_a_tag_outside_the_scheme_is_an_error_as_in_seqeval(tag, scheme):
     with pytest.raises(ValueError):
         seqeval.metrics.f1_score([[tag]], [["O"]], mode="strict", scheme=SEQEVAL_SCHEMES[scheme])
@@ -272,10 +318,10 @@ def _candidate_answers(dataset, rng):
                     predictions[qa["id"]] = gold
                 elif choice < 0.6 and gold:
                     words = gold.split()
-                    predictions[qa["id"]] = " ".join(words[:max(1, len(words) // 2)]) + " the"
+                    predictions[qa["id"]] = " ".join(words[: max(1, len(words) // 2)]) + " the"
                 elif choice < 0.85:
                     start = rng.randrange(0, max(1, len(context) - 30))
-                    predictions[qa["id"]] = context[start:start + rng.randrange(1, 30)]
+                    predictions[qa["id"]] = context[start : start + rng.randrange(1, 30)]
                 else:
                     predictions[qa["id"]] = ""
     return predictions
@@ -312,12 +358,24 @@ def test_squad_v2_matches_official_script(datasets_dir, seed):
     na_probs = {qid: round(rng.uniform(-3, 3), 1) for qid in predictions}  # ties on purpose
     official = squad_evaluate_v2_0.evaluate(dataset, predictions, na_probs)
     ours = metrics.squad_v2_scores(dataset, predictions, na_probs)
-    for key in ("exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total",
-                "NoAns_exact", "NoAns_f1", "NoAns_total"):
+    for key in (
+        "exact",
+        "f1",
+        "total",
+        "HasAns_exact",
+        "HasAns_f1",
+        "HasAns_total",
+        "NoAns_exact",
+        "NoAns_f1",
+        "NoAns_total",
+    ):
         assert ours[key] == pytest.approx(official[key]), key
-    for ours_key, official_key in (("best_exact", "final_exact"),
-                                   ("best_exact_thresh", "final_exact_thresh"),
-                                   ("best_f1", "final_f1"), ("best_f1_thresh", "final_f1_thresh")):
+    for ours_key, official_key in (
+        ("best_exact", "final_exact"),
+        ("best_exact_thresh", "final_exact_thresh"),
+        ("best_f1", "final_f1"),
+        ("best_f1_thresh", "final_f1_thresh"),
+    ):
         assert ours[ours_key] == pytest.approx(official[official_key]), ours_key
     # Without no-answer scores, as the official script's default.
     plain = squad_evaluate_v2_0.evaluate(dataset, predictions)

@@ -49,14 +49,14 @@ def test_retrieval_metrics_equal_hand_computed_values():
     relevant = [{1}, {2, 3}, {3}]
     got = retrieval_metrics(queries, corpus, relevant, recall_at=(1, 2, 3))
     log2 = math.log2
-    ndcg = [(1 / log2(3)) / 1,
-            (1 / log2(3) + 1 / log2(5)) / (1 + 1 / log2(3)),
-            1.0]
-    expected = {"recall@1": (0 + 0 + 1) / 3,
-                "recall@2": (1 + 0.5 + 1) / 3,
-                "recall@3": (1 + 0.5 + 1) / 3,
-                "mrr@10": (1 / 2 + 1 / 2 + 1) / 3,
-                "ndcg@10": sum(ndcg) / 3}
+    ndcg = [(1 / log2(3)) / 1, (1 / log2(3) + 1 / log2(5)) / (1 + 1 / log2(3)), 1.0]
+    expected = {
+        "recall@1": (0 + 0 + 1) / 3,
+        "recall@2": (1 + 0.5 + 1) / 3,
+        "recall@3": (1 + 0.5 + 1) / 3,
+        "mrr@10": (1 / 2 + 1 / 2 + 1) / 3,
+        "ndcg@10": sum(ndcg) / 3,
+    }
     assert set(got) == set(expected)
     for name, value in expected.items():
         assert got[name] == pytest.approx(value, abs=1e-6), name
@@ -65,8 +65,9 @@ def test_retrieval_metrics_equal_hand_computed_values():
 def test_evaluate_retrieval_reads_ids_and_pairs():
     queries = {"a": "q0", "b": "q2"}
     corpus = {"x": "d0", "y": "d3", "z": "d1"}
-    figures = evaluate_retrieval(FixedEmbeddings(), queries, corpus, [("a", "z"), ("b", "y")],
-                                 recall_at=(1,))
+    figures = evaluate_retrieval(
+        FixedEmbeddings(), queries, corpus, [("a", "z"), ("b", "y")], recall_at=(1,)
+    )
     assert figures["recall@1"] == pytest.approx(0.5)  # a finds x first; b finds y
     assert figures["mrr@10"] == pytest.approx((1 / 2 + 1) / 2)
     with pytest.raises(ValueError, match="no document 'w'"):
@@ -91,6 +92,7 @@ def test_evaluate_scored_pairs():
 
 # === The TSV reader ===
 
+
 def write(path, lines):
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(path)
@@ -100,18 +102,23 @@ def test_pairs_triplets_and_scored_pairs(tmp_path):
     pairs = read_text_rows(write(tmp_path / "p.tsv", ["anchor\tpositive", "a\tb", "c\td"]))
     assert pairs.fit_inputs() == ((["a", "c"], ["b", "d"]), None)
     triplets = read_text_rows(write(tmp_path / "t.tsv", ["q\tpos\tneg", "a\tb\tc"]))
-    assert triplets.fit_inputs()[0] == (["a"], ["b"], ["c"]) and triplets.names == ["q", "pos",
-                                                                                     "neg"]
-    scored = read_text_rows(write(tmp_path / "s.tsv", ["sentence1\tsentence2\tscore",
-                                                        "a\tb\t0.5", "c\td\t4"]))
+    assert triplets.fit_inputs()[0] == (["a"], ["b"], ["c"]) and triplets.names == [
+        "q",
+        "pos",
+        "neg",
+    ]
+    scored = read_text_rows(
+        write(tmp_path / "s.tsv", ["sentence1\tsentence2\tscore", "a\tb\t0.5", "c\td\t4"])
+    )
     (x, y) = scored.fit_inputs()
     assert x == (["a", "c"], ["b", "d"])
     np.testing.assert_array_equal(y, np.array([0.5, 4.0], np.float32))
 
 
 def test_bbc_news_headlines_and_articles(datasets_dir):
-    rows = read_text_rows(os.path.join(datasets_dir, "bbc_news", "dev.tsv"),
-                          text_columns=("title", "text"))
+    rows = read_text_rows(
+        os.path.join(datasets_dir, "bbc_news", "dev.tsv"), text_columns=("title", "text")
+    )
     assert len(rows) == 222 and rows.scores is None
     assert rows.columns[0][0] == "Economy 'strong' in election year"
     queries, corpus, relevant = rows.retrieval()

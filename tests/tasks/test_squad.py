@@ -33,15 +33,26 @@ def _samples(datasets_dir):
 
 
 def _synthetic_v2():
-    context = ("The quick brown fox jumped over the lazy dog near the river bank. "
-               "Foxes are small omnivorous mammals, and dogs are domesticated wolves. ") * 4
+    context = (
+        "The quick brown fox jumped over the lazy dog near the river bank. "
+        "Foxes are small omnivorous mammals, and dogs are domesticated wolves. "
+    ) * 4
     qas = [
-        {"id": "q1", "question": "What jumped over the dog?", "is_impossible": False,
-         "answers": [{"text": "quick brown fox", "answer_start": 4}]},
-        {"id": "q2", "question": "What colour is the cat?", "is_impossible": True,
-         "answers": []},
-        {"id": "q3", "question": "What are dogs?", "is_impossible": False,
-         "answers": [{"text": "domesticated wolves", "answer_start": context.rindex("domesticated")}]},
+        {
+            "id": "q1",
+            "question": "What jumped over the dog?",
+            "is_impossible": False,
+            "answers": [{"text": "quick brown fox", "answer_start": 4}],
+        },
+        {"id": "q2", "question": "What colour is the cat?", "is_impossible": True, "answers": []},
+        {
+            "id": "q3",
+            "question": "What are dogs?",
+            "is_impossible": False,
+            "answers": [
+                {"text": "domesticated wolves", "answer_start": context.rindex("domesticated")}
+            ],
+        },
         {"id": "q4", "question": "Who owns the river?", "is_impossible": True, "answers": []},
     ]
     return [{"title": "synthetic", "paragraphs": [{"context": context, "qas": qas}]}]
@@ -67,8 +78,9 @@ def _reference_features(data, tmp_path, tokenizer, is_training, v2, **kwargs):
         if not is_padding:
             features.append(copy.deepcopy(feature))
 
-    squad_lib.convert_examples_to_features(examples, tokenizer, is_training=is_training,
-                                           output_fn=collect, batch_size=1, **kwargs)
+    squad_lib.convert_examples_to_features(
+        examples, tokenizer, is_training=is_training, output_fn=collect, batch_size=1, **kwargs
+    )
     return examples, features
 
 
@@ -77,20 +89,24 @@ SETTINGS = dict(max_seq_length=96, doc_stride=32, max_query_length=12)
 
 @pytest.mark.parametrize("is_training", [True, False])
 @pytest.mark.parametrize("which", ["samples", "synthetic_v2"])
-def test_features_match_squad_lib(datasets_dir, tokenizer, reference_tokenizer, tmp_path, is_training,
-                                   which):
+def test_features_match_squad_lib(
+    datasets_dir, tokenizer, reference_tokenizer, tmp_path, is_training, which
+):
     v2 = which == "synthetic_v2"
     data = _samples(datasets_dir) if not v2 else _synthetic_v2()
-    ref_examples, ref_features = _reference_features(data, tmp_path, reference_tokenizer,
-                                                     is_training, v2, **SETTINGS)
+    ref_examples, ref_features = _reference_features(
+        data, tmp_path, reference_tokenizer, is_training, v2, **SETTINGS
+    )
     examples = squad.read_squad_examples(data, is_training, version_2_with_negative=v2)
     assert [e.qas_id for e in examples] == [e.qas_id for e in ref_examples]
     assert [e.doc_tokens for e in examples] == [e.doc_tokens for e in ref_examples]
     if is_training:
         assert [(e.start_position, e.end_position, e.is_impossible) for e in examples] == [
-            (e.start_position, e.end_position, e.is_impossible) for e in ref_examples]
-    features = squad.convert_examples_to_features(examples, tokenizer, is_training=is_training,
-                                                  **SETTINGS)
+            (e.start_position, e.end_position, e.is_impossible) for e in ref_examples
+        ]
+    features = squad.convert_examples_to_features(
+        examples, tokenizer, is_training=is_training, **SETTINGS
+    )
     assert len(features) == len(ref_features) > len(examples)  # several windows each
     for ours, ref in zip(features, ref_features):
         assert (ours.example_index, ours.doc_span_index) == (ref.example_index, ref.doc_span_index)
@@ -108,8 +124,7 @@ def test_features_match_squad_lib(datasets_dir, tokenizer, reference_tokenizer, 
 def test_answer_pieces_map_back_to_the_answer_characters(datasets_dir, tokenizer):
     data = _samples(datasets_dir)
     examples = squad.read_squad_examples(data, is_training=True)
-    features = squad.convert_examples_to_features(examples, tokenizer, is_training=True,
-                                                  **SETTINGS)
+    features = squad.convert_examples_to_features(examples, tokenizer, is_training=True, **SETTINGS)
     checked = 0
     for feature in features:
         if feature.start_position == 0:
@@ -124,12 +139,14 @@ def test_answer_pieces_map_back_to_the_answer_characters(datasets_dir, tokenizer
 
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("which", ["samples", "synthetic_v2"])
-def test_postprocess_matches_squad_lib(datasets_dir, tokenizer, reference_tokenizer, tmp_path, seed,
-                                       which):
+def test_postprocess_matches_squad_lib(
+    datasets_dir, tokenizer, reference_tokenizer, tmp_path, seed, which
+):
     v2 = which == "synthetic_v2"
     data = _samples(datasets_dir) if not v2 else _synthetic_v2()
-    ref_examples, ref_features = _reference_features(data, tmp_path, reference_tokenizer,
-                                                     False, v2, **SETTINGS)
+    ref_examples, ref_features = _reference_features(
+        data, tmp_path, reference_tokenizer, False, v2, **SETTINGS
+    )
     examples = squad.read_squad_examples(data, False, version_2_with_negative=v2)
     features = squad.convert_examples_to_features(examples, tokenizer, **SETTINGS)
     rng = np.random.default_rng(seed)
@@ -146,37 +163,70 @@ def test_postprocess_matches_squad_lib(datasets_dir, tokenizer, reference_tokeni
         # Even questions get a dominant null score, odd ones a hopeless one.
         even = np.array([f.example_index % 2 == 0 for f in features])
         start[:, 0] += np.where(even, 10.0, -10.0).astype(np.float32)
-    results = [RawResult(f.unique_id, start[i].tolist(), end[i].tolist())
-               for i, f in enumerate(ref_features)]
+    results = [
+        RawResult(f.unique_id, start[i].tolist(), end[i].tolist())
+        for i, f in enumerate(ref_features)
+    ]
     ref_predictions, ref_nbest, ref_diffs = squad_lib.postprocess_output(
-        ref_examples, ref_features, results, n_best_size=20, max_answer_length=30,
-        do_lower_case=True, version_2_with_negative=v2, null_score_diff_threshold=0.0)
+        ref_examples,
+        ref_features,
+        results,
+        n_best_size=20,
+        max_answer_length=30,
+        do_lower_case=True,
+        version_2_with_negative=v2,
+        null_score_diff_threshold=0.0,
+    )
     predictions, diffs, nbest = squad.postprocess(
-        examples, features, start.tolist(), end.tolist(), n_best_size=20,
-        max_answer_length=30, version_2_with_negative=v2)
+        examples,
+        features,
+        start.tolist(),
+        end.tolist(),
+        n_best_size=20,
+        max_answer_length=30,
+        version_2_with_negative=v2,
+    )
     assert predictions == dict(ref_predictions)
     assert diffs.keys() == ref_diffs.keys()
     for qid in diffs:
         assert diffs[qid] == pytest.approx(ref_diffs[qid], abs=1e-5)
     for qid in nbest:
         assert [n["text"] for n in nbest[qid]] == [n["text"] for n in ref_nbest[qid]]
-        np.testing.assert_allclose([n["probability"] for n in nbest[qid]],
-                                   [n["probability"] for n in ref_nbest[qid]], rtol=1e-5)
+        np.testing.assert_allclose(
+            [n["probability"] for n in nbest[qid]],
+            [n["probability"] for n in ref_nbest[qid]],
+            rtol=1e-5,
+        )
     if v2:
         assert "" in predictions.values() and any(predictions.values())
 
 
-def test_short_context_is_answered_where_run_squad_finds_nothing(tokenizer, reference_tokenizer,
-                                                                 tmp_path):
+def test_short_context_is_answered_where_run_squad_finds_nothing(
+    tokenizer, reference_tokenizer, tmp_path
+):
     # A lightly trained model scores padding as high as the context;
     # with 80 of 96 positions padding, squad_lib's n-best over all positions
     # holds no context piece and it answers "empty". Ours ranks [CLS] and the context.
-    data = [{"title": "t", "paragraphs": [{"context": "Ann met Bob in Paris last spring.",
-                                           "qas": [{"id": "q", "question": "Where?",
-                                                    "answers": [{"text": "Paris",
-                                                                 "answer_start": 15}]}]}]}]
-    ref_examples, ref_features = _reference_features(data, tmp_path, reference_tokenizer,
-                                                     False, False, **SETTINGS)
+    data = [
+        {
+            "title": "t",
+            "paragraphs": [
+                {
+                    "context": "Ann met Bob in Paris last spring.",
+                    "qas": [
+                        {
+                            "id": "q",
+                            "question": "Where?",
+                            "answers": [{"text": "Paris", "answer_start": 15}],
+                        }
+                    ],
+                }
+            ],
+        }
+    ]
+    ref_examples, ref_features = _reference_features(
+        data, tmp_path, reference_tokenizer, False, False, **SETTINGS
+    )
     examples = squad.read_squad_examples(data, False)
     features = squad.convert_examples_to_features(examples, tokenizer, **SETTINGS)
     start = np.where(features[0].input_mask, 0.0, 5.0)[None].astype(np.float32)
@@ -185,8 +235,14 @@ def test_short_context_is_answered_where_run_squad_finds_nothing(tokenizer, refe
     start[0, paris] = end[0, paris] = 3.0
     results = [RawResult(ref_features[0].unique_id, start[0].tolist(), end[0].tolist())]
     ref_predictions, _, _ = squad_lib.postprocess_output(
-        ref_examples, ref_features, results, n_best_size=20, max_answer_length=30,
-        do_lower_case=True, version_2_with_negative=False)
+        ref_examples,
+        ref_features,
+        results,
+        n_best_size=20,
+        max_answer_length=30,
+        do_lower_case=True,
+        version_2_with_negative=False,
+    )
     predictions, _, _ = squad.postprocess(examples, features, start, end)
     assert dict(ref_predictions) == {"q": "empty"}
     assert predictions == {"q": "Paris"}
@@ -200,14 +256,15 @@ def test_null_threshold_decides_no_answer(tokenizer):
     start[:, 0] = end[:, 0] = 2.0  # null score 4
     f = next(i for i, x in enumerate(features) if x.token_is_max_context.get(20))
     start[f, 20], end[f, 21] = 3.0, 3.0  # best span scores 6
-    predictions, diffs, _ = squad.postprocess(examples, features, start, end,
-                                              version_2_with_negative=True)
+    predictions, diffs, _ = squad.postprocess(
+        examples, features, start, end, version_2_with_negative=True
+    )
     qid = examples[features[f].example_index].qas_id
     assert diffs[qid] == pytest.approx(-2.0)
     assert predictions[qid] != ""
-    predictions, _, _ = squad.postprocess(examples, features, start, end,
-                                          version_2_with_negative=True,
-                                          null_score_diff_threshold=-3.0)
+    predictions, _, _ = squad.postprocess(
+        examples, features, start, end, version_2_with_negative=True, null_score_diff_threshold=-3.0
+    )
     assert predictions[qid] == ""
 
 
@@ -224,17 +281,43 @@ def test_tfds_squad_reader_with_mock_data(tokenizer):
         assert {f.example_index for f in features} == set(range(4))
 
 
-@pytest.mark.parametrize("data, place", [
-    ({"data": [{"paragraphs": [{"context": "abc"}]}]}, r"data\[0\].paragraphs\[0\].qas must be a list"),
-    ({"data": [{"paragraphs": [{"context": "abc", "qas": [{"id": "1"}]}]}]},
-     r"data\[0\].paragraphs\[0\].qas\[0\].question must be text"),
-    ({"data": [{"paragraphs": [{"context": "abc", "qas": [
-        {"id": "1", "question": "q?", "answers": [{"text": "a", "answer_start": "0"}]}]}]}]},
-     r"data\[0\].paragraphs\[0\].qas\[0\].answers\[0\].answer_start must be a character "
-     "offset, got str"),
-    ({"data": {"title": "x"}}, "data must be a list of articles"),
-    ([1, 2], "no top-level `data` field"),
-])
+@pytest.mark.parametrize(
+    "data, place",
+    [
+        (
+            {"data": [{"paragraphs": [{"context": "abc"}]}]},
+            r"data\[0\].paragraphs\[0\].qas must be a list",
+        ),
+        (
+            {"data": [{"paragraphs": [{"context": "abc", "qas": [{"id": "1"}]}]}]},
+            r"data\[0\].paragraphs\[0\].qas\[0\].question must be text",
+        ),
+        (
+            {
+                "data": [
+                    {
+                        "paragraphs": [
+                            {
+                                "context": "abc",
+                                "qas": [
+                                    {
+                                        "id": "1",
+                                        "question": "q?",
+                                        "answers": [{"text": "a", "answer_start": "0"}],
+                                    }
+                                ],
+                            }
+                        ]
+                    }
+                ]
+            },
+            r"data\[0\].paragraphs\[0\].qas\[0\].answers\[0\].answer_start must be a character "
+            "offset, got str",
+        ),
+        ({"data": {"title": "x"}}, "data must be a list of articles"),
+        ([1, 2], "no top-level `data` field"),
+    ],
+)
 def test_a_squad_file_of_the_wrong_shape_names_the_field(tmp_path, data, place):
     path = tmp_path / "train.json"
     path.write_text(json.dumps(data))

@@ -11,8 +11,18 @@ from official.nlp.tools import tokenization
 from keras_bert import BertTokenizer
 from keras_bert.tasks import tagging
 
-WNUT_TYPES = ("person", "geo-loc", "company", "facility", "product", "musicartist", "movie",
-              "sportsteam", "tvshow", "other")
+WNUT_TYPES = (
+    "person",
+    "geo-loc",
+    "company",
+    "facility",
+    "product",
+    "musicartist",
+    "movie",
+    "sportsteam",
+    "tvshow",
+    "other",
+)
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +44,10 @@ def test_read_wnut16(datasets_dir):
 
 def test_read_conll2003_format(tmp_path):
     path = tmp_path / "eng.testa"
-    path.write_text("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n"
-                    "German JJ B-NP B-MISC\n\nPeter NNP B-NP B-PER\n")
+    path.write_text(
+        "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n"
+        "German JJ B-NP B-MISC\n\nPeter NNP B-NP B-PER\n"
+    )
     sentences = tagging.read_conll(str(path))
     assert sentences.words == [["EU", "rejects", "German"], ["Peter"]]
     assert sentences.tags == [["B-ORG", "O", "B-MISC"], ["B-PER"]]
@@ -50,8 +62,9 @@ def test_a_table_of_sentences_is_not_read_as_conll(tmp_path):
     # sentence's last word, and training would go ahead on nonsense.
     table = tmp_path / "train.tsv"
     table.write_text("label\tsentence\nfresh\tThe movie is a blast\nrotten\tdull\n")
-    with pytest.raises(ValueError, match="train.tsv, line 2: the tag 'The movie is a blast' "
-                                         "has spaces"):
+    with pytest.raises(
+        ValueError, match="train.tsv, line 2: the tag 'The movie is a blast' has spaces"
+    ):
         tagging.read_conll(str(table))
     spaced = tmp_path / "spaced.conll"
     spaced.write_text("EU NNP B-ORG\nrejects O\n")
@@ -60,13 +73,15 @@ def test_a_table_of_sentences_is_not_read_as_conll(tmp_path):
 
 
 @pytest.mark.parametrize("seq_length", [16, 64])
-def test_first_piece_labels_match_original_tokenizer(datasets_dir, real_vocab_file, tokenizer,
-                                                     seq_length):
+def test_first_piece_labels_match_original_tokenizer(
+    datasets_dir, real_vocab_file, tokenizer, seq_length
+):
     sentences = tagging.read_conll(os.path.join(datasets_dir, "wnut16", "dev.conll"))
     sentences = tagging.TaggedSentences(sentences.words[:120], sentences.tags[:120])
     names = tagging.tag_vocabulary(sentences.tags)
     features, labels, weights, first_pieces = tagging.encode_tagged(
-        tokenizer, sentences, names, seq_length)
+        tokenizer, sentences, names, seq_length
+    )
     reference = tokenization.FullTokenizer(real_vocab_file, do_lower_case=True)
     cut = 0
     for row, (words, tags) in enumerate(zip(sentences.words, sentences.tags)):
@@ -82,7 +97,7 @@ def test_first_piece_labels_match_original_tokenizer(datasets_dir, real_vocab_fi
             pieces += word_pieces
         pieces.append("[SEP]")
         ids = reference.convert_tokens_to_ids(pieces)
-        np.testing.assert_array_equal(features["input_ids"][row, :len(ids)], ids)
+        np.testing.assert_array_equal(features["input_ids"][row, : len(ids)], ids)
         assert features["input_mask"][row].sum() == len(ids)
         positions = [p for p, _ in expected_labels]
         assert np.flatnonzero(weights[row]).tolist() == positions
@@ -108,13 +123,16 @@ def test_unknown_tags_are_errors_for_training_only(tokenizer):
 def test_tags_are_names_or_their_indices(tokenizer):
     names = ["O", "B-LOC"]
     by_name = tagging.encode_tagged(
-        tokenizer, tagging.TaggedSentences([["Paris", "rocks"]], [["B-LOC", "O"]]), names, 8)
+        tokenizer, tagging.TaggedSentences([["Paris", "rocks"]], [["B-LOC", "O"]]), names, 8
+    )
     by_index = tagging.encode_tagged(
-        tokenizer, tagging.TaggedSentences([["Paris", "rocks"]], [[1, np.int64(0)]]), names, 8)
+        tokenizer, tagging.TaggedSentences([["Paris", "rocks"]], [[1, np.int64(0)]]), names, 8
+    )
     np.testing.assert_array_equal(by_name[1], by_index[1])
     with pytest.raises(ValueError, match="tag 2 is neither one of .* nor an index below 2"):
         tagging.encode_tagged(
-            tokenizer, tagging.TaggedSentences([["Paris", "rocks"]], [[2, 0]]), names, 8)
+            tokenizer, tagging.TaggedSentences([["Paris", "rocks"]], [[2, 0]]), names, 8
+        )
 
 
 def test_tfds_conll2003_with_mock_data():

@@ -23,8 +23,9 @@ PAIRS = ["yes", "", "one two three four five six seven eight nine ten eleven twe
 def test_longest_pads_to_the_rounded_longest_row(tokenizer, multiple, width):
     # Pieces by hand: [CLS] a much longer sentence than the first one is here [SEP] = 12
     # (every word is one piece of the uncased vocabulary); 64 is cut to seq_length 32.
-    packed = tokenizer.pack(tf.constant(TEXTS), seq_length=32, padding="longest",
-                            length_multiple=multiple)
+    packed = tokenizer.pack(
+        tf.constant(TEXTS), seq_length=32, padding="longest", length_multiple=multiple
+    )
     fixed = tokenizer.pack(tf.constant(TEXTS), seq_length=32)
     for name in ("input_ids", "input_mask", "segment_ids"):
         assert packed[name].shape == (3, width)
@@ -34,8 +35,9 @@ def test_longest_pads_to_the_rounded_longest_row(tokenizer, multiple, width):
 
 
 def test_longest_pairs_and_truncation(tokenizer):
-    packed = tokenizer.pack(tf.constant(TEXTS), tf.constant(PAIRS), seq_length=16,
-                            padding="longest", length_multiple=8)
+    packed = tokenizer.pack(
+        tf.constant(TEXTS), tf.constant(PAIRS), seq_length=16, padding="longest", length_multiple=8
+    )
     fixed = tokenizer.pack(tf.constant(TEXTS), tf.constant(PAIRS), seq_length=16)
     # Rows of 6, 13 and 15 pieces (by hand: [CLS] A [SEP] B [SEP]); 15 rounds up to 16,
     # which is seq_length.
@@ -45,16 +47,18 @@ def test_longest_pairs_and_truncation(tokenizer):
 
 
 def test_longest_empty_batch_has_a_valid_shape(tokenizer):
-    packed = tokenizer.pack(tf.constant([], tf.string), seq_length=32, padding="longest",
-                            length_multiple=8)
+    packed = tokenizer.pack(
+        tf.constant([], tf.string), seq_length=32, padding="longest", length_multiple=8
+    )
     assert packed["input_ids"].shape == (0, 8)
 
 
 def test_select_packed_pads_only_to_the_chosen_rows(tokenizer):
     texts = tf.constant(["hello world", "hi"])
     single = tokenizer.pack(texts, seq_length=32, padding="longest")  # widths 4
-    paired = tokenizer.pack(texts, tf.constant(["", "one two three four five"]),
-                            seq_length=32, padding="longest")  # widths 5 and 9
+    paired = tokenizer.pack(
+        texts, tf.constant(["", "one two three four five"]), seq_length=32, padding="longest"
+    )  # widths 5 and 9
     chosen = tokenizer.select_packed(tf.constant([False, False]), paired, single, 32, "longest")
     assert chosen["input_ids"].shape == (2, 4)
     np.testing.assert_array_equal(chosen["input_ids"].numpy(), single["input_ids"].numpy())
@@ -64,8 +68,10 @@ def test_select_packed_pads_only_to_the_chosen_rows(tokenizer):
     np.testing.assert_array_equal(mixed["input_ids"].numpy()[1], paired["input_ids"][1])
 
 
-@pytest.mark.parametrize("options, field", [({"padding": "shortest"}, "padding"),
-                                            ({"length_multiple": 0}, "length_multiple")])
+@pytest.mark.parametrize(
+    "options, field",
+    [({"padding": "shortest"}, "padding"), ({"length_multiple": 0}, "length_multiple")],
+)
 def test_bad_padding_options_name_the_field(tokenizer, options, field):
     with pytest.raises(ValueError, match=field):
         tokenizer.pack(tf.constant(TEXTS), seq_length=32, **{"padding": "longest", **options})

@@ -81,19 +81,22 @@ def original_ids(original, text):
 def test_whitespace_words_are_the_originals(tokenizer, original):
     words = whitespace_words(tokenizer, CASES)
     for text, ours in zip(CASES, words):
-        assert [cleaned(original, word) for word in ours] == original_words(original, text), \
-            repr(text)
+        assert [cleaned(original, word) for word in ours] == original_words(original, text), repr(
+            text
+        )
 
 
 def test_the_words_after_a_nul_are_kept(tokenizer):
     assert whitespace_words(tokenizer, ["Emma\x00 lives in Highbury"]) == [
-        ["Emma", "lives", "in", "Highbury"]]
+        ["Emma", "lives", "in", "Highbury"]
+    ]
 
 
 def test_tagger_offsets_point_into_the_original_string(tokenizer, original):
     tagger = WordTagger(tokenizer, 64, ["O", "B-PER", "I-PER"])
-    out = tagger.tag_words(text_tensor(CASES), lambda features: tf.zeros(
-        [tf.shape(features["input_ids"])[0], 64, 3]))
+    out = tagger.tag_words(
+        text_tensor(CASES), lambda features: tf.zeros([tf.shape(features["input_ids"])[0], 64, 3])
+    )
     out = {name: value.numpy() for name, value in out.items()}
     for row, text in enumerate(CASES):
         count = int(out["num_tokens"][row])
@@ -101,8 +104,9 @@ def test_tagger_offsets_point_into_the_original_string(tokenizer, original):
         ends = out["token_end"][row, :count].tolist()
         spans = [text[start:end] for start, end in zip(starts, ends)]
         # The spans, cleaned as the original cleans, are the original's words...
-        assert [cleaned(original, span) for span in spans] == original_words(original, text), \
-            repr(text)
+        assert [cleaned(original, span) for span in spans] == original_words(original, text), repr(
+            text
+        )
         # ... and begin and end with a character it keeps.
         for span in spans:
             assert cleaned(original, span[0]) and cleaned(original, span[-1]), (repr(text), span)
@@ -115,8 +119,9 @@ def test_every_tasks_pieces_are_the_originals_on_dirty_text(tokenizer, original)
     for text, row in zip(CASES, ids.to_list()):
         assert row == original_ids(original, text), repr(text)
     for text, words in zip(CASES, whitespace_words(tokenizer, CASES)):
-        pieces = [i for word in words for i in tokenizer.tokenize(text_tensor([word]))[0]
-                  .numpy().tolist()]
+        pieces = [
+            i for word in words for i in tokenizer.tokenize(text_tensor([word]))[0].numpy().tolist()
+        ]
         assert pieces == original_ids(original, text), repr(text)
 
 
@@ -145,7 +150,8 @@ def test_savedmodel_bytes_with_an_encoded_surrogate_read_as_python_replace(token
     # replaced (three U+FFFD, as Python's errors="replace") and then deleted.
     raw = "Emma \ud800Wood\udc00house".encode("utf-8", "surrogatepass")
     assert whitespace_words(tokenizer, [raw.decode("utf-8", "replace")]) == [
-        ["Emma", "Wood\ufffd\ufffd\ufffdhouse"]]
+        ["Emma", "Wood\ufffd\ufffd\ufffdhouse"]
+    ]
     ids = tokenizer.tokenize(tf.constant([raw]))[0].numpy().tolist()
     assert ids == original.convert_tokens_to_ids(original.tokenize(raw))
 
@@ -155,17 +161,31 @@ def test_split_is_traced_once_and_takes_batches_of_zero(tokenizer):
     starts, ends = tokenizer.whitespace_spans(tf.constant([], tf.string))
     assert starts.shape[0] == ends.shape[0] == 0
     np.testing.assert_array_equal(
-        tokenizer.whitespace_spans(tf.constant("a\x00 b"))[0].numpy(), [0, 3])
+        tokenizer.whitespace_spans(tf.constant("a\x00 b"))[0].numpy(), [0, 3]
+    )
 
 
 def test_random_dirty_strings_split_as_the_original(tokenizer, original):
     # Characters the two rules could disagree on, in random order: whitespace
     # of every kind, deleted ones, marks, unassigned, surrogates, CJK, emoji.
     pool = list("ab Éé\t\n\r\x00\x01\x0b\x0c\x1c\x1f\x7f\x85\xa0\xad,'") + [
-        "\u200b", "\u2028", "\u3000", "\ufffd", "\u0301", "\U000E0001", "\u0378", "中",
-        "\ud800", "ΣΑ", "ß", "İ", "\U0001F600"]
+        "\u200b",
+        "\u2028",
+        "\u3000",
+        "\ufffd",
+        "\u0301",
+        "\U000e0001",
+        "\u0378",
+        "中",
+        "\ud800",
+        "ΣΑ",
+        "ß",
+        "İ",
+        "\U0001f600",
+    ]
     rng = random.Random(0)
     texts = ["".join(rng.choice(pool) for _ in range(rng.randint(0, 12))) for _ in range(400)]
     for text, ours in zip(texts, whitespace_words(tokenizer, texts)):
-        assert [cleaned(original, word) for word in ours] == original_words(original, text), \
-            repr(text)
+        assert [cleaned(original, word) for word in ours] == original_words(original, text), repr(
+            text
+        )

@@ -24,8 +24,13 @@ from keras_bert.export.serving_ops import (
 )
 from keras_bert.text.tokenizer import BertTokenizer, truncated_pair_lengths
 
-TEXTS = ["Emma Woodhouse, handsome, clever, and rich.", "naïve café — Zoë's résumé!",
-         "", "İSTANBUL ΟΔΟΣ 東京タワー a\x00b\u200bc", "unaffable 🍕 x²"]
+TEXTS = [
+    "Emma Woodhouse, handsome, clever, and rich.",
+    "naïve café — Zoë's résumé!",
+    "",
+    "İSTANBUL ΟΔΟΣ 東京タワー a\x00b\u200bc",
+    "unaffable 🍕 x²",
+]
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +68,21 @@ def real_lines(datasets_dir, count):
 
 
 def test_special_ids_match_the_vocabulary(tokenizer, original):
-    for name, token in [("pad_id", "[PAD]"), ("unk_id", "[UNK]"), ("cls_id", "[CLS]"),
-                        ("sep_id", "[SEP]"), ("mask_id", "[MASK]")]:
+    for name, token in [
+        ("pad_id", "[PAD]"),
+        ("unk_id", "[UNK]"),
+        ("cls_id", "[CLS]"),
+        ("sep_id", "[SEP]"),
+        ("mask_id", "[MASK]"),
+    ]:
         assert getattr(tokenizer, name) == original.vocab[token]
-    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id,
-            tokenizer.mask_id) == (0, 100, 101, 102, 103)
+    assert (
+        tokenizer.pad_id,
+        tokenizer.unk_id,
+        tokenizer.cls_id,
+        tokenizer.sep_id,
+        tokenizer.mask_id,
+    ) == (0, 100, 101, 102, 103)
     assert tokenizer.vocab_size == len(original.vocab) == 30522
     assert tokenizer.id_to_token([101, 7592]).numpy().tolist() == [b"[CLS]", b"hello"]
 
@@ -90,14 +105,16 @@ def test_eager_tf_function_and_tf_data_agree_with_the_original(tokenizer, origin
 
 
 def test_saved_model_with_the_tokenizer_reloads_and_uses_only_serving_ops(
-        tokenizer, original, tmp_path):
+    tokenizer, original, tmp_path
+):
     class Preprocess(tf.Module):
         def __init__(self, tokenizer):
             super().__init__()
             self.tokenizer = tokenizer
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string),
-                                      tf.TensorSpec([None], tf.string)])
+        @tf.function(
+            input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.string)]
+        )
         def serve(self, text_a, text_b):
             features = self.tokenizer.pack(text_a, text_b, seq_length=16)
             ids, starts, ends = self.tokenizer.tokenize_with_offsets(text_a)
@@ -114,14 +131,20 @@ def test_saved_model_with_the_tokenizer_reloads_and_uses_only_serving_ops(
     # The same as the tokenizer in this process, eagerly.
     want = tokenizer.pack(TEXTS, TEXTS[::-1], seq_length=16)
     ids, starts, ends = tokenizer.tokenize_with_offsets(TEXTS)
-    want.update(starts=starts.to_tensor(-1), ends=ends.to_tensor(-1),
-                detokenized=tokenizer.detokenize(ids))
+    want.update(
+        starts=starts.to_tensor(-1), ends=ends.to_tensor(-1), detokenized=tokenizer.detokenize(ids)
+    )
     assert set(got) == set(want)
     for name in want:
         np.testing.assert_array_equal(got[name].numpy(), want[name].numpy())
     # [CLS] A [SEP] B [SEP] from the original's ids (both fit in 16 here or are trimmed).
-    first = [101] + reference_ids(original, TEXTS[0])[:7] + [102] + \
-        reference_ids(original, TEXTS[-1])[:6] + [102]
+    first = (
+        [101]
+        + reference_ids(original, TEXTS[0])[:7]
+        + [102]
+        + reference_ids(original, TEXTS[-1])[:6]
+        + [102]
+    )
     assert got["input_ids"].numpy()[0].tolist() == first
 
     custom = custom_ops_in_saved_model(path)
@@ -153,6 +176,7 @@ def normalizer(original, lowercase=True):
     def normalize(span):
         span = basic._clean_text(span)
         return basic._run_strip_accents(span.lower()) if lowercase else span
+
     return normalize
 
 
@@ -161,7 +185,8 @@ def check_offsets(tokenizer, original, texts, lowercase=True):
     normalize = normalizer(original, lowercase)
     checked = 0
     for text, row_ids, row_starts, row_ends in zip(
-            texts, ids.to_list(), starts.to_list(), ends.to_list()):
+        texts, ids.to_list(), starts.to_list(), ends.to_list()
+    ):
         raw = text.encode("utf-8")
         for piece_id, start, end in zip(row_ids, row_starts, row_ends):
             assert 0 <= start < end <= len(raw), (text, start, end)
@@ -181,8 +206,17 @@ def test_offsets_map_back_to_the_surface_text_of_real_text(tokenizer, original, 
 
 
 def test_offsets_of_hard_strings(tokenizer, original):
-    texts = ["naïve café", "a\x00b\u200bc  \u2028 d", "İstanbul", "ΑΣ.Β", "e\u0301e\u0301",
-             "ﬁne ½ x² Ⅻ", "\ufeffBOM", "xÿþy", "Straße ǅ"]
+    texts = [
+        "naïve café",
+        "a\x00b\u200bc  \u2028 d",
+        "İstanbul",
+        "ΑΣ.Β",
+        "e\u0301e\u0301",
+        "ﬁne ½ x² Ⅻ",
+        "\ufeffBOM",
+        "xÿþy",
+        "Straße ǅ",
+    ]
     check_offsets(tokenizer, original, texts)
     ids, starts, ends = tokenizer.tokenize_with_offsets(["naïve café", "a\x00b\u200bc d"])
     assert ids.to_list() == [reference_ids(original, "naïve café"), [5925, 1040]]
@@ -192,8 +226,21 @@ def test_offsets_of_hard_strings(tokenizer, original):
 
 
 def test_cased_offsets(tmp_path, original):
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "Ca", "##fé", "N", "##aï", "##ve",
-             "!", "İ", "##stanbul"]
+    vocab = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        "Ca",
+        "##fé",
+        "N",
+        "##aï",
+        "##ve",
+        "!",
+        "İ",
+        "##stanbul",
+    ]
     path = tmp_path / "vocab.txt"
     path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
     cased = BertTokenizer(str(path), lowercase=False)
@@ -208,8 +255,10 @@ def test_words_group_the_pieces_of_each_original_word(tokenizer, original):
     ids, starts, ends = tokenizer.tokenize_words_with_offsets(TEXTS)
     assert ids.ragged_rank == 2 and starts.ragged_rank == 2
     for text, words in zip(TEXTS, ids.to_list()):
-        expected = [original.convert_tokens_to_ids(original.wordpiece_tokenizer.tokenize(w))
-                    for w in original.basic_tokenizer.tokenize(text)]
+        expected = [
+            original.convert_tokens_to_ids(original.wordpiece_tokenizer.tokenize(w))
+            for w in original.basic_tokenizer.tokenize(text)
+        ]
         assert words == expected
     flat, flat_starts, _ = tokenizer.tokenize_with_offsets(TEXTS)
     assert starts.merge_dims(1, 2).to_list() == flat_starts.to_list()
@@ -217,15 +266,17 @@ def test_words_group_the_pieces_of_each_original_word(tokenizer, original):
 
 def test_split_words_are_the_original_basic_tokens(tokenizer, original):
     words, starts, ends = tokenizer.split_words_with_offsets(TEXTS)
-    for text, row, row_starts, row_ends in zip(TEXTS, words.to_list(), starts.to_list(),
-                                               ends.to_list()):
+    for text, row, row_starts, row_ends in zip(
+        TEXTS, words.to_list(), starts.to_list(), ends.to_list()
+    ):
         assert [w.decode("utf-8") for w in row] == original.basic_tokenizer.tokenize(text)
         raw = text.encode("utf-8")
         for word, start, end in zip(row, row_starts, row_ends):
             surface = raw[start:end].decode("utf-8")
             basic = original.basic_tokenizer
-            assert basic._run_strip_accents(basic._clean_text(surface).lower()) == \
-                word.decode("utf-8")
+            assert basic._run_strip_accents(basic._clean_text(surface).lower()) == word.decode(
+                "utf-8"
+            )
 
 
 # === Detokenize ===
@@ -265,7 +316,7 @@ def original_features(ids_a, ids_b, seq_length, cls_id=101, sep_id=102):
     if ids_b is not None:
         original_truncate_seq_pair(ids_a, ids_b, seq_length - 3)
     else:
-        ids_a = ids_a[:seq_length - 2]
+        ids_a = ids_a[: seq_length - 2]
     input_ids = [cls_id] + ids_a + [sep_id]
     segment_ids = [0] * len(input_ids)
     if ids_b is not None:
@@ -278,8 +329,9 @@ def original_features(ids_a, ids_b, seq_length, cls_id=101, sep_id=102):
 
 def test_truncation_matches_the_original_loop_on_random_lengths():
     rng = random.Random(0)
-    cases = [(rng.randrange(0, 40), rng.randrange(0, 40), rng.randrange(1, 50))
-             for _ in range(2000)]
+    cases = [
+        (rng.randrange(0, 40), rng.randrange(0, 40), rng.randrange(1, 50)) for _ in range(2000)
+    ]
     cases += [(a, b, n) for a in range(8) for b in range(8) for n in range(1, 12)]
     length_a, length_b, budget = (np.array(column) for column in zip(*cases))
     keep_a, keep_b = truncated_pair_lengths(length_a, length_b, budget)
@@ -293,12 +345,13 @@ def test_truncation_matches_the_original_loop_on_random_lengths():
 def test_pack_matches_the_original_features(tokenizer, original, seq_length, datasets_dir):
     lines = real_lines(datasets_dir, 40)
     rng = random.Random(seq_length)
-    firsts = [rng.choice(lines)[:rng.randrange(0, 200)] for _ in range(30)]
-    seconds = [rng.choice(lines)[:rng.randrange(0, 200)] for _ in range(30)]
+    firsts = [rng.choice(lines)[: rng.randrange(0, 200)] for _ in range(30)]
+    seconds = [rng.choice(lines)[: rng.randrange(0, 200)] for _ in range(30)]
     single = tokenizer.pack(tf.constant(firsts), seq_length=seq_length)
     pair = tokenizer.pack(tf.constant(firsts), tf.constant(seconds), seq_length=seq_length)
-    from_ids = tokenizer.pack(tokenizer.tokenize(firsts), tokenizer.tokenize(seconds),
-                              seq_length=seq_length)
+    from_ids = tokenizer.pack(
+        tokenizer.tokenize(firsts), tokenizer.tokenize(seconds), seq_length=seq_length
+    )
     for features, b_texts in ((single, None), (pair, seconds), (from_ids, seconds)):
         for name in ("input_ids", "input_mask", "segment_ids"):
             assert features[name].dtype == tf.int32
@@ -306,8 +359,10 @@ def test_pack_matches_the_original_features(tokenizer, original, seq_length, dat
         for i, text_a in enumerate(firsts):
             ids_b = reference_ids(original, b_texts[i]) if b_texts else None
             expected = original_features(reference_ids(original, text_a), ids_b, seq_length)
-            got = tuple(features[name][i].numpy().tolist()
-                        for name in ("input_ids", "input_mask", "segment_ids"))
+            got = tuple(
+                features[name][i].numpy().tolist()
+                for name in ("input_ids", "input_mask", "segment_ids")
+            )
             assert got == expected
 
 
@@ -335,8 +390,11 @@ def test_empty_vocab(tmp_path):
 
 def test_vocab_lacking_special_tokens(tmp_path):
     path = write_vocab(tmp_path, "[PAD]\n[UNK]\nthe\n##s\n")
-    with pytest.raises(ValueError, match=r"lacks the special token\(s\) \['\[CLS\]', '\[SEP\]', "
-                                         r"'\[MASK\]'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"lacks the special token\(s\) \['\[CLS\]', '\[SEP\]', "
+        r"'\[MASK\]'\]",
+    ):
         BertTokenizer(path)
 
 
@@ -384,10 +442,12 @@ def test_shipped_unicode_table_is_this_pythons_database():
     with open(tokenizer_module.UNICODE_CLASSES_FILE, encoding="utf-8") as f:
         shipped = json.load(f)
     assert shipped["unidata_version"] == unicodedata.unidata_version, (
-        "Python's Unicode version changed: run keras_bert.text.tokenizer.write_unicode_classes()")
+        "Python's Unicode version changed: run keras_bert.text.tokenizer.write_unicode_classes()"
+    )
     computed = tokenizer_module.compute_unicode_classes()
-    assert {name: [list(r) for r in ranges] for name, ranges in computed.items()} == \
-        shipped["classes"]
+    assert {name: [list(r) for r in ranges] for name, ranges in computed.items()} == shipped[
+        "classes"
+    ]
 
 
 def test_a_table_for_another_unicode_version_is_ignored(tmp_path, monkeypatch):

@@ -42,8 +42,10 @@ def compiled(ours, method):
     """One traced tf.function per tokenizer and method (tracing takes seconds)."""
     key = (id(ours), method)
     if key not in _COMPILED:
-        _COMPILED[key] = (ours, tf.function(
-            getattr(ours, method), input_signature=[tf.TensorSpec([None], tf.string)]))
+        _COMPILED[key] = (
+            ours,
+            tf.function(getattr(ours, method), input_signature=[tf.TensorSpec([None], tf.string)]),
+        )
     return _COMPILED[key][1]
 
 
@@ -52,7 +54,7 @@ def id_mismatches(ours, original, texts, batch_size=512):
     tokenize = compiled(ours, "tokenize")
     bad = []
     for i in range(0, len(texts), batch_size):
-        chunk = texts[i:i + batch_size]
+        chunk = texts[i : i + batch_size]
         encoded = [t if isinstance(t, bytes) else t.encode("utf-8") for t in chunk]
         for text, got in zip(chunk, tokenize(tf.constant(encoded)).to_list()):
             expected = reference_ids(original, text)
@@ -67,7 +69,7 @@ def word_mismatches(ours, original, texts, batch_size=4096):
     as_ours = placeholder_for_unassigned(ours)
     bad = []
     for i in range(0, len(texts), batch_size):
-        chunk = texts[i:i + batch_size]
+        chunk = texts[i : i + batch_size]
         words = split(tf.constant([t.encode("utf-8") for t in chunk]))[0].to_list()
         for text, got in zip(chunk, words):
             got = [w.decode("utf-8") for w in got]
@@ -85,14 +87,19 @@ def placeholder_for_unassigned(ours):
     placeholder = next(chr(cp) for cp in range(0xE000, 0xF900) if chr(cp) not in vocab_chars)
 
     def unassigned(c):
-        return (unicodedata.category(c) == "Cn" and c not in vocab_chars
-                and not any(a <= ord(c) <= b for a, b in tokenizer_module._CJK_RANGES))
+        return (
+            unicodedata.category(c) == "Cn"
+            and c not in vocab_chars
+            and not any(a <= ord(c) <= b for a, b in tokenizer_module._CJK_RANGES)
+        )
+
     return lambda word: "".join(placeholder if unassigned(c) else c for c in word)
 
 
 def describe(bad, limit=10):
     return f"{len(bad)} mismatches, e.g.\n" + "\n".join(
-        f"  {text!r}: reference {expected} ours {got}" for text, expected, got in bad[:limit])
+        f"  {text!r}: reference {expected} ours {got}" for text, expected, got in bad[:limit]
+    )
 
 
 def build_vocab(path, texts, lowercase, num_words=4000):
@@ -101,11 +108,12 @@ def build_vocab(path, texts, lowercase, num_words=4000):
     prefixes / suffixes of frequent words so that words split into pieces."""
     basic = tokenization.BasicTokenizer(do_lower_case=lowercase)
     counts = collections.Counter(w for text in texts for w in basic.tokenize(text))
-    frequent = [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-                if len(w) <= 50]
+    frequent = [
+        w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if len(w) <= 50
+    ]
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tokens += frequent[:num_words]
-    for word in frequent[:num_words // 4]:
+    for word in frequent[: num_words // 4]:
         if len(word) >= 6:
             tokens += [word[:3], "##" + word[3:], "##" + word[-2:]]
     for char in sorted({c for w in counts for c in w}):
@@ -168,8 +176,13 @@ def real_texts(datasets_dir):
 
 
 # Lines per source in the fast suite; the slow test compares every line.
-FAST_SAMPLE = {"austen": 1500, "rotten_tomatoes": 800, "bbc_news": 30,
-               "wnut16": 300, "squad_samples": 1000}
+FAST_SAMPLE = {
+    "austen": 1500,
+    "rotten_tomatoes": 800,
+    "bbc_news": 30,
+    "wnut16": 300,
+    "squad_samples": 1000,
+}
 
 
 @pytest.fixture(scope="module")
@@ -184,8 +197,13 @@ def uncased(real_vocab_file):
 
 @pytest.fixture(scope="module")
 def cased(tmp_path_factory, texts):
-    corpus = HARD_CASES + texts["austen"][:5000] + texts["rotten_tomatoes"][:3000] + \
-        texts["wnut16"][:1000] + texts["bbc_news"][:100]
+    corpus = (
+        HARD_CASES
+        + texts["austen"][:5000]
+        + texts["rotten_tomatoes"][:3000]
+        + texts["wnut16"][:1000]
+        + texts["bbc_news"][:100]
+    )
     path = build_vocab(tmp_path_factory.mktemp("cased") / "vocab.txt", corpus, lowercase=False)
     return BertTokenizer(path, lowercase=False), reference(path, False)
 
@@ -232,8 +250,15 @@ def test_offsets_path_gives_the_same_ids(uncased, cased):
 
 def test_invalid_utf8_is_ignored_like_the_original(uncased):
     ours, original = uncased
-    texts = [b"caf\xc3", b"a\xffb c", b"\xe2\x82 euro", b"a\xed\xa0\x80b", b"x\xf4\x90\x80\x80y",
-             b"ok \xc0\xaf slash", "na\u00efve".encode("utf-8") + b"\x80"]
+    texts = [
+        b"caf\xc3",
+        b"a\xffb c",
+        b"\xe2\x82 euro",
+        b"a\xed\xa0\x80b",
+        b"x\xf4\x90\x80\x80y",
+        b"ok \xc0\xaf slash",
+        "na\u00efve".encode("utf-8") + b"\x80",
+    ]
     bad = id_mismatches(ours, original, texts)
     assert not bad, describe(bad)
 
@@ -265,8 +290,12 @@ def code_points(sample_every):
         category = unicodedata.category(char)
         if category == "Cs":
             continue
-        if (category in ("Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Cn") or category.startswith("P")
-                or char.lower() != char or unicodedata.normalize("NFD", char) != char):
+        if (
+            category in ("Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Cn")
+            or category.startswith("P")
+            or char.lower() != char
+            or unicodedata.normalize("NFD", char) != char
+        ):
             chosen.add(cp)
     return sorted(chosen)
 
@@ -302,7 +331,7 @@ def test_every_code_point(uncased, cased, part):
 def check_real_text(texts, uncased, cased, sample):
     compared = 0
     for source, lines in texts.items():
-        lines = lines[:sample[source]] if sample else lines
+        lines = lines[: sample[source]] if sample else lines
         for ours, original in (uncased, cased):
             bad = id_mismatches(ours, original, lines)
             assert not bad, f"{source}: " + describe(bad)

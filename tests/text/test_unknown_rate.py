@@ -18,10 +18,11 @@ from keras_bert.assets import VOCAB_FILE
 from keras_bert.text import unknown_rate
 from keras_bert.text.unknown_rate import UnknownCount
 
-GREEK = ["Όλοι οι άνθρωποι γεννιούνται ελεύθεροι και ίσοι στην αξιοπρέπεια και τα "
-         "δικαιώματα.",
-         "Είναι προικισμένοι με λογική και συνείδηση, και οφείλουν να συμπεριφέρονται "
-         "μεταξύ τους με πνεύμα αδελφοσύνης."]
+GREEK = [
+    "Όλοι οι άνθρωποι γεννιούνται ελεύθεροι και ίσοι στην αξιοπρέπεια και τα δικαιώματα.",
+    "Είναι προικισμένοι με λογική και συνείδηση, και οφείλουν να συμπεριφέρονται "
+    "μεταξύ τους με πνεύμα αδελφοσύνης.",
+]
 
 
 def original_count(texts, lowercase):
@@ -33,16 +34,17 @@ def original_count(texts, lowercase):
 
 def english_reviews(datasets_dir, count=300):
     with open(os.path.join(datasets_dir, "rotten_tomatoes", "dev.tsv"), encoding="utf-8") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:count + 1]
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1 : count + 1]
     return [row[1] for row in rows]
 
 
 @pytest.mark.parametrize("lowercase", [True, False])
 def test_counts_are_the_originals(lowercase, datasets_dir):
-    texts = GREEK + english_reviews(datasets_dir, 50) + ["Emma\x00 \u00e9t\u00e9 \U0001F600 !"]
+    texts = GREEK + english_reviews(datasets_dir, 50) + ["Emma\x00 \u00e9t\u00e9 \U0001f600 !"]
     tokenizer = BertTokenizer(VOCAB_FILE, lowercase=lowercase)
-    assert unknown_rate.count_texts(tokenizer, texts, batch_size=16) == \
-        original_count(texts, lowercase)
+    assert unknown_rate.count_texts(tokenizer, texts, batch_size=16) == original_count(
+        texts, lowercase
+    )
 
 
 def test_greek_with_the_english_vocabulary_warns_and_says_what_to_do():
@@ -72,23 +74,28 @@ def test_word_counts_give_the_count_of_the_corpus(datasets_dir):
     for text in texts:
         for word in tokenizer.basic_tokenizer.tokenize(text).numpy():
             words[word.decode("utf-8")] = words.get(word.decode("utf-8"), 0) + 1
-    assert unknown_rate.count_word_counts(tokenizer, words, batch_size=7) == \
-        unknown_rate.count_texts(tokenizer, texts)
+    assert unknown_rate.count_word_counts(
+        tokenizer, words, batch_size=7
+    ) == unknown_rate.count_texts(tokenizer, texts)
 
 
 def test_texts_in_every_form_fit_takes():
     assert unknown_rate.texts_in(["a", "b"]) == ["a", "b"]
     assert unknown_rate.texts_in((["a", "b"], ["c", "d"])) == ["a", "b", "c", "d"]
     assert unknown_rate.texts_in({"question": ["q"], "context": ["c"]}) == ["q", "c"]
-    assert unknown_rate.texts_in([["Emma", "Woodhouse"], ["Highbury"]]) == \
-        ["Emma Woodhouse", "Highbury"]
+    assert unknown_rate.texts_in([["Emma", "Woodhouse"], ["Highbury"]]) == [
+        "Emma Woodhouse",
+        "Highbury",
+    ]
     assert unknown_rate.texts_in(["a"] * 50, limit=3) == ["a"] * 3
 
 
 def test_report_prints_one_line_and_the_warning_on_stderr(capsys):
-    unknown_rate.report(UnknownCount(unknown=4637, pieces=6404, words=3000), "the input text",
-                        "vocab.txt")
+    unknown_rate.report(
+        UnknownCount(unknown=4637, pieces=6404, words=3000), "the input text", "vocab.txt"
+    )
     out, err = capsys.readouterr()
-    assert out == ("[UNK]: 4,637 of 6,404 word pieces (72.41 %), 2.13 pieces per word, "
-                   "in the input text\n")
+    assert out == (
+        "[UNK]: 4,637 of 6,404 word pieces (72.41 %), 2.13 pieces per word, in the input text\n"
+    )
     assert err.startswith("warning: 72.4 % of the word pieces are [UNK] (more than 5 %)")

@@ -54,7 +54,9 @@ def learned(emma):
 @pytest.mark.parametrize("lowercase", [True, False])
 def test_words_are_the_original_basic_tokens(tmp_path, lowercase):
     lines = austen_lines("persuasion")[:400] + [
-        "Naïve CAFÉ, ΟΔΟΣ. İstanbul a\x00b\u200bc 東京 x²!", "\ufeffBOM 🍕🍕"]
+        "Naïve CAFÉ, ΟΔΟΣ. İstanbul a\x00b\u200bc 東京 x²!",
+        "\ufeffBOM 🍕🍕",
+    ]
     path = write_lines(tmp_path / "text.txt", lines)
     basic = tokenization.BasicTokenizer(do_lower_case=lowercase)
     expected = collections.Counter(w for line in lines for w in basic.tokenize(line))
@@ -74,8 +76,13 @@ def test_learned_vocabulary_layout_and_file(learned, emma):
     chars = {c for word in count_words([train]) for c in word}
     assert all(c in vocab and "##" + c in vocab for c in chars)
     tokenizer = BertTokenizer(output)
-    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id,
-            tokenizer.mask_id) == (0, 1, 2, 3, 4)
+    assert (
+        tokenizer.pad_id,
+        tokenizer.unk_id,
+        tokenizer.cls_id,
+        tokenizer.sep_id,
+        tokenizer.mask_id,
+    ) == (0, 1, 2, 3, 4)
 
 
 def test_learned_vocabulary_rarely_needs_unk_on_held_out_text(learned, emma):
@@ -88,8 +95,13 @@ def test_learned_vocabulary_rarely_needs_unk_on_held_out_text(learned, emma):
 
 def test_google_layout_with_unused_slots():
     tokens = special_tokens(num_unused=200)
-    assert [tokens.index(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")] == \
-        [0, 100, 101, 102, 103]
+    assert [tokens.index(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")] == [
+        0,
+        100,
+        101,
+        102,
+        103,
+    ]
     assert tokens[1] == "[unused0]" and tokens[99] == "[unused98]"
     assert tokens[104] == "[unused99]" and tokens[-1] == "[unused199]"
     assert special_tokens() == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -98,12 +110,31 @@ def test_google_layout_with_unused_slots():
 def test_cli_vocab(tmp_path, capsys):
     train = write_lines(tmp_path / "train.txt", austen_lines("emma")[:300])
     output = tmp_path / "cased" / "vocab.txt"
-    assert cli.main(["vocab", "--input", train, "--vocab-size", "800", "--output", str(output),
-                     "--cased", "--num-unused", "99"]) == 0
+    assert (
+        cli.main(
+            [
+                "vocab",
+                "--input",
+                train,
+                "--vocab-size",
+                "800",
+                "--output",
+                str(output),
+                "--cased",
+                "--num-unused",
+                "99",
+            ]
+        )
+        == 0
+    )
     assert "tokens to" in capsys.readouterr().out
     tokenizer = BertTokenizer(str(output), lowercase=False)
-    assert (tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id) == \
-        (100, 101, 102, 103)
+    assert (tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id) == (
+        100,
+        101,
+        102,
+        103,
+    )
     assert "Emma" in tokenizer.vocab  # cased
     assert tokenizer.vocab_size <= 800
 
@@ -114,8 +145,20 @@ def test_errors(tmp_path, capsys):
     path = write_lines(tmp_path / "t.txt", ["a b c"])
     with pytest.raises(ValueError, match="vocab_size 5 leaves no room"):
         learn_vocabulary([path], 5)
-    assert cli.main(["vocab", "--input", str(tmp_path / "nope.txt"), "--vocab-size", "50",
-                     "--output", str(tmp_path / "v.txt")]) == 2
+    assert (
+        cli.main(
+            [
+                "vocab",
+                "--input",
+                str(tmp_path / "nope.txt"),
+                "--vocab-size",
+                "50",
+                "--output",
+                str(tmp_path / "v.txt"),
+            ]
+        )
+        == 2
+    )
     assert "no input file matches" in capsys.readouterr().err
 
 

@@ -44,7 +44,7 @@ HARD_CASES = [
     "Việt Nam Tiếng Việt Hà Nội",
     "Ærøskøbing Øresund æble",
     "Łódź Gdańsk Kraków Wrocław",
-    "Mn\u0903Mc \u0BCD\u0BCA",  # spacing marks (Mc) stay
+    "Mn\u0903Mc \u0bcd\u0bca",  # spacing marks (Mc) stay
     # --- controls and invisible characters ---
     "a\x00b\u200bc  \u2028 d",
     "bell\x07 escape\x1b[31m delete\x7f nel\x85line",

@@ -32,8 +32,15 @@ def test_build_strategy(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", "{not json")
     with pytest.raises(ValueError, match="TF_CONFIG is not valid JSON"):
         distribute.tf_config_task_count()
-    monkeypatch.setenv("TF_CONFIG", json.dumps(
-        {"cluster": {"worker": ["a:1", "b:2"], "chief": ["c:3"]}, "task": {"type": "worker", "index": 0}}))
+    monkeypatch.setenv(
+        "TF_CONFIG",
+        json.dumps(
+            {
+                "cluster": {"worker": ["a:1", "b:2"], "chief": ["c:3"]},
+                "task": {"type": "worker", "index": 0},
+            }
+        ),
+    )
     assert distribute.tf_config_task_count() == 3
 
 
@@ -41,30 +48,42 @@ def test_every_iterator_of_a_seeded_training_stream_replays_it(tmp_path):
     # Keras's fit under a strategy opens one iterator (to build the model)
     # before the one it trains on: both must read the batches one device reads.
     files = [write_records(tmp_path / f"{n}.tfrecord", 4, seed=n) for n in range(3)]
-    first_ids = {int(r["input_ids"][0, 1]): n for n in range(3) for r in
-                 inputs.pretraining_dataset(files[n], 16, 4, 1, is_training=False).take(1)}
+    first_ids = {
+        int(r["input_ids"][0, 1]): n
+        for n in range(3)
+        for r in inputs.pretraining_dataset(files[n], 16, 4, 1, is_training=False).take(1)
+    }
     assert len(first_ids) == 3  # the first record tells the file apart
-    dataset = inputs.pretraining_dataset(",".join(files), 16, 4, 4, seed=7, shuffle_buffer=1,
-                                         cycle_length=1)  # one file at a time, in order
+    dataset = inputs.pretraining_dataset(
+        ",".join(files), 16, 4, 4, seed=7, shuffle_buffer=1, cycle_length=1
+    )  # one file at a time, in order
     reads = [[int(b["input_ids"][0, 1]) for b in dataset.take(12)] for _ in range(2)]
     assert reads[0] == reads[1]
-    epochs = [[first_ids[i] for i in reads[0][e * 3:e * 3 + 3]] for e in range(4)]
+    epochs = [[first_ids[i] for i in reads[0][e * 3 : e * 3 + 3]] for e in range(4)]
     assert all(sorted(files_read) == [0, 1, 2] for files_read in epochs)  # every file once
     assert len({tuple(order) for order in epochs}) > 1  # in a new order each epoch
     shuffled = inputs.pretraining_dataset(",".join(files), 16, 4, 4, seed=7, shuffle_buffer=8)
-    assert all(np.array_equal(a["input_ids"], b["input_ids"]) for a, b in
-               zip(shuffled.take(6), shuffled.take(6)))
+    assert all(
+        np.array_equal(a["input_ids"], b["input_ids"])
+        for a, b in zip(shuffled.take(6), shuffled.take(6))
+    )
 
 
 def _tpu_recipe_dataset(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO_ROOT)
     recipe = pretraining.load_config("recipes/pretraining/bert_base_tpu_phase1.yaml")
-    path = write_records(tmp_path / "seq128.tfrecord", 8, vocab_size=30522, seq_length=128,
-                         max_predictions_per_seq=20)
+    path = write_records(
+        tmp_path / "seq128.tfrecord",
+        8,
+        vocab_size=30522,
+        seq_length=128,
+        max_predictions_per_seq=20,
+    )
     # 8 TPU cores: each reads batch_size / 8 per step.
     per_replica = recipe.batch_size // 8
-    dataset = inputs.pretraining_dataset(path, recipe.seq_length, recipe.max_predictions_per_seq,
-                                         per_replica, seed=recipe.seed)
+    dataset = inputs.pretraining_dataset(
+        path, recipe.seq_length, recipe.max_predictions_per_seq, per_replica, seed=recipe.seed
+    )
     for name, spec in dataset.element_spec.items():
         assert spec.shape.is_fully_defined(), name
         assert spec.dtype == (tf.float32 if name == "masked_lm_weights" else tf.int32), name
@@ -83,10 +102,16 @@ def test_tpu_recipe_train_step_lowers_to_xla_in_bfloat16(tmp_path, monkeypatch):
     from keras_bert.models.encoder import BertEncoder
     from keras_bert.models.pretrainer import BertPretrainer
     from keras_bert.training.optimization import create_optimizer
+
     small = BertConfig.preset("tiny", vocab_size=30522)
     pretrainer = BertPretrainer(BertEncoder(small, dtype=recipe.mixed_precision))
-    optimizer = create_optimizer(recipe.optimizer, recipe.learning_rate, recipe.train_steps,
-                                 recipe.warmup_steps, clipnorm=recipe.clipnorm)
+    optimizer = create_optimizer(
+        recipe.optimizer,
+        recipe.learning_rate,
+        recipe.train_steps,
+        recipe.warmup_steps,
+        clipnorm=recipe.clipnorm,
+    )
     optimizer.build(pretrainer.trainable_variables)
 
     @tf.function(jit_compile=True)
@@ -127,12 +152,30 @@ MIRRORED_SCRIPT = textwrap.dedent("""
 def _cluster_fields(tmp_path):
     write_records(tmp_path / "a.tfrecord", 64, seq_length=16, seed=0)
     write_records(tmp_path / "b.tfrecord", 64, seq_length=16, seed=1)
-    BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-               intermediate_size=32, max_position_embeddings=16, hidden_dropout_prob=0.0,
-               attention_probs_dropout_prob=0.0).to_json_file(str(tmp_path / "bert_config.json"))
-    return dict(model=str(tmp_path / "bert_config.json"), seq_length=16, max_predictions_per_seq=4,
-                batch_size=8, learning_rate=1e-3, train_steps=12, warmup_steps=2,
-                checkpoint_every=6, log_every=1, jit_compile=False, verbose=0, seed=3)
+    BertConfig(
+        vocab_size=32,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    ).to_json_file(str(tmp_path / "bert_config.json"))
+    return dict(
+        model=str(tmp_path / "bert_config.json"),
+        seq_length=16,
+        max_predictions_per_seq=4,
+        batch_size=8,
+        learning_rate=1e-3,
+        train_steps=12,
+        warmup_steps=2,
+        checkpoint_every=6,
+        log_every=1,
+        jit_compile=False,
+        verbose=0,
+        seed=3,
+    )
 
 
 def _log(model_dir):
@@ -150,9 +193,20 @@ def test_mirrored_two_cpus_follows_the_one_device_trajectory(tmp_path):
     # A second MirroredStrategy in the same process aborted (TF 2.20) with a
     # collective "shape mismatch" between the two strategies' all-reduces.
     for runs in ("one,two", "custom", "accumulate", "accumulate_custom"):
-        run = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, json.dumps(fields),
-                              package_root, str(tmp_path), runs],
-                             capture_output=True, text=True, timeout=600)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                MIRRORED_SCRIPT,
+                json.dumps(fields),
+                package_root,
+                str(tmp_path),
+                runs,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert run.returncode == 0, run.stdout + run.stderr
     one = _log(tmp_path / "one")
     expected = tf.train.load_checkpoint(str(tmp_path / "one" / "export" / "bert_model.ckpt"))
@@ -167,15 +221,29 @@ def test_mirrored_two_cpus_follows_the_one_device_trajectory(tmp_path):
         # too, by 9e-3 (losses 2.4e-2).
         actual = tf.train.load_checkpoint(str(tmp_path / name / "export" / "bert_model.ckpt"))
         for variable in expected.get_variable_to_shape_map():
-            np.testing.assert_allclose(actual.get_tensor(variable), expected.get_tensor(variable),
-                                       rtol=1e-6, atol=1e-6, err_msg=f"{name}: {variable}")
+            np.testing.assert_allclose(
+                actual.get_tensor(variable),
+                expected.get_tensor(variable),
+                rtol=1e-6,
+                atol=1e-6,
+                err_msg=f"{name}: {variable}",
+            )
         # The logged metrics are the global batch's, not replica 0's (the custom
         # loop has no Keras "loss" tracker).
-        metrics = ["masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy",
-                   "next_sentence_accuracy"] + (["loss"] if "custom" not in name else [])
+        metrics = [
+            "masked_lm_loss",
+            "next_sentence_loss",
+            "masked_lm_accuracy",
+            "next_sentence_accuracy",
+        ] + (["loss"] if "custom" not in name else [])
         for metric in metrics:
-            np.testing.assert_allclose([r[metric] for r in logged], [r[metric] for r in one],
-                                       rtol=2e-6, atol=1e-6, err_msg=f"{name}: {metric}")
+            np.testing.assert_allclose(
+                [r[metric] for r in logged],
+                [r[metric] for r in one],
+                rtol=2e-6,
+                atol=1e-6,
+                err_msg=f"{name}: {metric}",
+            )
 
 
 WORKER_SCRIPT = textwrap.dedent("""
@@ -190,17 +258,26 @@ WORKER_SCRIPT = textwrap.dedent("""
 @pytest.mark.slow
 def test_multi_worker_two_processes_write_one_consistent_checkpoint(tmp_path):
     fields = _cluster_fields(tmp_path)
-    fields.update(train_files=f"{tmp_path / 'a.tfrecord'},{tmp_path / 'b.tfrecord'}",
-                  eval_files=f"{tmp_path / 'a.tfrecord'},{tmp_path / 'b.tfrecord'}", eval_steps=2,
-                  strategy="multi_worker", model_dir=str(tmp_path / "cluster"))
+    fields.update(
+        train_files=f"{tmp_path / 'a.tfrecord'},{tmp_path / 'b.tfrecord'}",
+        eval_files=f"{tmp_path / 'a.tfrecord'},{tmp_path / 'b.tfrecord'}",
+        eval_steps=2,
+        strategy="multi_worker",
+        model_dir=str(tmp_path / "cluster"),
+    )
     outputs = run_workers(WORKER_SCRIPT, [json.dumps(fields), REPO_ROOT])
     results = printed_json(outputs, "RESULTS ")
     assert len(results) == 2 and results[0] == results[1]  # one model on both workers
     state = tf.train.get_checkpoint_state(str(tmp_path / "cluster" / "checkpoints"))
     assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["ckpt-6", "ckpt-12"]
     assert sorted(os.listdir(tmp_path / "cluster")) == [
-        "checkpoints", "eval_results.json", "export", "pretrain_config.json", "tensorboard",
-        "train_log.jsonl"]  # worker 1's temporary checkpoint folder is gone
+        "checkpoints",
+        "eval_results.json",
+        "export",
+        "pretrain_config.json",
+        "tensorboard",
+        "train_log.jsonl",
+    ]  # worker 1's temporary checkpoint folder is gone
     reader = tf.train.load_checkpoint(state.model_checkpoint_path)
     step = [n for n in reader.get_variable_to_shape_map() if n.startswith("optimizer/_iterations")]
     assert step and reader.get_tensor(step[0]) == 12

@@ -33,18 +33,38 @@ def tiny_encoder_file(tmp_path, dropout=0.0):
     """A tiny random encoder on the shipped uncased vocabulary (the BBC text
     needs real word pieces, not the 19-token test vocabulary)."""
     keras.utils.set_random_seed(1)
-    config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
-                        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
     path = str(tmp_path / f"encoder_{dropout}.keras")
     BertEncoder(config).save(path)
     return path
 
 
 def fields(tmp_path, **overrides):
-    return {**dict(task="embed", train=PAIRS, dev=DEV, vocab_file=VOCAB_FILE,
-                   init_checkpoint=tiny_encoder_file(tmp_path), seq_length=32, batch_size=8,
-                   epochs=2, learning_rate=1e-3, verbose=0, tensorboard=False), **overrides}
+    return {
+        **dict(
+            task="embed",
+            train=PAIRS,
+            dev=DEV,
+            vocab_file=VOCAB_FILE,
+            init_checkpoint=tiny_encoder_file(tmp_path),
+            seq_length=32,
+            batch_size=8,
+            epochs=2,
+            learning_rate=1e-3,
+            verbose=0,
+            tensorboard=False,
+        ),
+        **overrides,
+    }
 
 
 def saved_weights(output_dir):
@@ -56,10 +76,14 @@ def test_the_fixture_rows_are_what_make_rows_writes(tmp_path):
     """Their origin: the shipped BBC News dev articles, rearranged by make_rows.py."""
     script = os.path.join(ROWS, "make_rows.py")
     copy = tmp_path / "make_rows.py"
-    copy.write_text(open(script).read().replace(
-        'HERE = os.path.dirname(os.path.abspath(__file__))',
-        f'HERE = {str(tmp_path)!r}').replace(
-        'os.path.join(HERE, "..", "..", "..", "data"', f'os.path.join({REPO_ROOT!r}, "data"'))
+    copy.write_text(
+        open(script)
+        .read()
+        .replace("HERE = os.path.dirname(os.path.abspath(__file__))", f"HERE = {str(tmp_path)!r}")
+        .replace(
+            'os.path.join(HERE, "..", "..", "..", "data"', f'os.path.join({REPO_ROOT!r}, "data"'
+        )
+    )
     subprocess.run([sys.executable, str(copy)], check=True)
     for name in sorted(os.listdir(ROWS)):
         if name.endswith(".tsv"):
@@ -70,13 +94,24 @@ def test_pairs_train_keep_the_best_mrr_and_evaluate_the_same_from_the_folder(tmp
     output = str(tmp_path / "run")
     result = finetuning.finetune(FinetuneConfig(**fields(tmp_path), output_dir=output))
     assert result["primary_metric"] == "mrr@10" and result["steps"] == 2 * 48 // 8
-    assert set(result["dev"]) == {"recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10",
-                                  "queries", "documents"}
+    assert set(result["dev"]) == {
+        "recall@1",
+        "recall@5",
+        "recall@10",
+        "mrr@10",
+        "ndcg@10",
+        "queries",
+        "documents",
+    }
     # BBC dev holds one article twice ("What high-definition will do to DVDs"):
     # its text is one document, relevant to both copies of its headline.
     assert (result["dev"]["queries"], result["dev"]["documents"]) == (24, 23)
-    assert sorted(os.listdir(output)) == ["dev_results.json", "finetune_config.json",
-                                          "model.keras", "vocab.txt"]
+    assert sorted(os.listdir(output)) == [
+        "dev_results.json",
+        "finetune_config.json",
+        "model.keras",
+        "vocab.txt",
+    ]
     # The saved model scores dev as the run did, and as the retrieval
     # functions score its embeddings of the rows.
     model = keras.models.load_model(os.path.join(output, "model.keras"))
@@ -84,8 +119,9 @@ def test_pairs_train_keep_the_best_mrr_and_evaluate_the_same_from_the_folder(tmp
     assert finetuning.evaluate(output, DEV) == result["dev"]
     queries, corpus, relevant = read_text_rows(DEV).retrieval()
     sets = retrieval.relevance_sets(relevant, range(24), range(23))
-    expected = retrieval.retrieval_metrics(model.predict(queries, verbose=0),
-                                           model.predict(corpus, verbose=0), sets)
+    expected = retrieval.retrieval_metrics(
+        model.predict(queries, verbose=0), model.predict(corpus, verbose=0), sets
+    )
     for name, value in expected.items():
         assert result["dev"][name] == pytest.approx(value, abs=1e-9), name
 
@@ -99,8 +135,10 @@ def test_training_lowers_the_loss_and_moves_dev_mrr(tmp_path):
     tokenizer = finetuning.resolve_tokenizer(config)[0]
 
     def build_model(dtype):
-        return task.build_model(finetuning.load_encoder(config.init_checkpoint, dtype=dtype),
-                                finetuning.preprocessor_of(config, tokenizer))
+        return task.build_model(
+            finetuning.load_encoder(config.init_checkpoint, dtype=dtype),
+            finetuning.preprocessor_of(config, tokenizer),
+        )
 
     run = finetuning_run.FinetuneRun(config, task, train, train, None, build_model, None)
     before = task.score(run.model, train)["mrr@10"]
@@ -118,34 +156,49 @@ def test_triplets_and_scored_pairs_choose_their_loss_and_dev_metric(tmp_path):
     task.read(TRIPLETS, training=True)
     loss = task.compile_options()["loss"]
     assert type(loss).__name__ == "MultipleNegativesRankingLoss" and not loss.symmetric
-    scored = finetuning.finetune(FinetuneConfig(**fields(tmp_path, train=SCORED, dev=SCORED_DEV,
-                                                         epochs=1)))
+    scored = finetuning.finetune(
+        FinetuneConfig(**fields(tmp_path, train=SCORED, dev=SCORED_DEV, epochs=1))
+    )
     assert scored["primary_metric"] == "spearman_cosine"
     assert set(scored["dev"]) == {"spearman_cosine", "pairs"} and scored["dev"]["pairs"] == 24
-    task = finetuning.make_task(FinetuneConfig(**fields(tmp_path, embedding_loss="auto",
-                                                        loss_scale=10.0, mini_batch_size=4)))
+    task = finetuning.make_task(
+        FinetuneConfig(
+            **fields(tmp_path, embedding_loss="auto", loss_scale=10.0, mini_batch_size=4)
+        )
+    )
     task.read(SCORED, training=True)
     loss = task.compile_options()["loss"]
     assert (type(loss).__name__, loss.scale, loss.mini_batch_size) == ("CoSENTLoss", 10.0, 4)
-    task = finetuning.make_task(FinetuneConfig(
-        **fields(tmp_path, embedding_loss="multiple_negatives_symmetric_ranking")))
+    task = finetuning.make_task(
+        FinetuneConfig(**fields(tmp_path, embedding_loss="multiple_negatives_symmetric_ranking"))
+    )
     task.read(PAIRS, training=True)
     assert task.compile_options()["loss"].symmetric
 
 
 def test_a_loss_that_does_not_fit_the_rows_is_named(tmp_path):
-    with pytest.raises(ValueError, match=r"pairs_train.tsv: embedding_loss cosent trains on "
-                                         r"scored pairs.*set embedding_loss to "
-                                         r"multiple_negatives_ranking or auto"):
+    with pytest.raises(
+        ValueError,
+        match=r"pairs_train.tsv: embedding_loss cosent trains on "
+        r"scored pairs.*set embedding_loss to "
+        r"multiple_negatives_ranking or auto",
+    ):
         finetuning.finetune(FinetuneConfig(**fields(tmp_path, embedding_loss="cosent")))
-    with pytest.raises(ValueError, match=r"scored_train.tsv: embedding_loss "
-                                         r"multiple_negatives_ranking trains on rows of texts"):
-        finetuning.finetune(FinetuneConfig(**fields(
-            tmp_path, train=SCORED, embedding_loss="multiple_negatives_ranking")))
+    with pytest.raises(
+        ValueError,
+        match=r"scored_train.tsv: embedding_loss "
+        r"multiple_negatives_ranking trains on rows of texts",
+    ):
+        finetuning.finetune(
+            FinetuneConfig(
+                **fields(tmp_path, train=SCORED, embedding_loss="multiple_negatives_ranking")
+            )
+        )
     with pytest.raises(ValueError, match="set mini_batch_size instead"):
         FinetuneConfig(**fields(tmp_path, gradient_accumulation_steps=2))
-    with pytest.raises(ValueError, match="config field embedding_loss must be auto, "
-                                         "multiple_negatives_ranking, "):
+    with pytest.raises(
+        ValueError, match="config field embedding_loss must be auto, multiple_negatives_ranking, "
+    ):
         finetuning.load_finetune_config(None, ["embedding_loss=triplet"], task="embed")
 
 
@@ -157,8 +210,13 @@ def test_killed_after_epoch_1_the_rerun_ends_as_the_uninterrupted_run(tmp_path, 
     """Dropout on, a checkpoint mid-epoch too: the rerun restores the weights,
     the optimizer, the dropout RNG and the best-on-dev state and ends with
     the uninterrupted run's weights and dev figures."""
-    settings = fields(tmp_path, init_checkpoint=tiny_encoder_file(tmp_path, dropout=0.1),
-                      epochs=2, checkpoint_every=4, seed=5)
+    settings = fields(
+        tmp_path,
+        init_checkpoint=tiny_encoder_file(tmp_path, dropout=0.1),
+        epochs=2,
+        checkpoint_every=4,
+        seed=5,
+    )
     whole = finetuning.finetune(FinetuneConfig(**settings, output_dir=str(tmp_path / "whole")))
 
     output = str(tmp_path / "killed")
@@ -177,7 +235,10 @@ def test_killed_after_epoch_1_the_rerun_ends_as_the_uninterrupted_run(tmp_path, 
     monkeypatch.undo()
     resumed = finetuning.finetune(FinetuneConfig(**settings, output_dir=output))
     assert (resumed["steps"], resumed["best_epoch"], resumed["dev"]) == (
-        whole["steps"], whole["best_epoch"], whole["dev"])
+        whole["steps"],
+        whole["best_epoch"],
+        whole["dev"],
+    )
     ours, theirs = saved_weights(output), saved_weights(str(tmp_path / "whole"))
     assert ours.keys() == theirs.keys()
     for path in ours:
@@ -197,8 +258,10 @@ def test_in_memory_columns_train_as_the_file_does(tmp_path):
 def test_epoch_batches_of_text_columns_are_cut_each_to_its_longest(tmp_path):
     """One element per update: each column's padding cut to its own longest
     row; no targets for rows of texts; every row once per epoch."""
-    model = BertSentenceEncoder(BertEncoder(BertConfig.preset("tiny")),
-                                preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=64))
+    model = BertSentenceEncoder(
+        BertEncoder(BertConfig.preset("tiny")),
+        preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=64),
+    )
     features, targets, weights = model.encode_text(read_text_rows(PAIRS).fit_inputs()[0])
     data = {"features": features, "targets": targets, "weights": weights}
     assert finetuning_data.num_rows(data) == 48
@@ -206,66 +269,121 @@ def test_epoch_batches_of_text_columns_are_cut_each_to_its_longest(tmp_path):
     assert len(batches) == 3 and all(len(batch) == 1 for batch in batches)
     order = finetuning_data.epoch_order(48, 0, 0)
     for i, (batch,) in enumerate(batches):
-        rows = order[16 * i:16 * (i + 1)]
+        rows = order[16 * i : 16 * (i + 1)]
         for name in ("anchor", "positive"):
             mask = features[name]["input_mask"][rows]
             longest = int(mask.sum(axis=1).max())
             width = batch[name]["input_mask"].shape[1]
             assert longest <= width < longest + 8 or width == 64, (name, width, longest)
-            np.testing.assert_array_equal(batch[name]["input_ids"],
-                                          features[name]["input_ids"][rows][:, :width])
+            np.testing.assert_array_equal(
+                batch[name]["input_ids"], features[name]["input_ids"][rows][:, :width]
+            )
 
 
 # === The command line ===
 
+
 @pytest.mark.slow
 def test_cli_finetune_evaluate_predict(tmp_path, capsys):
     output = str(tmp_path / "embed")
-    assert cli.main(["finetune", "--task", "embed", "--train", TRIPLETS, "--dev", DEV,
-                     "--vocab-file", VOCAB_FILE, "--init-checkpoint", tiny_encoder_file(tmp_path),
-                     "--seq-length", "32", "--batch-size", "8", "--epochs", "1",
-                     "--set", "embedding_loss=multiple_negatives_symmetric_ranking",
-                     "--output-dir", output, "--no-tensorboard"]) == 0
+    assert (
+        cli.main(
+            [
+                "finetune",
+                "--task",
+                "embed",
+                "--train",
+                TRIPLETS,
+                "--dev",
+                DEV,
+                "--vocab-file",
+                VOCAB_FILE,
+                "--init-checkpoint",
+                tiny_encoder_file(tmp_path),
+                "--seq-length",
+                "32",
+                "--batch-size",
+                "8",
+                "--epochs",
+                "1",
+                "--set",
+                "embedding_loss=multiple_negatives_symmetric_ranking",
+                "--output-dir",
+                output,
+                "--no-tensorboard",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     trained = json.load(open(os.path.join(output, "dev_results.json")))
     saved = json.load(open(os.path.join(output, "finetune_config.json")))
     assert saved["embedding_loss"] == "multiple_negatives_symmetric_ranking"
     assert cli.main(["evaluate", "--model-dir", output, "--data", DEV]) == 0
     printed = capsys.readouterr().out
-    assert json.loads(printed[printed.rindex("{\n"):]) == trained["dev"]
-    assert cli.main(["evaluate", "--model-dir", output, "--data", SCORED_DEV,
-                     "--task", "embed"]) == 0
+    assert json.loads(printed[printed.rindex("{\n") :]) == trained["dev"]
+    assert (
+        cli.main(["evaluate", "--model-dir", output, "--data", SCORED_DEV, "--task", "embed"]) == 0
+    )
     printed = capsys.readouterr().out
-    assert set(json.loads(printed[printed.rindex("{\n"):])) == {"spearman_cosine", "pairs"}
+    assert set(json.loads(printed[printed.rindex("{\n") :])) == {"spearman_cosine", "pairs"}
     assert cli.main(["evaluate", "--model-dir", output, "--data", DEV, "--task", "tag"]) == 2
     assert "fine-tuned with --task embed, not tag" in capsys.readouterr().err
     # predict: one embedding per input line, blank lines answered in place.
     texts = ["Economy 'strong' in election year", "", "Electrolux to export Europe jobs"]
     (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
-    assert cli.main(["predict", "--model-dir", output, "--input", str(tmp_path / "texts.txt"),
-                     "--output", str(tmp_path / "embeddings.jsonl")]) == 0
+    assert (
+        cli.main(
+            [
+                "predict",
+                "--model-dir",
+                output,
+                "--input",
+                str(tmp_path / "texts.txt"),
+                "--output",
+                str(tmp_path / "embeddings.jsonl"),
+            ]
+        )
+        == 0
+    )
     answers = [json.loads(line) for line in open(tmp_path / "embeddings.jsonl")]
     assert [a["line"] for a in answers] == [1, 2, 3] and answers[1] == {"line": 2, "blank": True}
     model, _ = finetuning.load_finetuned(output)
     expected = model.predict([texts[0], texts[2]], verbose=0)
-    np.testing.assert_allclose([answers[0]["embedding"], answers[2]["embedding"]], expected,
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        [answers[0]["embedding"], answers[2]["embedding"]], expected, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_cli_evaluate_a_pretrained_sentence_encoder_zero_shot(tmp_path, minilm_path, capsys):
     """`evaluate --task embed` on the real MiniLM folder (not a finetune
     output) scores it as it is, at its own length, as BertSentenceEncoder's
     embeddings score through the retrieval functions."""
-    assert cli.main(["evaluate", "--task", "embed", "--model-dir", minilm_path,
-                     "--data", DEV, "--max-examples", "12"]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "--task",
+                "embed",
+                "--model-dir",
+                minilm_path,
+                "--data",
+                DEV,
+                "--max-examples",
+                "12",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
-    figures = json.loads(printed[printed.rindex("{\n"):])
+    figures = json.loads(printed[printed.rindex("{\n") :])
     model = BertSentenceEncoder.from_pretrained(minilm_path)
     assert model.preprocessor.seq_length == 256
     queries, corpus, relevant = read_text_rows(DEV, limit=12).retrieval()
     sets = retrieval.relevance_sets(relevant, range(12), range(12))
-    expected = retrieval.retrieval_metrics(model.predict(queries, verbose=0),
-                                           model.predict(corpus, verbose=0), sets)
+    expected = retrieval.retrieval_metrics(
+        model.predict(queries, verbose=0), model.predict(corpus, verbose=0), sets
+    )
     for name, value in expected.items():
         assert figures[name] == pytest.approx(value, abs=1e-6), name
     assert figures["recall@10"] == 1.0  # 12 documents: every headline finds its opening
@@ -280,21 +398,61 @@ def test_cli_finetunes_the_real_minilm_folder_with_its_modules(tmp_path, minilm_
     after a short run on real pairs stays at least the zero-shot figure's
     order, and the export of the output serves what the model embeds."""
     output = str(tmp_path / "minilm")
-    assert cli.main(["finetune", "--task", "embed", "--train", PAIRS, "--dev", DEV,
-                     "--init-checkpoint", minilm_path, "--seq-length", "64", "--batch-size", "16",
-                     "--epochs", "1", "--learning-rate", "2e-5", "--output-dir", output,
-                     "--no-tensorboard"]) == 0
+    assert (
+        cli.main(
+            [
+                "finetune",
+                "--task",
+                "embed",
+                "--train",
+                PAIRS,
+                "--dev",
+                DEV,
+                "--init-checkpoint",
+                minilm_path,
+                "--seq-length",
+                "64",
+                "--batch-size",
+                "16",
+                "--epochs",
+                "1",
+                "--learning-rate",
+                "2e-5",
+                "--output-dir",
+                output,
+                "--no-tensorboard",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     model, saved = finetuning.load_finetuned(output)
     reference = BertSentenceEncoder.from_pretrained(minilm_path, seq_length=64)
     assert (model.pooling, model.normalize, model.lowercase_text) == (
-        reference.pooling, reference.normalize, reference.lowercase_text)
+        reference.pooling,
+        reference.normalize,
+        reference.lowercase_text,
+    )
     assert model.preprocessor.vocabulary == reference.preprocessor.vocabulary
     trained = json.load(open(os.path.join(output, "dev_results.json")))["dev"]
-    assert cli.main(["evaluate", "--task", "embed", "--model-dir", minilm_path, "--data", DEV,
-                     "--seq-length", "64"]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "--task",
+                "embed",
+                "--model-dir",
+                minilm_path,
+                "--data",
+                DEV,
+                "--seq-length",
+                "64",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
-    zero_shot = json.loads(printed[printed.rindex("{\n"):])
+    zero_shot = json.loads(printed[printed.rindex("{\n") :])
     assert trained["mrr@10"] >= zero_shot["mrr@10"] - 0.05
     assert cli.main(["export", "--model-dir", output, "--output", str(tmp_path / "serving/1")]) == 0
     served = tf.saved_model.load(str(tmp_path / "serving/1"))

@@ -20,8 +20,14 @@ from keras_bert.tasks.tagging import read_conll
 from keras_bert.training import finetuning, finetuning_data, finetuning_run, optimization
 from keras_bert.training.finetuning import FinetuneConfig
 
-CONFIG = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=32, max_position_embeddings=64)
+CONFIG = BertConfig(
+    vocab_size=30,
+    hidden_size=16,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=32,
+    max_position_embeddings=64,
+)
 FILLER = ["the", "brown", "fox", "dog", "over", "a", "jumps"]
 
 
@@ -42,8 +48,11 @@ def _features(n=10, seq_length=24, seed=0):
     rng = np.random.default_rng(seed)
     lengths = rng.integers(3, seq_length + 1, size=n)
     mask = (np.arange(seq_length)[None, :] < lengths[:, None]).astype(np.int32)
-    return {"input_ids": (rng.integers(5, 30, size=(n, seq_length)) * mask).astype(np.int32),
-            "input_mask": mask, "segment_ids": np.zeros((n, seq_length), np.int32)}
+    return {
+        "input_ids": (rng.integers(5, 30, size=(n, seq_length)) * mask).astype(np.int32),
+        "input_mask": mask,
+        "segment_ids": np.zeros((n, seq_length), np.int32),
+    }
 
 
 @pytest.mark.parametrize("bucket_by_length", [False, True])
@@ -51,19 +60,30 @@ def test_every_epoch_is_one_full_pass(bucket_by_length, monkeypatch, tiny_vocab_
     """The schedule counts the batches the data really gives, and every epoch
     trains on all of them (length buckets each end on a partial batch, so
     there are more than n / batch_size)."""
-    data = {"features": _features(n=70, seq_length=48),
-            "targets": np.random.default_rng(0).integers(0, 2, 70), "weights": None}
-    batches = list(finetuning_data.epoch_dataset(data, 8, 0, 0, 48,
-                                                 bucket_by_length=bucket_by_length))
+    data = {
+        "features": _features(n=70, seq_length=48),
+        "targets": np.random.default_rng(0).integers(0, 2, 70),
+        "weights": None,
+    }
+    batches = list(
+        finetuning_data.epoch_dataset(data, 8, 0, 0, 48, bucket_by_length=bucket_by_length)
+    )
     expected = len(batches)
     assert expected > 9 if bucket_by_length else expected == 9
     assert sum(len(b[1]) for b in batches) == 70  # every row once
     assert finetuning_data.batches_per_epoch(data, 8, 48, bucket_by_length) == expected
     # The command's run: texts read from a file, encoded by the model's preprocessor.
     train = _write_sentiment(tmp_path / "train.tsv", 70, seed=0)
-    config = FinetuneConfig(task="classify", train=train, vocab_file=tiny_vocab_file,
-                            seq_length=48, batch_size=8, epochs=3, verbose=0,
-                            bucket_by_length=bucket_by_length)
+    config = FinetuneConfig(
+        task="classify",
+        train=train,
+        vocab_file=tiny_vocab_file,
+        seq_length=48,
+        batch_size=8,
+        epochs=3,
+        verbose=0,
+        bucket_by_length=bucket_by_length,
+    )
     texts = [line.split("\t")[1] for line in open(train).read().splitlines()[1:]]
     encoded = {"features": BertPreprocessor(tiny_vocab_file, seq_length=48).encode(texts)}
     per_epoch = finetuning_data.batches_per_epoch(encoded, 8, 48, bucket_by_length)
@@ -72,19 +92,35 @@ def test_every_epoch_is_one_full_pass(bucket_by_length, monkeypatch, tiny_vocab_
 
 
 @pytest.mark.slow
-def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(tmp_path, tiny_vocab_file,
-                                                                    capsys):
+def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(
+    tmp_path, tiny_vocab_file, capsys
+):
     train = _write_sentiment(tmp_path / "train.tsv", 192, seed=0)
     dev = _write_sentiment(tmp_path / "dev.tsv", 32, seed=1)
     output = str(tmp_path / "run")
-    config = FinetuneConfig(task="classify", train=train, dev=dev, output_dir=output,
-                            vocab_file=tiny_vocab_file, preset="tiny", seq_length=16,
-                            batch_size=16, learning_rate=1e-4, epochs=10, verbose=0,
-                            bucket_by_length=True)
+    config = FinetuneConfig(
+        task="classify",
+        train=train,
+        dev=dev,
+        output_dir=output,
+        vocab_file=tiny_vocab_file,
+        preset="tiny",
+        seq_length=16,
+        batch_size=16,
+        learning_rate=1e-4,
+        epochs=10,
+        verbose=0,
+        bucket_by_length=True,
+    )
     result = finetuning.finetune(config)
     assert result["dev"]["accuracy"] >= 0.9  # chance is 0.5
-    assert sorted(os.listdir(output)) == ["dev_results.json", "finetune_config.json", "logs",
-                                          "model.keras", "vocab.txt"]
+    assert sorted(os.listdir(output)) == [
+        "dev_results.json",
+        "finetune_config.json",
+        "logs",
+        "model.keras",
+        "vocab.txt",
+    ]
     saved = json.load(open(os.path.join(output, "finetune_config.json")))
     assert saved["label_names"] == ["neg", "pos"]
     model = keras.models.load_model(os.path.join(output, "model.keras"))
@@ -95,22 +131,55 @@ def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(tmp_path, ti
     texts = [line.split("\t")[1] for line in open(dev).read().splitlines()[1:]]
     labels = model.predict_labels(texts)
     inputs = tmp_path / "inputs.jsonl"
-    inputs.write_text("\n".join(json.dumps({"text": t}) for t in texts[:5]) + "\n\n" + "\n".join(
-        json.dumps({"text": t}) for t in texts[5:]) + "\n")
+    inputs.write_text(
+        "\n".join(json.dumps({"text": t}) for t in texts[:5])
+        + "\n\n"
+        + "\n".join(json.dumps({"text": t}) for t in texts[5:])
+        + "\n"
+    )
     answers_file = str(tmp_path / "answers.jsonl")
-    assert cli.main(["predict", "--model-dir", output, "--input", str(inputs),
-                     "--output", answers_file, "--batch-size", "7"]) == 0
+    assert (
+        cli.main(
+            [
+                "predict",
+                "--model-dir",
+                output,
+                "--input",
+                str(inputs),
+                "--output",
+                answers_file,
+                "--batch-size",
+                "7",
+            ]
+        )
+        == 0
+    )
     answers = [json.loads(line) for line in open(answers_file)]
     assert answers[5] == {"line": 6, "blank": True}  # the blank line, in its place
     answers = answers[:5] + answers[6:]
     assert [a["line"] for a in answers] == [*range(1, 6), *range(7, len(texts) + 2)]
     assert [a["label"] for a in answers] == labels
-    np.testing.assert_allclose([[a["probabilities"][n] for n in ("neg", "pos")] for a in answers],
-                               model.predict_proba(texts), atol=1e-6)
+    np.testing.assert_allclose(
+        [[a["probabilities"][n] for n in ("neg", "pos")] for a in answers],
+        model.predict_proba(texts),
+        atol=1e-6,
+    )
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n{"txt": "typo"}\n')
-    assert cli.main(["predict", "--model-dir", output, "--input", str(bad),
-                     "--output", str(tmp_path / "never.jsonl")]) == 2
+    assert (
+        cli.main(
+            [
+                "predict",
+                "--model-dir",
+                output,
+                "--input",
+                str(bad),
+                "--output",
+                str(tmp_path / "never.jsonl"),
+            ]
+        )
+        == 2
+    )
     assert "bad.jsonl, line 2: field(s) ['text'] missing" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "never.jsonl")
 
@@ -124,8 +193,9 @@ def test_load_encoder_from_keras_files(tmp_path, minilm_path):
     for name in ("encoder.keras", "classifier.keras"):
         loaded = finetuning.load_encoder(str(tmp_path / name))
         assert isinstance(loaded, BertEncoder)
-        np.testing.assert_allclose(loaded(features)["pooled_output"].numpy(), expected,
-                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            loaded(features)["pooled_output"].numpy(), expected, rtol=1e-5, atol=1e-6
+        )
     keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)]).save(str(tmp_path / "x.keras"))
     with pytest.raises(ValueError, match="neither a BertEncoder"):
         finetuning.load_encoder(str(tmp_path / "x.keras"))
@@ -133,11 +203,13 @@ def test_load_encoder_from_keras_files(tmp_path, minilm_path):
     # the export folder or as the pretraining model_dir.
     from keras_bert.models.pretrainer import BertPretrainer
     from keras_bert.training.pretraining import export_tf1
+
     export_tf1(BertPretrainer(encoder), str(tmp_path / "pretrain" / "export"))
     for path in (tmp_path / "pretrain" / "export", tmp_path / "pretrain"):
         loaded = finetuning.load_encoder(str(path))
-        np.testing.assert_allclose(loaded(features)["pooled_output"].numpy(), expected,
-                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            loaded(features)["pooled_output"].numpy(), expected, rtol=1e-5, atol=1e-6
+        )
     hf = finetuning.load_encoder(minilm_path)
     assert hf.config.hidden_size == 384
     assert checkpoints.resolve(minilm_path).vocab_file == os.path.join(minilm_path, "vocab.txt")
@@ -145,14 +217,28 @@ def test_load_encoder_from_keras_files(tmp_path, minilm_path):
 
 @pytest.mark.slow
 def test_paper_search_writes_a_table_and_keeps_the_best(tmp_path, tiny_vocab_file, monkeypatch):
-    monkeypatch.setattr(finetuning, "PAPER_GRID",
-                        {"batch_size": (16,), "learning_rate": (1e-4, 1e-7), "epochs": (3,)})
+    monkeypatch.setattr(
+        finetuning,
+        "PAPER_GRID",
+        {"batch_size": (16,), "learning_rate": (1e-4, 1e-7), "epochs": (3,)},
+    )
     train = _write_sentiment(tmp_path / "train.tsv", 64, seed=0)
     dev = _write_sentiment(tmp_path / "dev.tsv", 32, seed=1)
     output = str(tmp_path / "search")
-    result = finetuning.finetune(FinetuneConfig(
-        task="classify", train=train, dev=dev, output_dir=output, vocab_file=tiny_vocab_file,
-        seq_length=16, verbose=0, search="paper", restarts=2, tensorboard=False))
+    result = finetuning.finetune(
+        FinetuneConfig(
+            task="classify",
+            train=train,
+            dev=dev,
+            output_dir=output,
+            vocab_file=tiny_vocab_file,
+            seq_length=16,
+            verbose=0,
+            search="paper",
+            restarts=2,
+            tensorboard=False,
+        )
+    )
     assert len(result["runs"]) == 4
     best = max(result["runs"], key=lambda r: r["accuracy"])
     assert result["best_run"] == best and best["learning_rate"] == 1e-4
@@ -163,27 +249,75 @@ def test_paper_search_writes_a_table_and_keeps_the_best(tmp_path, tiny_vocab_fil
 
 
 @pytest.mark.slow
-def test_cli_finetune_and_evaluate_tagging_on_wnut16(tmp_path, datasets_dir, real_vocab_file,
-                                                     capsys):
+def test_cli_finetune_and_evaluate_tagging_on_wnut16(
+    tmp_path, datasets_dir, real_vocab_file, capsys
+):
     output = str(tmp_path / "tag")
     wnut = os.path.join(datasets_dir, "wnut16")
-    assert cli.main(["finetune", "--task", "tag", "--train", f"{wnut}/train.conll",
-                     "--dev", f"{wnut}/dev.conll", "--vocab-file", real_vocab_file,
-                     "--max-train-examples", "64", "--max-dev-examples", "32",
-                     "--seq-length", "32", "--batch-size", "16", "--epochs", "1",
-                     "--output-dir", output]) == 0
+    assert (
+        cli.main(
+            [
+                "finetune",
+                "--task",
+                "tag",
+                "--train",
+                f"{wnut}/train.conll",
+                "--dev",
+                f"{wnut}/dev.conll",
+                "--vocab-file",
+                real_vocab_file,
+                "--max-train-examples",
+                "64",
+                "--max-dev-examples",
+                "32",
+                "--seq-length",
+                "32",
+                "--batch-size",
+                "16",
+                "--epochs",
+                "1",
+                "--output-dir",
+                output,
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     trained = json.load(open(os.path.join(output, "dev_results.json")))
     assert set(trained["dev"]) == {"precision", "recall", "f1"}
-    assert cli.main(["evaluate", "--model-dir", output, "--data", f"{wnut}/dev.conll",
-                     "--max-examples", "32"]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "--model-dir",
+                output,
+                "--data",
+                f"{wnut}/dev.conll",
+                "--max-examples",
+                "32",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
-    assert json.loads(printed[printed.rindex("{\n"):]) == trained["dev"]
+    assert json.loads(printed[printed.rindex("{\n") :]) == trained["dev"]
     # predict: one line per sentence, the words, tags and entities of `tag`.
     sentences = [" ".join(words) for words in read_conll(f"{wnut}/dev.conll").words[:6]]
     (tmp_path / "sentences.txt").write_text("\n".join(sentences) + "\n")
-    assert cli.main(["predict", "--model-dir", output, "--input", str(tmp_path / "sentences.txt"),
-                     "--output", str(tmp_path / "tags.jsonl")]) == 0
+    assert (
+        cli.main(
+            [
+                "predict",
+                "--model-dir",
+                output,
+                "--input",
+                str(tmp_path / "sentences.txt"),
+                "--output",
+                str(tmp_path / "tags.jsonl"),
+            ]
+        )
+        == 0
+    )
     model, _ = finetuning.load_finetuned(output)
     answers = [json.loads(line) for line in open(tmp_path / "tags.jsonl")]
     assert [a.pop("line") for a in answers] == list(range(1, len(sentences) + 1))
@@ -194,9 +328,19 @@ def test_cli_finetune_and_evaluate_tagging_on_wnut16(tmp_path, datasets_dir, rea
 def test_squad_finetune_on_shipped_samples(tmp_path, datasets_dir, real_vocab_file):
     sample = os.path.join(datasets_dir, "squad_samples", "squad_v1_sample.json")
     output = str(tmp_path / "squad")
-    config = FinetuneConfig(task="squad", train=sample, dev=sample, vocab_file=real_vocab_file,
-                            seq_length=128, doc_stride=64, batch_size=4, learning_rate=1e-4,
-                            epochs=2, verbose=0, output_dir=output)
+    config = FinetuneConfig(
+        task="squad",
+        train=sample,
+        dev=sample,
+        vocab_file=real_vocab_file,
+        seq_length=128,
+        doc_stride=64,
+        batch_size=4,
+        learning_rate=1e-4,
+        epochs=2,
+        verbose=0,
+        output_dir=output,
+    )
     result = finetuning.finetune(config)
     assert set(result["dev"]) == {"exact_match", "f1"}
     assert finetuning.evaluate(output, sample) == result["dev"]
@@ -209,15 +353,27 @@ def test_squad_finetune_on_shipped_samples(tmp_path, datasets_dir, real_vocab_fi
     for example in examples:
         best = nbest[example.qas_id][0]
         assert predictions[example.qas_id] == best["text"] != ""
-        assert example.context[best["char_start"]:best["char_end"]] == best["text"]
+        assert example.context[best["char_start"] : best["char_end"]] == best["text"]
     # predict on the SQuAD file: the model's in-graph answers, one line per question.
-    assert cli.main(["predict", "--model-dir", output, "--input", sample,
-                     "--output", str(tmp_path / "answers.jsonl")]) == 0
+    assert (
+        cli.main(
+            [
+                "predict",
+                "--model-dir",
+                output,
+                "--input",
+                sample,
+                "--output",
+                str(tmp_path / "answers.jsonl"),
+            ]
+        )
+        == 0
+    )
     answers = {a["id"]: a for a in map(json.loads, open(tmp_path / "answers.jsonl"))}
     assert set(answers) == set(predictions)
     for example in examples:
         answer = answers[example.qas_id]
-        assert example.context[answer["start"]:answer["end"]] == answer["answer"]
+        assert example.context[answer["start"] : answer["end"]] == answer["answer"]
 
 
 def test_finetune_takes_in_memory_data(tmp_path, tiny_vocab_file):
@@ -226,22 +382,35 @@ def test_finetune_takes_in_memory_data(tmp_path, tiny_vocab_file):
     header = open(train).readline().rstrip("\n").split("\t")
     columns = {name: [row[i] for row in rows] for i, name in enumerate(header)}
     text_column = next(name for name in header if name != "label")
-    config = FinetuneConfig(task="classify", vocab_file=tiny_vocab_file, preset="tiny",
-                            seq_length=16, batch_size=16, epochs=1, verbose=0, seed=3,
-                            text_columns=[text_column], output_dir=str(tmp_path / "memory"))
+    config = FinetuneConfig(
+        task="classify",
+        vocab_file=tiny_vocab_file,
+        preset="tiny",
+        seq_length=16,
+        batch_size=16,
+        epochs=1,
+        verbose=0,
+        seed=3,
+        text_columns=[text_column],
+        output_dir=str(tmp_path / "memory"),
+    )
     from_memory = finetuning.finetune(config, train=columns, dev=columns)
-    from_file = finetuning.finetune(dataclasses.replace(
-        config, train=train, dev=train, output_dir=str(tmp_path / "file")))
+    from_file = finetuning.finetune(
+        dataclasses.replace(config, train=train, dev=train, output_dir=str(tmp_path / "file"))
+    )
     assert from_memory["dev"] == from_file["dev"]  # the same examples, the same run
     # A tf.data.Dataset of (text, label) and a (texts, labels) tuple read the same.
     texts, labels = columns[text_column], columns["label"]
     dataset = tf.data.Dataset.from_tensor_slices((texts, labels))
     tuple_config = dataclasses.replace(config, text_columns=None, output_dir=None)
-    assert finetuning.finetune(tuple_config, train=dataset, dev=(texts, labels))["dev"] == \
-        from_file["dev"]
+    assert (
+        finetuning.finetune(tuple_config, train=dataset, dev=(texts, labels))["dev"]
+        == from_file["dev"]
+    )
     with pytest.raises(ValueError, match=r"in-memory data: no column\(s\) \[.review.\]"):
-        finetuning.finetune(dataclasses.replace(config, text_columns=["review"],
-                                                output_dir=None), train=columns)
+        finetuning.finetune(
+            dataclasses.replace(config, text_columns=["review"], output_dir=None), train=columns
+        )
 
 
 def test_the_command_and_fit_take_the_same_steps(tmp_path, tiny_vocab_file):
@@ -249,31 +418,52 @@ def test_the_command_and_fit_take_the_same_steps(tmp_path, tiny_vocab_file):
     model, optimizer and batches through `model.fit` in a user's script end
     with the same weights (the step is the model's, not a wrapper's)."""
     train = _write_sentiment(tmp_path / "train.tsv", 40, seed=3)
-    config = FinetuneConfig(task="classify", train=train, vocab_file=tiny_vocab_file,
-                            seq_length=16, batch_size=8, epochs=2, verbose=0, dropout=0.1,
-                            seed=7)
+    config = FinetuneConfig(
+        task="classify",
+        train=train,
+        vocab_file=tiny_vocab_file,
+        seq_length=16,
+        batch_size=8,
+        epochs=2,
+        verbose=0,
+        dropout=0.1,
+        seed=7,
+    )
     tokenizer = finetuning.resolve_tokenizer(config)[0]
     task = finetuning.make_task(config)
     data = task.read(train, training=True)
 
     def build_model(dtype=None):
-        return task.build_model(BertEncoder(CONFIG, dtype=dtype),
-                                finetuning.preprocessor_of(config, tokenizer))
+        return task.build_model(
+            BertEncoder(CONFIG, dtype=dtype), finetuning.preprocessor_of(config, tokenizer)
+        )
 
-    command = finetuning_run.FinetuneRun(config, task, data, None, None, build_model=build_model,
-                                         save_model=None).run()
+    command = finetuning_run.FinetuneRun(
+        config, task, data, None, None, build_model=build_model, save_model=None
+    ).run()
 
     keras.utils.set_random_seed(config.seed)  # as the command seeds its run
     model = build_model()
     x, y = data
     features, targets, _ = model.encode_text(x, y)
     steps = finetuning_data.batches_per_epoch({"features": features}, 8, 16)
-    model.compile(optimizer=optimization.create_adamw(
-        config.learning_rate, 2 * steps, int(0.1 * 2 * steps), weight_decay=0.01, clipnorm=1.0))
+    model.compile(
+        optimizer=optimization.create_adamw(
+            config.learning_rate, 2 * steps, int(0.1 * 2 * steps), weight_decay=0.01, clipnorm=1.0
+        )
+    )
     for epoch in range(2):  # the command's batches: a function of (seed, epoch)
-        model.fit(finetuning_data.epoch_dataset(
-            {"features": features, "targets": targets, "weights": None}, 8, config.seed, epoch,
-            16), epochs=1, verbose=0)
+        model.fit(
+            finetuning_data.epoch_dataset(
+                {"features": features, "targets": targets, "weights": None},
+                8,
+                config.seed,
+                epoch,
+                16,
+            ),
+            epochs=1,
+            verbose=0,
+        )
     assert command.steps == 2 * steps == int(model.optimizer.iterations)
     for ours, theirs in zip(command.model.get_weights(), model.get_weights()):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)

@@ -57,12 +57,25 @@ def test_recipe_runs_one_step_on_cpu(recipe, tmp_path, real_vocab_file):
     else:
         data = os.path.join(DATASETS_DIR, "squad_samples", "squad_v1_sample.json")
     output = tmp_path / "run"
-    overrides = ["strategy=one_device", "tpu=null", "init_checkpoint=null", "preset=tiny",
-                 f"train={data}", f"dev={data}", f"output_dir={output}", "search=null",
-                 "epochs=1", "steps_per_epoch=1", "batch_size=4", "max_dev_examples=4",
-                 f"vocab_file={real_vocab_file}", "checkpoint_every=1"]
+    overrides = [
+        "strategy=one_device",
+        "tpu=null",
+        "init_checkpoint=null",
+        "preset=tiny",
+        f"train={data}",
+        f"dev={data}",
+        f"output_dir={output}",
+        "search=null",
+        "epochs=1",
+        "steps_per_epoch=1",
+        "batch_size=4",
+        "max_dev_examples=4",
+        f"vocab_file={real_vocab_file}",
+        "checkpoint_every=1",
+    ]
     arguments = ["finetune", "--config", recipe] + [
-        part for item in overrides for part in ("--set", item)]
+        part for item in overrides for part in ("--set", item)
+    ]
     assert cli.main(arguments) == 0
     saved = json.load(open(output / "finetune_config.json"))
     results = json.load(open(output / "dev_results.json"))
@@ -74,5 +87,10 @@ def test_recipe_runs_one_step_on_cpu(recipe, tmp_path, real_vocab_file):
             assert saved[field] == written[field], field
     if "v2" in name:  # the dev set's best threshold is the model's own
         assert saved["null_score_diff_threshold"] == results["dev"]["best_f1_thresh"]
-    assert sorted(os.listdir(output)) == ["dev_results.json", "finetune_config.json", "logs",
-                                          "model.keras", "vocab.txt"]
+    assert sorted(os.listdir(output)) == [
+        "dev_results.json",
+        "finetune_config.json",
+        "logs",
+        "model.keras",
+        "vocab.txt",
+    ]

@@ -25,9 +25,16 @@ from loopback_cluster import printed_json, run_workers
 from repo_paths import REPO_ROOT
 
 # No dropout anywhere: runs on different devices draw different masks.
-ENCODER = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=64,
-                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+ENCODER = BertConfig(
+    vocab_size=30,
+    hidden_size=16,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=32,
+    max_position_embeddings=64,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
 FILLER = ["the", "brown", "fox", "dog", "over", "a", "jumps"]
 EMBEDDING_ROWS = os.path.join(REPO_ROOT, "tests", "fixtures", "embeddings")
 
@@ -39,7 +46,8 @@ def _sentiment(path, n, seed=0):
     for i in range(n):
         label = ("pos", "neg")[i % 2]
         words = ["quick" if label == "pos" else "lazy"] + list(
-            rng.choice(FILLER, size=rng.integers(2, 9)))
+            rng.choice(FILLER, size=rng.integers(2, 9))
+        )
         lines.append(f"{label}\t{' '.join(words)}")
     path.write_text("\n".join(lines) + "\n")
     return str(path)
@@ -86,18 +94,31 @@ def _crash_after(monkeypatch, step):
     monkeypatch.setattr(finetuning_run.FinetuneRun, "after_steps", after_steps)
 
 
-def test_resume_keeps_the_best_model_and_the_early_stopping_state(tmp_path, tiny_vocab_file,
-                                                                   monkeypatch):
+def test_resume_keeps_the_best_model_and_the_early_stopping_state(
+    tmp_path, tiny_vocab_file, monkeypatch
+):
     """A run whose dev score never improves after epoch 1 (updates far below
     the weights' float32 resolution) stops after `patience` more epochs: also
     when it was killed in between, with the best model of epoch 1 on disk
     all along (a resume that forgot the state would call epoch 2 the best)."""
     train = _sentiment(tmp_path / "train.tsv", 48)
     dev = _sentiment(tmp_path / "dev.tsv", 16, seed=1)
-    fields = dict(task="classify", train=train, dev=dev, vocab_file=tiny_vocab_file,
-                  init_checkpoint=_encoder_file(tmp_path), seq_length=16, batch_size=8,
-                  learning_rate=1e-12, epochs=6, early_stopping_patience=2, verbose=0,
-                  checkpoint_every=2, dropout=0.0, tensorboard=False)
+    fields = dict(
+        task="classify",
+        train=train,
+        dev=dev,
+        vocab_file=tiny_vocab_file,
+        init_checkpoint=_encoder_file(tmp_path),
+        seq_length=16,
+        batch_size=8,
+        learning_rate=1e-12,
+        epochs=6,
+        early_stopping_patience=2,
+        verbose=0,
+        checkpoint_every=2,
+        dropout=0.0,
+        tensorboard=False,
+    )
     whole = finetuning.finetune(FinetuneConfig(**fields, output_dir=str(tmp_path / "whole")))
     assert whole["best_epoch"] == 1 and whole["steps"] == 3 * 6  # stopped after epoch 3
 
@@ -111,62 +132,114 @@ def test_resume_keeps_the_best_model_and_the_early_stopping_state(tmp_path, tiny
     monkeypatch.undo()
     resumed = finetuning.finetune(FinetuneConfig(**fields, output_dir=output))
     assert (resumed["best_epoch"], resumed["steps"], resumed["dev"]) == (
-        1, whole["steps"], whole["dev"])
+        1,
+        whole["steps"],
+        whole["dev"],
+    )
     _assert_same_weights(_weights(output), _weights(str(tmp_path / "whole")), atol=1e-7)
     # Finished: the training state is gone, the model is what remains.
-    assert sorted(os.listdir(output)) == ["dev_results.json", "finetune_config.json",
-                                          "model.keras", "vocab.txt"]
+    assert sorted(os.listdir(output)) == [
+        "dev_results.json",
+        "finetune_config.json",
+        "model.keras",
+        "vocab.txt",
+    ]
 
 
 def test_a_checkpoint_resumes_only_its_own_run(tmp_path, tiny_vocab_file, monkeypatch):
     train = _sentiment(tmp_path / "train.tsv", 32)
-    fields = dict(task="classify", train=train, vocab_file=tiny_vocab_file, preset="tiny",
-                  seq_length=16, batch_size=8, epochs=2, verbose=0, checkpoint_every=1,
-                  tensorboard=False, output_dir=str(tmp_path / "run"))
+    fields = dict(
+        task="classify",
+        train=train,
+        vocab_file=tiny_vocab_file,
+        preset="tiny",
+        seq_length=16,
+        batch_size=8,
+        epochs=2,
+        verbose=0,
+        checkpoint_every=1,
+        tensorboard=False,
+        output_dir=str(tmp_path / "run"),
+    )
     _crash_after(monkeypatch, 3)
     with pytest.raises(_Killed):
         finetuning.finetune(FinetuneConfig(**fields))
     monkeypatch.undo()
-    with pytest.raises(ValueError, match=r"holds checkpoints of another run \(learning_rate: "
-                                         r"5e-05 -> 0.001\).*--overwrite"):
+    with pytest.raises(
+        ValueError,
+        match=r"holds checkpoints of another run \(learning_rate: "
+        r"5e-05 -> 0.001\).*--overwrite",
+    ):
         finetuning.finetune(FinetuneConfig(**fields, learning_rate=1e-3))
     # Changing how it runs is fine; --overwrite starts afresh.
     assert finetuning.finetune(FinetuneConfig(**fields, eval_batch_size=7))["steps"] == 8
-    assert finetuning.finetune(FinetuneConfig(**{**fields, "learning_rate": 1e-3},
-                                              overwrite=True))["steps"] == 8
+    assert (
+        finetuning.finetune(FinetuneConfig(**{**fields, "learning_rate": 1e-3}, overwrite=True))[
+            "steps"
+        ]
+        == 8
+    )
 
 
 def test_accumulation_and_two_micro_batches_equal_one_batch(tmp_path, tiny_vocab_file):
     """batch 4 x 2 micro-batches per update = batch 8, update for update
     (the same rows in the same order; no dropout)."""
     train = _sentiment(tmp_path / "train.tsv", 32)
-    fields = dict(task="classify", train=train, vocab_file=tiny_vocab_file,
-                  init_checkpoint=_encoder_file(tmp_path), seq_length=16, epochs=2,
-                  learning_rate=1e-3, dropout=0.0, verbose=0, tensorboard=False)
-    one = finetuning.finetune(FinetuneConfig(**fields, batch_size=8,
-                                             output_dir=str(tmp_path / "one")))
-    two = finetuning.finetune(FinetuneConfig(**fields, batch_size=4,
-                                             gradient_accumulation_steps=2,
-                                             output_dir=str(tmp_path / "two")))
+    fields = dict(
+        task="classify",
+        train=train,
+        vocab_file=tiny_vocab_file,
+        init_checkpoint=_encoder_file(tmp_path),
+        seq_length=16,
+        epochs=2,
+        learning_rate=1e-3,
+        dropout=0.0,
+        verbose=0,
+        tensorboard=False,
+    )
+    one = finetuning.finetune(
+        FinetuneConfig(**fields, batch_size=8, output_dir=str(tmp_path / "one"))
+    )
+    two = finetuning.finetune(
+        FinetuneConfig(
+            **fields, batch_size=4, gradient_accumulation_steps=2, output_dir=str(tmp_path / "two")
+        )
+    )
     assert one["steps"] == two["steps"] == 8
-    _assert_same_weights(_weights(str(tmp_path / "two")), _weights(str(tmp_path / "one")),
-                         atol=1e-6)
+    _assert_same_weights(
+        _weights(str(tmp_path / "two")), _weights(str(tmp_path / "one")), atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("precision", ["bfloat16", "float16"])
 def test_mixed_precision_fine_tuning(tmp_path, tiny_vocab_file, precision):
     train = _sentiment(tmp_path / "train.tsv", 16)
-    config = FinetuneConfig(task="classify", train=train, vocab_file=tiny_vocab_file,
-                            preset="tiny", seq_length=16, batch_size=8, epochs=1, verbose=0,
-                            mixed_precision=precision)
+    config = FinetuneConfig(
+        task="classify",
+        train=train,
+        vocab_file=tiny_vocab_file,
+        preset="tiny",
+        seq_length=16,
+        batch_size=8,
+        epochs=1,
+        verbose=0,
+        mixed_precision=precision,
+    )
     tokenizer = finetuning.resolve_tokenizer(config)[0]
     task = finetuning.make_task(config)
     data = task.read(train, training=True)
     run = finetuning_run.FinetuneRun(
-        config, task, data, None, None,
-        build_model=lambda dtype: task.build_model(finetuning.load_encoder(None, "tiny", dtype),
-                                                   finetuning.preprocessor_of(config, tokenizer)),
-        save_model=None)
+        config,
+        task,
+        data,
+        None,
+        None,
+        build_model=lambda dtype: task.build_model(
+            finetuning.load_encoder(None, "tiny", dtype),
+            finetuning.preprocessor_of(config, tokenizer),
+        ),
+        save_model=None,
+    )
     dtypes = {layer.compute_dtype for layer in run.model.encoder._flatten_layers()}
     assert precision in dtypes
     # float16 gradients underflow without loss scaling; bfloat16 has float32's range.
@@ -179,25 +252,37 @@ def test_mixed_precision_fine_tuning(tmp_path, tiny_vocab_file, precision):
 
 def test_recipes_load_and_name_bad_fields(tmp_path):
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text("task: classify\ntrain: a.tsv\nlearning_rate: 2e-5\nepochs: 3\n"
-                      "mixed_precision: bfloat16\n")
+    recipe.write_text(
+        "task: classify\ntrain: a.tsv\nlearning_rate: 2e-5\nepochs: 3\nmixed_precision: bfloat16\n"
+    )
     config = finetuning.load_finetune_config(str(recipe), ["batch_size=16"], seed=4)
     assert (config.learning_rate, config.batch_size, config.seed) == (2e-5, 16, 4)
     recipe.write_text("task: classify\nlearning_rte: 2e-5\n")
-    with pytest.raises(ValueError, match=r"recipe.yaml: unknown config field\(s\) "
-                                         r"\['learning_rte'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"recipe.yaml: unknown config field\(s\) "
+        r"\['learning_rte'\]",
+    ):
         finetuning.load_finetune_config(str(recipe))
     recipe.write_text("task: classify\nmixed_precision: float8\n")
-    with pytest.raises(ValueError, match="recipe.yaml: config field mixed_precision must be one of"):
+    with pytest.raises(
+        ValueError, match="recipe.yaml: config field mixed_precision must be one of"
+    ):
         finetuning.load_finetune_config(str(recipe))
 
 
 # === Real processes: SIGKILL, 2 logical CPUs, 2 workers ===
 
+
 def _finetune_command(arguments):
-    return [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-            "from keras_bert.cli import main; sys.exit(main(sys.argv[2:]))",
-            REPO_ROOT, "finetune"] + arguments
+    return [
+        sys.executable,
+        "-c",
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from keras_bert.cli import main; sys.exit(main(sys.argv[2:]))",
+        REPO_ROOT,
+        "finetune",
+    ] + arguments
 
 
 @pytest.mark.slow
@@ -207,20 +292,45 @@ def test_resume_after_sigkill_ends_with_the_uninterrupted_weights(tmp_path, tiny
     (dropout on), and ends with the uninterrupted run's weights."""
     train = _sentiment(tmp_path / "train.tsv", 640)
     dev = _sentiment(tmp_path / "dev.tsv", 32, seed=1)
-    dropout = BertConfig(**{**ENCODER.to_dict(), "hidden_dropout_prob": 0.1,
-                            "attention_probs_dropout_prob": 0.1})
-    arguments = ["--task", "classify", "--train", train, "--dev", dev,
-                 "--vocab-file", tiny_vocab_file,
-                 "--init-checkpoint", _encoder_file(tmp_path, dropout), "--seq-length", "16",
-                 "--batch-size", "8", "--epochs", "4", "--learning-rate", "1e-3",
-                 "--checkpoint-every", "10", "--no-tensorboard", "--seed", "3"]
-    reference = subprocess.Popen(_finetune_command(arguments + ["--output-dir",
-                                                                str(tmp_path / "reference")]),
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    dropout = BertConfig(
+        **{**ENCODER.to_dict(), "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
+    )
+    arguments = [
+        "--task",
+        "classify",
+        "--train",
+        train,
+        "--dev",
+        dev,
+        "--vocab-file",
+        tiny_vocab_file,
+        "--init-checkpoint",
+        _encoder_file(tmp_path, dropout),
+        "--seq-length",
+        "16",
+        "--batch-size",
+        "8",
+        "--epochs",
+        "4",
+        "--learning-rate",
+        "1e-3",
+        "--checkpoint-every",
+        "10",
+        "--no-tensorboard",
+        "--seed",
+        "3",
+    ]
+    reference = subprocess.Popen(
+        _finetune_command(arguments + ["--output-dir", str(tmp_path / "reference")]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     interrupted_dir = tmp_path / "interrupted"
     command = _finetune_command(arguments + ["--output-dir", str(interrupted_dir)])
-    interrupted = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True)
+    interrupted = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     checkpoints = interrupted_dir / "checkpoints"
     deadline = time.time() + 300
     killed_at = None
@@ -241,10 +351,13 @@ def test_resume_after_sigkill_ends_with_the_uninterrupted_weights(tmp_path, tiny
     assert f"at step {latest} (epoch 2, batch {latest - 80} of 80)" in resumed.stdout
     output, _ = reference.communicate(timeout=600)
     assert reference.returncode == 0, output
-    _assert_same_weights(_weights(str(interrupted_dir)), _weights(str(tmp_path / "reference")),
-                         atol=1e-6)
-    results = [json.load(open(tmp_path / name / "dev_results.json"))
-               for name in ("reference", "interrupted")]
+    _assert_same_weights(
+        _weights(str(interrupted_dir)), _weights(str(tmp_path / "reference")), atol=1e-6
+    )
+    results = [
+        json.load(open(tmp_path / name / "dev_results.json"))
+        for name in ("reference", "interrupted")
+    ]
     assert results[0]["dev"] == results[1]["dev"]
     assert results[0]["best_epoch"] == results[1]["best_epoch"]
 
@@ -269,27 +382,57 @@ MIRRORED_SCRIPT = textwrap.dedent("""
 
 
 def _task_fields(task, tmp_path, datasets_dir, vocab_file, encoder_file):
-    common = dict(vocab_file=vocab_file, init_checkpoint=encoder_file,
-                  dropout=0.0, learning_rate=1e-3, verbose=0, tensorboard=False, epochs=3)
+    common = dict(
+        vocab_file=vocab_file,
+        init_checkpoint=encoder_file,
+        dropout=0.0,
+        learning_rate=1e-3,
+        verbose=0,
+        tensorboard=False,
+        epochs=3,
+    )
     if task == "classify":
-        return dict(common, task="classify", train=_sentiment(tmp_path / "train.tsv", 32),
-                    seq_length=16, batch_size=8)
+        return dict(
+            common,
+            task="classify",
+            train=_sentiment(tmp_path / "train.tsv", 32),
+            seq_length=16,
+            batch_size=8,
+        )
     if task == "tag":
-        return dict(common, task="tag", train=os.path.join(datasets_dir, "wnut16", "train.conll"),
-                    max_train_examples=32, seq_length=32, batch_size=8)
+        return dict(
+            common,
+            task="tag",
+            train=os.path.join(datasets_dir, "wnut16", "train.conll"),
+            max_train_examples=32,
+            seq_length=32,
+            batch_size=8,
+        )
     if task == "embed":  # 48 real headline / opening pairs: in-batch negatives
-        return dict(common, task="embed", train=os.path.join(EMBEDDING_ROWS, "pairs_train.tsv"),
-                    seq_length=32, batch_size=8)
+        return dict(
+            common,
+            task="embed",
+            train=os.path.join(EMBEDDING_ROWS, "pairs_train.tsv"),
+            seq_length=32,
+            batch_size=8,
+        )
     # 5 real SQuAD questions make 12 windows of 96 at stride 48: batch 4, 3 per epoch.
-    return dict(common, task="squad",
-                train=os.path.join(datasets_dir, "squad_samples", "squad_v1_sample.json"),
-                seq_length=96, doc_stride=48, max_query_length=16, batch_size=4)
+    return dict(
+        common,
+        task="squad",
+        train=os.path.join(datasets_dir, "squad_samples", "squad_v1_sample.json"),
+        seq_length=96,
+        doc_stride=48,
+        max_query_length=16,
+        batch_size=4,
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["classify", "tag", "squad", "embed"])
-def test_mirrored_two_cpus_equals_one_device(task, tmp_path, datasets_dir, tiny_vocab_file,
-                                             real_vocab_file):
+def test_mirrored_two_cpus_equals_one_device(
+    task, tmp_path, datasets_dir, tiny_vocab_file, real_vocab_file
+):
     """2 replicas, each half of every batch, = one device with the whole
     batch: the tagger's loss is normalised by the labelled pieces of the
     global batch, and the embedding model's anchors rank against every
@@ -298,18 +441,29 @@ def test_mirrored_two_cpus_equals_one_device(task, tmp_path, datasets_dir, tiny_
     if task == "classify":
         vocab, encoder = tiny_vocab_file, _encoder_file(tmp_path)
     else:  # real text: the real vocabulary
-        vocab, encoder = real_vocab_file, _encoder_file(
-            tmp_path, BertConfig(**{**ENCODER.to_dict(), "vocab_size": 30522,
-                                    "max_position_embeddings": 128}))
+        vocab, encoder = (
+            real_vocab_file,
+            _encoder_file(
+                tmp_path,
+                BertConfig(
+                    **{**ENCODER.to_dict(), "vocab_size": 30522, "max_position_embeddings": 128}
+                ),
+            ),
+        )
     fields = _task_fields(task, tmp_path, datasets_dir, vocab, encoder)
-    run = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, REPO_ROOT, json.dumps(fields),
-                          str(tmp_path)], capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-c", MIRRORED_SCRIPT, REPO_ROOT, json.dumps(fields), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     steps = [line.split()[2] for line in run.stdout.splitlines() if line.startswith("RESULT")]
     assert len(steps) == 2 and steps[0] == steps[1] and int(steps[0]) >= 6
     # What remains is float32 summation order (two half-batch gradients summed).
-    _assert_same_weights(_weights(str(tmp_path / "two")), _weights(str(tmp_path / "one")),
-                         atol=1e-5)
+    _assert_same_weights(
+        _weights(str(tmp_path / "two")), _weights(str(tmp_path / "one")), atol=1e-5
+    )
 
 
 WORKER_SCRIPT = textwrap.dedent("""
@@ -323,8 +477,7 @@ WORKER_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["classify", "embed"])
-def test_two_workers_on_loopback_equal_one_device(task, tmp_path, tiny_vocab_file,
-                                                  real_vocab_file):
+def test_two_workers_on_loopback_equal_one_device(task, tmp_path, tiny_vocab_file, real_vocab_file):
     """MultiWorkerMirroredStrategy (the custom loop: Keras' fit does not run it)
     with 2 processes = one device, checkpoints and dev scores included."""
     if task == "classify":
@@ -333,14 +486,25 @@ def test_two_workers_on_loopback_equal_one_device(task, tmp_path, tiny_vocab_fil
     else:
         encoder = _encoder_file(tmp_path, BertConfig(**{**ENCODER.to_dict(), "vocab_size": 30522}))
         fields = _task_fields(task, tmp_path, None, real_vocab_file, encoder)
-        fields.update(dev=os.path.join(EMBEDDING_ROWS, "pairs_dev.tsv"), checkpoint_every=2,
-                      epochs=1)
+        fields.update(
+            dev=os.path.join(EMBEDDING_ROWS, "pairs_dev.tsv"), checkpoint_every=2, epochs=1
+        )
     one = finetuning.finetune(FinetuneConfig(**fields, output_dir=str(tmp_path / "one")))
-    outputs = run_workers(WORKER_SCRIPT, [REPO_ROOT, json.dumps(
-        dict(fields, strategy="multi_worker", output_dir=str(tmp_path / "cluster")))])
+    outputs = run_workers(
+        WORKER_SCRIPT,
+        [
+            REPO_ROOT,
+            json.dumps(dict(fields, strategy="multi_worker", output_dir=str(tmp_path / "cluster"))),
+        ],
+    )
     results = printed_json(outputs, "RESULT ")
     assert len(results) == 2 and results[0] == results[1] == one["dev"]
     assert sorted(os.listdir(tmp_path / "cluster")) == [
-        "dev_results.json", "finetune_config.json", "model.keras", "vocab.txt"]
-    _assert_same_weights(_weights(str(tmp_path / "cluster")), _weights(str(tmp_path / "one")),
-                         atol=1e-5)
+        "dev_results.json",
+        "finetune_config.json",
+        "model.keras",
+        "vocab.txt",
+    ]
+    _assert_same_weights(
+        _weights(str(tmp_path / "cluster")), _weights(str(tmp_path / "one")), atol=1e-5
+    )

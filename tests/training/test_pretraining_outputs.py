@@ -49,13 +49,18 @@ def _files(folder):
 def test_the_export_folder_appears_whole(pretrainer, tmp_path):
     export = tmp_path / "export"
     pretraining.export_tf1(pretrainer, str(export))
-    assert _files(export) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
-                              "bert_model.ckpt.index", "checkpoint"]
+    assert _files(export) == [
+        "bert_config.json",
+        "bert_model.ckpt.data-00000-of-00001",
+        "bert_model.ckpt.index",
+        "checkpoint",
+    ]
     assert _files(tmp_path) == ["export"]
     reader = tf.train.load_checkpoint(str(export / "bert_model.ckpt"))
     embedding = dict(encoder_variables(pretrainer.encoder))["bert/embeddings/word_embeddings"]
-    np.testing.assert_array_equal(reader.get_tensor("bert/embeddings/word_embeddings"),
-                                  np.asarray(embedding))
+    np.testing.assert_array_equal(
+        reader.get_tensor("bert/embeddings/word_embeddings"), np.asarray(embedding)
+    )
 
 
 def test_a_failure_mid_export_leaves_the_previous_export(pretrainer, tmp_path, monkeypatch):
@@ -96,26 +101,47 @@ def _finished_run(model_dir):
 
 def _config(tmp_path, model_dir):
     return pretraining.load_config(
-        None, model="tiny", train_files=str(tmp_path / "train.tfrecord"),
-        model_dir=str(model_dir), train_steps=2, warmup_steps=0, checkpoint_every=2,
-        verbose=0)
+        None,
+        model="tiny",
+        train_files=str(tmp_path / "train.tfrecord"),
+        model_dir=str(model_dir),
+        train_steps=2,
+        warmup_steps=0,
+        checkpoint_every=2,
+        verbose=0,
+    )
 
 
 def test_a_second_pretrain_into_a_locked_model_dir_is_one_line(tmp_path, capsys):
     model_dir = tmp_path / "run"
     recipe = tmp_path / "recipe.json"
-    recipe.write_text(json.dumps(dict(model="tiny", train_files=str(tmp_path / "t.tfrecord"),
-                                      model_dir=str(model_dir), train_steps=2,
-                                      warmup_steps=0, checkpoint_every=2)))
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(model_dir)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
+    recipe.write_text(
+        json.dumps(
+            dict(
+                model="tiny",
+                train_files=str(tmp_path / "t.tfrecord"),
+                model_dir=str(model_dir),
+                train_steps=2,
+                warmup_steps=0,
+                checkpoint_every=2,
+            )
+        )
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(model_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         assert cli.main(["pretrain", "--config", str(recipe)]) == 2
         error = capsys.readouterr().err.strip().splitlines()
         assert len(error) == 1 and error[0].startswith(
             f"keras-bert pretrain: error: {model_dir} is in use by process {holder.pid} on "
-            f"{socket.gethostname()}")
+            f"{socket.gethostname()}"
+        )
         with pytest.raises(OutputInUseError):  # the Python API, without the command's lock
             pretraining.pretrain(_config(tmp_path, model_dir))
     finally:
@@ -128,28 +154,38 @@ def test_the_lock_of_a_run_that_is_gone_is_taken_over(tmp_path, capsys):
     _finished_run(model_dir)
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    (tmp_path / "run.lock").write_text(json.dumps(
-        {"pid": gone.pid, "host": socket.gethostname(), "started": "earlier"}))
+    (tmp_path / "run.lock").write_text(
+        json.dumps({"pid": gone.pid, "host": socket.gethostname(), "started": "earlier"})
+    )
     results = pretraining.pretrain(_config(tmp_path, model_dir))
     assert results == {"masked_lm_loss": 3.5}
-    assert f"taking over the lock of {model_dir}: its process {gone.pid}" in \
-        capsys.readouterr().err
+    assert f"taking over the lock of {model_dir}: its process {gone.pid}" in capsys.readouterr().err
     assert _files(tmp_path) == ["run"]  # the lock released
 
 
 def test_model_dir_may_not_be_the_records():
     with pytest.raises(ValueError, match="config field model_dir .* is the input"):
-        pretraining.pretrain(pretraining.load_config(
-            None, model="tiny", train_files=__file__, model_dir=__file__, train_steps=2,
-            warmup_steps=0, checkpoint_every=2))
+        pretraining.pretrain(
+            pretraining.load_config(
+                None,
+                model="tiny",
+                train_files=__file__,
+                model_dir=__file__,
+                train_steps=2,
+                warmup_steps=0,
+                checkpoint_every=2,
+            )
+        )
 
 
 def test_verbose_is_typed_as_the_text_auto_or_a_number():
     assert typing.get_type_hints(pretraining.PretrainConfig)["verbose"] == str | int
     for value, expected in (("2", 2), ("0", 0), ("auto", "auto")):
-        config = pretraining.load_config(None, [f"verbose={value}"], train_files="a",
-                                         model_dir="b")
+        config = pretraining.load_config(None, [f"verbose={value}"], train_files="a", model_dir="b")
         assert config.verbose == expected
-    with pytest.raises(ValueError, match=r"--set verbose=true: config field verbose must be "
-                                         r"auto, 0, 1 or 2, got True"):
+    with pytest.raises(
+        ValueError,
+        match=r"--set verbose=true: config field verbose must be "
+        r"auto, 0, 1 or 2, got True",
+    ):
         pretraining.load_config(None, ["verbose=true"], train_files="a", model_dir="b")

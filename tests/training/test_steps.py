@@ -20,13 +20,16 @@ from synthetic_pretraining import write_records
 TINY = tiny_config(vocab_size=32, hidden_size=16, intermediate_size=32, max_position_embeddings=32)
 
 
-def _weights_after_updates(batches, accumulation, updates=3, objective="nsp", dtype=None,
-                           jit_compile=False):
+def _weights_after_updates(
+    batches, accumulation, updates=3, objective="nsp", dtype=None, jit_compile=False
+):
     keras.utils.set_random_seed(3)
     pretrainer = BertPretrainer(BertEncoder(TINY, dtype=dtype), objective=objective)
-    pretrainer.compile(optimizer=optimization.create_optimizer(
-        "adamw", 1e-2, total_steps=10, warmup_steps=2), jit_compile=jit_compile,
-        gradient_accumulation_steps=accumulation)
+    pretrainer.compile(
+        optimizer=optimization.create_optimizer("adamw", 1e-2, total_steps=10, warmup_steps=2),
+        jit_compile=jit_compile,
+        gradient_accumulation_steps=accumulation,
+    )
     history = pretrainer.fit(batches, steps_per_epoch=updates, epochs=1, verbose=0, shuffle=False)
     assert int(pretrainer.optimizer.iterations) == updates
     # The schedule counts updates, not micro-batches: 3 of 10, past the 2 of warmup.
@@ -41,8 +44,9 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path, objective):
     # different masked_lm_weights sums, and the loss is still that of the
     # whole batch (each micro-batch normalised by the update's weight sum).
     path = write_records(tmp_path / "train.tfrecord", 24, seq_length=16, seed=5)
-    dataset = inputs.pretraining_dataset(path, 16, 4, 8, is_training=False,
-                                         with_next_sentence=objective != "none")
+    dataset = inputs.pretraining_dataset(
+        path, 16, 4, 8, is_training=False, with_next_sentence=objective != "none"
+    )
     weight_sums = [float(b["masked_lm_weights"][:4].numpy().sum()) for b in dataset]
     assert len(set(weight_sums)) > 1
     big, big_history = _weights_after_updates(dataset, 1, objective=objective)
@@ -57,13 +61,17 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path, objective):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dtype, jit_compile, tolerance", [
-    # The multi-GPU recipe's combination: mixed_float16 (LossScaleOptimizer,
-    # scaled loss per micro-batch, unscaled once at the update); float16
-    # activations: measured 1.6e-5 at most after 3 updates.
-    ("mixed_float16", False, 1e-4),
-    # The GPU / TPU path: the micro-batch loop compiled by XLA (measured 6e-8).
-    (None, True, 1e-6)])
+@pytest.mark.parametrize(
+    "dtype, jit_compile, tolerance",
+    [
+        # The multi-GPU recipe's combination: mixed_float16 (LossScaleOptimizer,
+        # scaled loss per micro-batch, unscaled once at the update); float16
+        # activations: measured 1.6e-5 at most after 3 updates.
+        ("mixed_float16", False, 1e-4),
+        # The GPU / TPU path: the micro-batch loop compiled by XLA (measured 6e-8).
+        (None, True, 1e-6),
+    ],
+)
 def test_gradient_accumulation_with_loss_scaling_and_xla(tmp_path, dtype, jit_compile, tolerance):
     path = write_records(tmp_path / "train.tfrecord", 24, seq_length=16, seed=5)
     dataset = inputs.pretraining_dataset(path, 16, 4, 8, is_training=False)
@@ -79,12 +87,16 @@ def test_gradient_accumulation_needs_equal_micro_batches(tmp_path):
     dataset = inputs.pretraining_dataset(path, 16, 4, 6, is_training=False)
     pretrainer = BertPretrainer(BertEncoder(TINY))
     pretrainer.compile(optimizer="adam", gradient_accumulation_steps=4)
-    with pytest.raises(ValueError, match="6 sequences per replica does not split into "
-                                         "gradient_accumulation_steps=4 equal micro-batches"):
+    with pytest.raises(
+        ValueError,
+        match="6 sequences per replica does not split into "
+        "gradient_accumulation_steps=4 equal micro-batches",
+    ):
         pretrainer.fit(dataset.repeat(), steps_per_epoch=1, verbose=0)
     for bad in (0, 1.0, True):
-        with pytest.raises(ValueError, match="gradient_accumulation_steps must be a positive "
-                                             f"integer, got {bad!r}"):
+        with pytest.raises(
+            ValueError, match=f"gradient_accumulation_steps must be a positive integer, got {bad!r}"
+        ):
             pretrainer.compile(optimizer="adam", gradient_accumulation_steps=bad)
 
 
@@ -104,16 +116,23 @@ def test_a_model_with_the_step_takes_the_numpy_sgd_update(accumulation):
     inputs = keras.Input((3,))
     model = LinearModel(inputs, keras.layers.Dense(1)(inputs))
     w, b = (v.numpy().astype("float64") for v in model.weights)
-    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", metrics=["mae"],
-                  jit_compile=False, gradient_accumulation_steps=accumulation)
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.1),
+        loss="mse",
+        metrics=["mae"],
+        jit_compile=False,
+        gradient_accumulation_steps=accumulation,
+    )
     history = model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0).history
     residual = x @ w + b - y  # (8, 1)
-    np.testing.assert_allclose(model.weights[0].numpy(), w - 0.1 * 2 / 8 * x.T @ residual,
-                               rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(model.weights[1].numpy(), b - 0.1 * 2 / 8 * residual.sum(0),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        model.weights[0].numpy(), w - 0.1 * 2 / 8 * x.T @ residual, rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        model.weights[1].numpy(), b - 0.1 * 2 / 8 * residual.sum(0), rtol=1e-5, atol=1e-6
+    )
     # The logged loss and metric are those of the whole batch before the update.
-    assert history["loss"][0] == pytest.approx(float((residual ** 2).mean()), rel=1e-5)
+    assert history["loss"][0] == pytest.approx(float((residual**2).mean()), rel=1e-5)
     assert history["mae"][0] == pytest.approx(float(np.abs(residual).mean()), rel=1e-5)
 
 
