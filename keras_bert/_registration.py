@@ -52,7 +52,7 @@ SERIALIZABLE = {
     "WarmupLinearDecay": "keras_bert.training.optimization",
     "AdamW": "keras_bert.training.optimization",
     "Lamb": "keras_bert.training.optimization",
-    "EntityF1": "keras_bert.tasks.entity_f1",
+    "EntityF1": "keras_bert.datasets.entity_f1",
 }
 
 

@@ -90,7 +90,7 @@ def test_public_api_is_reachable_from_the_top_level():
         "layers",
         "models",
         "pretraining_data",
-        "tasks",
+        "datasets",
         "text",
         "training",
     } <= set(keras_bert.__all__)

@@ -283,8 +283,8 @@ class BertClassifier(TextTask, keras.Model):
         indices or scores): accuracy (and F1 for two classes), Pearson and
         Spearman for a regressor, or the GLUE task's own (`glue_task`, e.g.
         "mrpc", "cola", "stsb"). What `keras-bert finetune` reports on dev."""
-        from keras_bert.tasks import metrics
-        from keras_bert.tasks.glue import glue_metrics
+        from keras_bert.datasets import metrics
+        from keras_bert.datasets.glue import glue_metrics
 
         outputs = self.predict(x, batch_size=batch_size or 64, verbose=0)
         labels = np.asarray(self.encode_targets(y))

@@ -307,7 +307,7 @@ class BertSentenceEncoder(TextTask, keras.Model):
         if metrics:
             raise ValueError(
                 "BertSentenceEncoder reports its loss only; evaluate retrieval "
-                "with keras_bert.tasks.retrieval"
+                "with keras_bert.datasets.retrieval"
             )
         if gradient_accumulation_steps != 1:
             # Accumulated micro-batches would each rank against their own rows

@@ -11,12 +11,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.datasets import squad
 from keras_bert.layers.task_heads import HEADS, BiLSTMHead, SpanHead
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
 from keras_bert.preprocessing.preprocessor import is_text
 from keras_bert.preprocessing.squad import SpanFinder, check_window_room
-from keras_bert.tasks import squad
 from keras_bert.text.tokenizer import text_tensor
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ class BertSpanExtractor(TextTask, keras.Model):
     The answer span (i, j) scores S·T_i + E·T_j with j >= i and at most
     `max_answer_length` pieces; SQuAD v2.0's no-answer score is the span at
     `[CLS]` (position 0). The span search and the no-answer threshold live in
-    `keras_bert.tasks.squad`, on the logits this model returns. As run_squad.py,
+    `keras_bert.datasets.squad`, on the logits this model returns. As run_squad.py,
     one dense layer of width 2 (S and E as its two columns) and no dropout.
 
     Args:
@@ -112,7 +112,7 @@ class BertSpanExtractor(TextTask, keras.Model):
 
     def encode_text(self, x: Any, y: Any = None) -> tuple[dict[str, np.ndarray], Any, Any]:
         """Questions, contexts (+ answers) -> run_squad's training windows and
-        their start / end positions (`keras_bert.tasks.squad`)."""
+        their start / end positions (`keras_bert.datasets.squad`)."""
         questions, contexts = _questions_and_contexts(x)
         answers = _answers(y, len(questions))
         if y is None:  # predict: an empty question has no answer to give
@@ -233,7 +233,7 @@ class BertSpanExtractor(TextTask, keras.Model):
     ) -> tuple:
         """A SQuAD `data` list -> run_squad.py's (predictions {id: answer},
         no-answer scores {id: null score diff}, n-best lists), from its windows
-        and its post-processing (`keras_bert.tasks.squad`)."""
+        and its post-processing (`keras_bert.datasets.squad`)."""
         preprocessor = self.require_preprocessor()
         examples = squad.read_squad_examples(
             dataset,
@@ -276,7 +276,7 @@ class BertSpanExtractor(TextTask, keras.Model):
         NoAns, best F1 and its threshold) figures on a SQuAD `data` list,
         answered as run_squad.py answers. What `keras-bert finetune` reports
         on dev."""
-        from keras_bert.tasks import metrics
+        from keras_bert.datasets import metrics
 
         predictions, na_scores, _ = self.squad_predictions(
             dataset,

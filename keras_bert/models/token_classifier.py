@@ -12,6 +12,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.datasets.entity_f1 import EntityF1
+from keras_bert.datasets.tagging import TaggedSentences, decode_tags, encode_tagged
 from keras_bert.features import ENCODER_INPUTS
 from keras_bert.layers.task_heads import HEADS, BiLSTMHead
 from keras_bert.models.batch_trimming import longest_width, trim_padding
@@ -23,8 +25,6 @@ from keras_bert.models.user_inputs import check_number
 from keras_bert.preprocessing.preprocessor import is_text
 from keras_bert.preprocessing.tagging import WordTagger, tag_names, whitespace_words
 from keras_bert.preprocessing.text_ops import clean_utf8
-from keras_bert.tasks.entity_f1 import EntityF1
-from keras_bert.tasks.tagging import TaggedSentences, decode_tags, encode_tagged
 from keras_bert.text.tokenizer import text_tensor
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class BertTokenClassifier(TextTask, keras.Model):
     (or of a BiLSTM over it, or, in the feature-based setting, of frozen features).
 
     As in the paper, each word is labelled on its first word piece; training
-    gives the other pieces zero weight (see `keras_bert.tasks.tagging`).
+    gives the other pieces zero weight (see `keras_bert.datasets.tagging`).
 
     Args:
       encoder: a `BertEncoder`.
@@ -352,11 +352,11 @@ class BertTokenClassifier(TextTask, keras.Model):
         return [row["entities"] for row in self.tag(x, batch_size)]
 
     def score(self, x: Any, y: Any, batch_size: int | None = None) -> dict[str, float]:
-        """Entity precision, recall and F1 (conlleval's, `tasks.metrics.entity_scores`)
+        """Entity precision, recall and F1 (conlleval's, `datasets.metrics.entity_scores`)
         of word lists (or texts) `x` against their tags `y`, one per word; a
         word the sequence cut off counts as tagged "O". What `keras-bert
         finetune` reports on dev."""
-        from keras_bert.tasks.metrics import entity_scores
+        from keras_bert.datasets.metrics import entity_scores
 
         words = self.words_of(x)
         preprocessor = self.require_preprocessor()

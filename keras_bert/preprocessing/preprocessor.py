@@ -14,7 +14,7 @@ keras-hub's tokenizers are, so configs and error messages stay small), its
 casing and its sequence length. Packing is the original's: `[CLS] A [SEP]`
 or `[CLS] A [SEP] B [SEP]`, over-long pairs trimmed one piece at a time from
 the longer segment (`BertTokenizer.pack`), so the ids equal those of
-`keras_bert.tasks.text_classification.encode_texts` and of the exported
+`keras_bert.datasets.text_classification.encode_texts` and of the exported
 models' `serving_default`.
 
 Legend for shape comments: B = batch, T = sequence length.

@@ -10,7 +10,7 @@ inside the graph, with its defaults (`SpanFinder.answer`, used by
 2. every window goes through the model in one batch;
 3. candidates are the `n_best_size` best start and end positions of each
    window among its context pieces and `[CLS]` (run_squad ranks every
-   position: see `keras_bert.tasks.squad` for why not); a span (i, j)
+   position: see `keras_bert.datasets.squad` for why not); a span (i, j)
    counts if both lie in the context, j >= i, it has at most
    `max_answer_length` pieces and window holds i with the most context
    around it (the max-context rule); its score is start + end logit;
@@ -251,7 +251,7 @@ class SpanFinder:
         can_start = in_context & self.max_context(window)
 
         # n-best start and end positions of each window (ties: lower position first),
-        # among the positions a prediction can take (see keras_bert.tasks.squad).
+        # among the positions a prediction can take (see keras_bert.datasets.squad).
         rankable = in_context | tf.equal(positions, 0)  # context pieces and [CLS]
         top_starts = tf.math.top_k(
             tf.where(rankable, start_logits, -float("inf")), self.n_best_size

@@ -7,11 +7,11 @@ characters deleted), the way CoNLL-style training data is written. The spans
 come from the tokenizer's `whitespace_spans`, so the tagger cleans text where
 every task does. Each word (its exact text in the input, from its first to
 its last kept character) is tokenized and tagged on its first word piece, as
-in training (`keras_bert.tasks.tagging`). Words are packed
+in training (`keras_bert.datasets.tagging`). Words are packed
 in order while they fit in `seq_length - 2` pieces; the words after the first
 one that does not fit are not seen by the model and get the tag `O`.
 Entities are the tag chunks by conlleval's rules (BIO, IOBES, bare IO labels),
-as `keras_bert.tasks.metrics.get_entities`.
+as `keras_bert.datasets.metrics.get_entities`.
 
 `BertTokenClassifier.predict` on text and the exported tagger's signatures
 both run `WordTagger.tag_words`.

@@ -33,6 +33,7 @@ import tensorflow as tf
 from keras_bert import features, safe_output
 from keras_bert.checkpoints.source import resolve, tokenizer_settings
 from keras_bert.config import BertConfig
+from keras_bert.datasets import readers, retrieval
 from keras_bert.models import contrastive
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.encoder import BertEncoder
@@ -40,7 +41,6 @@ from keras_bert.models.sentence_encoder import BertSentenceEncoder, sentence_tra
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, config_sharing_preprocessor
-from keras_bert.tasks import readers, retrieval
 from keras_bert.text import unknown_rate
 from keras_bert.text.tokenizer import BertTokenizer
 from keras_bert.training import distribute
@@ -222,7 +222,7 @@ def resolve_tokenizer(config: FinetuneConfig) -> tuple[BertTokenizer, str, Finet
 
 class _TaskFamily:
     """What differs between the families, and nothing else: which reader
-    (`keras_bert.tasks.readers`) turns a source into `fit`'s (x, y), which
+    (`keras_bert.datasets.readers`) turns a source into `fit`'s (x, y), which
     task model trains on it, and that model's official dev figures
     (its `score`). Training itself is the task model's own `fit`."""
 
@@ -259,7 +259,7 @@ class _Classification(_TaskFamily):
         self.regression = config.task == "regress"
         self.glue_name = None
         if config.glue_task:
-            from keras_bert.tasks.glue import get_task
+            from keras_bert.datasets.glue import get_task
 
             self.glue_name, glue_task = get_task(config.glue_task)
             if glue_task.regression != self.regression:
@@ -280,7 +280,7 @@ class _Classification(_TaskFamily):
         return self.metric
 
     def read(self, source, limit=None, training=False):
-        from keras_bert.tasks.text_classification import label_vocabulary
+        from keras_bert.datasets.text_classification import label_vocabulary
 
         x, labels = readers.read_texts_and_labels(
             source,
@@ -324,7 +324,7 @@ class _Tagging(_TaskFamily):
         self.label_names = config.label_names
 
     def read(self, source, limit=None, training=False):
-        from keras_bert.tasks.tagging import tag_vocabulary
+        from keras_bert.datasets.tagging import tag_vocabulary
 
         words, tags = readers.read_words_and_tags(source, limit)
         if training and self.label_names is None:
@@ -561,7 +561,7 @@ def finetune(config: FinetuneConfig, train: Any = None, dev: Any = None) -> dict
     (texts, labels) tuple or an unbatched `tf.data.Dataset` of those; for
     tagging {"words": word lists or texts, "tags": tag lists}; for SQuAD the
     SQuAD JSON's `data` list; for embeddings a dict of text columns (and a
-    `score` column) or `keras_bert.tasks.text_rows.TextRows`.
+    `score` column) or `keras_bert.datasets.text_rows.TextRows`.
 
     With an `output_dir`, the run is checkpointed and rerunning the same
     command after a kill resumes it (`keras_bert.training.finetuning_run`);

@@ -338,7 +338,7 @@ def pretrain(
 
 
 def _read_reviews(path, limit):
-    from keras_bert.tasks.text_classification import read_text_examples
+    from keras_bert.datasets.text_classification import read_text_examples
 
     examples = read_text_examples(path, ["sentence"])
     return examples.texts_a[:limit], examples.labels[:limit]
@@ -347,7 +347,7 @@ def _read_reviews(path, limit):
 def _squad_samples():
     """The shipped SQuAD-format questions: the official `data` list, the
     question ids and the model's text inputs."""
-    from keras_bert.tasks.squad import load_squad_json
+    from keras_bert.datasets.squad import load_squad_json
 
     dataset = [
         article
@@ -369,8 +369,8 @@ def _squad_smoke(export: str, common: dict, size: Size, head: str) -> float:
     Windows of the recipe's short length: the question cut to half of it
     (run_squad's 64 leaves no room for a context at length 64)."""
     import keras_bert
-    from keras_bert.tasks import squad
-    from keras_bert.tasks.metrics import squad_v1_scores
+    from keras_bert.datasets import squad
+    from keras_bert.datasets.metrics import squad_v1_scores
     from keras_bert.training.optimization import create_adamw
 
     dataset, ids, x = _squad_samples()
@@ -412,8 +412,8 @@ def score(
     import keras
 
     import keras_bert
-    from keras_bert.tasks.metrics import entity_scores
-    from keras_bert.tasks.tagging import read_conll
+    from keras_bert.datasets.metrics import entity_scores
+    from keras_bert.datasets.tagging import read_conll
     from keras_bert.training.optimization import create_adamw
 
     keras.utils.set_random_seed(seed)  # the head's initialisation, dropout, batch order

@@ -26,8 +26,8 @@ import numpy as np  # noqa: E402
 from text_classification import read_reviews  # noqa: E402
 
 import keras_bert  # noqa: E402
-from keras_bert.tasks.metrics import entity_scores  # noqa: E402
-from keras_bert.tasks.tagging import read_conll  # noqa: E402
+from keras_bert.datasets.metrics import entity_scores  # noqa: E402
+from keras_bert.datasets.tagging import read_conll  # noqa: E402
 from keras_bert.training.optimization import create_adamw  # noqa: E402
 
 from common import DATA, minilm_checkpoint, print_table  # noqa: E402

@@ -16,7 +16,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_bert  # noqa: E402
-from keras_bert.tasks.metrics import squad_v1_scores  # noqa: E402
+from keras_bert.datasets.metrics import squad_v1_scores  # noqa: E402
 from keras_bert.training.optimization import create_adamw  # noqa: E402
 
 from common import DATA, minilm_checkpoint  # noqa: E402

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from keras_bert.tasks.text_classification import read_text_examples
+from keras_bert.datasets.text_classification import read_text_examples
 
 
 @pytest.mark.slow

@@ -370,7 +370,7 @@ def model_garden_squad(questions, contexts):
         for name in ("input_ids", "input_mask", "segment_ids")
     }
     outputs = {name: value.numpy() for name, value in keras_model("squad")(arrays).items()}
-    # Ours ranks the n-best among [CLS] and the context only (keras_bert.tasks.squad);
+    # Ours ranks the n-best among [CLS] and the context only (keras_bert.datasets.squad);
     # run_squad ranks every position, and this random model scores padding as high as
     # the context: pushed below, run_squad's n-best is ours.
     for row, feature in enumerate(features):

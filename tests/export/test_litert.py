@@ -14,6 +14,7 @@ from official.nlp.tools import tokenization
 
 from keras_bert import cli
 from keras_bert.assets import VOCAB_FILE
+from keras_bert.datasets.tagging import read_conll
 from keras_bert.export.litert import (
     convert,
     export_litert,
@@ -24,7 +25,6 @@ from keras_bert.export.litert import (
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
-from keras_bert.tasks.tagging import read_conll
 from keras_bert.text.tokenizer import BertTokenizer
 
 SEQ_LENGTH = 32  # the SavedModel classifier's (export_helpers)

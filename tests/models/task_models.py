@@ -7,9 +7,9 @@ import numpy as np
 
 from keras_bert import BertEncoder
 from keras_bert.assets import VOCAB_FILE
+from keras_bert.datasets.text_classification import read_text_examples
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
-from keras_bert.tasks.text_classification import read_text_examples
 
 from harness import tiny_config
 

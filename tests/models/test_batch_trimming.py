@@ -10,10 +10,10 @@ import tensorflow as tf
 from task_models import assert_same_weights, classifier, reviews, tiny_encoder
 
 from keras_bert.assets import VOCAB_FILE
+from keras_bert.datasets.tagging import read_conll
 from keras_bert.models.batch_trimming import trim_features_batch
 from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
-from keras_bert.tasks.tagging import read_conll
 
 
 def full_width(model):

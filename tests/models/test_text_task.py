@@ -13,14 +13,14 @@ from task_models import NAMES, assert_same_weights, classifier, reviews, tiny_en
 
 from keras_bert import BertEncoder, BertTokenizer
 from keras_bert.assets import VOCAB_FILE
+from keras_bert.datasets import squad
+from keras_bert.datasets.tagging import TaggedSentences, encode_tagged, read_conll
 from keras_bert.export import export_saved_model
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.feature_extractor import BertFeatureExtractor
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
-from keras_bert.tasks import squad
-from keras_bert.tasks.tagging import TaggedSentences, encode_tagged, read_conll
 
 
 def test_strings_train_as_their_ids_do(datasets_dir):
@@ -361,7 +361,7 @@ def test_span_extractor_n_best_matches_the_original_postprocessing(datasets_dir)
         doc_stride=32,
         max_query_length=24,
     )
-    # run_squad.py's Python post-processing of the same logits (keras_bert.tasks.squad).
+    # run_squad.py's Python post-processing of the same logits (keras_bert.datasets.squad).
     features = squad.convert_examples_to_features(
         examples, tokenizer, 96, doc_stride=32, max_query_length=24
     )

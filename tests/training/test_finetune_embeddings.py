@@ -16,8 +16,8 @@ import tensorflow as tf
 
 from keras_bert import BertConfig, BertEncoder, BertPreprocessor, BertSentenceEncoder, cli
 from keras_bert.assets import VOCAB_FILE
-from keras_bert.tasks import retrieval
-from keras_bert.tasks.text_rows import read_text_rows
+from keras_bert.datasets import retrieval
+from keras_bert.datasets.text_rows import read_text_rows
 from keras_bert.training import finetuning, finetuning_data, finetuning_run
 from keras_bert.training.finetuning import FinetuneConfig
 

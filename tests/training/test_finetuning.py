@@ -13,10 +13,10 @@ import pytest
 import tensorflow as tf
 
 from keras_bert import BertConfig, BertEncoder, checkpoints, cli
+from keras_bert.datasets import squad
+from keras_bert.datasets.tagging import read_conll
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
-from keras_bert.tasks import squad
-from keras_bert.tasks.tagging import read_conll
 from keras_bert.training import finetuning, finetuning_data, finetuning_run, optimization
 from keras_bert.training.finetuning import FinetuneConfig
 

@@ -19,10 +19,10 @@ from seqeval.metrics.sequence_labeling import get_entities as seqeval_get_entiti
 
 from keras_bert import BertEncoder
 from keras_bert.assets import VOCAB_FILE
+from keras_bert.datasets.entity_f1 import EntityF1
+from keras_bert.datasets.tagging import read_conll, tag_vocabulary
 from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
-from keras_bert.tasks.entity_f1 import EntityF1
-from keras_bert.tasks.tagging import read_conll, tag_vocabulary
 
 from harness import tiny_config
 
@@ -264,7 +264,7 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
-    from keras_bert.tasks.entity_f1 import EntityF1
+    from keras_bert.datasets.entity_f1 import EntityF1
     data = np.load(sys.argv[2])
     names = json.loads(sys.argv[3])
     keras.utils.set_random_seed(0)

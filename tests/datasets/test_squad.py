@@ -14,7 +14,7 @@ from official.nlp.data import squad_lib
 from official.nlp.tools import tokenization
 
 from keras_bert import BertTokenizer
-from keras_bert.tasks import squad
+from keras_bert.datasets import squad
 
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
 

@@ -9,7 +9,7 @@ import tensorflow_datasets as tfds
 from official.nlp.tools import tokenization
 
 from keras_bert import BertTokenizer
-from keras_bert.tasks import tagging
+from keras_bert.datasets import tagging
 
 WNUT_TYPES = (
     "person",

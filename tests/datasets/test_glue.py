@@ -7,7 +7,7 @@ import pytest
 import sklearn.metrics
 import tensorflow_datasets as tfds
 
-from keras_bert.tasks import glue
+from keras_bert.datasets import glue
 
 # A few rows of each original file, in its original column layout.
 TSV = {

@@ -24,8 +24,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from keras_bert.tasks import metrics
-from keras_bert.tasks.text_rows import TextRows
+from keras_bert.datasets import metrics
+from keras_bert.datasets.text_rows import TextRows
 
 MRR_AT = 10
 NDCG_AT = 10
@@ -137,7 +137,7 @@ def _ids_and_texts(texts):
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's rank correlation (`keras_bert.tasks.metrics.spearman`, ties
+    """Spearman's rank correlation (`keras_bert.datasets.metrics.spearman`, ties
     averaged as scipy's), with the lengths checked."""
     if len(x) != len(y) or len(x) < 2:
         raise ValueError(
@@ -177,7 +177,7 @@ def evaluate_scored_pairs(
 def evaluate_text_rows(
     embed: Callable[[list[str]], np.ndarray], rows: TextRows
 ) -> dict[str, float | int]:
-    """The figures of `rows` (`keras_bert.tasks.text_rows`) for the embeddings
+    """The figures of `rows` (`keras_bert.datasets.text_rows`) for the embeddings
     `embed(texts)` (N, D) gives: Spearman for scored pairs ({"spearman_cosine",
     "pairs"}); else retrieval, each row's first text querying its second
     among every second (and third) text of the rows (recall@1/5/10, mrr@10,

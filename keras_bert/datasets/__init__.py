@@ -1,4 +1,4 @@
-"""Task data: readers, feature conversion, post-processing and metrics."""
+"""The fine-tuning datasets: readers, feature conversion, post-processing and official metrics."""
 
 from keras_bert._lazy import submodule_getattr
 

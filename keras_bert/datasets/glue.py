@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from keras_bert.tasks import metrics
-from keras_bert.tasks.text_classification import TextExamples, read_text_examples
+from keras_bert.datasets import metrics
+from keras_bert.datasets.text_classification import TextExamples, read_text_examples
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike

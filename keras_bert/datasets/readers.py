@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import tensorflow as tf
 
-from keras_bert.tasks import glue, squad, tagging, text_classification, text_rows
+from keras_bert.datasets import glue, squad, tagging, text_classification, text_rows
 
 
 def source_name(source: Any) -> str:
@@ -197,7 +197,7 @@ def read_text_rows(
 ) -> text_rows.TextRows:
     """A TSV file of pairs, triplets or scored pairs with a header row, or
     in-memory columns ({name: values}, a DataFrame), or `TextRows` -> the
-    rows (`keras_bert.tasks.text_rows`: the columns picked by name, else a
+    rows (`keras_bert.datasets.text_rows`: the columns picked by name, else a
     numeric `score` / `label` column holds the scores and the others, 2 or
     3, are the texts)."""
     if isinstance(source, text_rows.TextRows):

@@ -13,7 +13,7 @@ scores and the other columns, in order, are the texts (2 or 3). So
 `text_columns=("title", "text")` gives headline -> article pairs.
 
 `TextRows.fit_inputs()` is what `BertSentenceEncoder.fit` takes;
-`TextRows.retrieval()` is what `keras_bert.tasks.retrieval.evaluate_retrieval`
+`TextRows.retrieval()` is what `keras_bert.datasets.retrieval.evaluate_retrieval`
 takes (first column: the queries; second: the corpus, each text once).
 """
 

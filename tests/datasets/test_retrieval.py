@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from keras_bert.tasks.retrieval import (
+from keras_bert.datasets.retrieval import (
     evaluate_retrieval,
     evaluate_scored_pairs,
     rank_corpus,
@@ -16,7 +16,7 @@ from keras_bert.tasks.retrieval import (
     retrieval_metrics,
     spearman,
 )
-from keras_bert.tasks.text_rows import read_text_rows
+from keras_bert.datasets.text_rows import read_text_rows
 
 # Unit vectors at angles: similarity falls with the angle between them.
 ANGLES = {"q0": 0, "q1": 90, "q2": 180, "d0": 10, "d1": 80, "d2": 100, "d3": 170}

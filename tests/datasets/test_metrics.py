@@ -17,7 +17,7 @@ import sklearn.metrics
 from official.nlp.tools import squad_evaluate_v1_1, squad_evaluate_v2_0
 from seqeval.metrics.sequence_labeling import get_entities as seqeval_get_entities
 
-from keras_bert.tasks import metrics
+from keras_bert.datasets import metrics
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -97,7 +97,7 @@ def test_entity_f1_matches_seqeval_on_iobes_and_real_wnut_tags(datasets_dir):
     assert metrics.entity_scores(gold, predicted)["f1"] == pytest.approx(
         seqeval.metrics.f1_score(gold, predicted)
     )
-    from keras_bert.tasks.tagging import read_conll
+    from keras_bert.datasets.tagging import read_conll
 
     dev = read_conll(os.path.join(datasets_dir, "wnut16", "dev.conll"))
     rng = random.Random(0)

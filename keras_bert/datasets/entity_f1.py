@@ -1,6 +1,6 @@
 """EntityF1: entity-level F1 as a streaming Keras metric, computed in the graph.
 
-`keras_bert.tasks.metrics.entity_scores` scores decoded tag strings after
+`keras_bert.datasets.metrics.entity_scores` scores decoded tag strings after
 prediction; this metric scores the same entities batch by batch inside
 `fit` / `evaluate`'s steps: plain TensorFlow ops with static shapes (cumsum,
 scatter, gather), so it runs where those steps run, XLA-compiled
@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import keras
 import tensorflow as tf
 
-from keras_bert.tasks.metrics import SCHEMES, lenient_tag
+from keras_bert.datasets.metrics import SCHEMES, lenient_tag
 
 # Prefix codes of the lenient rules.
 _O, _B, _I, _E, _S = range(5)
@@ -100,7 +100,7 @@ class EntityF1(keras.metrics.Metric):
     Args:
       label_names: the tag names, index-aligned with the logits (the tagger's
         `label_names`).
-      scheme: the tags' scheme, one of `keras_bert.tasks.metrics.SCHEMES`
+      scheme: the tags' scheme, one of `keras_bert.datasets.metrics.SCHEMES`
         ("IOB2" by default), checked against `label_names`; None reads any tags
         (IO labels such as "PER" too), as `entity_scores` does.
       name, dtype: as any Keras metric.
