@@ -1,9 +1,12 @@
-"""LiteRT (TensorFlow Lite) classifiers with tokenization inside: strings in, answers out.
+"""LiteRT (TensorFlow Lite) classifiers and sentence encoders with tokenization
+inside: strings in, answers (or embeddings) out.
 
     export_litert(model, "reviews.tflite")               # a BertClassifier with a preprocessor
     runner = litert_interpreter("reviews.tflite").get_signature_runner()
     runner(text=np.array(["A gorgeous, witty, seductive movie."]))
     # {"logits": (B, C), "probabilities": (B, C), "label": (B,)}; a regressor: {"score": (B,)}
+    # A BertSentenceEncoder: {"embedding": (B, D)}, its pooling, Dense layers and
+    # normalisation inside, as `predict` returns.
 
 The tokenizer inside is tensorflow-text's `FastBertTokenizer`: its two ops,
 FastBertNormalize and FastWordpieceTokenize, have LiteRT kernels (registered
@@ -103,6 +106,29 @@ def classifier_function(
     return serve.get_concrete_function()
 
 
+def sentence_encoder_function(
+    model: keras.Model, tokenizer: BertTokenizer, seq_length: int
+) -> tf.types.experimental.ConcreteFunction:
+    """text (B,) -> {"embedding": (B, D)} (pass a model on the plain ops)."""
+    fast_tokenizer = litert_tokenizer(tokenizer)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
+    def serve(text):
+        features = pack_single(
+            fast_tokenizer.tokenize(text), seq_length, tokenizer.cls_id, tokenizer.sep_id
+        )
+        return {"embedding": tf.cast(model(features, training=False), tf.float32)}  # (B, D)
+
+    return serve.get_concrete_function()
+
+
+# The task models LiteRT takes, and the function each is traced as.
+LITERT_FUNCTIONS = {
+    "BertClassifier": classifier_function,
+    "BertSentenceEncoder": sentence_encoder_function,
+}
+
+
 def export_litert(
     model: keras.Model,
     path: str | os.PathLike,
@@ -110,17 +136,25 @@ def export_litert(
     quantize: str | None = None,
     overwrite: bool = False,
 ) -> str:
-    """Writes `model` (a `BertClassifier` with a preprocessor) as a `.tflite`
-    file that takes strings; returns the path.
+    """Writes `model` (a `BertClassifier` or `BertSentenceEncoder` with a
+    preprocessor) as a `.tflite` file that takes strings; returns the path.
 
     `seq_length`: default the preprocessor's. `quantize="int8"`: dynamic-range
     int8 weights. A LoRA model is exported merged.
     """
     path = os.fspath(path)
-    if type(model).__name__ != "BertClassifier":
+    traced_as = LITERT_FUNCTIONS.get(type(model).__name__)
+    if traced_as is None:
         raise ValueError(
-            f"LiteRT export takes a BertClassifier, got a {type(model).__name__} "
-            "(export taggers and readers as SavedModels)"
+            f"LiteRT export takes a BertClassifier or a BertSentenceEncoder, got a "
+            f"{type(model).__name__} (export taggers and readers as SavedModels)"
+        )
+    if getattr(model, "lowercase_text", False) and not model.preprocessor.tokenizer.lowercase:
+        # sentence-transformers' do_lower_case on a cased vocabulary: str.lower in
+        # the graph, which has no LiteRT kernel.
+        raise ValueError(
+            "this sentence encoder lowercases text before a cased tokenizer "
+            "(do_lower_case), which LiteRT cannot do in the graph: export it as a SavedModel"
         )
     preprocessor = getattr(model, "preprocessor", None)
     if preprocessor is None:
@@ -143,9 +177,7 @@ def export_litert(
         )
     if getattr(model, "lora_rank", None):
         model = model.merge_lora()
-    function = classifier_function(
-        with_fast_kernels(model, False), preprocessor.tokenizer, seq_length
-    )
+    function = traced_as(with_fast_kernels(model, False), preprocessor.tokenizer, seq_length)
     flatbuffer = convert(function, quantize)
     return safe_output.write_bytes(path, flatbuffer)
 

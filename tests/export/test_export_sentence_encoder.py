@@ -90,3 +90,17 @@ def test_the_export_serves_embeddings_and_similarities_without_keras(exported, t
         model.similarity(TEXTS, OTHERS),
         atol=1e-5,
     )
+
+
+@pytest.mark.slow
+def test_a_litert_embedding_model_takes_strings_and_gives_predicts_embeddings(exported, tmp_path):
+    # The pooling, Dense layer and normalisation go inside with the tokenizer;
+    # plain ASCII texts (LiteRT's tokenizer differs only on compatibility characters).
+    from keras_bert.export.litert import export_litert, litert_interpreter, run_litert
+
+    model, _ = exported
+    texts = [TEXTS[0], TEXTS[3], *OTHERS]
+    path = export_litert(model, tmp_path / "embeddings.tflite")
+    served = run_litert(litert_interpreter(path), texts)["embedding"]
+    np.testing.assert_allclose(served, model.predict(texts, verbose=0), atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(served, axis=-1), 1.0, atol=1e-5)

@@ -173,7 +173,10 @@ def test_litert_export_names_what_it_cannot_take(tmp_path):
         export_litert(model, tmp_path / "model.tflite", quantize="int4")
     with pytest.raises(ValueError, match=r"seq_length must be in \[3, 512\]"):
         export_litert(model, tmp_path / "model.tflite", seq_length=1000)
-    with pytest.raises(ValueError, match="takes a BertClassifier, got a BertTokenClassifier"):
+    with pytest.raises(
+        ValueError,
+        match="takes a BertClassifier or a BertSentenceEncoder, got a BertTokenClassifier",
+    ):
         export_litert(BertTokenClassifier(model.encoder, 3), tmp_path / "model.tflite")
     with pytest.raises(ValueError, match="needs a model with a preprocessor"):
         export_litert(keras_model("classifier"), tmp_path / "model.tflite")
