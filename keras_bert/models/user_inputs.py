@@ -85,12 +85,16 @@ def check_texts(x: Any, argument: str = "x") -> Any:
         raise ValueError(f"`{argument}` is empty: pass at least one text")
     parts = {}
     # A pair is (texts, pairs): one side of text makes the other one text too
-    # (an empty or all-None side is named, not handed to Keras as features).
+    # (an empty or all-None side is named, not handed to Keras as features),
+    # and two empty lists are an empty pair, not features.
     if (
         isinstance(x, tuple)
         and len(x) == 2
-        and any(looks_like_texts(p) for p in x)
         and all(_is_rows(p) for p in x)
+        and (
+            any(looks_like_texts(p) for p in x)
+            or all(looks_like_texts(p) or len(p) == 0 for p in x)
+        )
     ):
         parts = {f"{argument}[0] (texts)": x[0], f"{argument}[1] (pairs)": x[1]}
     elif isinstance(x, Mapping):  # {"text", "text_pair"}, {"question", "context"}
@@ -153,6 +157,9 @@ def check_features(x: Any, model_name: str, text_forms: str, argument: str = "x"
         got = f"a dict with keys {sorted(map(str, x))}"
     elif isinstance(x, (tuple, list)) and any(looks_like_texts(part) for part in x):
         got = f"a {type(x).__name__} of {len(x)} lists of texts"
+    elif isinstance(x, (tuple, list)) and any(isinstance(part, (list, tuple)) for part in x):
+        # Python lists inside a list ([[]], ([], [0])): features come as arrays.
+        got = f"a {type(x).__name__} of {len(x)} Python lists"
     elif isinstance(x, (int, float)) or x is None:
         got = repr(x)
     else:

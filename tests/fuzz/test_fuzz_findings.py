@@ -55,6 +55,18 @@ def test_an_empty_side_of_a_pair_is_named(classifier):
         classifier.predict({"text": [], "text_pair": []}, verbose=0)
     with pytest.raises(ValueError, match=r"`x\[1\] \(pairs\)` is empty"):
         classifier.predict((["the fox"], []), verbose=0)
+    # Was: KeyError 'pop from an empty set' (two empty lists read as features).
+    with pytest.raises(ValueError, match=r"`x\[0\] \(texts\)` is empty"):
+        classifier.predict(([], []), verbose=0)
+
+
+@pytest.mark.parametrize("x", [[[]], ([], [0])])
+def test_python_lists_inside_a_list_name_the_forms_taken(classifier, x):
+    """Was: Keras' "Unrecognized data type" (fit) or KeyError (predict)."""
+    with pytest.raises(ValueError, match=r"`x`: a BertClassifier takes texts"):
+        classifier.fit(x, [0], verbose=0)
+    with pytest.raises(ValueError, match=r"`x`: a BertClassifier takes texts"):
+        classifier.predict(x, verbose=0)
 
 
 def test_one_label_per_text(classifier):
