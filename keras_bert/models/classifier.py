@@ -171,7 +171,9 @@ class BertClassifier(TextTask, keras.Model):
             y.tolist() if hasattr(y, "tolist") and not isinstance(y, np.ndarray) else y
         )
         if values.dtype.kind not in "OSU":
-            return check_class_indices(values, self.num_classes)
+            # The own loss is sparse: one index per text. A loss of the user's may take rows.
+            own_loss = getattr(self, "_own_loss", True)
+            return check_class_indices(values, self.num_classes, one_per_text=own_loss)
         # No label_names: every text label is unknown (the error below says so).
         index = {name: i for i, name in enumerate(self.answer_names() or [])}
         unknown = sorted({str(v) for v in values.ravel()} - set(index))

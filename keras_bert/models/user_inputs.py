@@ -170,12 +170,23 @@ def check_features(x: Any, model_name: str, text_forms: str, argument: str = "x"
     )
 
 
-def check_class_indices(y: np.ndarray, num_classes: int, argument: str = "y") -> np.ndarray:
+def check_class_indices(
+    y: np.ndarray, num_classes: int, argument: str = "y", one_per_text: bool = True
+) -> np.ndarray:
     """Class indices (N,): whole numbers in [0, num_classes), each bad one named
-    by position. Floats that are whole numbers are accepted (pandas reads them so)."""
+    by position. Floats that are whole numbers are accepted (pandas reads them so).
+    `one_per_text=False` (a loss of the user's own, e.g. categorical
+    cross-entropy) lets one-hot rows through."""
     values = np.asarray(y)
     if values.size == 0:
         raise ValueError(f"`{argument}` is empty: pass one label per text")
+    if one_per_text and values.ndim > 1 and values.shape[1:] != (1,):
+        # One-hot or probability rows: the loss takes one index per text.
+        hint = " (one-hot rows? pass y.argmax(axis=-1))" if values.shape[-1] == num_classes else ""
+        raise ValueError(
+            f"`{argument}` has shape {values.shape}: pass one class index or "
+            f"class name per text, shape ({values.shape[0]},){hint}"
+        )
     if values.dtype.kind == "f":
         bad = np.flatnonzero(~np.isfinite(values) | (values != np.round(values)))
         if bad.size:

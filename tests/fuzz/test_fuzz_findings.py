@@ -4,6 +4,7 @@ shrinking): each input, and the clear error it now gets."""
 
 import os
 
+import keras
 import numpy as np
 import pytest
 
@@ -67,6 +68,24 @@ def test_python_lists_inside_a_list_name_the_forms_taken(classifier, x):
         classifier.fit(x, [0], verbose=0)
     with pytest.raises(ValueError, match=r"`x`: a BertClassifier takes texts"):
         classifier.predict(x, verbose=0)
+
+
+def test_one_hot_labels_are_named_with_what_to_pass(classifier):
+    """Was: Keras' message about the loss' ranks, after tracing."""
+    with pytest.raises(ValueError, match=r"`y` has shape \(2, 2\).*y.argmax\(axis=-1\)"):
+        classifier.fit(["the fox", "a dog"], np.eye(2), verbose=0)
+    classifier.fit(["the fox", "a dog"], np.array([[0], [1]]), verbose=0)  # (N, 1) is one per text
+
+
+def test_one_hot_labels_reach_a_loss_of_the_users_own():
+    model = BertClassifier(
+        BertEncoder(tiny_config(vocab_size=len(TINY_VOCAB))),
+        2,
+        preprocessor=BertPreprocessor(TINY_VOCAB, seq_length=8),
+    )
+    model.compile(loss=keras.losses.CategoricalCrossentropy(from_logits=True), jit_compile=False)
+    history = model.fit(["the fox", "a dog"], np.eye(2), verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
 
 
 def test_one_label_per_text(classifier):
