@@ -112,6 +112,15 @@ def headline(key, what, unit, figures, decimals=1):
     }
 
 
+def _script(name):
+    """The benchmark script this process runs, else `<name>.py` (one script
+    may write several results, e.g. bbc_retrieval.py's zero-shot and fine-tuned)."""
+    running = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if running.endswith(".py") and os.path.dirname(running) == os.path.dirname(RESULTS_DIR):
+        return os.path.basename(running)
+    return f"{name}.py"
+
+
 def write(
     name,
     title,
@@ -148,7 +157,7 @@ def write(
         "benchmark": name,
         "title": title,
         "date": date or datetime.date.today().isoformat(),
-        "command": " ".join(["python", f"benchmarks/{name}.py", *argv]),
+        "command": " ".join(["python", f"benchmarks/{_script(name)}", *argv]),
         "machine": machine,
         "versions": {**(versions or package_versions()), **(peer_versions or {})},
         "method": method,

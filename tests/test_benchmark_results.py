@@ -395,6 +395,8 @@ def test_serving_latency_and_parity_and_retrieval_write_their_tables(tmp_path):
             "versions": "torch 9",
             "threads": 1,
             "keras_bert_articles_per_second": 9.0,
+            "keras_bert_setting": "XLA on",
+            "windows": 3,
         },
     }
     retrieval.write_results(namespace(tmp_path, "bbc_retrieval_zero_shot"), [], results)
