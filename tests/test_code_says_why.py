@@ -11,8 +11,9 @@ SEARCHED = ("keras_bert", "tests", "docs", "benchmarks")
 SUFFIXES = (".py", ".md", ".yaml", ".yml", ".sh")
 # Data, not prose of ours (the Austen novels), and this file, which spells the patterns out.
 SKIPPED = (os.path.join(REPO_ROOT, "keras_bert", "assets"), os.path.abspath(__file__))
-# An issue or pull request by number ("issue 12", "issues #3", "PR 7"), a bare
-# "#12", or the issue itself ("the issue's goal").
+# An issue or pull request by number (the word issue, issues, PR or pull request
+# followed by digits, with or without a hash), a hash and digits alone, or the
+# issue itself ("the issue's goal").
 ISSUE_REFERENCE = re.compile(
     r"\b(?:issues?|PR|pull request)\s*#?\d+|(?:^|[\s(\[,])#\d+\b|\bthe issue\b", flags=re.I | re.M
 )
