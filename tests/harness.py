@@ -24,6 +24,27 @@ BASE_LAYER_KEYS = frozenset(keras.layers.Layer().get_config())
 MIXED_POLICIES = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 
 
+# === Tolerances ===
+#
+# Two computations of the same value that differ only in the order of their
+# sums (another CPU's SIMD width, oneDNN against Eigen, a batch cut in chunks,
+# two replicas) agree to about one rounding per operation on the longest path
+# from input to output: |a - b| <= eps(dtype) * depth * scale, where eps is the
+# dtype's machine epsilon (float32 1.19e-7, bfloat16 7.8e-3), depth counts the
+# roundings (each matmul, sum, normalisation and update step adds its own, a
+# sum over n terms about log2(n)), and scale is the size of the values
+# compared. Write the depth, not the digits one CPU printed: AVX-512 and
+# AVX2 kernels sum in another order, and a bound tuned on one fails on the other.
+
+
+EPSILON = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+
+
+def tolerance(depth, dtype="float32", scale=1.0):
+    """The absolute tolerance for values `depth` roundings of `dtype` deep, of size `scale`."""
+    return EPSILON[dtype] * depth * scale
+
+
 def tiny_config(**overrides):
     """The tiny encoder of the tests: hidden 32, 2 layers of 2 heads,
     feed-forward 64, a 40-token vocabulary (the `task_inputs` fixture's ids)

@@ -92,6 +92,7 @@ def _weights(path):
     return keras.models.load_model(path, compile=False).get_weights()
 
 
+@pytest.mark.precision
 def test_an_interrupted_finetune_run_resumes_to_the_uninterrupted_weights(fixture_copy, capsys):
     from keras_bert.training import finetuning
 
@@ -108,6 +109,7 @@ def test_an_interrupted_finetune_run_resumes_to_the_uninterrupted_weights(fixtur
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.precision
 def test_a_pretraining_run_resumes_on_its_records(fixture_copy, capsys):
     from keras_bert.training import pretraining
 

@@ -88,6 +88,17 @@ OUTPUTS = {
 }
 
 
+def add_precision_argument(parser, default=None):
+    """--mixed-precision, one rule for every command (keras_bert.kernels.precision)."""
+    parser.add_argument(
+        "--mixed-precision",
+        default=default,
+        choices=["float32", "mixed_bfloat16", "mixed_float16", "bfloat16", "float16", "auto"],
+        help="[float32, on every machine] mixed_bfloat16, mixed_float16 (loss-scaled), "
+        "or auto: what this machine multiplies natively, said in one line",
+    )
+
+
 def add_casing_arguments(parser):
     """--cased / --uncased for a command reading a checkpoint; neither: its own casing."""
     casing = parser.add_mutually_exclusive_group()
@@ -444,13 +455,17 @@ def add_pretrain(subparsers):
         metavar="KEY=VALUE",
         help="override a recipe field, e.g. --set train_steps=10",
     )
+    add_precision_argument(parser)
     parser.set_defaults(run=run_pretrain, fast_cpu_training=True)
 
 
 def run_pretrain(args):
     from keras_bert.training.pretraining import load_config, pretrain
 
-    config = load_config(args.config, args.overrides)
+    overrides = list(args.overrides)
+    if args.mixed_precision:  # the recipe's field, as --set mixed_precision= would
+        overrides.append(f"mixed_precision={args.mixed_precision}")
+    config = load_config(args.config, overrides)
     # The output folder is the recipe's model_dir, known only now.
     safe_output.check_not_input(
         config.model_dir, [config.train_files, config.eval_files], "config field model_dir"
@@ -614,13 +629,7 @@ def add_finetune(subparsers):
         help="tf.distribute strategy [auto: TF_CONFIG's cluster, else all GPUs]",
     )
     parser.add_argument("--tpu", default=None, help="TPU name or grpc:// address")
-    parser.add_argument(
-        "--mixed-precision",
-        default=None,
-        choices=["auto", "bfloat16", "float16", "float32"],
-        help="[auto: what the hardware multiplies natively, said in one "
-        "line] bfloat16, float16 (loss-scaled) or float32",
-    )
+    add_precision_argument(parser)
     parser.add_argument(
         "--jit-compile",
         default=None,
@@ -927,13 +936,20 @@ def add_quickstart(subparsers):
         default=0,
         help="every random choice of the run (data, weights, orders, dropout)",
     )
+    add_precision_argument(parser, default="float32")
     parser.set_defaults(run=run_quickstart, fast_cpu_training=True)
 
 
 def run_quickstart(args):
     from keras_bert.cli.quickstart import quickstart
 
-    quickstart(args.output, corpus=args.corpus, fast=args.fast, seed=args.seed)
+    quickstart(
+        args.output,
+        corpus=args.corpus,
+        fast=args.fast,
+        seed=args.seed,
+        mixed_precision=args.mixed_precision,
+    )
 
 
 COMMANDS = [

@@ -175,14 +175,18 @@ def reload_and_classify(export_path, passages):
 # === The quickstart ===
 
 
-def quickstart(output_dir="quickstart_output", corpus=None, fast=False, seed=0):
+def quickstart(
+    output_dir="quickstart_output", corpus=None, fast=False, seed=0, mixed_precision="float32"
+):
     """Runs every step; returns a dict of the results and where things were written.
 
     `seed` sets every random choice of the run (the pretraining data's pairs
     and masks, the initial weights, data orders and dropout of pretraining and
-    fine-tuning), so a rerun repeats it and another seed shows the spread."""
+    fine-tuning), so a rerun repeats it and another seed shows the spread.
+    `mixed_precision` is pretraining's and fine-tuning's (keras_bert.kernels.precision)."""
     from keras_bert import export
     from keras_bert.config import BertConfig
+    from keras_bert.kernels import precision
     from keras_bert.pretraining_data import PretrainingOptions, create_pretraining_data
     from keras_bert.text import vocab as vocab_learning
     from keras_bert.training import finetuning, pretraining
@@ -252,6 +256,7 @@ def quickstart(output_dir="quickstart_output", corpus=None, fast=False, seed=0):
             checkpoint_every=size.pretrain_steps,
             log_every=max(size.pretrain_steps // 10, 1),
             jit_compile=False,
+            mixed_precision=mixed_precision,
             verbose=2,
             seed=seed,
         )
@@ -274,6 +279,7 @@ def quickstart(output_dir="quickstart_output", corpus=None, fast=False, seed=0):
             learning_rate=size.finetune_learning_rate,
             epochs=size.finetune_epochs,
             bucket_by_length=True,
+            mixed_precision=mixed_precision,
             seed=seed,
             verbose=2,
             overwrite=True,
@@ -304,7 +310,13 @@ def quickstart(output_dir="quickstart_output", corpus=None, fast=False, seed=0):
     _done(started, "ok")
 
     seconds = time.monotonic() - started_all
-    results.update(seconds=round(seconds, 1), seed=seed, paths=paths, export=export_path)
+    results.update(
+        seconds=round(seconds, 1),
+        seed=seed,
+        mixed_precision=precision.resolve(mixed_precision),
+        paths=paths,
+        export=export_path,
+    )
     print(f"\nDone in {seconds / 60:.1f} minutes. Everything is in {output_dir}/.")
     print(
         NEXT_COMMANDS.format(

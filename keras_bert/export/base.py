@@ -211,10 +211,18 @@ class TaskServing:
             "remove_padding": self.remove_padding,
             "lowercase": self.tokenizer.lowercase,
             "max_chars_per_word": self.tokenizer.max_chars_per_word,
+            "precision": model_precision(self.model),
         }
 
     def signatures(self) -> dict[str, Callable]:
         raise NotImplementedError
+
+
+def model_precision(model: keras.Model) -> str:
+    """The dtype policy the encoder computes in (float32, mixed_bfloat16, ...)."""
+    encoder = getattr(model, "encoder", model)
+    layer = getattr(encoder, "token_embedding", encoder)
+    return layer.dtype_policy.name
 
 
 def model_config(model: keras.Model) -> BertConfig:

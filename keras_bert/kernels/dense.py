@@ -11,6 +11,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from keras_bert.kernels.bias import bias_add
 from keras_bert.kernels.int8_dense import column_sums, int8_kernel_available, int8_project
 from keras_bert.kernels.switch import FastKernelsOption
 
@@ -114,7 +115,7 @@ class FastDense(FastKernelsOption, keras.layers.Dense):
         rows = inputs if len(inputs.shape) == 2 else tf.reshape(inputs, (-1, kernel.shape[0]))
         outputs = self._lora_project(rows, kernel) if self.lora_enabled else project(rows, kernel)
         if self.bias is not None:
-            outputs = tf.nn.bias_add(outputs, tf.cast(self.bias, self.compute_dtype))
+            outputs = bias_add(outputs, self.bias)
         if len(inputs.shape) != 2:
             outputs = tf.reshape(outputs, tf.concat([tf.shape(inputs)[:-1], [self.units]], 0))
         if self.activation is not None:

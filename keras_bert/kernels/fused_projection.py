@@ -10,6 +10,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
+from keras_bert.kernels.bias import bias_add
 from keras_bert.kernels.dense import FastDense, project
 
 
@@ -54,7 +55,7 @@ def fused_projection(
         [scaled(tf.cast(p.bias, dtype), s) for p, s in zip(projections, scales)], axis=0
     )  # (k * O,)
     rows = tf.reshape(tf.cast(inputs, dtype), (-1, kernel.shape[0]))  # (R, I)
-    outputs = tf.nn.bias_add(project(rows, kernel), bias)  # (R, k * O)
+    outputs = bias_add(project(rows, kernel), bias)  # (R, k * O)
     if len(inputs.shape) == 2:
         return outputs
     return tf.reshape(outputs, tf.concat([tf.shape(inputs)[:-1], [kernel.shape[1]]], 0))

@@ -20,7 +20,6 @@ import tensorflow as tf
 from keras_bert.kernels import precision
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker", "tpu")
-PRECISIONS = (None, "auto", "float32", "mixed_bfloat16", "mixed_float16")
 TRAIN_LOOPS = ("auto", "fit", "custom")  # custom: strategy.run chunks (multi-worker's)
 
 
@@ -95,20 +94,10 @@ def resolve_jit_compile(jit_compile: bool | str) -> bool:
 
 
 def model_dtype(mixed_precision: str | None, field: str = "mixed_precision") -> str | None:
-    """The dtype policy models are built with: `mixed_bfloat16` (TPU, CPU),
-    `mixed_float16` (GPU; the update step adds loss scaling) or None for
-    float32. `bfloat16` / `float16` are accepted for the mixed policies;
-    `auto` is this machine's native precision (keras_bert.kernels.precision)."""
-    if mixed_precision in ("bfloat16", "float16"):
-        mixed_precision = f"mixed_{mixed_precision}"
-    if mixed_precision not in PRECISIONS:
-        raise ValueError(
-            f"{field} must be one of auto, bfloat16, float16, float32 (or "
-            f"mixed_bfloat16, mixed_float16), got {mixed_precision!r}"
-        )
-    if mixed_precision == "auto":
-        return precision.resolve_auto(mixed_precision)
-    return None if mixed_precision == "float32" else mixed_precision
+    """The dtype policy models are built with (keras_bert.kernels.precision's
+    one rule): None for float32, else `mixed_bfloat16` (TPU, CPU) or
+    `mixed_float16` (GPU; the update step adds loss scaling)."""
+    return precision.model_dtype(mixed_precision, field)
 
 
 def check_runtime_fields(config: object) -> None:

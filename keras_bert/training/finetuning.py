@@ -34,6 +34,7 @@ from keras_bert import features, safe_output
 from keras_bert.checkpoints.source import resolve, tokenizer_settings
 from keras_bert.config import BertConfig
 from keras_bert.datasets import readers, retrieval
+from keras_bert.kernels import precision
 from keras_bert.models import contrastive
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.encoder import BertEncoder
@@ -123,7 +124,9 @@ class FinetuneConfig:
     strategy: str = "auto"  # auto, one_device, mirrored, multi_worker, tpu
     tpu: str = None  # TPU name or grpc:// address for strategy "tpu"
     devices: list = None  # for "mirrored": e.g. ["/gpu:0", "/gpu:1"]
-    mixed_precision: str | None = "auto"  # auto (native), bfloat16, float16 (loss-scaled), float32
+    # float32 (the default everywhere: keras_bert.kernels.precision), bfloat16,
+    # float16 (loss-scaled) or auto (native; the run records the choice)
+    mixed_precision: str | None = "float32"
     jit_compile: object = "auto"  # XLA: true, false, auto (on with a GPU / TPU)
     gradient_accumulation_steps: int = 1  # micro-batches of batch_size per update
     train_loop: str = "auto"  # fit, or custom (strategy.run; multi-worker's)
@@ -603,6 +606,12 @@ def _finetune(config: FinetuneConfig, train: Any, dev: Any) -> dict[str, Any]:
     # The strategy before the data is read: multi-worker collectives must be
     # configured before TensorFlow's runtime starts, which tokenizing does.
     strategy = distribute.build_strategy(config.strategy, tpu=config.tpu, devices=config.devices)
+    # The precision the run uses, resolved once ("auto" said in one line) and
+    # recorded as such in finetune_config.json: a resume on another machine
+    # keeps it, and evaluate / export read what the model was trained in.
+    config = dataclasses.replace(
+        config, mixed_precision=precision.resolve(config.mixed_precision, "mixed_precision")
+    )
     tokenizer, vocab_file, config = resolve_tokenizer(config)
     task = make_task(config)
     try:

@@ -41,6 +41,7 @@ import tensorflow as tf
 from keras_bert import safe_output
 from keras_bert.checkpoints import encoder_variables, head_variables
 from keras_bert.config import BertConfig
+from keras_bert.kernels import precision
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining_data import inputs
@@ -92,9 +93,9 @@ class PretrainConfig:
     strategy: str = "auto"  # auto, one_device, mirrored, multi_worker, tpu
     devices: list = None  # for "mirrored": e.g. ["/gpu:0", "/gpu:1"]; null for all GPUs
     tpu: str = None  # TPU name or grpc:// address for strategy "tpu"
-    # auto (native: keras_bert.kernels.precision), mixed_bfloat16, mixed_float16,
-    # float32 (or null)
-    mixed_precision: str | None = "auto"
+    # float32 (the default everywhere: keras_bert.kernels.precision), mixed_bfloat16,
+    # mixed_float16 or auto (this machine's native precision; the run records the choice)
+    mixed_precision: str | None = "float32"
     # XLA: true, false or auto: on where there is a GPU or TPU, off on a
     # CPU-only host, where it measured slower (benchmarks/pretraining_throughput.py).
     jit_compile: object = "auto"
@@ -437,6 +438,11 @@ def _pretrain_locked(config: PretrainConfig) -> dict[str, float]:
     # The strategy before the records are read: multi-worker collectives must be
     # configured before TensorFlow's runtime starts, which reading a record does.
     strategy = distribute.build_strategy(config.strategy, tpu=config.tpu, devices=config.devices)
+    # Resolved once ("auto" said in one line) and recorded in pretrain_config.json.
+    config = dataclasses.replace(
+        config,
+        mixed_precision=precision.resolve(config.mixed_precision, "config field mixed_precision"),
+    )
     for field in ("train_files", "eval_files"):
         if getattr(config, field):
             inputs.check_pretraining_records(

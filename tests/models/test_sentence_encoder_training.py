@@ -17,7 +17,7 @@ from keras_bert import BertEncoder, BertPreprocessor, BertSentenceEncoder
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.models.contrastive import CoSENTLoss, MultipleNegativesRankingLoss
 
-from harness import tiny_config
+from harness import tiny_config, tolerance
 from repo_paths import REPO_ROOT
 
 
@@ -94,6 +94,7 @@ def batch_of(model, columns, scores=None):
     return x if scores is None else (x, tf.constant(scores, tf.float32))
 
 
+@pytest.mark.precision
 @pytest.mark.parametrize(
     "loss",
     [
@@ -116,8 +117,12 @@ def test_gradient_caching_equals_the_whole_batch(triplets, loss):
     np.testing.assert_allclose(cached[1], whole[1], rtol=1e-5)
     assert len(cached[2]) == len(whole[2]) == len(model.trainable_weights)
     assert any(np.abs(g).max() > 0 for g in whole[2])
+    # Chunked or whole, the same sums in another order: two layers forward and
+    # back, ~40 roundings deep (harness.tolerance).
     for got, want, weight in zip(cached[2], whole[2], model.trainable_weights):
-        np.testing.assert_allclose(got, want, atol=1e-6, rtol=1e-4, err_msg=weight.path)
+        np.testing.assert_allclose(
+            got, want, atol=tolerance(depth=40), rtol=1e-4, err_msg=weight.path
+        )
 
 
 def test_gradient_caching_replays_each_chunks_dropout(triplets):

@@ -413,6 +413,7 @@ def test_finetune_takes_in_memory_data(tmp_path, tiny_vocab_file):
         )
 
 
+@pytest.mark.precision
 def test_the_command_and_fit_take_the_same_steps(tmp_path, tiny_vocab_file):
     """`keras-bert finetune`'s run is the task model's own `fit`: the same
     model, optimizer and batches through `model.fit` in a user's script end

@@ -146,6 +146,7 @@ def test_resume_keeps_the_best_model_and_the_early_stopping_state(
     ]
 
 
+@pytest.mark.precision
 def test_a_checkpoint_resumes_only_its_own_run(tmp_path, tiny_vocab_file, monkeypatch):
     train = _sentiment(tmp_path / "train.tsv", 32)
     fields = dict(
@@ -181,6 +182,7 @@ def test_a_checkpoint_resumes_only_its_own_run(tmp_path, tiny_vocab_file, monkey
     )
 
 
+@pytest.mark.precision
 def test_accumulation_and_two_micro_batches_equal_one_batch(tmp_path, tiny_vocab_file):
     """batch 4 x 2 micro-batches per update = batch 8, update for update
     (the same rows in the same order; no dropout)."""

@@ -206,6 +206,7 @@ def test_lamb_takes_indexed_slices_unclipped():
     assert not np.allclose(results[0], 1.0)
 
 
+@pytest.mark.precision
 def test_pretrain_with_accumulation_trains_the_same_updates(data_dir, tmp_path):
     # batch_size 4 x 2 micro-batches = the run with batch_size 8: same steps,
     # same data (one dataset element per update), same weights.
@@ -425,6 +426,7 @@ def test_resume_after_sigkill_loses_and_repeats_no_step(data_dir, tmp_path):
     assert steps == list(range(20, 301, 20))
 
 
+@pytest.mark.precision
 def test_resume_draws_the_dropout_masks_of_an_uninterrupted_run(data_dir, tmp_path):
     # Before: with dropout, a resumed run's losses drifted from an uninterrupted
     # run's (the SIGKILL test above runs without dropout): the dropout seed
