@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any, Mapping
 
-from keras_bert import safe_output
+from keras_bert import safe_output, text_files
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu", "silu", "tanh")
 # bidirectional: BERT; left_to_right: each position attends to itself and the
@@ -128,10 +128,7 @@ class BertConfig:
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
         try:
-            with open(path, encoding="utf-8") as f:
-                values = json.load(f)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"BERT config file not found: {path}") from None
+            values = json.loads(text_files.read_text(path, missing="BERT config file not found"))
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON ({e})") from None
         return cls.from_dict(values, source=path)

@@ -3,9 +3,10 @@
 `keras-bert` (cli/commands.main) prints an expected failure as one line and
 exits 2; anything else is a bug and keeps its traceback. Expected are: our
 `UserError`s, the built-in errors a library raises for bad input
-(`ValueError`, `FileNotFoundError`, `FileExistsError`, ...), and an operating
+(`ValueError`, `FileNotFoundError`, `FileExistsError`, ...), an operating
 system's refusal to write (disk full, file too large, permission denied,
-read-only file system, quota), from Python or from TensorFlow's file ops.
+read-only file system, quota), from Python or from TensorFlow's file ops, and
+running out of memory (with what to lower).
 """
 
 from __future__ import annotations
@@ -87,10 +88,34 @@ EXPECTED = (
 )
 
 
+# Out of memory: the run asked for more than the machine (or its limit) has.
+MEMORY_ADVICE = (
+    "lower the batch size (--batch-size, or batch_size in a recipe; "
+    "gradient_accumulation_steps keeps the effective batch) or the sequence length "
+    "(--seq-length / seq_length), or free memory"
+)
+
+
+def out_of_memory(error: BaseException) -> str | None:
+    """The line for running out of memory: Python's MemoryError (a ulimit, a
+    cgroup's limit) or TensorFlow's ResourceExhaustedError "OOM when
+    allocating" (a GPU's or TPU's memory); else None."""
+    if isinstance(error, MemoryError):
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return f"out of memory{f' ({detail})' if detail else ''}: {MEMORY_ADVICE}"
+    if type(error).__name__ == "ResourceExhaustedError" and "OOM" in str(error):
+        first_line = str(error).strip().splitlines()[0][:200]
+        return f"out of device memory ({first_line}): {MEMORY_ADVICE}"
+    return None
+
+
 def expected_failure(error: BaseException) -> str | None:
     """The one line to print for an expected failure; None for a bug."""
     if isinstance(error, EXPECTED):
         return str(error)
+    memory = out_of_memory(error)
+    if memory is not None:
+        return memory
     number = write_errno(error)
     if number is not None:
         # Not raised through safe_output (an input it could not read, a

@@ -15,7 +15,8 @@
 - `output_lock(path)` refuses an output another running process is writing:
   a lock file `PATH.lock` beside it holds the owner's pid and host; a lock
   whose process is gone (same host, pid not running) is taken over with a
-  warning. The lock is re-entrant within a process.
+  warning. The lock is re-entrant within a process. Readers of a model folder
+  ask `check_not_in_progress(path)` before saying it holds no model.
 
 Remote paths (`gs://...`) go through tf.io.gfile: written beside and renamed
 (on GCS a copy, still never a partial object under the final name); they have
@@ -29,6 +30,7 @@ import datetime
 import glob
 import json
 import os
+import re
 import shutil
 import socket
 import stat
@@ -87,6 +89,7 @@ class Replacement:
             if make_parents and parent:
                 _fs(parent).makedirs(parent)
             _remove(self.temporary)  # a killed run of a process with our pid
+            remove_stale_partials(self.path, keep_extension)
 
     def commit(self) -> str:
         if self.in_place:
@@ -117,6 +120,42 @@ class Replacement:
             _remove(self.temporary)
         except OSError:
             pass  # e.g. the file system went read-only: the name still says partial
+
+
+def remove_stale_partials(path: str, keep_extension: bool = False) -> list[str]:
+    """Removes `path`'s temporary siblings (`temporary_sibling`) left by
+    processes that are gone (killed with SIGKILL, a power cut): they are never
+    complete, and left they would pile up or match a reader's glob. Those of
+    running processes are theirs. Local paths only; returns what was removed."""
+    if is_remote(str(path)):
+        return []
+    root, extension = os.path.splitext(str(path).rstrip("/")) if keep_extension else (path, "")
+    pattern = re.compile(
+        re.escape(os.path.basename(f"{root}.partial-")) + r"(\d+)" + re.escape(extension) + "$"
+    )
+    folder = os.path.dirname(os.path.abspath(str(root)))
+    removed = []
+    for name in glob.glob(os.path.join(glob.escape(folder), "*.partial-*")):
+        match = pattern.match(os.path.basename(name))
+        if not match or int(match.group(1)) == os.getpid() or _pid_running(int(match.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            _remove(name)
+            removed.append(name)
+    return removed
+
+
+def _pid_running(pid: int) -> bool:
+    """Whether a process `pid` runs on this host (a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # running, under another user
+    except OverflowError:
+        return False
+    return not _is_zombie(pid)
 
 
 @contextlib.contextmanager
@@ -338,6 +377,35 @@ def output_lock(path: str, make_parents: bool = True, folder: bool = False) -> I
                     os.rmdir(folder)
                 except OSError:
                     break
+
+
+def running_writer(path: str) -> dict | None:
+    """The lock record (pid, host, started, command) of the running process
+    that writes `path` (its `PATH.lock`), or None: no lock, or a stale one."""
+    if not path or is_remote(str(path)):
+        return None
+    lock = lock_file(path)
+    if not os.path.exists(lock):
+        return None
+    owner = _read_owner(lock)
+    if not owner or _is_stale(owner):
+        return None
+    return owner
+
+
+def check_not_in_progress(path: str) -> None:
+    """Raises OutputInUseError if a running process (a `finetune`, a
+    `pretrain`) is writing `path`: what a reader finds there is a run's
+    unfinished state, not a model. Readers call it where they would otherwise
+    say "not a model folder"."""
+    owner = running_writer(path)
+    if owner is not None:
+        raise OutputInUseError(
+            f"{path}: a run is in progress there (process {owner.get('pid')} on "
+            f"{owner.get('host')} since {owner.get('started')}: "
+            f"{str(owner.get('command', ''))[:200]}); wait for it to finish, then read "
+            f"the folder. If that process is gone, remove {lock_file(path)}"
+        )
 
 
 def is_chief_process(environ: Mapping[str, str] | None = None) -> bool:

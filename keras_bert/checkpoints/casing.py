@@ -20,6 +20,7 @@ import json
 import os
 import re
 
+from keras_bert import text_files
 from keras_bert.checkpoints.load import read_json
 
 
@@ -106,11 +107,9 @@ def casing_from_vocabulary(vocab_file: str) -> Casing:
     if not os.path.exists(vocab_file):
         raise FileNotFoundError(f"vocabulary not found: {vocab_file}")
     cased = []
-    with open(vocab_file, encoding="utf-8") as f:
-        for line in f:
-            entry = line.rstrip("\r\n")
-            if not _is_special(entry) and entry.lower() != entry:
-                cased.append(entry)
+    for entry in text_files.read_lines(vocab_file, missing="vocabulary not found"):
+        if not _is_special(entry) and entry.lower() != entry:
+            cased.append(entry)
     name = os.path.basename(vocab_file)
     if not cased:
         return Casing(True, f"vocabulary {name} has no upper-case entries")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 import tensorflow as tf
 
+from keras_bert import text_files
 from keras_bert.config import BertConfig
 
 if TYPE_CHECKING:
@@ -115,13 +116,13 @@ def assign_encoder_weights(
 
 def read_json(path: str) -> Any:
     """A checkpoint's JSON file; a broken one is named (downloads get cut short)."""
-    with open(path, encoding="utf-8") as f:
-        try:
-            return json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(
-                f"{path}: not valid JSON ({e}); a truncated download? fetch the file again"
-            ) from None
+    text = text_files.read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f"{path}: not valid JSON ({e}); a truncated download? fetch the file again"
+        ) from None
 
 
 # === Original TF1 checkpoints (google-research/bert) ===

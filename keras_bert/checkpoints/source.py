@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from keras_bert import safe_output
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.checkpoints import caches
 from keras_bert.checkpoints.casing import (
@@ -108,6 +109,7 @@ def resolve(path: str) -> PretrainedSource:
     if tf.io.gfile.exists(path + ".index"):
         return _tf1_prefix(path, path)
     if not os.path.exists(path):
+        safe_output.check_not_in_progress(path)  # a run that has not made its folder yet
         if caches.is_name(path):
             return _resolve_folder(caches.find_cached(path), path)
         raise FileNotFoundError(f"pretrained checkpoint not found: {path}")
@@ -163,6 +165,8 @@ def _resolve_folder(folder: str, given: str) -> PretrainedSource:
     # A `keras-bert pretrain` model_dir: its export/ folder is the original layout.
     if os.path.exists(os.path.join(folder, "export", "bert_config.json")):
         return _resolve_folder(os.path.join(folder, "export"), given)
+    # A finetune or pretrain writing here: its checkpoints/ and logs/ are not a model yet.
+    safe_output.check_not_in_progress(folder)
     raise FileNotFoundError(f"{folder}: not a checkpoint folder; looked for {_LAYOUTS}")
 
 

@@ -10,11 +10,12 @@ shows the traceback of expected failures too.
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import traceback
 
-from keras_bert import errors, features, progress, safe_output
+from keras_bert import errors, features, progress, safe_output, text_files
 from keras_bert.cli import native_logs
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # also set by the package, for `python cli.py`
@@ -31,6 +32,8 @@ def _number(kind, low, high=None, low_open=False):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):  # nan passes every comparison below
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
         if (value <= low if low_open else value < low) or (high is not None and value > high):
             bound = f"> {low}" if low_open else f">= {low}"
             bound += f" and <= {high}" if high is not None else ""
@@ -140,6 +143,8 @@ def run_tokenize(args):
     for number, raw in enumerate(getattr(sys.stdin, "buffer", sys.stdin), 1):
         try:
             line = raw if isinstance(raw, str) else raw.decode("utf-8")
+            if number == 1:
+                line = text_files.strip_bom(line)
         except UnicodeDecodeError:
             # Named and skipped (an empty output line keeps the lines aligned).
             print(
@@ -1004,6 +1009,7 @@ def main(argv=None):
         use_fast_cpu_training_settings()
     log_filter = None
     if command_line:
+        _terminate_like_ctrl_c()
         log_filter = native_logs.route_stderr_through_filter()
         progress.show_progress(True)  # into log files too, a line per interval
     try:
@@ -1020,6 +1026,24 @@ def main(argv=None):
     return code
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, a batch system's end of a job), raised where Python
+    runs next: as Ctrl-C, it unwinds every `finally`, so partial outputs are
+    removed and locks released. (SIGKILL cannot be caught: a partial file it
+    leaves keeps its `.partial-PID` name, and the next write of that output
+    removes it.)"""
+
+
+def _terminate_like_ctrl_c():
+    import signal
+
+    def handler(number, frame):
+        raise Terminated()
+
+    with contextlib.suppress(ValueError):  # not the main thread: leave the default
+        signal.signal(signal.SIGTERM, handler)
+
+
 def run_command(args):
     """Runs the parsed command inside the one error boundary; returns the exit
     code: 0, 2 for an expected failure (one line on stderr), 130 on Ctrl-C.
@@ -1027,9 +1051,14 @@ def run_command(args):
     try:
         with _guarded_output(args):
             return args.run(args) or 0
-    except KeyboardInterrupt:
-        print(f"keras-bert {args.command}: interrupted", file=sys.stderr, flush=True)
-        return 130
+    except KeyboardInterrupt as e:
+        terminated = isinstance(e, Terminated)
+        print(
+            f"keras-bert {args.command}: {'terminated' if terminated else 'interrupted'}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 143 if terminated else 130
     except Exception as e:
         message = errors.expected_failure(e)
         if message is None:

@@ -27,7 +27,7 @@ import json
 import os
 from typing import Any, Iterator
 
-from keras_bert import safe_output
+from keras_bert import safe_output, text_files
 from keras_bert.progress import Progress
 from keras_bert.training.finetuning import load_finetuned
 
@@ -66,14 +66,6 @@ def input_format_of(path: str, task: str, input_format: str | None = None) -> st
     return input_format
 
 
-def text_lines(content: str) -> list[str]:
-    """A file's lines as a text file has them: ends at \\n, \\r\\n or \\r only.
-    `str.splitlines()` also ends lines at \\x0b, \\x0c, \\x1c-\\x1e, \\x85,
-    U+2028 and U+2029, which would split one input line into several answers."""
-    lines = content.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    return lines[:-1] if lines and lines[-1] == "" else lines
-
-
 def read_inputs(path: str, task: str, input_format: str | None = None) -> list[dict[str, Any]]:
     """The input file -> one dict per input, with the task's fields and `line`
     (the input line number; a SQuAD file's questions have their `id`). A blank
@@ -81,15 +73,7 @@ def read_inputs(path: str, task: str, input_format: str | None = None) -> list[d
     if not os.path.exists(path):
         raise FileNotFoundError(f"input file not found: {path}")
     input_format = input_format_of(path, task, input_format)
-    with open(path, "rb") as f:
-        raw = f.read()
-    try:
-        content = raw.decode("utf-8-sig")  # a byte-order mark is not part of line 1's text
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise ValueError(
-            f"{path}, line {line}: not valid UTF-8 (binary data? convert the text to UTF-8)"
-        ) from None
+    content = text_files.read_text(path, missing="input file not found")
     if input_format == "squad":
         try:
             return _squad_questions(json.loads(content)["data"])
@@ -97,7 +81,7 @@ def read_inputs(path: str, task: str, input_format: str | None = None) -> list[d
             raise ValueError(f"{path}: not a SQuAD JSON file ({type(e).__name__}: {e})") from None
     rows = []
     required = ("question", "context") if task == "squad" else ("text",)
-    for number, line in enumerate(text_lines(content), start=1):
+    for number, line in enumerate(text_files.text_lines(content), start=1):
         if not line.strip():
             rows.append({"line": number, "blank": True})
             continue

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
+from keras_bert import text_files
 from keras_bert.progress import Progress
 
 if TYPE_CHECKING:
@@ -106,13 +107,11 @@ def split_doc_tokens(context: str) -> tuple[list[str], list[int], list[int]]:
 
 def load_squad_json(path: str) -> list[dict[str, Any]]:
     """The `data` list of a SQuAD JSON file."""
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"SQuAD file not found: {path}")
-    with tf.io.gfile.GFile(path, "r") as f:
-        try:
-            content = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
+    text = text_files.read_text(path, missing="SQuAD file not found")
+    try:
+        content = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(content, dict) or "data" not in content:
         raise ValueError(f"{path}: no top-level `data` field; not a SQuAD file")
     return check_squad_data(content["data"], path)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from keras_bert import text_files
+
 if TYPE_CHECKING:
     from keras_bert.text.tokenizer import BertTokenizer
 
@@ -30,8 +32,7 @@ class TaggedSentences:
 def read_conll(path: str) -> TaggedSentences:
     """CoNLL-style file: one `word<TAB or space>...<tag>` per line (the tag is the
     last field), a blank line between sentences, `-DOCSTART-` lines skipped."""
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"data file not found: {path}")
+    lines = text_files.read_lines(path, missing="data file not found")
     words, tags, sentence_words, sentence_tags = [], [], [], []
     # A CoNLL file has the same columns on every line (word ... tag), and a
     # tag is one word: anything else is not CoNLL (e.g. a TSV of labelled
@@ -45,33 +46,31 @@ def read_conll(path: str) -> TaggedSentences:
             sentence_words.clear()
             sentence_tags.clear()
 
-    with tf.io.gfile.GFile(path, "r") as f:
-        for number, line in enumerate(f, 1):
-            line = line.rstrip("\n").rstrip("\r")
-            if not line.strip():
-                flush()
-                continue
-            if line.startswith("-DOCSTART-"):
-                continue
-            fields = line.split("\t") if "\t" in line else line.split()
-            if len(fields) < 2:
-                raise ValueError(f"{path}, line {number}: expected `word<TAB>tag`, got {line!r}")
-            if len(fields[-1].split()) > 1:
-                raise ValueError(
-                    f"{path}, line {number}: the tag {fields[-1][:40]!r} has spaces; a CoNLL "
-                    f"file has one word and its tag per line (a table of labelled texts is "
-                    f"--task classify's)"
-                )
-            if columns is None:
-                columns = (len(fields), number)
-            elif len(fields) != columns[0]:
-                raise ValueError(
-                    f"{path}, line {number}: {len(fields)} columns, line {columns[1]} has "
-                    f"{columns[0]}; a CoNLL file has one word and its tag per line (a table "
-                    f"of labelled texts is --task classify's)"
-                )
-            sentence_words.append(fields[0])
-            sentence_tags.append(fields[-1].strip())
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            flush()
+            continue
+        if line.startswith("-DOCSTART-"):
+            continue
+        fields = line.split("\t") if "\t" in line else line.split()
+        if len(fields) < 2:
+            raise ValueError(f"{path}, line {number}: expected `word<TAB>tag`, got {line!r}")
+        if len(fields[-1].split()) > 1:
+            raise ValueError(
+                f"{path}, line {number}: the tag {fields[-1][:40]!r} has spaces; a CoNLL "
+                f"file has one word and its tag per line (a table of labelled texts is "
+                f"--task classify's)"
+            )
+        if columns is None:
+            columns = (len(fields), number)
+        elif len(fields) != columns[0]:
+            raise ValueError(
+                f"{path}, line {number}: {len(fields)} columns, line {columns[1]} has "
+                f"{columns[0]}; a CoNLL file has one word and its tag per line (a table "
+                f"of labelled texts is --task classify's)"
+            )
+        sentence_words.append(fields[0])
+        sentence_tags.append(fields[-1].strip())
     flush()
     if not words:
         raise ValueError(f"{path}: no sentences")

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
+
+from keras_bert import text_files
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 if TYPE_CHECKING:
     from keras_bert.text.tokenizer import BertTokenizer
@@ -47,24 +52,26 @@ def _file_format(path):
 
 def read_rows(path: str, header: bool = True) -> Iterator[tuple[int, dict[str, Any] | list[str]]]:
     """Yields (line number, row) with rows as dicts (header or JSON) or lists."""
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"data file not found: {path}")
+    text = text_files.read_text(path, missing="data file not found")
     file_format = _file_format(path)
-    with tf.io.gfile.GFile(path, "r") as f:
-        if file_format == "jsonl":
-            for number, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        yield number, json.loads(line)
-                    except json.JSONDecodeError as e:
-                        raise ValueError(f"{path}, line {number}: not valid JSON ({e})") from None
-            return
+    if file_format == "jsonl":
+        for number, line in enumerate(text_files.text_lines(text), 1):
+            if line.strip():
+                try:
+                    yield number, json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}, line {number}: not valid JSON ({e})") from None
+        return
+    # newline="": the csv module reads the line ends itself (quoted ones too).
+    with io.StringIO(text, newline="") as f:
         if file_format == "csv":
             reader = csv.reader(f)
         else:
             # GLUE's TSVs hold bare quotes inside sentences: no CSV quoting.
             reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        names = next(reader) if header else None
+        names = next(reader, None) if header else None
+        if header and names is None:
+            raise ValueError(f"{path}: empty file; expected a header row and rows")
         for number, row in enumerate(reader, 2 if header else 1):
             if not row:
                 continue
@@ -127,10 +134,19 @@ def read_text_examples(
             )
         if label is not None:
             if regression:
+                raw_label = label
                 try:
                     label = float(label)
-                except ValueError:
-                    raise ValueError(f"{path}, line {number}: label {label!r} is not a number")
+                except (TypeError, ValueError):
+                    raise ValueError(
+                        f"{path}, line {number}: label {label!r} is not a number"
+                    ) from None
+                # Trained in float32: 1e39 would become inf there, and nan stays nan.
+                if not abs(label) <= FLOAT32_MAX:
+                    raise ValueError(
+                        f"{path}, line {number}: label {raw_label!r} is not a finite float32 "
+                        f"number (|label| <= {FLOAT32_MAX:.4g}); fix or remove the row"
+                    )
             else:
                 label = str(label)
         texts_a.append(str(texts[0]))

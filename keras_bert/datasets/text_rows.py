@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import sys
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
-import tensorflow as tf
+
+from keras_bert import text_files
 
 SCORE_NAMES = ("score", "label")
 
@@ -65,8 +67,9 @@ def read_text_rows(
 ) -> TextRows:
     """The rows of the TSV file `path` (header row first); see the module docstring."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long articles in one field
-    # GFile: local paths and gs:// alike, as the other tables are read.
-    with tf.io.gfile.GFile(path, "r") as f:
+    text = text_files.read_text(path, missing="data file not found")
+    # newline="": the csv module reads the line ends itself.
+    with io.StringIO(text, newline="") as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         header = next(reader, None)
         if header is None:

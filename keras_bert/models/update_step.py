@@ -36,6 +36,7 @@ Legend for shape comments: k = micro-batches per update, B = per-replica batch.
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Any
 
 import keras
@@ -53,6 +54,28 @@ def check_accumulation_steps(steps: Any) -> int:
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise ValueError(f"gradient_accumulation_steps must be a positive integer, got {steps!r}")
     return steps
+
+
+def check_finite_hyperparameters(optimizer: keras.optimizers.Optimizer) -> None:
+    """Raises ValueError naming the first hyper-parameter of `optimizer` (its
+    learning rate or its schedule's numbers, weight decay, clipping, epsilon,
+    betas, an inner optimizer's) that is nan or infinite: training with it
+    makes every weight nan at the first update, and nothing would say why."""
+
+    def walk(value, path):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                # A serialized object: its `config` holds the numbers.
+                yield from walk(item, path if key == "config" else [*path, str(key)])
+        elif isinstance(value, float) and not math.isfinite(value):
+            yield ".".join(path), value
+
+    bad = next(walk(optimizer.get_config(), []), None)
+    if bad is not None:
+        raise ValueError(
+            f"optimizer {type(optimizer).__name__}: {bad[0]} is {bad[1]}, not a finite "
+            "number; give a finite value (e.g. a learning rate such as 5e-5)"
+        )
 
 
 def _first_tensor(structure):
@@ -78,6 +101,7 @@ class UpdateStep:
         Keyword-only: Keras' second positional argument is the loss."""
         self.gradient_accumulation_steps = check_accumulation_steps(gradient_accumulation_steps)
         optimizer = keras.optimizers.get(optimizer)
+        check_finite_hyperparameters(optimizer)
         if computes_in_float16(self) and not isinstance(
             optimizer, keras.optimizers.LossScaleOptimizer
         ):

@@ -18,6 +18,7 @@ from keras_bert.features import ENCODER_INPUTS
 
 # The keys of text inputs given as a dict (a classifier's pair, a span extractor's).
 TEXT_KEYS = ("text", "text_pair", "question", "context")
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _is_series(value: Any) -> bool:
@@ -217,10 +218,11 @@ def check_scores(y: Any, argument: str = "y") -> np.ndarray:
             number = float(value)
         except (TypeError, ValueError):
             number = math.nan
-        if not math.isfinite(number):
+        # Trained in float32: a number past its range would become inf there.
+        if not abs(number) <= _FLOAT32_MAX:
             raise ValueError(
-                f"`{argument}`[{i}] is {value!r}, not a finite number: a regressor "
-                "(num_classes=1) takes scores"
+                f"`{argument}`[{i}] is {value!r}, not a finite float32 number (|y| <= "
+                f"{_FLOAT32_MAX:.4g}): a regressor (num_classes=1) takes scores"
             )
         values.append(number)
     return np.asarray(values, np.float32)

@@ -5,9 +5,17 @@ Elements are dicts keyed by the original BERT feature names (see features.py).
 
 from __future__ import annotations
 
+import os
+import re
+import sys
+from typing import Mapping
+
 import tensorflow as tf
 
 from keras_bert import features
+from keras_bert.errors import UserError
+
+_PARTIAL = re.compile(r"\.partial-\d+(\.[^.]+)?$")
 
 
 def _decode(serialized, spec, source):
@@ -24,6 +32,17 @@ def list_files(file_pattern: str) -> list[str]:
     files = []
     for pattern in str(file_pattern).split(","):
         matched = tf.io.gfile.glob(pattern.strip())
+        # A glob's match may be an unfinished write (`NAME.partial-PID`, see
+        # safe_output.temporary_sibling): never records to train on.
+        partial = [name for name in matched if _PARTIAL.search(os.path.basename(name))]
+        if partial and partial != [pattern.strip()]:
+            matched = [name for name in matched if name not in partial]
+            print(
+                f"warning: {pattern.strip()}: skipping {len(partial)} unfinished write(s) "
+                f"({', '.join(partial[:3])}{' ...' if len(partial) > 3 else ''})",
+                file=sys.stderr,
+                flush=True,
+            )
         if not matched:
             raise FileNotFoundError(f"no files match {pattern.strip()!r}")
         files.extend(matched)
@@ -35,7 +54,6 @@ def check_tfrecord_framing(path: str) -> None:
     per record, no payload read) and raises ValueError naming the file if it
     is truncated or not a TFRecord file. Remote (gs://) files are left to
     `_read_tfrecords`' check at read time."""
-    import os
     import struct
 
     if "://" in path:
@@ -120,6 +138,73 @@ def check_pretraining_records(
     return files
 
 
+# The assertion `_read_tfrecords` fails with: its message names the file.
+CORRUPTED = "corrupted or truncated TFRecord file:"
+
+
+def find_corrupted_record(
+    path: str, compression_type: str | None = None, batch: int = 1024
+) -> tuple[int, str] | None:
+    """(record index, TensorFlow's words) of the first record of `path` that
+    fails to read (a checksum that does not match: a flipped or overwritten
+    byte), or None if every record reads. Reads the file: for the error path
+    only."""
+
+    def records(skip=0):
+        return tf.data.TFRecordDataset(path, compression_type=compression_type).skip(skip)
+
+    good = 0
+    try:
+        for lengths in records().map(tf.strings.length).batch(batch):
+            good += int(lengths.shape[0])
+        return None
+    except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
+        error = e
+    # The bad record is in the batch after `good`: one record at a time there.
+    try:
+        for _ in records(good):
+            good += 1
+    except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
+        error = e
+    # TensorFlow's words ("corrupted record at 273"), without its op names.
+    words = re.sub(r"\{\{.*?\}\}|\[Op:.*", "", str(error.message)).strip()
+    return good, (words.splitlines() or [type(error).__name__])[0].strip()
+
+
+def corrupted_records_error(
+    error: BaseException, sources: Mapping[str, str | None], compression_type: str | None = None
+) -> UserError | None:
+    """A TFRecord read error from inside training (`_read_tfrecords`' failed
+    check, or TensorFlow's DataLossError, which names no file) as one error
+    naming the file, the record and what to do; None for any other error.
+    `sources`: config field -> its file patterns (train_files, eval_files)."""
+    message = str(getattr(error, "message", error))
+    ours = CORRUPTED in message
+    if not (ours or isinstance(error, tf.errors.DataLossError)):
+        return None
+    for field, pattern in sources.items():
+        if not pattern:
+            continue
+        for path in list_files(pattern):
+            if ours and f"[{path}]" not in message:
+                continue
+            found = find_corrupted_record(path, compression_type)
+            if found is None and not ours:
+                continue
+            what = (
+                f"record {found[0]} (counted from 0) fails its checksum, a changed or lost "
+                f"byte (TensorFlow: {found[1]})"
+                if found is not None
+                else "it ends inside a record (truncated)"
+            )
+            return UserError(
+                f"{field}: {path}: corrupted TFRecord file: {what}; the checkpoints written "
+                f"so far are kept. Write the file again (keras-bert create-pretraining-data) "
+                f"or leave it out of {field}, then rerun to resume"
+            )
+    return None
+
+
 def _read_tfrecords(path, size, compression_type):
     """Records of one file; a corrupted or truncated file fails with an error naming it.
 
@@ -141,7 +226,7 @@ def _read_tfrecords(path, size, compression_type):
         )
         check = tf.debugging.Assert(
             tf.logical_or(tf.logical_not(is_end), tf.equal(consumed, size)),
-            ["corrupted or truncated TFRecord file:", path, "read", consumed, "of", size, "bytes"],
+            [CORRUPTED, path, "read", consumed, "of", size, "bytes"],
         )
         with tf.control_dependencies([check]):
             return consumed, (tf.identity(record), is_end)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from keras_bert import text_files
 from keras_bert.pretraining_data.options import (
     BLOCK_CHARS,
     BLOCK_DOCUMENTS,
@@ -29,14 +30,6 @@ class ReadStats:
     empty_files: list = dataclasses.field(default_factory=list)
 
 
-def _open_binary(path):
-    if "://" in path:
-        import tensorflow as tf
-
-        return tf.io.gfile.GFile(path, "rb")
-    return open(path, "rb")
-
-
 def read_documents(files: Iterable[str], stats: ReadStats | None = None) -> Iterator[list[str]]:
     """Yields documents, each a list of sentences (stripped, non-empty lines).
 
@@ -49,7 +42,10 @@ def read_documents(files: Iterable[str], stats: ReadStats | None = None) -> Iter
         stats.files += 1
         has_text = False
         document = []
-        with _open_binary(path) as f:
+        with text_files.open_binary(path) as f:
+            # UTF-16 would come out as NUL-separated letters: refused, naming the file.
+            text_files.check_encoding(f.read(text_files.HEAD_BYTES), path)
+            f.seek(0)
             for line_number, raw in enumerate(f, 1):
                 stats.bytes_read += len(raw)
                 stats.lines += 1
@@ -60,6 +56,8 @@ def read_documents(files: Iterable[str], stats: ReadStats | None = None) -> Iter
                     stats.invalid_utf8_lines += 1
                     if len(stats.invalid_utf8_examples) < 5:
                         stats.invalid_utf8_examples.append(f"{path}:{line_number}")
+                if line_number == 1:
+                    line = text_files.strip_bom(line)
                 line = line.strip()
                 if line:
                     document.append(line)

@@ -72,6 +72,9 @@ def _ignore_interrupts():
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The command's SIGTERM handler (an exception, to unwind the parent) is
+    # inherited by the fork; the pool ends its workers with SIGTERM: they just go.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def start_workers(num_workers: int) -> multiprocessing.pool.Pool:

@@ -19,7 +19,7 @@ import os
 import re
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from keras_bert import safe_output
+from keras_bert import safe_output, text_files
 from keras_bert.progress import Progress
 
 # === Sentence splitting ===
@@ -176,7 +176,11 @@ def wikiextractor_documents(path: str) -> Iterator[list[str]]:
 
     The first line of a `<doc>` block is the article title and is dropped.
     """
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with text_files.open_binary(path) as f:
+        text_files.check_encoding(f.read(text_files.HEAD_BYTES), path)
+    # utf-8-sig: a byte-order mark is dropped; bytes that are not UTF-8 are
+    # replaced, as the original's convert_to_unicode does for a dump.
+    with open(path, encoding="utf-8-sig", errors="replace") as f:
         first = f.readline()
         f.seek(0)
         if first.lstrip().startswith("{"):
@@ -226,15 +230,7 @@ def write_documents(documents: Iterable[Sequence[str]], output_file: str) -> tup
 
 
 def _read_text(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise ValueError(
-            f"{path}, line {line}: not valid UTF-8 (convert the file to UTF-8)"
-        ) from None
+    return text_files.read_text(path)
 
 
 def _input_files(inputs):

@@ -46,7 +46,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_bert import safe_output
+from keras_bert import safe_output, text_files
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -282,15 +282,7 @@ def text_tensor(rows: Sequence[Any]) -> tf.Tensor:
 
 def load_vocabulary(vocab_file: str) -> list[str]:
     """Reads a one-token-per-line vocabulary (local path or gs://)."""
-    if not tf.io.gfile.exists(vocab_file):
-        raise FileNotFoundError(f"vocabulary file not found: {vocab_file}")
-    with tf.io.gfile.GFile(vocab_file, "rb") as f:
-        raw = f.read()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise ValueError(f"{vocab_file}, line {line}: not valid UTF-8") from None
+    text = text_files.read_text(vocab_file, missing="vocabulary file not found")
     vocab = [line.strip() for line in text.split("\n")]
     if vocab and vocab[-1] == "":
         vocab.pop()  # the final newline

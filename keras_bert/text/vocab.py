@@ -20,7 +20,7 @@ from typing import Sequence
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-from keras_bert import safe_output
+from keras_bert import safe_output, text_files
 from keras_bert.progress import Progress
 from keras_bert.text.tokenizer import BasicTokenizer
 
@@ -69,6 +69,8 @@ def _check_text(path, probe=1 << 16):
         raise IsADirectoryError(f"{path} is a directory; give text files (or a glob)")
     with tf.io.gfile.GFile(path, "rb") as f:
         head = f.read(probe)
+    # UTF-16 first: its ASCII letters come with NUL bytes, which are not binary data.
+    text_files.check_encoding(head, path)
     # A stray NUL is text the original's tokenizer drops; many are binary data.
     if head.count(0) > len(head) // 100:
         raise ValueError(
@@ -78,10 +80,7 @@ def _check_text(path, probe=1 << 16):
         head.decode("utf-8")
     except UnicodeDecodeError as e:
         if e.start < len(head) - 3:  # not just a character cut by the probe's end
-            line = head[: e.start].count(b"\n") + 1
-            raise ValueError(
-                f"{path}, line {line}: not valid UTF-8 (binary data? convert text to UTF-8)"
-            ) from None
+            raise text_files.not_utf8(path, head, e) from None
 
 
 def learn_vocabulary(

@@ -12,13 +12,15 @@ run's folder; the others write to a temporary folder they then remove.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import keras
 import tensorflow as tf
 
 from keras_bert import safe_output
-from keras_bert.training import distribute
+from keras_bert.errors import UserError
+from keras_bert.training import distribute, finite_loss
 
 
 def optimizer_step(optimizer: keras.optimizers.Optimizer) -> int:
@@ -69,22 +71,28 @@ class CheckpointWriter:
         max_to_keep: int | None,
         **extra: Any,
     ) -> None:
+        self.model = model
         self.checkpoint = tf.train.Checkpoint(
             model=model, optimizer=optimizer, dropout_seeds=dropout_seed_states(model), **extra
         )
         self.chief = distribute.is_chief(strategy)
         self.directory = directory
-        own_directory = directory
+        self.own_directory = directory
         if not self.chief:
             task = strategy.cluster_resolver.task_id
-            own_directory = os.path.join(os.path.dirname(directory), f".worker_{task}_tmp")
+            self.own_directory = os.path.join(os.path.dirname(directory), f".worker_{task}_tmp")
+        self.max_to_keep = max_to_keep
+        self._make_managers()
+
+    def _make_managers(self):
+        # CheckpointManager reads the `checkpoint` index once, when made.
         self.manager = tf.train.CheckpointManager(
-            self.checkpoint, own_directory, max_to_keep=max_to_keep
+            self.checkpoint, self.own_directory, max_to_keep=self.max_to_keep
         )
         self.chief_manager = (
             self.manager
             if self.chief
-            else tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=None)
+            else tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep=None)
         )
 
     @property
@@ -92,12 +100,84 @@ class CheckpointWriter:
         return self.chief_manager.latest_checkpoint
 
     def restore_latest(self) -> str | None:
-        latest = self.latest
-        if latest:
-            self.checkpoint.restore(latest).assert_existing_objects_matched()
-        return latest
+        """Restores the newest checkpoint that reads whole and returns its path
+        (None: no checkpoint). A newer one that is truncated or has lost a file
+        (a full disk, a copy cut short, a file removed by hand) is skipped with
+        a warning naming it and why; its files are renamed `*.unreadable` and
+        the index no longer lists it, so the run's next save at that step is
+        not mistaken for one already written. No readable checkpoint at all is
+        an error (starting afresh would throw the run away without a word)."""
+        state = tf.train.get_checkpoint_state(self.directory)
+        if state is None or not state.model_checkpoint_path:
+            return None
+        paths = list(state.all_model_checkpoint_paths)
+        if state.model_checkpoint_path not in paths:
+            paths.append(state.model_checkpoint_path)
+        skipped = []
+        for path in sorted(paths, key=_step_of, reverse=True):
+            reason = _unreadable(path)
+            if reason is None:
+                try:
+                    status = self.checkpoint.restore(path)
+                except (tf.errors.OpError, IndexError) as e:
+                    # (A truncated data file: TensorFlow raises IndexError
+                    # "Read less bytes than requested".)
+                    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                    reason = f"cannot be read, truncated or corrupted ({first[:200]})"
+            if reason is not None:
+                print(
+                    f"warning: skipping checkpoint {path}: {reason}; trying the one before",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                skipped.append(path)
+                continue
+            # Another run's checkpoint (other shapes, another model): an error.
+            status.assert_existing_objects_matched()
+            if skipped:
+                self._set_aside(skipped, path)
+                print(
+                    f"resuming from {path}, the newest readable checkpoint "
+                    f"({len(skipped)} newer one(s) skipped)",
+                    flush=True,
+                )
+            return path
+        raise UserError(
+            f"{self.directory}: none of its {len(paths)} checkpoint(s) can be read "
+            f"(newest: {paths[-1] if paths else '?'}); remove the folder (or pass --overwrite) "
+            "to start the run afresh"
+        )
+
+    def _set_aside(self, skipped, restored):
+        """The skipped checkpoints out of the index, their files kept as `*.unreadable`."""
+        if self.chief:
+            for path in skipped:
+                for name in tf.io.gfile.glob(path + ".*"):
+                    if not name.endswith(".unreadable"):
+                        tf.io.gfile.rename(name, name + ".unreadable", overwrite=True)
+            # The index as CheckpointManager writes it (names relative to the
+            # folder, a timestamp per checkpoint, which its max_to_keep needs),
+            # less the skipped ones; written whole.
+            from google.protobuf import text_format
+
+            state = tf.train.get_checkpoint_state(self.directory)
+            paths = list(state.all_model_checkpoint_paths)
+            stamps = list(state.all_model_checkpoint_timestamps)
+            stamps = stamps if len(stamps) == len(paths) else [None] * len(paths)
+            kept = [(os.path.basename(p), t) for p, t in zip(paths, stamps) if p not in skipped]
+            del state.all_model_checkpoint_paths[:]
+            del state.all_model_checkpoint_timestamps[:]
+            state.model_checkpoint_path = os.path.basename(restored)
+            state.all_model_checkpoint_paths.extend(name for name, _ in kept)
+            state.all_model_checkpoint_timestamps.extend(t for _, t in kept if t is not None)
+            safe_output.write_text(
+                os.path.join(self.directory, "checkpoint"), text_format.MessageToString(state)
+            )
+        self._make_managers()
 
     def save(self, step: int) -> str:
+        # Never a checkpoint of nan weights: the last good one stays the latest.
+        finite_loss.check_finite_weights(self.model, step, self.directory)
         # A full disk or a folder turned read-only mid-run: one error naming the
         # folder; the index still names the last complete checkpoint.
         with safe_output.reporting_write_errors(self.manager.directory):
@@ -105,6 +185,28 @@ class CheckpointWriter:
         if not self.chief:
             tf.io.gfile.rmtree(self.manager.directory)
         return path
+
+
+def _step_of(path: str) -> int:
+    try:
+        return int(path.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def _unreadable(path: str) -> str | None:
+    """Why the checkpoint `path` (a prefix) cannot be restored, from its
+    files alone; None if they are all there."""
+    name = os.path.basename(path)
+    if not tf.io.gfile.exists(path + ".index"):
+        return f"its index file {name}.index is missing"
+    data = [n for n in tf.io.gfile.glob(path + ".data-*-of-*") if n[-1].isdigit()]
+    if not data:
+        return f"its data file {name}.data-* is missing"
+    shards = int(data[0].rsplit("-of-", 1)[1])
+    if len(data) < shards:
+        return f"{shards - len(data)} of its {shards} data files are missing"
+    return None
 
 
 def checkpoint_step(directory: str) -> int | None:

@@ -47,7 +47,7 @@ from keras_bert.text.tokenizer import BertTokenizer
 from keras_bert.training import distribute
 from keras_bert.training.checkpointing import write_json
 from keras_bert.training.finetuning_run import FinetuneRun, RunResult, discard_run_state
-from keras_bert.training.recipe_files import read_recipe
+from keras_bert.training.recipe_files import check_finite_fields, read_recipe
 
 TASKS = ("classify", "regress", "tag", "squad", "embed")
 DATA_FORMATS = {
@@ -144,6 +144,7 @@ class FinetuneConfig:
     def __post_init__(self):
         if self.task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
+        check_finite_fields(self, non_negative=("learning_rate", "weight_decay", "clipnorm"))
         for name in (
             "seq_length",
             "batch_size",
@@ -824,6 +825,7 @@ def load_finetuned(model_dir: str) -> tuple[keras.Model, dict[str, Any]]:
     their vocab.txt and finetune_config.json (casing, sequence length)."""
     config_path = os.path.join(model_dir, "finetune_config.json")
     if not os.path.exists(config_path):
+        safe_output.check_not_in_progress(model_dir)
         raise FileNotFoundError(f"{model_dir}: no finetune_config.json (not a finetune output)")
     with open(config_path) as f:
         saved = json.load(f)
@@ -858,6 +860,7 @@ def evaluate(
     if task is not None and task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
     if not os.path.exists(os.path.join(model_dir, "finetune_config.json")):
+        safe_output.check_not_in_progress(model_dir)
         if task == "embed":
             return _evaluate_pretrained_embeddings(model_dir, data, seq_length, overrides)
         raise FileNotFoundError(

@@ -37,6 +37,7 @@ import tensorflow as tf
 from keras_bert.progress import keras_verbose
 from keras_bert.training import distribute, finetuning_data, steps
 from keras_bert.training.checkpointing import CheckpointWriter, optimizer_step, write_json
+from keras_bert.training.finite_loss import StopOnNonFiniteLoss, check_losses
 from keras_bert.training.optimization import create_adamw
 from keras_bert.training.train_log import TrainingLog
 
@@ -269,13 +270,15 @@ class FinetuneRun:
         if self.custom_loop:
             self._custom_loop(dataset, end)
             return
+        # The loss check first: a broken step stops before it is logged or checkpointed.
+        guard = StopOnNonFiniteLoss(self.writer.directory if self.writer else None)
         callback = _StepCallback(self)
         self.model.fit(
             dataset,
             initial_epoch=epoch,
             epochs=self.epochs,
             steps_per_epoch=end - self.step,
-            callbacks=[callback],
+            callbacks=[guard, callback],
             verbose=keras_verbose(self.config.verbose),
             shuffle=False,
         )
@@ -289,7 +292,11 @@ class FinetuneRun:
         while self.step < end:
             chunk = min(end - self.step, self.config.log_every)
             self.run_updates(iterator, tf.constant(chunk))
-            self.after_steps(steps.metric_values(self.model))
+            values = steps.metric_values(self.model)
+            check_losses(
+                values, self.step, self.model.optimizer, self.writer and self.writer.directory
+            )
+            self.after_steps(values)
 
     def after_steps(self, logs: Mapping[str, Any]) -> None:
         """After an update (or a chunk of them): the log and the step checkpoint

@@ -55,8 +55,9 @@ from keras_bert.training.checkpointing import (
     write_json,
 )
 from keras_bert.training.distribute import resolve_jit_compile
+from keras_bert.training.finite_loss import StopOnNonFiniteLoss, check_losses
 from keras_bert.training.optimization import create_optimizer
-from keras_bert.training.recipe_files import read_recipe
+from keras_bert.training.recipe_files import check_finite_fields, read_recipe
 from keras_bert.training.train_log import TrainingLog
 
 
@@ -108,6 +109,7 @@ class PretrainConfig:
     verbose: str | int = "auto"  # Keras progress: "auto", 0, 1 or 2
 
     def __post_init__(self):
+        check_finite_fields(self, non_negative=("learning_rate", "weight_decay", "clipnorm"))
         for name in (
             "seq_length",
             "max_predictions_per_seq",
@@ -330,6 +332,7 @@ class _FitCallback(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         step = optimizer_step(self.model.optimizer)
+        # (StopOnNonFiniteLoss ran first: a non-finite loss never reaches the log.)
         if step % self.log_every == 0 and step != self.log.last_step:
             self.log.write(logs or {}, step)
 
@@ -346,7 +349,11 @@ def _fit(pretrainer, dataset, config, start_step, log, writer):
         initial_epoch=start_step // config.checkpoint_every,
         epochs=config.train_steps // config.checkpoint_every,
         steps_per_epoch=config.checkpoint_every,
-        callbacks=[_FitCallback(log, writer, config.log_every)],
+        # The loss check first: a broken step stops before it is logged or checkpointed.
+        callbacks=[
+            StopOnNonFiniteLoss(writer.directory),
+            _FitCallback(log, writer, config.log_every),
+        ],
         verbose=keras_verbose(config.verbose),
         shuffle=False,
     )
@@ -370,8 +377,10 @@ def _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer)
             run_steps(iterator, tf.constant(chunk))
             done += chunk
             step = optimizer_step(optimizer)
+            values = steps.metric_values(pretrainer, skip=("loss",))
+            check_losses(values, step, optimizer, writer.directory)
             if step % config.log_every == 0 and step != log.last_step:
-                log.write(steps.metric_values(pretrainer, skip=("loss",)), step)
+                log.write(values, step)
         writer.save(optimizer_step(optimizer))
 
 
@@ -454,7 +463,16 @@ def _pretrain_locked(config: PretrainConfig) -> dict[str, float]:
             )
     created = not tf.io.gfile.exists(config.model_dir)
     try:
-        return _pretrain(config, strategy)
+        try:
+            return _pretrain(config, strategy)
+        except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as e:
+            # A record that fails its checksum mid-run: named, file and record.
+            corrupted = inputs.corrupted_records_error(
+                e, {"train_files": config.train_files, "eval_files": config.eval_files}
+            )
+            if corrupted is None:
+                raise
+            raise corrupted from e
     except Exception:
         # A run that fails before its first checkpoint leaves no model_dir of
         # a config file and empty logs that look like a run to resume.

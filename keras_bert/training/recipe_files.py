@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 import types
 import typing
@@ -63,6 +64,20 @@ SHARED_CHOICES = {
 def parse_value(text: str) -> Any:
     """One `--set` value: YAML with booleans only true / false."""
     return yaml.load(text, Loader=_StrictLoader)
+
+
+def check_finite_fields(config: Any, non_negative: Sequence[str] = ()) -> None:
+    """Every number field of a run config (`PretrainConfig`, `FinetuneConfig`,
+    from a recipe or from Python) is finite, and those of `non_negative` are
+    >= 0: a learning rate of nan or inf trains a model of nan weights."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        if not math.isfinite(value):
+            raise ValueError(f"config field {field.name} must be a finite number, got {value!r}")
+        if field.name in non_negative and value < 0:
+            raise ValueError(f"config field {field.name} must be >= 0, got {value!r}")
 
 
 def read_recipe(

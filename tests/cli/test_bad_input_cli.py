@@ -68,6 +68,13 @@ def paths(tmp_path, tiny_vocab_file):
     p["text"] = str(tmp_path / "text.txt")
     (tmp_path / "train.tsv").write_text("text\tlabel\nthe fox\tpos\n \tneg\nthe dog\tneg\n")
     p["empty_cells"] = str(tmp_path / "train.tsv")
+    # Tables in the encodings Windows tools write.
+    table = "text\tlabel\nthe fox\tpos\nthe café\tneg\n"
+    (tmp_path / "utf16.tsv").write_bytes(table.encode("utf-16"))
+    (tmp_path / "latin1.tsv").write_bytes(table.encode("latin-1"))
+    (tmp_path / "huge.tsv").write_text("text\tlabel\nthe fox\t0.5\nthe dog\t1e39\n")
+    for name in ("utf16", "latin1", "huge"):
+        p[name] = str(tmp_path / f"{name}.tsv")
     # A HuggingFace folder whose config.json was cut short.
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "config.json").write_text('{"hidden_size": 16, "num_hid')
@@ -85,7 +92,13 @@ def paths(tmp_path, tiny_vocab_file):
     data = (tmp_path / "good.tfrecord").read_bytes()
     (tmp_path / "truncated.tfrecord").write_bytes(data[: len(data) - 10])
     (tmp_path / "random.tfrecord").write_bytes(np.random.default_rng(1).bytes(3000))
-    for name in ("long", "none", "predictions", "good", "truncated", "random"):
+    # One byte changed inside the second record's payload: the framing is intact,
+    # the record's checksum is not.
+    flipped = bytearray(data)
+    second = 16 + int.from_bytes(data[:8], "little")
+    flipped[second + 12 + int.from_bytes(data[second : second + 8], "little") // 2] ^= 0xFF
+    (tmp_path / "flipped.tfrecord").write_bytes(bytes(flipped))
+    for name in ("long", "none", "predictions", "good", "truncated", "random", "flipped"):
         p[name] = str(tmp_path / f"{name}.tfrecord")
     (tmp_path / "bert_config.json").write_text(json.dumps(TINY_MODEL))
     recipe = dict(
@@ -142,6 +155,42 @@ BAD_INPUTS = [
         "finetune, empty text cell",
         FINETUNE,
         r"train.tsv, line 3: empty text in column 'text'; fill it in or remove the row",
+        ["{tmp}/out"],
+    ),
+    (
+        "finetune --learning-rate nan",
+        FINETUNE + ["--learning-rate", "nan"],
+        r"argument --learning-rate: must be a finite number, got nan",
+        ["{tmp}/out"],
+    ),
+    (
+        "finetune, learning_rate inf in --set",
+        FINETUNE + ["--set", "learning_rate=inf"],
+        r"config field learning_rate must be a finite number, got inf",
+        ["{tmp}/out"],
+    ),
+    (
+        "finetune, weight_decay nan in --set",
+        FINETUNE + ["--set", "weight_decay=nan"],
+        r"config field weight_decay must be a finite number, got nan",
+        ["{tmp}/out"],
+    ),
+    (
+        "finetune, a UTF-16 table",
+        FINETUNE[:4] + ["{utf16}"] + FINETUNE[5:],
+        r"utf16.tsv: UTF-16 text, not UTF-8; save it as UTF-8 \(e.g. iconv -f UTF-16 -t UTF-8",
+        ["{tmp}/out"],
+    ),
+    (
+        "finetune, a Latin-1 table",
+        FINETUNE[:4] + ["{latin1}"] + FINETUNE[5:],
+        r"latin1.tsv, line 3: not valid UTF-8 \(byte 0xe9: Latin-1 / Windows-1252 text",
+        ["{tmp}/out"],
+    ),
+    (
+        "finetune --task regress, a label beyond float32",
+        ["finetune", "--task", "regress", "--train", "{huge}"] + FINETUNE[5:],
+        r"huge.tsv, line 3: label '1e39' is not a finite float32 number",
         ["{tmp}/out"],
     ),
     (
@@ -205,7 +254,8 @@ BAD_INPUTS = [
     (
         "vocab on binary input",
         ["vocab", "--input", "{binary}", "--vocab-size", "300", "--output", "{tmp}/v.txt"],
-        r"binary.bin, line 2: not valid UTF-8 \(binary data\? convert text to UTF-8\)",
+        r"binary.bin, line 2: not valid UTF-8 \(byte 0x80: Latin-1 / Windows-1252 text, or "
+        r"binary data\? convert the text to UTF-8",
         ["{tmp}/v.txt"],
     ),
     (
@@ -213,6 +263,29 @@ BAD_INPUTS = [
         ["vocab", "--input", "{zeros}", "--vocab-size", "300", "--output", "{tmp}/v.txt"],
         r"zeros.bin: binary data \(4096 NUL bytes in the first 4096\), not text",
         ["{tmp}/v.txt"],
+    ),
+    (
+        "vocab on UTF-16 text",
+        ["vocab", "--input", "{utf16}", "--vocab-size", "300", "--output", "{tmp}/v.txt"],
+        r"utf16.tsv: UTF-16 text, not UTF-8; save it as UTF-8",
+        ["{tmp}/v.txt"],
+    ),
+    (
+        "create-pretraining-data on UTF-16 text",
+        [
+            "create-pretraining-data",
+            "--input-file",
+            "{utf16}",
+            "--output-file",
+            "{tmp}/r.tfrecord",
+            "--vocab-file",
+            "{vocab}",
+            "--num-workers",
+            "1",
+            "--quiet",
+        ],
+        r"utf16.tsv: UTF-16 text, not UTF-8; save it as UTF-8",
+        ["{tmp}/r.tfrecord"],
     ),
     (
         "prepare-corpus on an empty file",
@@ -283,6 +356,19 @@ BAD_INPUTS = [
         PRETRAIN + ["train_files={truncated}"],
         r"truncated.tfrecord: corrupted or truncated TFRecord file \(the record at byte \d+ runs "
         r"past the file's \d+ bytes\)",
+        ["{tmp}/run"],
+    ),
+    (
+        "pretrain, learning_rate nan",
+        PRETRAIN + ["train_files={good}", "--set", "learning_rate=nan"],
+        r"config field learning_rate must be a finite number, got nan",
+        ["{tmp}/run"],
+    ),
+    (
+        "pretrain, a changed byte inside a record",
+        PRETRAIN + ["train_files={flipped}"],
+        r"train_files: .*flipped.tfrecord: corrupted TFRecord file: record 1 \(counted from 0\) "
+        r"fails its checksum.*; the checkpoints written so far are kept",
         ["{tmp}/run"],
     ),
     (
@@ -469,3 +555,161 @@ def test_a_torn_last_log_line_does_not_block_resume(paths, tmp_path, capsys):
     resumed = log.read_text().splitlines()
     assert [json.loads(r)["step"] for r in resumed] == [1, 2, 3, 4]
     assert resumed[:2] == records[:2]
+
+
+# === Runs that go wrong midway ===
+
+
+def one_error_line(code, err):
+    lines = [line for line in err.splitlines() if "error" in line]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_pretraining_whose_loss_turns_nan_stops_and_keeps_the_last_good_checkpoint(
+    paths, tmp_path, capsys
+):
+    run = ["pretrain", "--config", paths["recipe"], "--set", f"train_files={paths['good']}"]
+    # A learning rate of 1e9 is finite: the loss, not the config, shows it.
+    argv = run + ["--set", "learning_rate=1e9", "--set", "train_steps=20"]
+    line = one_error_line(*run_cli(argv, capsys))
+    found = re.search(
+        r"error: step (\d+): the training (\w+) is (nan|inf|-inf) \(not a finite number\), "
+        r"so training stopped at learning rate [\d.e+]+; the last checkpoint, (\S+), is kept",
+        line,
+    )
+    assert found, line
+    step, kept = int(found.group(1)), found.group(4)
+    # The newest checkpoint, of a step before the broken one.
+    assert tf.train.latest_checkpoint(str(tmp_path / "run" / "checkpoints")) == kept
+    assert int(kept.rsplit("-", 1)[1]) < step
+    weights = tf.train.load_checkpoint(kept)
+    for name in weights.get_variable_to_shape_map():
+        value = weights.get_tensor(name)
+        if np.issubdtype(np.asarray(value).dtype, np.floating):
+            assert np.isfinite(value).all(), name
+    assert not (tmp_path / "run" / "export").exists()
+    assert not (tmp_path / "run" / "eval_results.json").exists()
+
+
+def test_finetuning_whose_loss_turns_nan_stops_with_one_line(paths, tmp_path, capsys):
+    (tmp_path / "good.tsv").write_text(
+        "text\tlabel\nthe fox\tpos\nthe dog\tneg\na lazy fox\tpos\nthe brown dog\tneg\n"
+    )
+    argv = (
+        ["finetune", "--task", "classify", "--train", str(tmp_path / "good.tsv")]
+        + ["--output-dir", str(tmp_path / "model"), "--vocab-file", paths["vocab"]]
+        + ["--seq-length", "8", "--batch-size", "2", "--epochs", "10", "--no-tensorboard"]
+        + ["--learning-rate", "1e9", "--set", "clipnorm=null"]
+    )
+    line = one_error_line(*run_cli(argv, capsys))
+    assert re.search(r"error: step \d+: the training loss is (nan|inf)", line), line
+    assert not (tmp_path / "model" / "model.keras").exists()
+
+
+def test_a_task_model_refuses_a_non_finite_optimizer_setting():
+    import keras
+
+    from keras_bert import BertEncoder
+    from keras_bert.models.classifier import BertClassifier
+    from keras_bert.training.optimization import create_adamw
+
+    from harness import tiny_config
+
+    model = BertClassifier(BertEncoder(tiny_config()), num_classes=2)
+    with pytest.raises(ValueError, match=r"optimizer Adam: learning_rate is nan, not a finite"):
+        model.compile(optimizer=keras.optimizers.Adam(float("nan")))
+    schedule = create_adamw(float("inf"), 10, 1, weight_decay=0.01, clipnorm=1.0)
+    with pytest.raises(ValueError, match=r"learning_rate.peak_learning_rate is inf"):
+        model.compile(optimizer=schedule)
+    model.compile(optimizer=keras.optimizers.Adam(5e-5))  # a finite one is fine
+
+
+def test_pretraining_resumes_from_the_newest_readable_checkpoint(paths, tmp_path, capsys):
+    run = ["pretrain", "--config", paths["recipe"], "--set", f"train_files={paths['good']}"]
+    run += ["--set", "train_steps=8"]
+    assert cli.main(run) == 0
+    checkpoints = tmp_path / "run" / "checkpoints"
+    results = tmp_path / "run" / "eval_results.json"
+    # The newest checkpoint cut short (a full disk, a copy cut off), the run not finished.
+    data = checkpoints / "ckpt-8.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[:100])
+    results.unlink()
+    capsys.readouterr()
+    assert cli.main(run) == 0
+    out, err = capsys.readouterr()
+    assert (
+        f"warning: skipping checkpoint {checkpoints / 'ckpt-8'}: cannot be read, truncated or "
+        "corrupted (Read less bytes than requested); trying the one before" in err
+    ), err
+    assert f"resuming from {checkpoints / 'ckpt-6'} at step 6" in out
+    assert json.loads(results.read_text())["step"] == 8
+    assert (checkpoints / "ckpt-8.data-00000-of-00001.unreadable").exists()
+    assert tf.train.load_checkpoint(str(checkpoints / "ckpt-8")) is not None  # written anew
+    # The newest index file removed by hand.
+    (checkpoints / "ckpt-8.index").unlink()
+    results.unlink()
+    assert cli.main(run) == 0
+    out, err = capsys.readouterr()
+    assert (
+        f"skipping checkpoint {checkpoints / 'ckpt-8'}: its index file ckpt-8.index is missing"
+        in err
+    )
+    assert f"resuming from {checkpoints / 'ckpt-6'} at step 6" in out
+    # No checkpoint readable: an error, not a silent fresh start.
+    for index in checkpoints.glob("ckpt-*.index"):
+        index.unlink()
+    results.unlink()
+    line = one_error_line(*run_cli(run, capsys))
+    assert re.search(r"checkpoints: none of its \d+ checkpoint\(s\) can be read", line), line
+
+
+def test_running_out_of_memory_is_one_line_with_advice(paths, tmp_path, capsys, monkeypatch):
+    from keras_bert.datasets import readers
+
+    def allocate(*args, **kwargs):
+        raise MemoryError(
+            "Unable to allocate 12.0 GiB for an array with shape (100000, 32768) and data type "
+            "float32"
+        )
+
+    monkeypatch.setattr(readers, "read_texts_and_labels", allocate)
+    line = one_error_line(*run_cli([a.format(**paths) for a in FINETUNE], capsys))
+    assert line == (
+        "keras-bert finetune: error: out of memory (Unable to allocate 12.0 GiB for an array "
+        "with shape (100000, 32768) and data type float32): lower the batch size "
+        "(--batch-size, or batch_size in a recipe; gradient_accumulation_steps keeps the "
+        "effective batch) or the sequence length (--seq-length / seq_length), or free memory"
+    )
+    assert not os.path.exists(os.path.join(paths["tmp"], "out"))
+
+
+def test_byte_order_marks_are_not_part_of_the_text(paths, tmp_path, capsys):
+    """A table and a vocabulary saved "UTF-8 with BOM" (Windows editors,
+    Excel's CSV UTF-8) read as without it: the header is `label`, the
+    vocabulary's first token `[PAD]`."""
+    bom = "\ufeff"
+    (tmp_path / "train.tsv").write_text(
+        bom + "label\ttext\npos\tthe fox\nneg\tthe dog\npos\ta lazy fox\nneg\tthe brown dog\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "dev.jsonl").write_text(
+        bom + '{"text": "the fox", "label": "pos"}\n{"text": "the dog", "label": "neg"}\n',
+        encoding="utf-8",
+    )
+    with open(paths["vocab"], encoding="utf-8") as f:
+        vocab = f.read()
+    (tmp_path / "bom_vocab.txt").write_text(bom + vocab, encoding="utf-8")
+    argv = (
+        ["finetune", "--task", "classify", "--train", str(tmp_path / "train.tsv")]
+        + ["--dev", str(tmp_path / "dev.jsonl"), "--output-dir", str(tmp_path / "model")]
+        + ["--vocab-file", str(tmp_path / "bom_vocab.txt"), "--seq-length", "8"]
+        + ["--batch-size", "2", "--epochs", "1", "--no-tensorboard"]
+    )
+    code, err = run_cli(argv, capsys)
+    assert code == 0, err
+    saved = json.loads((tmp_path / "model" / "finetune_config.json").read_text())
+    assert saved["label_names"] == ["neg", "pos"]
+    from keras_bert.text.tokenizer import load_vocabulary
+
+    assert load_vocabulary(str(tmp_path / "bom_vocab.txt")) == vocab.splitlines()

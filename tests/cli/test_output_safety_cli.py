@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -319,3 +320,90 @@ def test_finetune_may_not_write_over_its_own_initial_checkpoint(tmp_path):
     )
     assert f"is the input {tmp_path / 'model.keras'}" in line
     assert (tmp_path / "model.keras").read_bytes() == b"the encoder"
+
+
+# === Runs in progress, killed runs ===
+
+
+def test_reading_a_folder_that_a_run_is_writing_says_so(tmp_path, capsys):
+    """export / evaluate / predict of a finetune output still being written
+    (a running process holds OUT.lock; OUT has checkpoints, no model yet): the
+    run is named instead of "not a checkpoint folder"."""
+    output = tmp_path / "out"
+    (output / "checkpoints").mkdir(parents=True)
+    (tmp_path / "dev.tsv").write_text("text\tlabel\nthe fox\tpos\n")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(output)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        for argv in (
+            ["export", "--model-dir", output, "--output", tmp_path / "export" / "1"],
+            ["evaluate", "--model-dir", output, "--data", tmp_path / "dev.tsv"],
+            ["predict", "--model-dir", output, "--input", tmp_path / "dev.tsv"]
+            + ["--output", tmp_path / "answers.jsonl"],
+            ["encode", "a fox", "--init-checkpoint", output],
+        ):
+            code = commands.main([str(a) for a in argv])
+            err = capsys.readouterr().err.strip()
+            assert code == 2 and len(err.splitlines()) == 1, err
+            assert (
+                f"error: {output}: a run is in progress there (process {holder.pid} on "
+                f"{socket.gethostname()} since " in err
+            ), err
+            assert "wait for it to finish" in err
+    finally:
+        holder.communicate("done\n")
+    assert not (tmp_path / "export").exists() and not (tmp_path / "answers.jsonl").exists()
+    # The run gone: the folder is what it is.
+    code = commands.main(["export", "--model-dir", str(output), "--output", str(tmp_path / "e/1")])
+    assert code == 2 and "not a checkpoint folder" in capsys.readouterr().err
+
+
+def test_a_terminated_command_leaves_no_partial_file_or_lock(tmp_path, tiny_vocab_file):
+    """SIGTERM (kill, a batch system's time limit) unwinds like Ctrl-C: the
+    partial shard and the lock are removed, exit 143. The input is a FIFO
+    nobody writes, so the command is reliably mid-run when the signal comes."""
+    corpus = tmp_path / "corpus.txt"
+    os.mkfifo(corpus)
+    # A partial file of a process killed with SIGKILL (which nothing can catch).
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stale = tmp_path / f"out.tfrecord.partial-{gone.pid}"
+    stale.write_bytes(b"")
+    command = subprocess.Popen(
+        [sys.executable, "-m", "keras_bert.cli", "create-pretraining-data"]
+        + ["--input-file", str(corpus), "--output-file", str(tmp_path / "out.tfrecord")]
+        + ["--vocab-file", tiny_vocab_file, "--num-workers", "1", "--max-seq-length", "16"]
+        + ["--max-predictions-per-seq", "2"],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env=ENV,
+    )
+    own = tmp_path / f"out.tfrecord.partial-{command.pid}"
+    while not own.exists():  # the shard's writer is open: it now waits for the FIFO
+        assert command.poll() is None, command.stderr.read()
+    # A rerun's writer removes the partial files of processes that are gone.
+    assert not stale.exists()
+    command.send_signal(signal.SIGTERM)
+    err = command.communicate()[1]
+    assert command.returncode == 143, err
+    assert err.strip().endswith("keras-bert create-pretraining-data: terminated"), err
+    assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "vocab.txt"]
+
+
+def test_unfinished_shards_are_not_read_as_records(tmp_path, capsys):
+    from keras_bert.pretraining_data import inputs
+
+    (tmp_path / "shard-00000-of-00002").write_bytes(b"records")
+    (tmp_path / "shard-00001-of-00002.partial-4242").write_bytes(b"")
+    assert inputs.list_files(str(tmp_path / "shard-*")) == [str(tmp_path / "shard-00000-of-00002")]
+    assert (
+        "skipping 1 unfinished write(s) "
+        f"({tmp_path / 'shard-00001-of-00002.partial-4242'})" in capsys.readouterr().err
+    )

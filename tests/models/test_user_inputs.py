@@ -110,8 +110,11 @@ def test_a_vocabulary_that_does_not_fit_the_embedding_is_refused():
 
 
 def test_regression_scores_must_be_numbers():
-    with pytest.raises(ValueError, match=r"`y`\[1\] is 'high', not a finite number"):
+    with pytest.raises(ValueError, match=r"`y`\[1\] is 'high', not a finite float32 number"):
         user_inputs.check_scores([0.5, "high"])
+    # Finite in Python, inf in float32 (whose largest is 3.4028235e38).
+    with pytest.raises(ValueError, match=r"`y`\[2\] is 1e\+39, not a finite float32 number"):
+        user_inputs.check_scores([0.5, 3.4e38, 1e39])
     np.testing.assert_array_equal(user_inputs.check_scores([1, "2.5"]), [1.0, 2.5])
 
 
