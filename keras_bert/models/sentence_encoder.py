@@ -55,7 +55,9 @@ class BertSentenceEncoder(TextTask, keras.Model):
       pooling: one pooling mode or several (concatenated): "cls", "max",
         "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken".
       dense: Dense layers after the pooling, each {"units", "activation",
-        "use_bias"} (sentence-transformers' Dense modules).
+        "use_bias"[, "residual"]} (sentence-transformers' Dense modules;
+        `residual`, its use_residual: the layer's input added to its output,
+        through a bias-free projection `dense_{i}_residual` where the sizes differ).
       normalize: L2-normalise the embeddings (the Normalize module).
       lowercase_text: lowercase the text before the tokenizer
         (sentence_bert_config.json's do_lower_case; a no-op for an uncased
@@ -99,6 +101,18 @@ class BertSentenceEncoder(TextTask, keras.Model):
             )
             for i, layer in enumerate(dense)
         ]
+        # use_residual: the input added, projected (no bias) where the sizes differ.
+        sizes = [len(pooling) * encoder.config.hidden_size] + [layer["units"] for layer in dense]
+        residual_projections = [
+            keras.layers.Dense(layer["units"], use_bias=False, name=f"dense_{i}_residual")
+            if layer.get("residual") and sizes[i] != layer["units"]
+            else None
+            for i, layer in enumerate(dense)
+        ]
+        residual_sums = [
+            keras.layers.Add(name=f"dense_{i}_plus_input") if layer.get("residual") else None
+            for i, layer in enumerate(dense)
+        ]
         # Float32 out under mixed precision: cosines of float16 vectors lose
         # the digits that rank near neighbours.
         to_float32 = keras.layers.Activation("linear", dtype="float32", name="embedding")
@@ -108,8 +122,11 @@ class BertSentenceEncoder(TextTask, keras.Model):
         inputs = encoder_inputs()
         sequence = encoder(inputs)["sequence_output"]  # (B, T, H)
         embedding = pool(sequence, inputs["input_mask"])  # (B, M*H)
-        for layer in dense_layers:
-            embedding = layer(embedding)  # (B, D)
+        for layer, projection, plus in zip(dense_layers, residual_projections, residual_sums):
+            output = layer(embedding)  # (B, D)
+            if plus is not None:
+                output = plus([output, embedding if projection is None else projection(embedding)])
+            embedding = output
         embedding = to_float32(embedding)
         if normalize_layer is not None:
             embedding = normalize_layer(embedding)
@@ -123,6 +140,7 @@ class BertSentenceEncoder(TextTask, keras.Model):
         self.lowercase_text = bool(lowercase_text)
         self.preprocessor = preprocessor
         self.dense_layers = dense_layers
+        self.residual_projections = residual_projections  # per Dense: a layer or None
         self.contrastive_loss = contrastive.MultipleNegativesRankingLoss()
         self.loss_tracker = keras.metrics.Mean(name="loss")
 
@@ -197,16 +215,21 @@ class BertSentenceEncoder(TextTask, keras.Model):
                     "units": int(module.kernel.shape[1]),
                     "activation": module.activation,
                     "use_bias": module.bias is not None,
+                    **({"residual": True} if module.residual else {}),
                 }
                 for module in folder.dense
             ],
         }
         model = cls(encoder, preprocessor=preprocessor, **{**settings, **model_kwargs})
         if "dense" not in model_kwargs:
-            for layer, module in zip(model.dense_layers, folder.dense):
+            for layer, projection, module in zip(
+                model.dense_layers, model.residual_projections, folder.dense
+            ):
                 layer.set_weights(
                     [module.kernel] + ([module.bias] if module.bias is not None else [])
                 )
+                if projection is not None:
+                    projection.set_weights([module.residual_kernel])
         return model
 
     # === Text in ===
@@ -495,16 +518,20 @@ def cosine_similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _dense_settings(layer: Mapping[str, Any], index: int) -> dict:
-    unknown = sorted(set(layer) - {"units", "activation", "use_bias"})
+    unknown = sorted(set(layer) - {"units", "activation", "use_bias", "residual"})
     if "units" not in layer or unknown:
         raise ValueError(
-            f"dense[{index}]: give {{'units', 'activation', 'use_bias'}}; got {sorted(layer)}"
+            f"dense[{index}]: give {{'units', 'activation', 'use_bias'[, 'residual']}}; "
+            f"got {sorted(layer)}"
         )
-    return {
+    settings = {
         "units": int(layer["units"]),
         "activation": layer.get("activation"),
         "use_bias": bool(layer.get("use_bias", True)),
     }
+    if layer.get("residual"):  # written only when on: earlier configs stay as they were
+        settings["residual"] = True
+    return settings
 
 
 def _is_texts(x: Any) -> bool:
