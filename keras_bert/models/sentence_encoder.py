@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from typing import Any, Mapping, Sequence
 
 import keras
@@ -281,7 +282,34 @@ class BertSentenceEncoder(TextTask, keras.Model):
                     sample_weight,
                 )
             return x, y, sample_weight
+        columns = text_columns(x)
+        if columns is not None and not self.contrastive_loss.needs_scores:
+            self._warn_about_repeated_positives(columns)
         return super().features_for_training(x, y, sample_weight)
+
+    def _warn_about_repeated_positives(self, columns: list) -> None:
+        """Warns (once per model) when rows share a positive: in one batch,
+        in-batch negatives make each the other's negative, equal to its own
+        positive (a false negative the loss pushes away)."""
+        if getattr(self, "_warned_about_repeats", False):
+            return
+        positives = [_text_key(text) for text in columns[1]]
+        repeated = len(positives) - len(set(positives))
+        if not repeated:
+            return
+        pairs = list(zip((_text_key(text) for text in columns[0]), positives))
+        whole = len(pairs) - len(set(pairs))
+        self._warned_about_repeats = True
+        warnings.warn(
+            f"{repeated} of {len(positives)} rows repeat another row's positive text "
+            f"({whole} of them the whole (anchor, positive) pair): where two such rows "
+            "share a batch, MultipleNegativesRankingLoss takes each one's positive as a "
+            "negative of the other's anchor (a false negative). Remove the duplicates, "
+            "or keep them in different batches (sentence-transformers' "
+            "NoDuplicatesBatchSampler)",
+            UserWarning,
+            stacklevel=4,
+        )
 
     def validation_features(self, validation_data: Any) -> Any:
         """`validation_data` as users pass it: text columns `(anchors,
@@ -444,7 +472,10 @@ class BertSentenceEncoder(TextTask, keras.Model):
         """Texts -> embeddings (N, D) float32, as `predict`, in batches of texts
         of similar lengths (longest first, as sentence-transformers' `encode`
         orders them): each batch is cut to its longest row, so short texts do
-        not pay for long ones. Returned in the texts' order."""
+        not pay for long ones. Returned in the texts' order; no texts give
+        an empty (0, D) array, as sentence-transformers' `encode([])`."""
+        if _no_texts(texts):
+            return np.zeros((0, self.output_shape[-1]), np.float32)
         features = self.encode_text(texts)[0]
         lengths = features["input_mask"].sum(axis=1)
         order = np.argsort(-lengths, kind="stable")
@@ -532,6 +563,19 @@ def _dense_settings(layer: Mapping[str, Any], index: int) -> dict:
     if layer.get("residual"):  # written only when on: earlier configs stay as they were
         settings["residual"] = True
     return settings
+
+
+def _text_key(text: Any) -> Any:
+    return text.decode("utf-8") if isinstance(text, bytes) else text
+
+
+def _no_texts(x: Any) -> bool:
+    """An empty list, tuple, array or Series of texts (not an empty dict or string)."""
+    if isinstance(x, (list, tuple)):
+        return len(x) == 0
+    if isinstance(x, np.ndarray):
+        return x.ndim == 1 and x.size == 0
+    return type(x).__name__ == "Series" and len(x) == 0
 
 
 def _is_texts(x: Any) -> bool:
