@@ -173,6 +173,7 @@ class BertSentenceEncoder(TextTask, keras.Model):
         pooling (as sentence-transformers gives it), a `.keras` file of this
         model comes back whole. `model_kwargs` override the folder's settings
         (`pooling=`, `normalize=`)."""
+        cls.check_pretrained_keywords(model_kwargs)
         if not isinstance(path, PretrainedSource):
             path = _local_path(path)
         if isinstance(path, PretrainedSource) or not is_sentence_transformer(path):
