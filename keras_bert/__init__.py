@@ -10,9 +10,42 @@ tokenizer) should not pay. `keras_bert.checkpoints`, `keras_bert.export`,
 
 import importlib
 import os
+import sys
 
-# Keras 3 must run on TensorFlow: the tokenizer, tf.data and tf.distribute are TF.
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# Keras 3 must run on TensorFlow: the tokenizer (tensorflow-text) runs inside
+# the TensorFlow graph, and tf.data and tf.distribute are TF. An empty
+# KERAS_BACKEND is no choice (Keras then reads keras.json).
+if not os.environ.get("KERAS_BACKEND"):
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+
+
+def _check_keras_backend() -> None:
+    """Refuses another Keras backend now, naming it, rather than building
+    models that half work on it. Keras, once imported, reports its backend
+    (from KERAS_BACKEND, else keras.json); before, KERAS_BACKEND decides."""
+    keras = sys.modules.get("keras")
+    backend = getattr(getattr(keras, "backend", None), "backend", None)
+    if callable(backend):
+        found = backend()
+        where = (
+            "Keras is already imported with the {!r} backend (from KERAS_BACKEND, "
+            'else the "backend" of keras.json in $KERAS_HOME or ~/.keras)'
+        )
+        fix = "import keras_bert before keras, or set KERAS_BACKEND=tensorflow"
+    else:
+        found = os.environ["KERAS_BACKEND"]
+        where = "KERAS_BACKEND={} selects another backend"
+        fix = "set KERAS_BACKEND=tensorflow (or unset it)"
+    if found != "tensorflow":
+        raise ImportError(
+            "keras_bert needs Keras' TensorFlow backend (its tokenizer, tensorflow-text, "
+            f"runs inside the TensorFlow graph), but {where.format(found)}: {fix} before "
+            "Python imports keras_bert, e.g. `KERAS_BACKEND=tensorflow python ...`"
+        )
+
+
+_check_keras_backend()
+
 # TensorFlow's C++ start-up chatter (no CUDA here, CPU features) hides real output;
 # KERAS_BERT_VERBOSE=1 (or a command's --verbose) keeps it.
 _VERBOSE = os.environ.get("KERAS_BERT_VERBOSE", "").lower() in ("1", "true", "yes")

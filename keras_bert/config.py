@@ -2,7 +2,16 @@
 
 Field names are exactly those of google-research/bert, so Google's config files
 load unchanged. HuggingFace `config.json` files are read too (same field names,
-plus a few extra keys that are ignored).
+plus a few extra keys, `keras_bert.checkpoints.load.read_huggingface_config`).
+
+One name means two functions: google-research/bert's modeling.py computes
+"gelu" with the tanh approximation, HuggingFace (and Keras) the exact erf form.
+In memory and in HuggingFace's `config.json`, "gelu" is the exact form and
+"gelu_approximate" the tanh one; in a `bert_config.json`, the original's file,
+"gelu" is the original's tanh form unless the file says `"exact_gelu": true`,
+which keras_bert writes for an exact-GELU model (the original code ignores the
+field and runs its tanh form, within about 1e-3), so its own files read back
+as they were trained.
 """
 
 from __future__ import annotations
@@ -20,12 +29,13 @@ ACTIVATIONS = ("gelu", "gelu_approximate", "relu", "silu", "tanh")
 ATTENTIONS = ("bidirectional", "left_to_right")
 
 # HuggingFace and the original code use other spellings for the same functions.
-# The original BERT's "gelu" is the tanh approximation; HuggingFace "gelu" is exact.
 _ACTIVATION_SPELLINGS = {
     "gelu_new": "gelu_approximate",
     "gelu_pytorch_tanh": "gelu_approximate",
     "swish": "silu",
 }
+# In a bert_config.json: this field true means its "gelu" is the exact form.
+EXACT_GELU_FIELD = "exact_gelu"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +105,8 @@ class BertConfig:
     # === JSON ===
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields; `attention` only when not bidirectional, so a config
-        written here is the original `bert_config.json` the original code reads."""
+        """The fields ("gelu" the exact GELU); `attention` only when not
+        bidirectional. `to_json_file` writes them as the original's file."""
         values = dataclasses.asdict(self)
         if values["attention"] == "bidirectional":
             del values["attention"]
@@ -124,17 +134,41 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> BertConfig:
-        """Reads an original `bert_config.json` or a HuggingFace `config.json`."""
+        """Reads an original `bert_config.json` (its "gelu" the original's tanh
+        form, unless `"exact_gelu": true`) or a HuggingFace `config.json` (named
+        so, or with HuggingFace's `model_type`: its "gelu" the exact form)."""
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
         try:
             values = json.loads(text_files.read_text(path, missing="BERT config file not found"))
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON ({e})") from None
-        return cls.from_dict(values, source=path)
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}")
+        if os.path.basename(path) == "config.json" or "model_type" in values:
+            return cls.from_dict(values, source=path)
+        return cls.from_dict(original_activation(values), source=path)
 
     def to_json_file(self, path: str | os.PathLike) -> None:
-        safe_output.write_json(os.fspath(path), self.to_dict(), sort_keys=True)
+        """Writes the original `bert_config.json`: the exact GELU as "gelu" with
+        `"exact_gelu": true`, the tanh form as the original's "gelu"."""
+        values = self.to_dict()
+        if values["hidden_act"] == "gelu":
+            values[EXACT_GELU_FIELD] = True
+        elif values["hidden_act"] == "gelu_approximate":
+            values["hidden_act"] = "gelu"
+        safe_output.write_json(os.fspath(path), values, sort_keys=True)
+
+
+def original_activation(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A bert_config.json's fields with its "gelu" named as BertConfig names
+    the function the original computes: the tanh form ("gelu_approximate"),
+    unless the file marks the exact one (`"exact_gelu": true`, written by
+    `BertConfig.to_json_file`)."""
+    values = dict(values)
+    if values.get("hidden_act") == "gelu" and values.get(EXACT_GELU_FIELD) is not True:
+        values["hidden_act"] = "gelu_approximate"
+    return values
 
 
 def _sized(layers, hidden):

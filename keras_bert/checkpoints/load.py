@@ -209,15 +209,36 @@ def _hf_to_canonical(name, value):
     return canonical, value
 
 
+# HuggingFace BertConfig fields that change what the model computes, with the
+# one value keras_bert's encoder computes (BERT's): another value is refused,
+# never converted as if it were this one.
+HF_FIXED_FIELDS = {
+    "position_embedding_type": "absolute",  # relative_key(_query): learned relative distances
+    "layer_norm_eps": 1e-12,
+    "is_decoder": False,  # causal self-attention
+    "add_cross_attention": False,
+}
+
+
 def read_huggingface_config(model_dir: str) -> BertConfig:
-    """The BertConfig of a HuggingFace BERT folder's `config.json`."""
+    """The BertConfig of a HuggingFace BERT folder's `config.json`; a field
+    of `HF_FIXED_FIELDS` at another value is refused, naming it."""
     config_path = os.path.join(model_dir, "config.json")
     if not os.path.exists(config_path):
         raise FileNotFoundError(f"HuggingFace BERT folder {model_dir} lacks config.json")
     hf_config = read_json(config_path)
+    if not isinstance(hf_config, dict):
+        raise ValueError(f"{config_path}: expected a JSON object, got {type(hf_config).__name__}")
     model_type = hf_config.get("model_type", "bert")
     if model_type != "bert":
         raise ValueError(f"{config_path}: model_type is {model_type!r}, not 'bert'")
+    for field, value in HF_FIXED_FIELDS.items():
+        if field in hf_config and hf_config[field] != value:
+            raise ValueError(
+                f"{config_path}: {field} is {hf_config[field]!r}; keras_bert's BERT "
+                f"computes only {field} {value!r} (the original BERT's), so this "
+                "checkpoint cannot be converted"
+            )
     return BertConfig.from_dict(hf_config, source=config_path)
 
 

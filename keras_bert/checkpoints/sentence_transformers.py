@@ -8,6 +8,12 @@ module (`1_Pooling/config.json`: which modes), Dense modules
 `read_sentence_transformer(folder)` returns them as plain data; a folder
 without `modules.json` is a plain BERT checkpoint (None), which
 sentence-transformers itself mean-pools.
+
+Every field of every module's config is read (as of sentence-transformers
+6.3): a field keras_bert computes is used, one at the value that changes
+nothing is accepted, and any other value, or a field not known here, is
+refused naming the module's folder and the field, never run as if it were
+absent.
 """
 
 from __future__ import annotations
@@ -32,13 +38,54 @@ _ACTIVATIONS = {
 }
 
 
+# The embedding a Dense or Normalize module reads and writes; another name
+# (`token_embeddings`: one vector per token) is a pipeline keras_bert does not build.
+SENTENCE_EMBEDDING = "sentence_embedding"
+# modules.json: what each entry may hold.
+_MODULE_ENTRY_FIELDS = ("idx", "name", "path", "type", "kwargs")
+# sentence_bert_config.json fields at the value that changes nothing for a
+# BERT feature extractor (sentence-transformers 6's defaults); max_seq_length
+# and do_lower_case are read, unpad_inputs (how a batch is laid out for
+# FlashAttention) never changes the values.
+_TRANSFORMER_DEFAULTS = {
+    "transformer_task": "feature-extraction",
+    "modality_config": {"text": {"method": "forward", "method_output_name": "last_hidden_state"}},
+    "module_output_name": "token_embeddings",
+    "processing_kwargs": {},
+    "query_length": None,
+    "document_length": None,
+    "query_expansion": None,
+}
+_TRANSFORMER_READ = ("max_seq_length", "do_lower_case", "unpad_inputs")
+_POOLING_FIELDS = (
+    "word_embedding_dimension",
+    "embedding_dimension",
+    "pooling_mode",
+    "include_prompt",
+    *POOLING_CONFIG_KEYS.values(),
+)
+_DENSE_FIELDS = (
+    "in_features",
+    "out_features",
+    "bias",
+    "activation_function",
+    "module_input_name",
+    "module_output_name",
+    "use_residual",
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class DenseModule:
-    """One Dense module: kernel (in, out), bias (out,) or None, Keras activation."""
+    """One Dense module: kernel (in, out), bias (out,) or None, Keras
+    activation, and `use_residual`: the input added to the output, through
+    `residual_kernel` (in, out) where the sizes differ (else None)."""
 
     kernel: np.ndarray
     bias: np.ndarray | None
     activation: str | None
+    residual: bool = False
+    residual_kernel: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +115,18 @@ def read_sentence_transformer(folder: str) -> SentenceTransformerFolder:
         )
     # sentence-transformers 2-5 name `sentence_transformers.models.Pooling`, 6
     # `sentence_transformers.sentence_transformer.modules.pooling.Pooling`.
+    for module in modules:
+        if not isinstance(module, dict):
+            raise ValueError(f"{modules_path}: expected modules as objects, got {module!r}")
+        _refuse_unknown(
+            module, _MODULE_ENTRY_FIELDS, f"{modules_path} module {module.get('name')!r}"
+        )
+        if module.get("kwargs"):
+            raise ValueError(
+                f"{modules_path}: module {module.get('name')!r} takes kwargs "
+                f"{module['kwargs']} (inputs beside the text, such as a task or a "
+                "prompt), which keras_bert does not pass"
+            )
     kinds = [module.get("type", "").rsplit(".", 1)[-1] for module in modules]
     if not kinds or kinds[0] != "Transformer":
         raise ValueError(
@@ -93,6 +152,7 @@ def read_sentence_transformer(folder: str) -> SentenceTransformerFolder:
         if kind == "Dense":
             dense.append(_dense_module(path))
         elif kind == "Normalize":
+            _check_normalize(path)
             normalize = True
         else:
             raise ValueError(
@@ -110,12 +170,52 @@ def read_sentence_transformer(folder: str) -> SentenceTransformerFolder:
     )
 
 
+def _refuse_unknown(config: dict, known, where: str) -> None:
+    unknown = sorted(set(config) - set(known))
+    if unknown:
+        raise ValueError(
+            f"{where}: field(s) {unknown} are not read by keras_bert (it reads "
+            f"{sorted(known)}), so the model could compute something else; "
+            "remove them if they change nothing"
+        )
+
+
 def _transformer_settings(folder: str, transformer: str) -> dict:
     for place in (transformer, folder):
         path = os.path.join(place, SETTINGS_FILE)
         if os.path.exists(path):
-            return read_json(path)
+            settings = read_json(path)
+            if not isinstance(settings, dict):
+                raise ValueError(f"{path}: expected a JSON object")
+            _refuse_unknown(settings, (*_TRANSFORMER_DEFAULTS, *_TRANSFORMER_READ), path)
+            for field, default in _TRANSFORMER_DEFAULTS.items():
+                if field in settings and settings[field] not in (default, None):
+                    raise ValueError(
+                        f"{path}: {field} {settings[field]!r} is not supported; "
+                        f"keras_bert builds a BERT feature extractor ({field} {default!r})"
+                    )
+            return settings
     return {}
+
+
+def _check_normalize(path: str) -> None:
+    """sentence-transformers 6 writes Normalize's config (which embedding it
+    normalises); earlier versions write no file."""
+    config_path = os.path.join(path, "config.json")
+    if not os.path.exists(config_path):
+        return
+    config = read_json(config_path)
+    _refuse_unknown(config, ("module_input_name", "module_output_name"), config_path)
+    _check_sentence_embedding(config, config_path)
+
+
+def _check_sentence_embedding(config: dict, config_path: str) -> None:
+    for field in ("module_input_name", "module_output_name"):
+        if config.get(field) not in (None, SENTENCE_EMBEDDING):
+            raise ValueError(
+                f"{config_path}: {field} {config[field]!r} is not supported; keras_bert "
+                f"builds modules on the pooled {SENTENCE_EMBEDDING!r}"
+            )
 
 
 def _tokenizer_max_length(transformer: str) -> int | None:
@@ -150,6 +250,7 @@ def _pooling_modes(config_path: str) -> tuple[str, ...]:
     if not os.path.exists(config_path):
         raise FileNotFoundError(f"sentence-transformers Pooling module: {config_path} is missing")
     config = read_json(config_path)
+    _refuse_unknown(config, _POOLING_FIELDS, config_path)
     if config.get("include_prompt", True) is False:
         raise ValueError(
             f"{config_path}: include_prompt=false (pooling that skips an "
@@ -178,6 +279,11 @@ def _pooling_modes(config_path: str) -> tuple[str, ...]:
 def _dense_module(path: str) -> DenseModule:
     config_path = os.path.join(path, "config.json")
     config = read_json(config_path)
+    _refuse_unknown(config, _DENSE_FIELDS, config_path)
+    _check_sentence_embedding(config, config_path)
+    residual = config.get("use_residual", False)
+    if not isinstance(residual, bool):
+        raise ValueError(f"{config_path}: use_residual must be true or false, got {residual!r}")
     activation_name = config.get("activation_function", "torch.nn.modules.activation.Tanh")
     if activation_name not in _ACTIVATIONS:
         raise ValueError(
@@ -205,8 +311,24 @@ def _dense_module(path: str) -> DenseModule:
             f"out_features={expected[1]}"
         )
     bias = tensors.get("linear.bias") if config.get("bias", True) else None
+    residual_kernel = None
+    if residual and kernel.shape[0] != kernel.shape[1]:
+        # Sizes differ: sentence-transformers projects the input, without a bias.
+        if "residual.weight" not in tensors:
+            raise ValueError(
+                f"{weights_path}: use_residual with in_features != out_features "
+                f"needs a `residual.weight` tensor (found {sorted(tensors)})"
+            )
+        residual_kernel = np.asarray(tensors["residual.weight"], np.float32).T
+        if residual_kernel.shape != kernel.shape:
+            raise ValueError(
+                f"{weights_path}: residual.weight is {residual_kernel.shape[::-1]} (out, in); "
+                f"linear.weight is {kernel.shape[::-1]}"
+            )
     return DenseModule(
         kernel=kernel,
         bias=None if bias is None else np.asarray(bias, np.float32),
         activation=_ACTIVATIONS[activation_name],
+        residual=residual,
+        residual_kernel=residual_kernel,
     )

@@ -25,6 +25,7 @@ from keras_bert.layers.packing import TokenPacking
 from keras_bert.layers.pooling import pooled_token
 from keras_bert.models import lora
 from keras_bert.models.unpadded import PaddingRemoval, read_rows
+from keras_bert.models.user_inputs import check_model_keywords
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -53,6 +54,7 @@ class BertEncoder(keras.Model):
         fast_kernels: bool = True,
         **kwargs: Any,
     ) -> None:
+        check_model_keywords(type(self), kwargs)  # Keras' functional model would drop them
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
         # "auto": this machine's native precision (keras_bert.kernels.precision).

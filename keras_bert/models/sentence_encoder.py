@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from typing import Any, Mapping, Sequence
 
 import keras
@@ -55,7 +56,9 @@ class BertSentenceEncoder(TextTask, keras.Model):
       pooling: one pooling mode or several (concatenated): "cls", "max",
         "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken".
       dense: Dense layers after the pooling, each {"units", "activation",
-        "use_bias"} (sentence-transformers' Dense modules).
+        "use_bias"[, "residual"]} (sentence-transformers' Dense modules;
+        `residual`, its use_residual: the layer's input added to its output,
+        through a bias-free projection `dense_{i}_residual` where the sizes differ).
       normalize: L2-normalise the embeddings (the Normalize module).
       lowercase_text: lowercase the text before the tokenizer
         (sentence_bert_config.json's do_lower_case; a no-op for an uncased
@@ -99,6 +102,18 @@ class BertSentenceEncoder(TextTask, keras.Model):
             )
             for i, layer in enumerate(dense)
         ]
+        # use_residual: the input added, projected (no bias) where the sizes differ.
+        sizes = [len(pooling) * encoder.config.hidden_size] + [layer["units"] for layer in dense]
+        residual_projections = [
+            keras.layers.Dense(layer["units"], use_bias=False, name=f"dense_{i}_residual")
+            if layer.get("residual") and sizes[i] != layer["units"]
+            else None
+            for i, layer in enumerate(dense)
+        ]
+        residual_sums = [
+            keras.layers.Add(name=f"dense_{i}_plus_input") if layer.get("residual") else None
+            for i, layer in enumerate(dense)
+        ]
         # Float32 out under mixed precision: cosines of float16 vectors lose
         # the digits that rank near neighbours.
         to_float32 = keras.layers.Activation("linear", dtype="float32", name="embedding")
@@ -108,8 +123,11 @@ class BertSentenceEncoder(TextTask, keras.Model):
         inputs = encoder_inputs()
         sequence = encoder(inputs)["sequence_output"]  # (B, T, H)
         embedding = pool(sequence, inputs["input_mask"])  # (B, M*H)
-        for layer in dense_layers:
-            embedding = layer(embedding)  # (B, D)
+        for layer, projection, plus in zip(dense_layers, residual_projections, residual_sums):
+            output = layer(embedding)  # (B, D)
+            if plus is not None:
+                output = plus([output, embedding if projection is None else projection(embedding)])
+            embedding = output
         embedding = to_float32(embedding)
         if normalize_layer is not None:
             embedding = normalize_layer(embedding)
@@ -123,6 +141,7 @@ class BertSentenceEncoder(TextTask, keras.Model):
         self.lowercase_text = bool(lowercase_text)
         self.preprocessor = preprocessor
         self.dense_layers = dense_layers
+        self.residual_projections = residual_projections  # per Dense: a layer or None
         self.contrastive_loss = contrastive.MultipleNegativesRankingLoss()
         self.loss_tracker = keras.metrics.Mean(name="loss")
 
@@ -154,6 +173,7 @@ class BertSentenceEncoder(TextTask, keras.Model):
         pooling (as sentence-transformers gives it), a `.keras` file of this
         model comes back whole. `model_kwargs` override the folder's settings
         (`pooling=`, `normalize=`)."""
+        cls.check_pretrained_keywords(model_kwargs)
         if not isinstance(path, PretrainedSource):
             path = _local_path(path)
         if isinstance(path, PretrainedSource) or not is_sentence_transformer(path):
@@ -197,16 +217,21 @@ class BertSentenceEncoder(TextTask, keras.Model):
                     "units": int(module.kernel.shape[1]),
                     "activation": module.activation,
                     "use_bias": module.bias is not None,
+                    **({"residual": True} if module.residual else {}),
                 }
                 for module in folder.dense
             ],
         }
         model = cls(encoder, preprocessor=preprocessor, **{**settings, **model_kwargs})
         if "dense" not in model_kwargs:
-            for layer, module in zip(model.dense_layers, folder.dense):
+            for layer, projection, module in zip(
+                model.dense_layers, model.residual_projections, folder.dense
+            ):
                 layer.set_weights(
                     [module.kernel] + ([module.bias] if module.bias is not None else [])
                 )
+                if projection is not None:
+                    projection.set_weights([module.residual_kernel])
         return model
 
     # === Text in ===
@@ -258,7 +283,34 @@ class BertSentenceEncoder(TextTask, keras.Model):
                     sample_weight,
                 )
             return x, y, sample_weight
+        columns = text_columns(x)
+        if columns is not None and not self.contrastive_loss.needs_scores:
+            self._warn_about_repeated_positives(columns)
         return super().features_for_training(x, y, sample_weight)
+
+    def _warn_about_repeated_positives(self, columns: list) -> None:
+        """Warns (once per model) when rows share a positive: in one batch,
+        in-batch negatives make each the other's negative, equal to its own
+        positive (a false negative the loss pushes away)."""
+        if getattr(self, "_warned_about_repeats", False):
+            return
+        positives = [_text_key(text) for text in columns[1]]
+        repeated = len(positives) - len(set(positives))
+        if not repeated:
+            return
+        pairs = list(zip((_text_key(text) for text in columns[0]), positives))
+        whole = len(pairs) - len(set(pairs))
+        self._warned_about_repeats = True
+        warnings.warn(
+            f"{repeated} of {len(positives)} rows repeat another row's positive text "
+            f"({whole} of them the whole (anchor, positive) pair): where two such rows "
+            "share a batch, MultipleNegativesRankingLoss takes each one's positive as a "
+            "negative of the other's anchor (a false negative). Remove the duplicates, "
+            "or keep them in different batches (sentence-transformers' "
+            "NoDuplicatesBatchSampler)",
+            UserWarning,
+            stacklevel=4,
+        )
 
     def validation_features(self, validation_data: Any) -> Any:
         """`validation_data` as users pass it: text columns `(anchors,
@@ -421,7 +473,10 @@ class BertSentenceEncoder(TextTask, keras.Model):
         """Texts -> embeddings (N, D) float32, as `predict`, in batches of texts
         of similar lengths (longest first, as sentence-transformers' `encode`
         orders them): each batch is cut to its longest row, so short texts do
-        not pay for long ones. Returned in the texts' order."""
+        not pay for long ones. Returned in the texts' order; no texts give
+        an empty (0, D) array, as sentence-transformers' `encode([])`."""
+        if _no_texts(texts):
+            return np.zeros((0, self.output_shape[-1]), np.float32)
         features = self.encode_text(texts)[0]
         lengths = features["input_mask"].sum(axis=1)
         order = np.argsort(-lengths, kind="stable")
@@ -495,16 +550,33 @@ def cosine_similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _dense_settings(layer: Mapping[str, Any], index: int) -> dict:
-    unknown = sorted(set(layer) - {"units", "activation", "use_bias"})
+    unknown = sorted(set(layer) - {"units", "activation", "use_bias", "residual"})
     if "units" not in layer or unknown:
         raise ValueError(
-            f"dense[{index}]: give {{'units', 'activation', 'use_bias'}}; got {sorted(layer)}"
+            f"dense[{index}]: give {{'units', 'activation', 'use_bias'[, 'residual']}}; "
+            f"got {sorted(layer)}"
         )
-    return {
+    settings = {
         "units": int(layer["units"]),
         "activation": layer.get("activation"),
         "use_bias": bool(layer.get("use_bias", True)),
     }
+    if layer.get("residual"):  # written only when on: earlier configs stay as they were
+        settings["residual"] = True
+    return settings
+
+
+def _text_key(text: Any) -> Any:
+    return text.decode("utf-8") if isinstance(text, bytes) else text
+
+
+def _no_texts(x: Any) -> bool:
+    """An empty list, tuple, array or Series of texts (not an empty dict or string)."""
+    if isinstance(x, (list, tuple)):
+        return len(x) == 0
+    if isinstance(x, np.ndarray):
+        return x.ndim == 1 and x.size == 0
+    return type(x).__name__ == "Series" and len(x) == 0
 
 
 def _is_texts(x: Any) -> bool:

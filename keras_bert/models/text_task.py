@@ -51,7 +51,9 @@ from keras_bert.models.batch_trimming import trim_features_batch
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.update_step import UpdateStep
 from keras_bert.models.user_inputs import (
+    accepted_keywords,
     check_features,
+    check_model_keywords,
     check_one_label_per_text,
     check_texts,
     check_vocabulary_fits,
@@ -108,6 +110,7 @@ class TextTask(UpdateStep):
         `.keras` file or finetune output holding this very task model, with
         no `model_kwargs`, comes back whole (its head and its preprocessor).
         """
+        cls.check_pretrained_keywords(model_kwargs)
         source = path if isinstance(path, PretrainedSource) else resolve(path)
         if not model_kwargs and source.kind in ("keras", "finetune_output"):
             saved = keras_saved_config(source.weights)
@@ -121,6 +124,16 @@ class TextTask(UpdateStep):
         return model
 
     from_preset = from_pretrained  # keras-hub's name for the same loader
+
+    @classmethod
+    def check_pretrained_keywords(cls, model_kwargs: Mapping[str, Any]) -> None:
+        """A keyword neither `from_pretrained` nor the model takes is refused
+        before anything is loaded, naming what both take."""
+        own = ["seq_length", "lowercase", "vocab_file", "dtype"]
+        taken = [k for k in accepted_keywords(cls) if k not in ("encoder", "preprocessor")]
+        check_model_keywords(
+            cls, model_kwargs, own + taken, where=f"{cls.__name__}.from_pretrained"
+        )
 
     @classmethod
     def _preprocessor_for(cls, source, encoder, seq_length, lowercase, vocab_file):

@@ -43,6 +43,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_bert.models.user_inputs import check_model_keywords
+
 
 def computes_in_float16(model: keras.Model) -> bool:
     """True when a layer of `model` computes in float16 (its gradients need loss
@@ -88,6 +90,13 @@ class UpdateStep:
     metrics (see the module docstring)."""
 
     gradient_accumulation_steps = 1
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Every keras_bert model reaches Keras' functional constructor here,
+        # which would drop a keyword it does not know (`multi_label=True`).
+        functional = {"inputs", "outputs"}
+        check_model_keywords(type(self), {k: v for k, v in kwargs.items() if k not in functional})
+        super().__init__(*args, **kwargs)
 
     def compile(
         self, optimizer: Any = "rmsprop", *, gradient_accumulation_steps: int = 1, **kwargs: Any

@@ -9,6 +9,7 @@ an empty batch, a graph error after a 30 s compile for a label out of range).
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any, Mapping, Sequence
 
@@ -19,6 +20,48 @@ from keras_bert.features import ENCODER_INPUTS
 # The keys of text inputs given as a dict (a classifier's pair, a span extractor's).
 TEXT_KEYS = ("text", "text_pair", "question", "context")
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+# What Keras' functional model constructor itself uses; it drops every other
+# keyword without a word, so keras_bert's models check theirs here.
+MODEL_BASE_KEYWORDS = ("name", "trainable")
+
+
+def accepted_keywords(model_class: type) -> list[str]:
+    """The keywords `model_class(...)` takes: its constructor's own and Keras' base ones."""
+    parameters = inspect.signature(model_class.__init__).parameters.values()
+    own = [
+        p.name
+        for p in parameters
+        if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    return own + [name for name in MODEL_BASE_KEYWORDS if name not in own]
+
+
+def check_model_keywords(
+    model_class: type,
+    keywords: Mapping[str, Any],
+    accepted: Sequence[str] | None = None,
+    where: str = "",
+) -> None:
+    """Refuses keywords `model_class` does not take (a misspelt `label_name=`,
+    an option it lacks such as `multi_label=`), naming them and the accepted
+    ones, as Keras' own layers do: Keras' functional model would drop them.
+    `accepted`: what the caller takes, if not the constructor's keywords."""
+    accepted = accepted_keywords(model_class) if accepted is None else list(accepted)
+    unknown = sorted(set(keywords) - set(accepted))
+    if not unknown:
+        return
+    hint = (
+        "; a task model computes in its encoder's dtype: give dtype= to BertEncoder or "
+        "from_pretrained"
+        if "dtype" in unknown
+        else ""
+    )
+    raise ValueError(
+        f"Unrecognized keyword argument(s) passed to {where or model_class.__name__}: "
+        f"{unknown}; it takes {sorted(set(accepted))}{hint}"
+    )
 
 
 def _is_series(value: Any) -> bool:

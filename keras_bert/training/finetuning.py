@@ -303,7 +303,27 @@ class _Classification(_TaskFamily):
                     f"{readers.source_name(source)}: label(s) {unknown[:5]} not "
                     f"among {self.label_names}"
                 )
+        self._check_same_text_columns(x, source, training)
         return x, labels
+
+    def _check_same_text_columns(self, x, source, training):
+        """Dev must have the training data's text columns: a model trained on
+        pairs scored on single texts (or the reverse) answers input it never saw."""
+        columns = 2 if isinstance(x, tuple) else 1
+        if training:
+            self.train_columns = (columns, readers.source_name(source))
+            return
+        trained = getattr(self, "train_columns", None)
+        if trained is not None and trained[0] != columns:
+
+            def says(count):
+                return "two text columns (sentence pairs)" if count == 2 else "one text column"
+
+            raise ValueError(
+                f"{readers.source_name(source)} has {says(columns)} but the training data "
+                f"{trained[1]} has {says(trained[0])}: give both the same text columns "
+                "(--text-columns names them)"
+            )
 
     def build_model(self, encoder, preprocessor):
         return BertClassifier(

@@ -75,6 +75,13 @@ def paths(tmp_path, tiny_vocab_file):
     (tmp_path / "huge.tsv").write_text("text\tlabel\nthe fox\t0.5\nthe dog\t1e39\n")
     for name in ("utf16", "latin1", "huge"):
         p[name] = str(tmp_path / f"{name}.tsv")
+    # Sentence pairs to train on (3 columns), single texts to score on (2 columns).
+    (tmp_path / "pairs.tsv").write_text(
+        "sentence1\tsentence2\tlabel\nthe fox\tthe dog\tpos\na fox\ta dog\tneg\n"
+    )
+    p["pairs"] = str(tmp_path / "pairs.tsv")
+    (tmp_path / "single.tsv").write_text("sentence\tlabel\nthe fox\tpos\na dog\tneg\n")
+    p["single"] = str(tmp_path / "single.tsv")
     # A HuggingFace folder whose config.json was cut short.
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "config.json").write_text('{"hidden_size": 16, "num_hid')
@@ -191,6 +198,20 @@ BAD_INPUTS = [
         "finetune --task regress, a label beyond float32",
         ["finetune", "--task", "regress", "--train", "{huge}"] + FINETUNE[5:],
         r"huge.tsv, line 3: label '1e39' is not a finite float32 number",
+        ["{tmp}/out"],
+    ),
+    (
+        "finetune, pairs to train on, single texts on dev",
+        FINETUNE[:4] + ["{pairs}", "--dev", "{single}"] + FINETUNE[5:],
+        r"single.tsv has one text column but the training data .*pairs.tsv has two text "
+        r"columns \(sentence pairs\): give both the same text columns",
+        ["{tmp}/out"],
+    ),
+    (
+        "finetune, single texts to train on, pairs on dev",
+        FINETUNE[:4] + ["{single}", "--dev", "{pairs}"] + FINETUNE[5:],
+        r"pairs.tsv has two text columns \(sentence pairs\) but the training data "
+        r".*single.tsv has one text column",
         ["{tmp}/out"],
     ),
     (

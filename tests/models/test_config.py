@@ -11,8 +11,10 @@ def test_round_trip_original_json(tmp_path):
     path = tmp_path / "bert_config.json"
     config.to_json_file(path)
     assert BertConfig.from_json_file(path) == config
-    # Exactly the original field names, nothing else.
+    # The original field names, and `exact_gelu` for the exact GELU (the
+    # original's BertConfig.from_dict sets whatever a file holds, reading "gelu").
     assert set(json.loads(path.read_text())) == {
+        "exact_gelu",
         "vocab_size",
         "hidden_size",
         "num_hidden_layers",

@@ -300,3 +300,142 @@ def test_a_folder_with_a_module_it_cannot_build_is_named(tmp_path, minilm_path):
 def test_unknown_pooling_modes_are_named(minilm_encoder):
     with pytest.raises(ValueError, match="choose one or more of"):
         BertSentenceEncoder(minilm_encoder, pooling="median")
+
+
+def _residual_folder(folder, minilm_path, **changes):
+    """A sentence-transformers 6.3 folder: the Transformer at the root, mean
+    pooling, Dense 384->384 tanh with use_residual, Dense 384->16 identity with
+    use_residual (its input projected by `residual.weight`), Normalize.
+    `changes`: {file under the folder: fields to merge into its JSON}."""
+    from safetensors.numpy import save_file
+
+    _link_bert_files(minilm_path, folder)
+    rng = np.random.default_rng(3)
+    weights = {
+        "2_Dense": {
+            "linear.weight": rng.normal(size=(384, 384)).astype(np.float32) / 20,
+            "linear.bias": rng.normal(size=384).astype(np.float32) / 5,
+        },
+        "3_Dense": {
+            "linear.weight": rng.normal(size=(16, 384)).astype(np.float32) / 20,
+            "residual.weight": rng.normal(size=(16, 384)).astype(np.float32) / 20,
+        },
+    }
+    files = {
+        "sentence_bert_config.json": {
+            "transformer_task": "feature-extraction",
+            "modality_config": {
+                "text": {"method": "forward", "method_output_name": "last_hidden_state"}
+            },
+            "module_output_name": "token_embeddings",
+            "max_seq_length": 40,
+        },
+        "1_Pooling/config.json": {
+            "embedding_dimension": 384,
+            "pooling_mode": "mean",
+            "include_prompt": True,
+        },
+        "2_Dense/config.json": {
+            "in_features": 384,
+            "out_features": 384,
+            "bias": True,
+            "activation_function": "torch.nn.modules.activation.Tanh",
+            "module_input_name": "sentence_embedding",
+            "module_output_name": "sentence_embedding",
+            "use_residual": True,
+        },
+        "3_Dense/config.json": {
+            "in_features": 384,
+            "out_features": 16,
+            "bias": False,
+            "activation_function": "torch.nn.modules.linear.Identity",
+            "module_input_name": "sentence_embedding",
+            "module_output_name": "sentence_embedding",
+            "use_residual": True,
+        },
+        "4_Normalize/config.json": {
+            "module_input_name": "sentence_embedding",
+            "module_output_name": "sentence_embedding",
+        },
+    }
+    for name, fields in changes.items():
+        files[name] = {**files[name], **fields}
+    for name, value in files.items():
+        _write_json(folder / name, value)
+    for path, tensors in weights.items():
+        save_file(tensors, str(folder / path / "model.safetensors"))
+    prefix = "sentence_transformers.base.modules."
+    _write_json(
+        folder / "modules.json",
+        [
+            {"idx": 0, "name": "0", "path": "", "type": prefix + "transformer.Transformer"},
+            {
+                "idx": 1,
+                "name": "1",
+                "path": "1_Pooling",
+                "type": "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
+            },
+            {"idx": 2, "name": "2", "path": "2_Dense", "type": prefix + "dense.Dense"},
+            {"idx": 3, "name": "3", "path": "3_Dense", "type": prefix + "dense.Dense"},
+            {"idx": 4, "name": "4", "path": "4_Normalize", "type": prefix + "normalize.Normalize"},
+        ],
+    )
+    return weights
+
+
+def test_dense_modules_with_use_residual_add_their_input(
+    tmp_path, minilm_path, minilm_encoder, texts
+):
+    """sentence-transformers 6.3's Dense.forward: activation(linear(x)) + x, the
+    input through `residual` (no bias) where in_features != out_features; NumPy
+    on the saved weights is the oracle. Saved and reloaded, the model keeps it."""
+    import keras
+
+    weights = _residual_folder(tmp_path / "st", minilm_path)
+    model = BertSentenceEncoder.from_pretrained(str(tmp_path / "st"))
+    assert [layer.get("residual") for layer in model.dense] == [True, True]
+    tokens, mask = token_outputs(minilm_encoder, model.preprocessor, texts)
+    first, second = weights["2_Dense"], weights["3_Dense"]
+    pooled = numpy_pool(tokens, mask, "mean")
+    hidden = np.tanh(pooled @ first["linear.weight"].T + first["linear.bias"]) + pooled
+    out = hidden @ second["linear.weight"].T + hidden @ second["residual.weight"].T
+    expected = numpy_normalize(out)
+    np.testing.assert_allclose(model.predict(texts, verbose=0), expected, atol=2e-5)
+    # Without the residual (what was computed before) the answer is far off.
+    plain = numpy_normalize(
+        np.tanh(pooled @ first["linear.weight"].T + first["linear.bias"])
+        @ second["linear.weight"].T
+    )
+    assert np.abs(plain - expected).max() > 0.05
+    model.save(tmp_path / "residual.keras")
+    again = keras.models.load_model(tmp_path / "residual.keras")
+    np.testing.assert_allclose(again.predict(texts, verbose=0), expected, atol=2e-5)
+
+
+@pytest.mark.parametrize(
+    "file, fields, named",
+    [
+        ("2_Dense/config.json", {"module_input_name": "token_embeddings"}, "module_input_name"),
+        ("2_Dense/config.json", {"dropout": 0.1}, "dropout"),
+        ("2_Dense/config.json", {"use_residual": "yes"}, "use_residual"),
+        ("1_Pooling/config.json", {"pooling_weights": [1, 2]}, "pooling_weights"),
+        ("4_Normalize/config.json", {"module_output_name": "normalized"}, "module_output_name"),
+        ("sentence_bert_config.json", {"transformer_task": "fill-mask"}, "transformer_task"),
+        (
+            "sentence_bert_config.json",
+            {"processing_kwargs": {"text": {"truncation": "only_first"}}},
+            "processing_kwargs",
+        ),
+        ("sentence_bert_config.json", {"query_length": 32}, "query_length"),
+    ],
+)
+def test_a_module_field_keras_bert_does_not_compute_is_refused(
+    tmp_path, minilm_path, file, fields, named
+):
+    folder = tmp_path / "st"
+    _residual_folder(folder, minilm_path, **{file: fields})
+    with pytest.raises(ValueError) as refused:
+        BertSentenceEncoder.from_pretrained(str(folder))
+    message = str(refused.value)
+    assert message.startswith(str(folder / file)), message
+    assert named in message

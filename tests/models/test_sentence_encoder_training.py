@@ -305,3 +305,44 @@ def test_validation_data_takes_text_columns_as_users_pass_them(triplets):
         (titles, openings), scores, batch_size=4, verbose=0, return_dict=True
     )["loss"]
     np.testing.assert_allclose(history.history["val_loss"], [expected], rtol=1e-5)
+
+
+def test_rows_sharing_a_positive_warn_once_naming_how_many(triplets):
+    """In-batch negatives: two rows with the same positive text make it a
+    negative of each other's anchor (a false negative), without a word before."""
+    import warnings
+
+    titles, openings, _ = triplets
+    anchors = titles + [titles[0], "an anchor of its own"]
+    positives = openings + [openings[0], openings[1]]  # one whole pair repeated, one positive
+    model = tiny_model()
+    model.compile(optimizer=keras.optimizers.SGD(0.1))
+    with pytest.warns(UserWarning) as caught:
+        model.fit((anchors, positives), batch_size=10, epochs=1, verbose=0)
+    messages = [str(w.message) for w in caught if "positive text" in str(w.message)]
+    assert len(messages) == 1
+    assert "2 of 10 rows repeat another row's positive text (1 of them the whole" in messages[0]
+    assert "false negative" in messages[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per model
+        model.fit((anchors, positives), batch_size=10, epochs=1, verbose=0)
+        # Distinct positives, or scored pairs (CoSENT has no in-batch negatives): no warning.
+        fresh = tiny_model()
+        fresh.compile(optimizer=keras.optimizers.SGD(0.1))
+        fresh.fit((titles, openings), batch_size=4, epochs=1, verbose=0)
+        scored = tiny_model()
+        scored.compile(optimizer=keras.optimizers.SGD(0.1), loss="cosent")
+        scores = np.linspace(0, 1, 10).astype(np.float32)
+        scored.fit((anchors, positives), scores, batch_size=10, epochs=1, verbose=0)
+
+
+def test_encode_of_no_texts_is_an_empty_array(triplets):
+    """As sentence-transformers' encode([]): shape (0, D), float32 (was Keras'
+    UnboundLocalError from predict on no batches)."""
+    titles = triplets[0]
+    model = tiny_model()
+    for nothing in ([], (), np.array([], dtype=str)):
+        empty = model.encode(nothing)
+        assert empty.shape == (0, 32) and empty.dtype == np.float32
+    assert model.similarity([], titles[:3]).shape == (0, 3)
+    assert model.encode(titles[:2]).shape == (2, 32)
