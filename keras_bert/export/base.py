@@ -211,6 +211,8 @@ class TaskServing:
             "remove_padding": self.remove_padding,
             "lowercase": self.tokenizer.lowercase,
             "max_chars_per_word": self.tokenizer.max_chars_per_word,
+            "strip_accents": self.tokenizer.strip_accents,
+            "special_tokens": list(self.tokenizer.special_tokens),
         }
 
     def signatures(self) -> dict[str, Callable]:
