@@ -20,6 +20,7 @@ from keras_bert.checkpoints.source import (  # noqa: F401
     PretrainedSource,
     decide_lowercase,
     resolve,
+    tokenizer_options,
     tokenizer_settings,
 )
 from keras_bert.checkpoints.task_heads import load_original_task_head  # noqa: F401
@@ -39,6 +40,7 @@ __all__ = [
     "read_huggingface",
     "read_tf1_checkpoint",
     "resolve",
+    "tokenizer_options",
     "tokenizer_settings",
 ]
 

@@ -45,6 +45,7 @@ from keras_bert.checkpoints.load import (
     read_json,
     read_tf1_checkpoint,
 )
+from keras_bert.checkpoints.tokenizer_config import read_tokenizer_options
 from keras_bert.config import BertConfig
 
 KINDS = ("huggingface", "tf1", "keras", "finetune_output")
@@ -72,6 +73,9 @@ class PretrainedSource:
     weights: str  # model.safetensors, TF1 prefix or .keras file
     vocab_file: str | None  # the source's own vocabulary, if it has one
     stated_casing: Casing | None  # what the source says beside its vocabulary
+    # BertTokenizer's strip_accents / special_tokens where the source sets them
+    # (HuggingFace's tokenizer_config.json, a saved preprocessor).
+    tokenizer_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def casing(self) -> Casing | None:
@@ -128,6 +132,13 @@ def decide_lowercase(
     if source is not None and source.stated_casing is not None:
         return choose_lowercase(lowercase, source.stated_casing, source.path)
     return choose_lowercase(lowercase, casing_from_vocabulary(vocab_file), vocab_file)
+
+
+def tokenizer_options(source: PretrainedSource | None) -> dict[str, Any]:
+    """`BertTokenizer` keyword arguments beyond the vocabulary and casing that
+    `source` sets (HuggingFace: strip_accents and the special tokens read in
+    the text); {} for none."""
+    return dict(source.tokenizer_options) if source is not None else {}
 
 
 def tokenizer_settings(
@@ -188,6 +199,7 @@ def _huggingface(folder: str, given: str) -> PretrainedSource:
         weights=weights,
         vocab_file=_vocab_beside(folder),
         stated_casing=casing_from_tokenizer_config(os.path.join(folder, "tokenizer_config.json")),
+        tokenizer_options=read_tokenizer_options(folder),
     )
 
 
@@ -223,14 +235,15 @@ def _finetune_output(folder: str) -> PretrainedSource:
         if isinstance(lowercase, bool)
         else None
     )
-    config = _keras_encoder_config(keras_saved_config(model), model)
+    saved = keras_saved_config(model)
     return PretrainedSource(
         path=folder,
         kind="finetune_output",
-        config=config,
+        config=_keras_encoder_config(saved, model),
         weights=model,
         vocab_file=_vocab_beside(folder),
         stated_casing=stated,
+        tokenizer_options=_saved_tokenizer_options(saved),
     )
 
 
@@ -259,6 +272,7 @@ def _keras_file(path: str) -> PretrainedSource:
         weights=path,
         vocab_file=_vocab_beside(os.path.dirname(path) or "."),
         stated_casing=stated,
+        tokenizer_options=_saved_tokenizer_options(saved),
     )
 
 
@@ -282,18 +296,32 @@ def _keras_encoder_config(saved: dict[str, Any], path: str) -> BertConfig:
     )
 
 
-def _saved_lowercase(node: Any) -> bool | None:
-    """A `lowercase` setting saved inside the model (a preprocessor's), if any."""
+def _saved_preprocessor(node: Any) -> dict[str, Any] | None:
+    """The config saved inside the model that holds a `lowercase` setting (a
+    preprocessor's), if any."""
     if isinstance(node, dict):
         if isinstance(node.get("lowercase"), bool):
-            return node["lowercase"]
+            return node
         children = node.values()
     elif isinstance(node, list):
         children = node
     else:
         return None
     for child in children:
-        found = _saved_lowercase(child)
+        found = _saved_preprocessor(child)
         if found is not None:
             return found
     return None
+
+
+def _saved_lowercase(node: Any) -> bool | None:
+    """A `lowercase` setting saved inside the model (a preprocessor's), if any."""
+    found = _saved_preprocessor(node)
+    return None if found is None else found["lowercase"]
+
+
+def _saved_tokenizer_options(node: Any) -> dict[str, Any]:
+    """The saved preprocessor's strip_accents / special_tokens (absent in models
+    saved before it had them: the original rule)."""
+    found = _saved_preprocessor(node) or {}
+    return {key: found[key] for key in ("strip_accents", "special_tokens") if key in found}

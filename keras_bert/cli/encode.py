@@ -8,7 +8,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
-from keras_bert.checkpoints.source import resolve, tokenizer_settings
+from keras_bert.checkpoints.source import resolve, tokenizer_options, tokenizer_settings
 from keras_bert.config import BertConfig
 from keras_bert.layers.pooling import mean_pool
 from keras_bert.models.encoder import BertEncoder
@@ -29,7 +29,7 @@ def encode_sentences(
     source = resolve(init_checkpoint) if init_checkpoint else None
     # Decided before the weights load: a contradiction fails at once.
     vocab_file, lowercase = tokenizer_settings(source, vocab_file, lowercase)
-    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase)
+    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase, **tokenizer_options(source))
     if source is not None:
         encoder = BertEncoder.from_pretrained(source)
     else:

@@ -16,7 +16,8 @@ labels), in order; the other pieces do not break an entity. Weights select
 words and do not weigh entities, as entity F1 has no weights.
 
 Entities are chunked by conlleval's rules, seqeval's default (lenient) mode:
-the same reading as `entity_scores(true, predicted, scheme=...)`. Strict mode
+the same reading as `entity_scores(true, predicted, scheme=...)` (L- and U-
+tags as seqeval reads them, or as E- and S- with scheme="BILOU"). Strict mode
 is not computed here.
 
 Legend for shape comments: B = batch, T = sequence length, K = number of tags,
@@ -32,9 +33,10 @@ import tensorflow as tf
 
 from keras_bert.datasets.metrics import SCHEMES, lenient_tag
 
-# Prefix codes of the lenient rules.
-_O, _B, _I, _E, _S = range(5)
-_CODES = {"O": _O, "B": _B, "I": _I, "E": _E, "S": _S}
+# Prefix codes of the lenient rules; _OTHER: a prefix they do not know (L, U
+# without scheme="BILOU"), which starts or ends an entity only where the type changes.
+_O, _B, _I, _E, _S, _OTHER = range(6)
+_CODES = {"O": _O, "B": _B, "I": _I, "E": _E, "S": _S, "L": _OTHER, "U": _OTHER}
 
 
 def _among(codes, wanted):
@@ -87,9 +89,8 @@ def _chunks(prefix, kind):
         | (_among(prefix, (_B, _I)) & _among(next_prefix, (_B, _S, _O)))
         | (inside & tf.not_equal(kind, next_kind))
     )
-    # With only B/I/E/S/O prefixes starts and ends alternate (a start after a
-    # word of an entity ends that entity), so an entity ending at a word began
-    # at the latest start.
+    # An entity ending at a word began at the latest start, as seqeval's
+    # begin_offset keeps it.
     return ends, _latest_start(starts), kind
 
 

@@ -95,9 +95,12 @@ def spearman(labels: ArrayLike, predictions: ArrayLike) -> float:
 #
 # Two modes, seqeval's:
 # - lenient (mode=None, the default): conlleval's chunk rules, which read
-#   IOB1, IOB2, IOE1, IOE2 and IOBES alike. BILOU's L and U are read as E and S:
-#   seqeval's own lenient rules know only B/I/E/S, so on L-/U- tags its chunks
-#   change only where the type does (U-PER U-PER is one entity there).
+#   IOB1, IOB2, IOE1, IOE2 and IOBES alike. They know only B/I/E/S: any other
+#   prefix letter (BILOU's L and U) continues the entity before it and starts
+#   or ends one only where the type changes (U-PER U-PER is one entity), as
+#   seqeval's default reads them. With scheme="BILOU", L and U are read as E
+#   and S instead (BILOU is IOBES spelled with L and U), where seqeval ignores
+#   the scheme.
 # - strict (mode="strict", a scheme required): an entity counts only if its
 #   tags follow that scheme exactly (seqeval's `mode="strict", scheme=IOB2`).
 # With a scheme, a tag whose prefix the scheme lacks is an error in both modes.
@@ -113,7 +116,7 @@ _SCHEME_PREFIXES = {
     "IOBES": "IOBES",
     "BILOU": "BILOU",
 }
-# Lenient reading: BILOU is IOBES spelled with L (last) for E and U (unit) for S.
+# Lenient reading with scheme="BILOU": IOBES spelled with L (last) for E and U (unit) for S.
 _LENIENT_PREFIX = {"L": "E", "U": "S"}
 
 # The strict schemes' rules, seqeval's tables. Each rule is three characters:
@@ -148,12 +151,15 @@ def _split_tag(tag: str | None, scheme: str | None, mode: str | None) -> tuple[s
         )
     if mode == "strict":  # a scheme is given, so the prefix is one of its letters
         return prefix, entity
-    return _LENIENT_PREFIX.get(prefix, prefix or "I"), entity
+    if scheme == "BILOU":
+        prefix = _LENIENT_PREFIX.get(prefix, prefix)
+    return prefix or "I", entity
 
 
 def lenient_tag(tag: str | None, scheme: str | None = None) -> tuple[str, str]:
     """One tag -> (prefix, entity type) as the lenient rules read it: the prefix
-    is one of O, B, I, E, S (BILOU's L and U read as E and S, an IO label as I).
+    is one of O, B, I, E, S, L, U (an IO label reads as I; with
+    scheme="BILOU", L and U read as E and S).
     With a scheme, ValueError for a tag whose prefix the scheme lacks."""
     _check_scheme(scheme, None)
     return _split_tag(tag, scheme, None)

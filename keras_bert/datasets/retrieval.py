@@ -12,14 +12,21 @@ embed with a `BertSentenceEncoder`-like model's `predict`):
   Spearman   the rank correlation of the pairs' cosines with their scores
              (ties share their mean rank).
 
-Similarity is cosine; a document ranks above another with the same score
-when it comes first in the corpus (a stable sort), as torch.topk on CPU.
+Similarity is cosine. Ties are broken as sentence-transformers' evaluator
+breaks them: it keeps each query's best `ST_HEAP_SIZE` (its map@100) as a heap
+of (score, corpus id) pairs, then sorts that heap's list by score alone. So a
+tie at the heap's cut keeps the larger corpus ids, and equal scores inside keep
+the heap's order, in which a smaller id tends to come first (ids compared as
+given: a dict's keys, else positions). We push the kept documents in corpus
+order; sentence-transformers pushes them in torch.topk's order, the same
+where topk returns them in corpus order.
 
 Legend for shape comments: Q = queries, C = corpus documents, D = embedding size.
 """
 
 from __future__ import annotations
 
+import heapq
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -29,6 +36,8 @@ from keras_bert.datasets.text_rows import TextRows
 
 MRR_AT = 10
 NDCG_AT = 10
+# sentence-transformers' evaluator ranks max(its k's) documents, map@100's by default.
+ST_HEAP_SIZE = 100
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -37,17 +46,42 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 def rank_corpus(
-    query_embeddings: np.ndarray, corpus_embeddings: np.ndarray, top_k: int, chunk_size: int = 1024
+    query_embeddings: np.ndarray,
+    corpus_embeddings: np.ndarray,
+    top_k: int,
+    chunk_size: int = 1024,
+    corpus_ids: Sequence[Any] | None = None,
 ) -> np.ndarray:
-    """(Q, D), (C, D) -> (Q, min(top_k, C)) corpus indices, most similar first."""
+    """(Q, D), (C, D) -> (Q, min(top_k, C)) corpus indices, most similar first,
+    ties broken as sentence-transformers breaks them (module docstring);
+    `corpus_ids`: the documents' ids (default: their positions)."""
     queries, corpus = _unit(query_embeddings), _unit(corpus_embeddings)
+    ids = list(range(len(corpus))) if corpus_ids is None else list(corpus_ids)
+    if len(ids) != len(corpus):
+        raise ValueError(f"{len(ids)} corpus ids for {len(corpus)} documents")
     top_k = min(top_k, len(corpus))
+    heap_size = min(max(top_k, ST_HEAP_SIZE), len(corpus))
     ranked = []
     for start in range(0, len(queries), chunk_size):
         scores = queries[start : start + chunk_size] @ corpus.T  # (q, C)
-        order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
-        ranked.append(order)
-    return np.concatenate(ranked) if ranked else np.zeros((0, top_k), np.int64)
+        ranked += [_st_ranking(row, ids, heap_size)[:top_k] for row in scores]
+    return np.array(ranked, np.int64).reshape(len(queries), top_k)
+
+
+def _st_ranking(scores, ids, heap_size):
+    """One query's scores (C,) -> the positions of its best `heap_size`
+    documents, in sentence-transformers' order."""
+    # The heap keeps the largest (score, id) pairs: the candidates are those
+    # scoring at least the heap_size-th best score, cut by (score, id).
+    cut = np.partition(scores, len(scores) - heap_size)[len(scores) - heap_size]
+    candidates = np.flatnonzero(scores >= cut)
+    if len(candidates) > heap_size:
+        candidates = sorted(candidates, key=lambda i: (scores[i], ids[i]), reverse=True)
+        candidates = sorted(candidates[:heap_size])  # back in corpus order
+    heap: list[tuple[float, Any, int]] = []
+    for i in candidates:
+        heapq.heappush(heap, (float(scores[i]), ids[i], int(i)))
+    return [i for _, _, i in sorted(heap, key=lambda entry: entry[0], reverse=True)]
 
 
 def relevance_sets(
@@ -82,13 +116,15 @@ def retrieval_metrics(
     corpus_embeddings: np.ndarray,
     relevant: Sequence[set[int]],
     recall_at: Sequence[int] = (1, 5, 10),
+    corpus_ids: Sequence[Any] | None = None,
 ) -> dict[str, float]:
     """recall@k for each k of `recall_at`, mrr@10 and ndcg@10, averaged over the
-    queries that have a relevant document; `relevant[q]`: corpus positions."""
+    queries that have a relevant document; `relevant[q]`: corpus positions;
+    `corpus_ids` break ties (`rank_corpus`)."""
     if len(relevant) != len(query_embeddings):
         raise ValueError(f"{len(relevant)} relevance sets for {len(query_embeddings)} queries")
     depth = max([MRR_AT, NDCG_AT, *recall_at])
-    ranked = rank_corpus(query_embeddings, corpus_embeddings, depth)  # (Q, k)
+    ranked = rank_corpus(query_embeddings, corpus_embeddings, depth, corpus_ids=corpus_ids)
     scored = [q for q, docs in enumerate(relevant) if docs]
     if not scored:
         raise ValueError("no query has a relevant document")
@@ -124,7 +160,7 @@ def evaluate_retrieval(
     sets = relevance_sets(relevant, query_ids, corpus_ids)
     query_embeddings = model.predict(query_texts, batch_size=batch_size, verbose=0)
     corpus_embeddings = model.predict(corpus_texts, batch_size=batch_size, verbose=0)
-    return retrieval_metrics(query_embeddings, corpus_embeddings, sets, recall_at)
+    return retrieval_metrics(query_embeddings, corpus_embeddings, sets, recall_at, corpus_ids)
 
 
 def _ids_and_texts(texts):

@@ -212,6 +212,8 @@ class TaskServing:
             "lowercase": self.tokenizer.lowercase,
             "max_chars_per_word": self.tokenizer.max_chars_per_word,
             "precision": model_precision(self.model),
+            "strip_accents": self.tokenizer.strip_accents,
+            "special_tokens": list(self.tokenizer.special_tokens),
         }
 
     def signatures(self) -> dict[str, Callable]:

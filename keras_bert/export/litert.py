@@ -139,6 +139,10 @@ def export_litert(
     """Writes `model` (a `BertClassifier` or `BertSentenceEncoder` with a
     preprocessor) as a `.tflite` file that takes strings; returns the path.
 
+    LiteRT's tokenizer (`FastBertTokenizer`) follows the original BERT: a
+    special token written in the text ("[MASK]") is split into pieces, where
+    the SavedModel of a HuggingFace checkpoint reads it as the token.
+
     `seq_length`: default the preprocessor's. `quantize="int8"`: dynamic-range
     int8 weights. A LoRA model is exported merged.
     """
@@ -164,6 +168,14 @@ def export_litert(
         )
     if quantize is not None and quantize not in LITERT_QUANTIZE_MODES:
         raise ValueError(f"quantize must be one of {LITERT_QUANTIZE_MODES}, got {quantize!r}")
+    tokenizer = preprocessor.tokenizer
+    if tokenizer.strip_accents != tokenizer.lowercase:
+        # FastBertTokenizer, LiteRT's, strips accents exactly when it lowercases.
+        raise ValueError(
+            f"this preprocessor has lowercase={tokenizer.lowercase} but "
+            f"strip_accents={tokenizer.strip_accents} (tokenizer_config.json's "
+            "strip_accents), which LiteRT's tokenizer cannot do: export it as a SavedModel"
+        )
     if not path.endswith(".tflite"):
         raise ValueError(f"the LiteRT file must end in .tflite, got {path}")
     if os.path.exists(path) and not overwrite:

@@ -370,7 +370,7 @@ def export_model_dir(
             "(TensorFlow Serving's layout EXPORT_DIR/NAME/VERSION, e.g. models/sst2/1)"
         )
     safe_output.check_not_input(output, [model_dir, vocab_file], "--output")
-    from keras_bert.checkpoints.source import resolve, tokenizer_settings
+    from keras_bert.checkpoints.source import resolve, tokenizer_options, tokenizer_settings
     from keras_bert.text.tokenizer import BertTokenizer
 
     config_path = os.path.join(model_dir, "finetune_config.json")
@@ -381,7 +381,10 @@ def export_model_dir(
 
         with open(config_path, encoding="utf-8") as f:
             saved = json.load(f)
-        tokenizer = BertTokenizer(*tokenizer_settings(resolve(model_dir), vocab_file, lowercase))
+        source = resolve(model_dir)
+        tokenizer = BertTokenizer(
+            *tokenizer_settings(source, vocab_file, lowercase), **tokenizer_options(source)
+        )
         model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)
         options = {}
         if saved.get("task") == "squad":
@@ -410,7 +413,9 @@ def export_model_dir(
     from keras_bert.models.encoder import BertEncoder
 
     source = resolve(model_dir)
-    tokenizer = BertTokenizer(*tokenizer_settings(source, vocab_file, lowercase))
+    tokenizer = BertTokenizer(
+        *tokenizer_settings(source, vocab_file, lowercase), **tokenizer_options(source)
+    )
     encoder = BertEncoder.from_pretrained(source)
     return export_saved_model(
         encoder, tokenizer, output, seq_length=seq_length, overwrite=overwrite, **task_options

@@ -173,6 +173,8 @@ class BertPreprocessor(keras.layers.Layer):
       lowercase: True for uncased checkpoints (lowercase and strip accents).
       seq_length: pieces per sequence, `[CLS]` and `[SEP]`s included.
       max_chars_per_word: longer words become `[UNK]` (200, as the original).
+      strip_accents, special_tokens: `BertTokenizer`'s (HuggingFace's
+        settings; `from_pretrained` reads them from tokenizer_config.json).
 
     Output: a dict of int32 (B, seq_length) tensors.
     """
@@ -183,6 +185,8 @@ class BertPreprocessor(keras.layers.Layer):
         lowercase: bool = True,
         seq_length: int = 128,
         max_chars_per_word: int = 200,
+        strip_accents: bool | None = None,
+        special_tokens: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -194,6 +198,8 @@ class BertPreprocessor(keras.layers.Layer):
         self.lowercase = bool(lowercase)
         self.seq_length = seq_length
         self.max_chars_per_word = max_chars_per_word
+        self.strip_accents = strip_accents
+        self.special_tokens = tuple(special_tokens)
         # None until `set_vocabulary`: a config alone (no vocabulary in it) gives
         # a layer that `keras.models.load_model` completes from its assets.
         self._tokenizer: BertTokenizer | None = None
@@ -217,7 +223,12 @@ class BertPreprocessor(keras.layers.Layer):
         """The preprocessor of a pretrained checkpoint: its vocabulary and casing
         (`path`: anything `keras_bert.checkpoints.resolve` reads, or what it
         returned; `lowercase=` that contradicts the checkpoint fails, naming both)."""
-        from keras_bert.checkpoints.source import PretrainedSource, resolve, tokenizer_settings
+        from keras_bert.checkpoints.source import (
+            PretrainedSource,
+            resolve,
+            tokenizer_options,
+            tokenizer_settings,
+        )
 
         source = path if isinstance(path, PretrainedSource) else resolve(path)
         if seq_length > source.config.max_position_embeddings:
@@ -226,14 +237,23 @@ class BertPreprocessor(keras.layers.Layer):
                 f"{source.config.max_position_embeddings} positions"
             )
         vocab_file, lowercase = tokenizer_settings(source, vocab_file, lowercase)
-        return cls(vocab_file, lowercase=lowercase, seq_length=seq_length, **kwargs)
+        return cls(
+            vocab_file,
+            lowercase=lowercase,
+            seq_length=seq_length,
+            **{**tokenizer_options(source), **kwargs},
+        )
 
     from_preset = from_pretrained
 
     def set_vocabulary(self, vocabulary: Sequence[str] | str) -> None:
         """The word pieces (a list, `vocabulary[id]`, or a vocab.txt path)."""
         self._tokenizer = BertTokenizer(
-            vocabulary, lowercase=self.lowercase, max_chars_per_word=self.max_chars_per_word
+            vocabulary,
+            lowercase=self.lowercase,
+            max_chars_per_word=self.max_chars_per_word,
+            strip_accents=self.strip_accents,
+            special_tokens=self.special_tokens,
         )
 
     @property
@@ -315,6 +335,8 @@ class BertPreprocessor(keras.layers.Layer):
             "lowercase": self.lowercase,
             "seq_length": self.seq_length,
             "max_chars_per_word": self.max_chars_per_word,
+            "strip_accents": self.strip_accents,
+            "special_tokens": list(self.special_tokens),
         }
 
     def save_assets(self, dir_path: str) -> None:

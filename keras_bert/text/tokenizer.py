@@ -326,15 +326,22 @@ class BasicTokenizer(tf.Module):
     makes its word [UNK] as the original character does.
 
     Args:
-      lowercase: lowercase and strip accents (uncased vocabularies).
+      lowercase: lowercase (uncased vocabularies).
       vocab_chars: the characters the vocabulary's tokens contain.
+      strip_accents: NFD and delete combining marks (Mn); None follows
+        `lowercase`, as in the original and HuggingFace's `strip_accents=None`.
     """
 
     def __init__(
-        self, lowercase: bool = True, vocab_chars: str = "", name: str | None = None
+        self,
+        lowercase: bool = True,
+        vocab_chars: str = "",
+        name: str | None = None,
+        strip_accents: bool | None = None,
     ) -> None:
         super().__init__(name=name)
         self.lowercase = lowercase
+        self.strip_accents = bool(lowercase if strip_accents is None else strip_accents)
         patterns = _patterns()
         self._deleted = patterns["deleted"]
         self._marks = patterns["marks"]
@@ -472,6 +479,8 @@ class BasicTokenizer(tf.Module):
                     present, lambda: self._lowercase_by_table(strings), lambda: strings
                 )
             strings = tf.strings.lower(strings, encoding="utf-8")
+        if self.strip_accents:
+            # After lowercasing, as HuggingFace's BertTokenizer and the original.
             strings = tf_text.normalize_utf8(strings, "NFD")
             strings = tf.strings.regex_replace(strings, self._marks, "")
         return strings
@@ -574,6 +583,15 @@ class BertTokenizer(tf.Module):
       lowercase: True for uncased vocabularies (lowercase + strip accents).
       max_chars_per_word: longer words become `[UNK]`. 200 as google-research/bert
         (Model Garden's copy of the tokenizer uses 400).
+      strip_accents: NFD and delete combining marks; None follows `lowercase`
+        (the original). HuggingFace's `strip_accents`: False with `lowercase`
+        lowercases and keeps accents, True without it strips and keeps case.
+      special_tokens: tokens that, written in the text, are that token's id
+        rather than split into pieces (`"[CLS] a [MASK]"` -> [CLS], a, [MASK]),
+        as HuggingFace's tokenizers read their special tokens. Empty (the
+        original BERT's rule, which splits "[MASK]" into "[", "mask", "]") by
+        default. Matched exactly (case included) anywhere in the text, before
+        normalisation; the text between is tokenized on its own.
     """
 
     def __init__(
@@ -582,6 +600,8 @@ class BertTokenizer(tf.Module):
         lowercase: bool = True,
         max_chars_per_word: int = 200,
         name: str | None = None,
+        strip_accents: bool | None = None,
+        special_tokens: Sequence[str] = (),
     ) -> None:
         super().__init__(name=name)
         if isinstance(vocab_file, (str, os.PathLike)):
@@ -603,7 +623,11 @@ class BertTokenizer(tf.Module):
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
             token_to_id[t] for t in SPECIAL_TOKENS
         )
-        self.basic_tokenizer = BasicTokenizer(lowercase, vocab_chars="".join(self.vocab))
+        self.special_tokens = _check_special_tokens(special_tokens, token_to_id, self.vocab_file)
+        self.basic_tokenizer = BasicTokenizer(
+            lowercase, vocab_chars="".join(self.vocab), strip_accents=strip_accents
+        )
+        self.strip_accents = self.basic_tokenizer.strip_accents
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=self.vocab,
             suffix_indicator="##",
@@ -619,9 +643,20 @@ class BertTokenizer(tf.Module):
             [not (t.startswith("##") and len(t) > 2) for t in self.vocab]
         )  # (vocab_size,)
         self._is_word_start = tf.constant(self.is_word_start)
-        self._traced = _Traced(
-            tokenize=self._pieces, tokenize_with_offsets=self._pieces_and_offsets
-        )
+        if self.special_tokens:
+            # Longest first: RE2 takes the first alternative that matches.
+            ordered = sorted(self.special_tokens, key=len, reverse=True)
+            self._special_pattern = "(" + "|".join(re.escape(t) for t in ordered) + ")"
+            self._special_strings = tf.constant(list(self.special_tokens))
+            self._special_ids = tf.constant([token_to_id[t] for t in self.special_tokens], tf.int32)
+            self._traced = _Traced(
+                tokenize=lambda s: self._with_special_tokens(s, offsets=False),
+                tokenize_with_offsets=lambda s: self._with_special_tokens(s, offsets=True),
+            )
+        else:
+            self._traced = _Traced(
+                tokenize=self._pieces, tokenize_with_offsets=self._pieces_and_offsets
+            )
 
     @property
     def vocab(self) -> list[str]:
@@ -715,6 +750,66 @@ class BertTokenizer(tf.Module):
         starts, ends = self.basic_tokenizer.map_offsets(strings, plain, starts, ends)
         return ids, starts, ends
 
+    # === Special tokens written in the text ===
+
+    def _has_special_token(self, strings):
+        """Whether any string (B,) holds a special token's bytes: a byte search,
+        which invalid UTF-8 (that a regex does not match through) cannot hide."""
+        joined = tf.strings.reduce_join(strings, separator="\n")
+        found = [tf.size(tf.strings.split(joined, sep=token)) > 1 for token in self.special_tokens]
+        return tf.reduce_any(tf.stack(found))
+
+    def _with_special_tokens(self, strings, offsets):
+        """HuggingFace's order: cut the text at its special tokens, each of
+        which is its id, and tokenize the text between on its own. Most
+        batches hold none and take the plain path."""
+        plain_path = self._pieces_and_offsets if offsets else self._pieces
+        return tf.cond(
+            self._has_special_token(strings),
+            lambda: self._split_at_special_tokens(strings, offsets),
+            lambda: plain_path(strings),
+        )
+
+    def _split_at_special_tokens(self, strings, offsets):
+        # Cleaned first: tensorflow-text's regex split stops at a NUL.
+        cleaned = self.basic_tokenizer._clean(strings)  # (B,)
+        segments, segment_starts, _ = tf_text.regex_split_with_offsets(
+            cleaned, self._special_pattern, self._special_pattern
+        )  # (B, S)
+        flat = segments.flat_values  # (S in total,)
+        matches = tf.equal(flat[:, tf.newaxis], self._special_strings)  # (S, specials)
+        is_special = tf.reduce_any(matches, axis=1)
+        # A special token's segment is tokenized as "" (no pieces), then gets its id.
+        between = tf.where(is_special, "", flat)
+        special_row = tf.RaggedTensor.from_row_lengths(
+            tf.gather(self._special_ids, tf.argmax(tf.boolean_mask(matches, is_special), axis=1)),
+            tf.cast(is_special, tf.int64),
+        )  # (S, 0 or 1)
+
+        def regroup(pieces):  # (S, P) -> (B, P)
+            return tf.RaggedTensor.from_row_splits(
+                pieces, segments.row_splits, validate=False
+            ).merge_dims(1, 2)
+
+        if not offsets:
+            ids = tf.concat([special_row, self._pieces(between)], axis=1)
+            return regroup(ids)
+        ids, starts, ends = self._pieces_and_offsets(between)
+        zeros = tf.zeros_like(special_row, tf.int64)
+        ids = tf.concat([special_row, ids], axis=1)
+        starts = tf.concat([zeros, starts], axis=1)
+        lengths = tf.cast(tf.strings.length(flat), tf.int64)[:, tf.newaxis]
+        ends = tf.concat([zeros + lengths, ends], axis=1)
+        # Offsets in each segment -> in the cleaned string -> in the input.
+        shift = tf.gather(segment_starts.flat_values, starts.value_rowids())
+        starts = starts.with_flat_values(starts.flat_values + shift)
+        ends = ends.with_flat_values(ends.flat_values + shift)
+        plain = tf.strings.regex_full_match(strings, _LENGTH_PRESERVING)
+        starts, ends = self.basic_tokenizer.map_offsets(
+            strings, plain, regroup(starts), regroup(ends), cleaned_only=True
+        )
+        return regroup(ids), starts, ends
+
     @_no_autograph
     def tokenize_words_with_offsets(
         self, strings: tf.Tensor | Sequence[str] | str
@@ -774,6 +869,8 @@ class BertTokenizer(tf.Module):
         `tokenize`, whose graph holds the rare over-long-word rule (most of its
         ops), this one traces in half the time: a data-making process pays it once.
         """
+        if self.special_tokens:  # the whole rule: its text is cut first
+            return self.tokenize(strings), tf.constant(False)
         normalized, _ = self.basic_tokenizer.normalize(strings)
         return (
             tf.cast(self._wordpiece.tokenize(normalized), tf.int32),
@@ -925,6 +1022,24 @@ class BertTokenizer(tf.Module):
 
 
 PADDINGS = ("max_length", "longest")
+
+
+def _check_special_tokens(special_tokens, token_to_id, source):
+    """The special tokens as a tuple; each must be a vocabulary token."""
+    if isinstance(special_tokens, str):
+        raise ValueError(
+            f"special_tokens must be a list of tokens, got the string {special_tokens!r}"
+        )
+    tokens = tuple(dict.fromkeys(str(t) for t in special_tokens))
+    missing = [t for t in tokens if t not in token_to_id]
+    if missing:
+        raise ValueError(
+            f"special token(s) {missing} are not in the vocabulary {source or ''}".rstrip()
+            + "; a special token maps to its vocabulary id"
+        )
+    if "" in tokens:
+        raise ValueError("special_tokens holds an empty string")
+    return tokens
 
 
 def _check_padding(padding, length_multiple):

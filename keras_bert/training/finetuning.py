@@ -31,7 +31,7 @@ import keras
 import tensorflow as tf
 
 from keras_bert import features, safe_output
-from keras_bert.checkpoints.source import resolve, tokenizer_settings
+from keras_bert.checkpoints.source import resolve, tokenizer_options, tokenizer_settings
 from keras_bert.config import BertConfig
 from keras_bert.datasets import readers, retrieval
 from keras_bert.kernels import precision
@@ -217,7 +217,7 @@ def resolve_tokenizer(config: FinetuneConfig) -> tuple[BertTokenizer, str, Finet
     decided: the checkpoint's unless `lowercase` is given (a contradiction fails)."""
     source = resolve(config.init_checkpoint) if config.init_checkpoint else None
     vocab_file, lowercase = tokenizer_settings(source, config.vocab_file, config.lowercase)
-    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase)
+    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase, **tokenizer_options(source))
     return tokenizer, vocab_file, dataclasses.replace(config, lowercase=lowercase)
 
 
@@ -493,6 +493,8 @@ def preprocessor_of(config: FinetuneConfig, tokenizer: BertTokenizer) -> BertPre
         lowercase=tokenizer.lowercase,
         seq_length=config.seq_length,
         max_chars_per_word=tokenizer.max_chars_per_word,
+        strip_accents=tokenizer.strip_accents,
+        special_tokens=tokenizer.special_tokens,
     )
 
 

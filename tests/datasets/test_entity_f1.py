@@ -36,7 +36,8 @@ SCHEME_LETTERS = {
     "BILOU": "BILU",
     None: "IBES",
 }
-# seqeval's lenient rules know B/I/E/S only; BILOU is read as its IOBES spelling.
+# seqeval's lenient rules know B/I/E/S only; with scheme="BILOU", BILOU is read as
+# its IOBES spelling (without a scheme, L and U as seqeval reads them).
 AS_IOBES = {"L": "E", "U": "S"}
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -144,6 +145,28 @@ def test_io_labels_read_as_inside_tags():
         metric.update_state(ids, logits, weights)
     spelled = {name: name if name == "O" or name[1:2] == "-" else f"I-{name}" for name in names}
     assert_counts(metric, expected_over(data, names, spelled.get))
+
+
+@pytest.mark.parametrize("run", ["eager", "xla"])
+def test_without_a_scheme_l_and_u_tags_are_read_as_seqeval_reads_them(run):
+    """seqeval's default mode knows B/I/E/S only: L- and U- tags (BILOU's)
+    continue an entity and start one only where the type changes. Random
+    B/I/E/S/L/U/O tags of two types, scored by seqeval as they are spelled."""
+    names = ["O"] + [f"{p}-{t}" for p in "BIESLU" for t in ("PER", "LOC")]
+    data = batches(seed=19, names=names, count=12, static=run == "xla")
+    metric = EntityF1(names, scheme=None)
+    update = (
+        metric.update_state
+        if run == "eager"
+        else tf.function(metric.update_state, jit_compile=True)
+    )
+    for ids, logits, weights in data:
+        update(tf.constant(ids), tf.constant(logits), tf.constant(weights))
+    expected = expected_over(data, names, spelling=lambda tag: tag)
+    assert expected[1] > 20 and expected[2] > 20 and expected[0] > 0  # a real comparison
+    # Not the BILOU reading: the two differ on these batches.
+    assert expected != expected_over(data, names)
+    assert_counts(metric, expected)
 
 
 def test_reset_state_and_labels_without_weights():

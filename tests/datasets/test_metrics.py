@@ -119,7 +119,8 @@ SCHEME_LETTERS = {
     "BILOU": "BILU",
 }
 SEQEVAL_SCHEMES = {name: getattr(seqeval.scheme, name) for name in SCHEME_LETTERS}
-# seqeval's lenient rules know B/I/E/S only; ours read BILOU as that IOBES spelling.
+# seqeval's lenient rules know B/I/E/S only; with scheme="BILOU" ours read BILOU
+# as that IOBES spelling (without a scheme, as seqeval reads L and U).
 AS_IOBES = {"L": "E", "U": "S"}
 
 
@@ -131,7 +132,7 @@ def _seqeval_args(scheme, mode, true, pred):
     """The sequences and keyword arguments that make seqeval read them as we do."""
     if mode == "strict":
         return true, pred, {"mode": "strict", "scheme": SEQEVAL_SCHEMES[scheme]}
-    return ([_iobes_spelling(s) for s in true], [_iobes_spelling(s) for s in pred], {})
+    return true, pred, {}  # the lenient call names no scheme: seqeval's own reading
 
 
 def _seqeval_entities(tags, scheme, mode):
@@ -150,6 +151,27 @@ def _alphabet(scheme, types=("PER", "ORG")):
     """O, each prefix with each type, and each bare prefix (seqeval's empty type)."""
     letters = SCHEME_LETTERS[scheme]
     return ["O"] + [f"{p}-{t}" for p in letters for t in types] + list(letters)
+
+
+def test_without_a_scheme_l_and_u_tags_are_read_as_seqeval_reads_them():
+    """seqeval's default mode knows B/I/E/S only: an L- or U- tag continues the
+    entity before it and starts one only where the type changes. Every
+    sequence of up to 4 tags over B/I/E/S/L/U/O of two types, and random ones."""
+    alphabet = ["O"] + [f"{p}-{t}" for p in "BIESLU" for t in ("PER", "LOC")]
+    sequences = [list(s) for n in (1, 2, 3, 4) for s in itertools.product(alphabet, repeat=n)]
+    rng = np.random.default_rng(7)
+    sequences += [[alphabet[i] for i in rng.integers(13, size=12)] for _ in range(3000)]
+    for tags in sequences:
+        assert metrics.get_entities(tags) == set(seqeval_get_entities(tags)), tags
+    # The difference the BILOU scheme makes: U-PER U-PER is one entity without it.
+    assert metrics.get_entities(["U-PER", "U-PER"]) == {("PER", 0, 1)}
+    assert metrics.get_entities(["U-PER", "U-PER"], "BILOU") == {("PER", 0, 0), ("PER", 1, 1)}
+    gold = [[alphabet[i] for i in rng.integers(13, size=int(n))] for n in rng.integers(1, 20, 300)]
+    pred = [[t if rng.random() < 0.7 else alphabet[rng.integers(13)] for t in row] for row in gold]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = seqeval.metrics.f1_score(gold, pred)
+    assert metrics.entity_scores(gold, pred)["f1"] == pytest.approx(expected)
 
 
 # seqeval's own cases (its test_scheme / test_metrics / test_v1), rewritten:
@@ -250,11 +272,12 @@ def test_random_tags_of_each_scheme_score_as_seqeval(scheme, mode, seed):
 @pytest.mark.parametrize("scheme", list(SCHEME_LETTERS))
 def test_lenient_reading_ignores_the_scheme(scheme):
     """The scheme only checks the tags in lenient mode: conlleval's rules read
-    every scheme the same way."""
+    every scheme the same way; BILOU's L and U as E and S, its IOBES spelling."""
     rng = np.random.default_rng(3)
     true = [_random_scheme_tags(rng, scheme, 12) for _ in range(30)]
     pred = [_random_scheme_tags(rng, scheme, 12) for _ in range(30)]
-    assert metrics.entity_scores(true, pred, scheme=scheme) == metrics.entity_scores(true, pred)
+    spelled = [[_iobes_spelling(s) for s in rows] for rows in (true, pred)]
+    assert metrics.entity_scores(true, pred, scheme=scheme) == metrics.entity_scores(*spelled)
 
 
 @pytest.mark.parametrize(

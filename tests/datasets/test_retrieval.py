@@ -41,20 +41,22 @@ def test_rank_corpus_orders_by_cosine():
 
 
 def test_retrieval_metrics_equal_hand_computed_values():
-    """q0 ranks d0 d1 d2 d3, relevant {d1}: rank 2. q1 ranks d1 d2 d0 d3 (80 and
-    100 degrees tie at 10 from 90: d1 first, as it comes first), relevant {d2,
-    d3}: ranks 2 and 4. q2 ranks d3 d2 d1 d0, relevant {d3}: rank 1."""
+    """q0 ranks d0 d1 d2 d3, relevant {d1}: rank 2. q1: d1 and d2 tie (10
+    degrees from 90), d0 and d3 too (80); sentence-transformers' heap, pushed
+    d0 d1 d2 d3, is the list [d0, d3, d2, d1] (d3 sifts up past d1), so it
+    ranks d2 d1 d0 d3; relevant {d2, d3}: ranks 1 and 4. q2 ranks d3 d2 d1 d0,
+    relevant {d3}: rank 1."""
     queries = np.stack([vector(q) for q in ("q0", "q1", "q2")])
     corpus = np.stack([vector(d) for d in ("d0", "d1", "d2", "d3")])
     relevant = [{1}, {2, 3}, {3}]
     got = retrieval_metrics(queries, corpus, relevant, recall_at=(1, 2, 3))
     log2 = math.log2
-    ndcg = [(1 / log2(3)) / 1, (1 / log2(3) + 1 / log2(5)) / (1 + 1 / log2(3)), 1.0]
+    ndcg = [(1 / log2(3)) / 1, (1 + 1 / log2(5)) / (1 + 1 / log2(3)), 1.0]
     expected = {
-        "recall@1": (0 + 0 + 1) / 3,
+        "recall@1": (0 + 0.5 + 1) / 3,
         "recall@2": (1 + 0.5 + 1) / 3,
         "recall@3": (1 + 0.5 + 1) / 3,
-        "mrr@10": (1 / 2 + 1 / 2 + 1) / 3,
+        "mrr@10": (1 / 2 + 1 + 1) / 3,
         "ndcg@10": sum(ndcg) / 3,
     }
     assert set(got) == set(expected)
@@ -135,3 +137,35 @@ def test_reader_errors_name_the_file_and_the_columns(tmp_path):
         read_text_rows(path)
     with pytest.raises(ValueError, match=r"no column\(s\) \['title'\]"):
         read_text_rows(path, text_columns=("title", "a"))
+
+
+class TextVectors:
+    """A model whose `predict` reads each text as a comma-separated vector."""
+
+    def predict(self, texts, batch_size=None, verbose=0):
+        return np.array([[float(x) for x in text.split(",")] for text in texts], np.float32)
+
+
+def test_ties_are_broken_as_sentence_transformers_breaks_them():
+    """sentence-transformers' InformationRetrievalEvaluator pushes each query's
+    candidates as (score, corpus_id) onto a heapq (heappush, corpus smaller than
+    its top-k), then ranks `sorted(heap, key=score, reverse=True)`: equal scores
+    keep the heap's list order. Four documents of one score pushed as "b", "d",
+    "a", "c" (corpus order), then "far" (lower), leave the heap list [far, a,
+    b, d, c] (heapq: "a" and then "far" sift up to the root), ranked a, b, d,
+    c, far. The corpus order would give b, d, a, c."""
+    corpus = {"b": "1,0", "d": "1,0", "a": "1,0", "c": "1,0", "far": "0,1"}
+    queries = {"q": "1,0"}
+    expected_rank = {"a": 1, "b": 2, "d": 3, "c": 4, "far": 5}
+    for doc, rank in expected_rank.items():
+        got = evaluate_retrieval(TextVectors(), queries, corpus, {"q": [doc]}, recall_at=(1, 2))
+        assert got["mrr@10"] == pytest.approx(1 / rank), doc
+        assert got["recall@1"] == (rank == 1) and got["recall@2"] == (rank <= 2), doc
+    # A list corpus: positions are the ids, pushed 0..3 then 4 ("far"): heap
+    # list [4, 0, 2, 3, 1], so position 2 ranks second.
+    as_list = list(corpus.values())
+    got = evaluate_retrieval(TextVectors(), ["1,0"], as_list, {0: [2]})
+    assert got["mrr@10"] == pytest.approx(1 / 2)
+    # Three ties pushed "z", "y", "x": heap list [x, z, y].
+    ranked = rank_corpus(np.ones((1, 2)), np.ones((3, 2)), 3, corpus_ids=["z", "y", "x"])
+    assert ranked.tolist() == [[2, 0, 1]]
