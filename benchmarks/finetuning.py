@@ -185,8 +185,9 @@ class KerasStepClock:
 class KerasBertSide:
     """keras_bert as `recipes/keras/` uses it: from_pretrained, compile, fit on text."""
 
-    def __init__(self, checkpoint, setting, head_init="library"):
+    def __init__(self, checkpoint, setting, head_init="library", precision="float32"):
         self.checkpoint, self.jit_compile = checkpoint, setting == "xla"
+        self.precision = precision  # from_pretrained's dtype (precision_speedup.py)
         self.head_init = head_init  # --kb-head-init
         self.plain = setting == "plain"  # every layer on the plain ops (fast_kernels=False)
         self.timing_models = {}
@@ -204,6 +205,7 @@ class KerasBertSide:
                 num_labels=task["num_labels"],
                 label_names=task["label_names"],
                 seq_length=task["seq_length"],
+                dtype=self.precision,
             )
         else:
             model = keras_bert.BertClassifier.from_pretrained(
@@ -211,6 +213,7 @@ class KerasBertSide:
                 num_classes=task["num_labels"],
                 label_names=task["label_names"],
                 seq_length=task["seq_length"],
+                dtype=self.precision,
             )
         if self.head_init != "library":  # redrawn: HuggingFace's normal or the original's
             head = model.get_layer(
