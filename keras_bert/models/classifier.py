@@ -258,7 +258,7 @@ class BertClassifier(TextTask, keras.Model):
         if self.regression:
             return check_scores(y)
         if self.multi_label:
-            return multi_hot_labels(y, self.answer_names())
+            return multi_hot_labels(y, self.label_list())
         refuse_several_labels_per_text(y)
         values = np.asarray(
             y.tolist() if hasattr(y, "tolist") and not isinstance(y, np.ndarray) else y
@@ -352,6 +352,13 @@ class BertClassifier(TextTask, keras.Model):
     def answer_names(self) -> list[str] | None:
         return class_names(self.num_classes, self.label_names)
 
+    def label_list(self) -> list[str]:
+        """A classifier's class names ("0", "1", ... without `label_names`)."""
+        names = self.answer_names()
+        if names is None:
+            raise ValueError("a regressor (num_classes=1) has no labels")
+        return names
+
     def classify(
         self,
         x: Any,
@@ -381,7 +388,7 @@ class BertClassifier(TextTask, keras.Model):
                 logits = tf.RaggedTensor.from_row_lengths(per_window, count).to_tensor()
                 logits = tf.reduce_sum(logits, axis=1) / tf.cast(count, logits.dtype)[:, None]
             if self.multi_label:
-                parts.append(multi_label_logits(logits, self.answer_names(), threshold))
+                parts.append(multi_label_logits(logits, self.label_list(), threshold))
             else:
                 parts.append(classify_logits(logits, self.answer_names()))
         answers: dict[str, Any] = {
