@@ -26,6 +26,7 @@ REGISTRY_MODULE = "keras.src.saving.object_registration"
 SERIALIZABLE = {
     "BertEncoder": "keras_bert.models.encoder",
     "BertClassifier": "keras_bert.models.classifier",
+    "MultiLabelF1": "keras_bert.models.classifier",
     "BertFeatureExtractor": "keras_bert.models.feature_extractor",
     "BertSentenceEncoder": "keras_bert.models.sentence_encoder",
     "MultipleNegativesRankingLoss": "keras_bert.models.contrastive",

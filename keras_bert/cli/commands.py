@@ -503,6 +503,18 @@ def _add_data_arguments(parser):
         help="[label] (embed: a score column [score, or a numeric label])",
     )
     parser.add_argument(
+        "--label-separator",
+        default=None,
+        help="multi-label: what separates a row's label names [|], e.g. sports|politics",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=_number(float, 0, 1),
+        default=None,
+        help="multi-label: a label is predicted where its probability is above "
+        "this [0.5; evaluate: the model folder's]",
+    )
+    parser.add_argument(
         "--version-2-with-negative",
         action="store_true",
         default=None,
@@ -660,6 +672,14 @@ def add_finetune(subparsers):
         help="SQuAD v2.0: keep the dev set's best no-answer threshold",
     )
     parser.add_argument("--no-tensorboard", action="store_true", default=None)
+    parser.add_argument(
+        "--multi-label",
+        action="store_true",
+        default=None,
+        help="classify: any number of labels per text (the label column's names "
+        "separated by --label-separator, or a JSONL list; an empty cell: none); "
+        "a sigmoid per label, scored by micro / macro F1",
+    )
     _add_data_arguments(parser)
     parser.set_defaults(run=run_finetune, fast_cpu_training=True)
 
@@ -746,6 +766,8 @@ def run_evaluate(args):
         max_dev_examples=args.max_examples,
         glue_task=args.glue_task,
         label_column=args.label_column,
+        label_separator=args.label_separator,
+        threshold=args.threshold,
         lowercase=args.lowercase,
         text_columns=args.text_columns.split(",") if args.text_columns else None,
         version_2_with_negative=args.version_2_with_negative or None,
@@ -788,6 +810,13 @@ def add_predict(subparsers):
         help="copy each input's fields (text, text_pair, ...) into its answer",
     )
     parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument(
+        "--threshold",
+        type=_number(float, 0, 1),
+        default=None,
+        help="multi-label: answer the labels whose probability is above this "
+        "[the model folder's, 0.5 unless finetune --threshold said otherwise]",
+    )
     parser.set_defaults(run=run_predict)
 
 
@@ -801,6 +830,7 @@ def run_predict(args):
         args.batch_size,
         input_format=args.input_format,
         include_input=args.include_input,
+        threshold=args.threshold,
     )
     print(f"wrote {count} answers to {args.output}")
 
@@ -838,6 +868,13 @@ def add_export(subparsers):
         type=positive_int,
         default=None,
         help="question answering: most context windows searched (default 64)",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=_number(float, 0, 1),
+        default=None,
+        help="multi-label classifiers: the `labels` output holds the names whose "
+        "probability is above this [the model folder's, else 0.5]",
     )
     parser.add_argument(
         "--padding",
@@ -900,6 +937,8 @@ def run_export(args):
     from keras_bert.export import export_model_dir
 
     options = {} if args.max_windows is None else {"max_windows": args.max_windows}
+    if args.threshold is not None:
+        options["threshold"] = args.threshold
     path = export_model_dir(
         args.model_dir,
         args.output,

@@ -11,7 +11,9 @@ line by line (a text line may begin with `{`):
   and `context` (squad);
 - squad (.json, question answering only): a SQuAD JSON file.
 
-Outputs, in input order: `{"label", "probabilities": {name: p}}`, `{"score"}`,
+Outputs, in input order: `{"label", "probabilities": {name: p}}` (a
+multi-label classifier: `{"labels": [names above the threshold, most
+probable first], "probabilities": {name: p}}`), `{"score"}`,
 `{"tokens", "tags", "entities"}`, `{"answer", "start", "end", "score"}` (+
 `has_answer`, `null_score_diff` for SQuAD 2.0) or `{"embedding": [D floats]}`.
 Every answer starts with `line`, its input line number (a SQuAD file's answers carry the question's
@@ -122,7 +124,9 @@ def predictions(
     include_input: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """The model's answers for the rows, in order, as JSON-able dicts; blank
-    rows are answered as blank, in their place."""
+    rows are answered as blank, in their place. `saved`: the model folder's
+    finetune_config.json (a SQuAD model's options, a multi-label classifier's
+    `threshold`)."""
     with Progress(len(rows), "inputs", detail="predicting") as bar:
         for start in range(0, len(rows), batch_size):
             chunk = rows[start : start + batch_size]
@@ -186,13 +190,21 @@ def _answers(model, task, chunk, saved):
     ):
         if not group:
             continue
-        outputs = model.classify(inputs)
+        multi_label = getattr(model, "multi_label", False)
+        outputs = model.classify(
+            inputs, threshold=saved.get("threshold", 0.5) if multi_label else None
+        )
         for k, i in enumerate(group):
             if task == "regress":
                 answers[i] = {"score": float(outputs["score"][k])}
             else:
+                chosen = (
+                    {"labels": outputs["labels"][k]}
+                    if multi_label
+                    else {"label": outputs["label"][k].decode("utf-8")}
+                )
                 answers[i] = {
-                    "label": outputs["label"][k].decode("utf-8"),
+                    **chosen,
                     "probabilities": {
                         name: float(p)
                         for name, p in zip(model.answer_names(), outputs["probabilities"][k])
@@ -208,6 +220,7 @@ def predict_file(
     batch_size: int = 32,
     input_format: str | None = None,
     include_input: bool = False,
+    threshold: float | None = None,
 ) -> int:
     """Writes the answers for `input_path` to `output_path` (JSON Lines, one
     per input line, blank lines included); returns the number of lines
@@ -216,6 +229,13 @@ def predict_file(
     safe_output.check_not_input(output_path, [input_path, model_dir], "--output")
     model, saved = load_finetuned(model_dir)
     task = saved["task"]
+    if threshold is not None:
+        if not saved.get("multi_label"):
+            raise ValueError(
+                f"--threshold: the model in {model_dir} answers one label per text; "
+                "a threshold is for multi-label classifiers (finetune --multi-label)"
+            )
+        saved = {**saved, "threshold": threshold}
     rows = read_inputs(input_path, task, input_format)
     count = 0
     with safe_output.output_lock(output_path), safe_output.open_replacing(output_path) as out:

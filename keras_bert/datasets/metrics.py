@@ -57,6 +57,29 @@ def matthews_corrcoef(labels: ArrayLike, predictions: ArrayLike) -> float:
     return float(covariance_yp / np.sqrt(covariance_pp * covariance_yy))
 
 
+def multi_label_scores(labels: ArrayLike, predictions: ArrayLike) -> dict[str, float]:
+    """Multi-label figures of multi-hot rows (N, C) of 0 / 1 (or booleans):
+    micro F1 (every text-label decision pooled), macro F1 (the mean of the
+    labels' F1s) and subset accuracy (rows right in every label), as
+    scikit-learn's `f1_score(average="micro" / "macro")` and
+    `accuracy_score`; an F1 without a true or predicted positive is 0, as
+    scikit-learn's default."""
+    true = np.asarray(labels).astype(bool)
+    predicted = np.asarray(predictions).astype(bool)
+    true_positive = np.sum(true & predicted, axis=0)  # (C,)
+    # 2 TP / (2 TP + FP + FN): the sizes of both sets, per label.
+    sizes = np.sum(true, axis=0) + np.sum(predicted, axis=0)  # (C,)
+    per_label = np.divide(
+        2.0 * true_positive, sizes, out=np.zeros(sizes.shape, np.float64), where=sizes > 0
+    )
+    total = np.sum(sizes)
+    return {
+        "f1_micro": float(2.0 * np.sum(true_positive) / total) if total else 0.0,
+        "f1_macro": float(np.mean(per_label)) if per_label.size else 0.0,
+        "subset_accuracy": float(np.mean(np.all(true == predicted, axis=1))) if true.size else 0.0,
+    }
+
+
 def pearson(labels: ArrayLike, predictions: ArrayLike) -> float:
     x = np.asarray(labels, dtype=np.float64)
     y = np.asarray(predictions, dtype=np.float64)

@@ -70,10 +70,12 @@ def read_texts_and_labels(
     text_columns: Sequence[str] | None = None,
     label_column: str = "label",
     limit: int | None = None,
+    label_separator: str | None = None,
 ) -> tuple[Any, list]:
     """A table (TSV / CSV / JSONL), a GLUE TSV, `tfds:glue/<task>:<split>` or
     in-memory columns -> (texts, labels): texts a list, or a (texts, pairs)
-    tuple; labels class names (strings) or scores (floats)."""
+    tuple; labels class names (strings) or scores (floats), or with a
+    `label_separator` (multi-label tables) a list of names per text."""
     spec = tfds_spec(source)
     if not isinstance(source, str):
         examples = text_classification.text_examples_from_columns(
@@ -82,9 +84,12 @@ def read_texts_and_labels(
             label_column,
             regression,
             source=source_name(source),
+            label_separator=label_separator,
         )
     elif spec is not None:
         name, split = spec
+        if label_separator is not None:
+            raise ValueError(f"{source}: multi-label data comes from tables, not TFDS")
         if not name.startswith("glue/"):
             raise ValueError(f"{source}: classification reads TFDS glue/<task> only")
         examples = glue.read_glue_tfds(glue_task or name[5:], split)
@@ -92,7 +97,7 @@ def read_texts_and_labels(
         examples = glue.read_glue_tsv(glue_task, source)
     else:
         examples = text_classification.read_text_examples(
-            source, text_columns, label_column, regression
+            source, text_columns, label_column, regression, label_separator=label_separator
         )
     n = _limit(len(examples), limit)
     texts = examples.texts_a[:n]

@@ -6,6 +6,10 @@ for single sentences, two for pairs) and the label column. Without names,
 the label is the `label` column and the texts are the other columns in order
 (at most two), which fits `rotten_tomatoes` (label, sentence) and `bbc_news`
 (label, title, text: a pair whose longer side, the text, is truncated first).
+
+Multi-label tables (`label_separator` given) hold any number of label names
+per row in the label column, separated by it (`sports|politics`; a JSON Lines
+row may hold a list instead); an empty cell is a text with none of the labels.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ if TYPE_CHECKING:
 @dataclasses.dataclass
 class TextExamples:
     """Column-wise examples: `texts_b` is None for single sentences; labels are
-    strings (classes) or floats (regression); `ids` name the rows."""
+    strings (classes), lists of strings (multi-label) or floats (regression);
+    `ids` name the rows."""
 
     texts_a: list
     texts_b: list
@@ -84,6 +89,34 @@ def read_rows(path: str, header: bool = True) -> Iterator[tuple[int, dict[str, A
             yield number, row
 
 
+def label_list(label: Any, separator: str) -> list[str]:
+    """A multi-label row's label cell -> its names: a list (JSON) as it is, a
+    string split at `separator`, each name stripped; empty names and an empty
+    cell (None, "") give none."""
+    if label is None:
+        return []
+    names = [_as_str(v) for v in label] if isinstance(label, (list, tuple)) else None
+    if names is None:
+        names = _as_str(label).split(separator)
+    return [name.strip() for name in names if name.strip()]
+
+
+def several_labels_error(where: str, label: Any, separator: str | None) -> str | None:
+    """The message for a single-label row that holds several names (a list,
+    or a string with `separator` between names), else None."""
+    if isinstance(label, (list, tuple)):
+        what = f"a list of {len(label)} labels"
+    elif separator and isinstance(label, str) and len(label_list(label, separator)) > 1:
+        what = f"several labels separated by {separator!r}"
+    else:
+        return None
+    return (
+        f"{where}: label {label!r} is {what}; for several labels per text train a "
+        "multi-label classifier (--multi-label; multi_label=True), or, if "
+        f"{separator or '|'!r} belongs to the class names, choose another --label-separator"
+    )
+
+
 def read_text_examples(
     path: str,
     text_columns: Sequence[str | int] | None = None,
@@ -91,6 +124,7 @@ def read_text_examples(
     regression: bool = False,
     header: bool = True,
     allow_empty_text: bool = False,
+    label_separator: str | None = None,
 ) -> TextExamples:
     """Reads a TSV / CSV / JSONL file into `TextExamples`.
 
@@ -104,6 +138,8 @@ def read_text_examples(
       allow_empty_text: read an empty text cell as "" (the original GLUE files,
         read as run_classifier.py reads them); otherwise it is an error naming
         the line, since a table with empty cells is usually a broken export.
+      label_separator: multi-label: each label cell holds names separated by
+        it (or a JSON list), read as a list of names; an empty cell is no label.
     """
     texts_a, texts_b, labels, ids = [], [], [], []
     columns = list(text_columns) if text_columns else None
@@ -127,12 +163,16 @@ def read_text_examples(
                     f"{path}, line {number}: empty text in column {column!r}; "
                     "fill it in or remove the row"
                 )
-        if label is not None and not str(label).strip():
+        if label_separator is not None:
+            label = label_list(label, label_separator)
+        elif isinstance(label, (list, tuple)):
+            raise ValueError(several_labels_error(f"{path}, line {number}", label, None))
+        elif label is not None and not str(label).strip():
             raise ValueError(
                 f"{path}, line {number}: empty label in column {label_column!r}; "
                 "fill it in or remove the row"
             )
-        if label is not None:
+        if label is not None and label_separator is None:
             if regression:
                 raw_label = label
                 try:
@@ -164,11 +204,13 @@ def text_examples_from_columns(
     label_column: str | None = "label",
     regression: bool = False,
     source: str = "data",
+    label_separator: str | None = None,
 ) -> TextExamples:
     """In-memory columns -> `TextExamples`: a dict of equal-length lists (or
     anything indexed by column name with `keys()` or `columns`, as a DataFrame),
     or a (texts, labels) / (texts, pairs, labels) tuple. Text columns default
-    to `text` and `text_pair` when present, else every column but the label."""
+    to `text` and `text_pair` when present, else every column but the label.
+    `label_separator`: multi-label, as `read_text_examples`."""
     if isinstance(columns, tuple):
         names = (
             ["text", "text_pair", label_column][-len(columns) :]
@@ -190,7 +232,12 @@ def text_examples_from_columns(
         raise ValueError(f"{source}: the columns {[*text_columns, label_column]} differ in length")
     if not texts[0]:
         raise ValueError(f"{source}: no examples")
-    if label_column is not None:
+    if label_column is not None and label_separator is not None:
+        labels = [label_list(v, label_separator) for v in labels]
+    elif label_column is not None:
+        for i, value in enumerate(labels):
+            if isinstance(value, (list, tuple)):
+                raise ValueError(several_labels_error(f"{source}, row {i}", value, None))
         labels = [float(v) for v in labels] if regression else [_as_str(v) for v in labels]
     return TextExamples(
         texts[0], texts[1] if len(texts) > 1 else None, labels, list(range(len(texts[0])))

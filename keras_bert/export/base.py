@@ -197,8 +197,13 @@ class TaskServing:
             if self.remove_padding
             else contextlib.nullcontext()
         ):
-            outputs = self.model(features, training=False)
+            outputs = self.model_outputs(features)
         return tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), outputs)
+
+    def model_outputs(self, features: Mapping[str, tf.Tensor]) -> Any:
+        """The model's inference-mode outputs on `features` (a classifier's
+        logits, before any activation)."""
+        return self.model(features, training=False)
 
     def metadata(self) -> dict[str, Any]:
         """JSON-able facts written to `assets/keras_bert_export.json`."""

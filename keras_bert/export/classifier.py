@@ -6,9 +6,15 @@ and regression.
   empty batch: single sentences); else it holds one string per `text`.
   Outputs `probabilities` (B, C), `logits` (B, C) and `label` (B,) (the name of
   the most probable class); a regressor (`num_classes=1`) outputs `score` (B,).
+  A multi-label classifier (`multi_label=True`) outputs `probabilities` (B, C)
+  (a sigmoid per label), `logits` (B, C) and `labels` (B, M): per text the
+  names whose probability is above the export's `threshold` (0.5 unless
+  `export_saved_model(..., threshold=)` says otherwise; in the metadata),
+  most probable first, padded with "" to the request's longest row.
 - `serve_examples(inputs)`: serialized `tf.Example`s with a bytes feature
   `text` and, per example, an optional `text_pair`. Outputs `classes` (B, C)
-  and `scores` (B, C) (the Classify API's names), or `outputs` (B,) for a
+  and `scores` (B, C) (the Classify API's names; a multi-label classifier's
+  scores are its per-label probabilities), or `outputs` (B,) for a
   regressor (the Regress API's name); the Predict API reads the same.
 - `serve_ids(input_ids, input_mask, segment_ids)`: the `serving_default` outputs.
 
@@ -21,7 +27,8 @@ metadata (`assets/keras_bert_export.json`) carries `trained_on_pairs`, so a
 client can check before sending pairs. Refusing them instead would break
 clients whose model was trained on ids, where nobody knows.
 
-Legend for shape comments: B = batch, C = classes, T = sequence length.
+Legend for shape comments: B = batch, C = classes, T = sequence length,
+M = most labels above the threshold in a request's row.
 """
 
 from __future__ import annotations
@@ -32,7 +39,12 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import tensorflow as tf
 
 from keras_bert.export.base import IDS_SPECS, TaskServing, signature
-from keras_bert.preprocessing.classification import class_names, classify_logits
+from keras_bert.models.user_inputs import check_threshold
+from keras_bert.preprocessing.classification import (
+    class_names,
+    classify_logits,
+    multi_label_logits,
+)
 from keras_bert.preprocessing.text_ops import check_same_batch
 
 if TYPE_CHECKING:
@@ -49,9 +61,20 @@ class ClassifierServing(TaskServing):
         tokenizer: BertTokenizer,
         seq_length: int,
         label_names: Sequence[str] | None = None,
+        threshold: float | None = None,
     ) -> None:
         super().__init__(model, tokenizer, seq_length)
         self.regression = model.num_classes == 1
+        self.multi_label = bool(getattr(model, "multi_label", False))
+        if threshold is not None and not self.multi_label:
+            raise ValueError(
+                "threshold: this classifier answers one class per text (the most "
+                "probable); a threshold is for multi_label=True classifiers"
+            )
+        # Labels above it are a multi-label classifier's answers.
+        self.threshold = None
+        if self.multi_label:
+            self.threshold = 0.5 if threshold is None else check_threshold(threshold)
         names = label_names if label_names is not None else getattr(model, "label_names", None)
         self.label_names = class_names(model.num_classes, names)
         self.trained_on_pairs = getattr(model, "trained_on_pairs", None)
@@ -86,14 +109,23 @@ class ClassifierServing(TaskServing):
 
     @property
     def task(self) -> str:
+        if self.multi_label:
+            return "multi_label_classification"  # HuggingFace's problem_type
         return "regression" if self.regression else "classification"
 
     def metadata(self) -> dict[str, Any]:
+        extra = {"threshold": self.threshold} if self.multi_label else {}
         return {
             **super().metadata(),
             "label_names": self.label_names,
             "trained_on_pairs": self.trained_on_pairs,
+            "multi_label": self.multi_label,
+            **extra,
         }
+
+    def model_outputs(self, features: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        # The logits, before a softmax / sigmoid `activation`: the answers start there.
+        return self.model.logits(features)
 
     # === Features ===
 
@@ -129,7 +161,10 @@ class ClassifierServing(TaskServing):
         return tf.cond(tf.size(text_pair) > 0, pairs, single)  # (B, T)
 
     def classify(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        return classify_logits(self.run_model(features), self.label_names)  # (B, C) logits in
+        logits = self.run_model(features)  # (B, C)
+        if self.multi_label:
+            return multi_label_logits(logits, self.label_names, self.threshold)
+        return classify_logits(logits, self.label_names)
 
     # === Signatures ===
 

@@ -153,6 +153,12 @@ def export_litert(
             f"LiteRT export takes a BertClassifier or a BertSentenceEncoder, got a "
             f"{type(model).__name__} (export taggers and readers as SavedModels)"
         )
+    if getattr(model, "multi_label", False):
+        raise ValueError(
+            "LiteRT export of a multi_label=True classifier is not built (its labels "
+            "above a threshold are a sort LiteRT is not tested with): export it as a "
+            "SavedModel (export_saved_model), which answers them"
+        )
     if getattr(model, "lowercase_text", False) and not model.preprocessor.tokenizer.lowercase:
         # sentence-transformers' do_lower_case on a cased vocabulary: str.lower in
         # the graph, which has no LiteRT kernel.

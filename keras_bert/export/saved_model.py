@@ -8,9 +8,12 @@ signatures per task are described in each `export_<task>.py` module:
 | model | `serving_default` inputs -> outputs |
 |---|---|
 | `BertEncoder` | `text` -> `embedding` (mean-pooled, L2-normalised) |
-| `BertClassifier` | `text`, optional `text_pair` -> `probabilities`, `logits`, `label`; regression: `score` |
+| `BertClassifier` | `text`, optional `text_pair` -> `probabilities`, `logits`, `label` (1) |
 | `BertTokenClassifier` | `text` -> per-word `tokens`/`tags` and `entity_*` (type, char offsets, text) |
 | `BertSpanExtractor` | `question`, `context` -> `answer`, char `start`/`end`, `score` (+ `has_answer`) |
+
+(1) A regressor: `score`; a multi-label classifier: `labels` (the names above
+its threshold) in place of `label`.
 
 Every export also has `serve_examples` (serialized `tf.Example` under `inputs`,
 for TensorFlow Serving's Classify / Regress / Predict APIs) and `serve_ids`
@@ -73,8 +76,11 @@ def task_serving(
     if kind == "BertClassifier":
         from keras_bert.export.classifier import ClassifierServing
 
+        threshold = task_options.pop("threshold", None)  # multi-label classifiers'
         _no_options(kind, task_options)
-        return ClassifierServing(model, tokenizer, seq_length or 128, label_names)
+        return ClassifierServing(
+            model, tokenizer, seq_length or 128, label_names, threshold=threshold
+        )
     if kind == "BertTokenClassifier":
         from keras_bert.export.tagger import TaggerServing
 
@@ -183,9 +189,11 @@ def export_saved_model(
         padding stay the padded model's: run_squad's softmax spans them; the
         answers are the same either way). Off, a batch of full-length texts
         runs 6-9 % faster (its gathers); see `keras_bert.models.unpadded`.
-      **task_options: question answering only: `version_2_with_negative`,
+      **task_options: question answering: `version_2_with_negative`,
         `doc_stride`, `max_query_length`, `max_answer_length`, `n_best_size`,
-        `null_score_diff_threshold`, `max_windows` (see `export_squad`).
+        `null_score_diff_threshold`, `max_windows` (see `export_squad`); a
+        multi-label classifier: `threshold` (default 0.5), above which a
+        label's probability makes it one of the `labels` answered.
     """
     if path is None and isinstance(tokenizer, (str, os.PathLike)):
         tokenizer, path = None, tokenizer  # export_saved_model(model, path)
@@ -400,6 +408,8 @@ def export_model_dir(
                 )
                 if key in saved
             }
+        if saved.get("multi_label"):  # the run's threshold, unless given
+            options["threshold"] = saved.get("threshold", 0.5)
         options.update(task_options)
         return export_saved_model(
             model,

@@ -1,5 +1,10 @@
 """BertClassifier: sentence (pair) classification and regression on `pooled_output`.
 
+Single-label (one class per text: softmax, cross-entropy) by default;
+`multi_label=True` makes the labels independent (any number per text: a
+sigmoid per label, binary cross-entropy), as HuggingFace's
+`problem_type="multi_label_classification"`.
+
 Legend for shape comments: B = batch, T = sequence length, H = hidden size,
 C = number of classes.
 """
@@ -16,8 +21,19 @@ import tensorflow as tf
 from keras_bert import features
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
-from keras_bert.models.user_inputs import check_class_indices, check_number, check_scores
-from keras_bert.preprocessing.classification import class_names, classify_logits
+from keras_bert.models.user_inputs import (
+    check_class_indices,
+    check_number,
+    check_scores,
+    check_threshold,
+    multi_hot_labels,
+    refuse_several_labels_per_text,
+)
+from keras_bert.preprocessing.classification import (
+    class_names,
+    classify_logits,
+    multi_label_logits,
+)
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, text_pairs_given
 
 
@@ -41,7 +57,41 @@ def encoder_inputs() -> dict[str, keras.KerasTensor]:
     }
 
 
-ACTIVATIONS = (None, "softmax")
+ACTIVATIONS = (None, "softmax", "sigmoid")
+# A multi-label classifier's labels above this probability are its answers.
+DEFAULT_THRESHOLD = 0.5
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class MultiLabelF1(keras.metrics.F1Score):
+    """Keras' `F1Score` over independent labels (multi-hot targets), reading
+    logits (`from_logits=True`: a sigmoid first) or probabilities; a label
+    counts as predicted above `threshold` (a probability). Keras' own takes
+    probabilities only (its threshold must lie in (0, 1])."""
+
+    def __init__(
+        self,
+        average: str = "micro",
+        threshold: float = DEFAULT_THRESHOLD,
+        from_logits: bool = True,
+        name: str | None = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__(
+            average=average, threshold=threshold, name=name or f"f1_{average}", dtype=dtype
+        )
+        self.from_logits = from_logits
+
+    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        y_pred = keras.ops.cast(y_pred, self.dtype)
+        if self.from_logits:
+            y_pred = keras.ops.sigmoid(y_pred)
+        super().update_state(y_true, y_pred, sample_weight)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.pop("beta", None)
+        return {**config, "from_logits": self.from_logits}
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -59,9 +109,16 @@ class BertClassifier(TextTask, keras.Model):
       preprocessor: optional `BertPreprocessor`; with it the model also takes
         text (one string per example, or pairs) in `fit` / `evaluate` /
         `predict` (see `keras_bert.models.text_task`).
-      activation: None (logits, the default, as keras-hub's classifiers) or
+      activation: None (logits, the default, as keras-hub's classifiers),
         "softmax" (probabilities out of the model, `predict` and exports alike;
-        the default loss follows).
+        the default loss follows) or, for `multi_label=True`, "sigmoid".
+      multi_label: False (the default): one class per text (softmax,
+        cross-entropy; labels a class index or name per text). True: the
+        labels are independent, any number per text (a sigmoid per label,
+        binary cross-entropy from the logits; labels multi-hot rows (N, C) of
+        0 / 1 or a list of label names per text); `predict_proba` gives each
+        label's probability, `predict_labels` the names above a threshold,
+        `score` micro / macro F1. Kept in the config.
       trained_on_pairs: whether `fit` has seen text pairs: set by `fit` on
         text (True once any pairs came, False for single texts only), None
         when unknown (trained on ids, or not yet). A model trained on single
@@ -85,6 +142,7 @@ class BertClassifier(TextTask, keras.Model):
         preprocessor: BertPreprocessor | dict | None = None,
         activation: str | None = None,
         trained_on_pairs: bool | None = None,
+        multi_label: bool = False,
         **kwargs: Any,
     ) -> None:
         encoder = deserialize_encoder(encoder)
@@ -92,10 +150,28 @@ class BertClassifier(TextTask, keras.Model):
         num_classes = check_number(num_classes, "num_classes")
         if label_names is not None and len(label_names) != num_classes:
             raise ValueError(f"{len(label_names)} label_names for num_classes={num_classes}")
+        if not isinstance(multi_label, bool):
+            raise ValueError(f"multi_label must be True or False, got {multi_label!r}")
+        if multi_label and num_classes < 2:
+            raise ValueError(
+                f"multi_label=True needs num_classes of at least 2 (one output per label), "
+                f"got {num_classes}: a single yes / no label is a 2-class classifier"
+            )
         if activation not in ACTIVATIONS or (activation and num_classes == 1):
             raise ValueError(
                 f"activation must be one of {ACTIVATIONS} (a regressor, "
                 f"num_classes=1: None), got {activation!r}"
+            )
+        if multi_label and activation == "softmax":
+            raise ValueError(
+                "activation='softmax' makes the labels compete (one per text); a "
+                "multi_label=True classifier takes None (logits) or 'sigmoid'"
+            )
+        if not multi_label and activation == "sigmoid":
+            raise ValueError(
+                "activation='sigmoid' is for independent labels: build the classifier "
+                "with multi_label=True (any number of labels per text), or use "
+                "'softmax' for one class per text"
             )
         init = keras.initializers.TruncatedNormal(stddev=encoder.config.initializer_range)
 
@@ -104,10 +180,10 @@ class BertClassifier(TextTask, keras.Model):
         output_layer = keras.layers.Dense(
             num_classes, kernel_initializer=init, name="classifier_output"
         )
-        # Softmax in float32: mixed precision's float16 probabilities round to 0 / 1.
-        softmax = (
-            keras.layers.Activation("softmax", dtype="float32", name="probabilities")
-            if activation == "softmax"
+        # In float32: mixed precision's float16 probabilities round to 0 / 1.
+        probabilities = (
+            keras.layers.Activation(activation, dtype="float32", name="probabilities")
+            if activation is not None
             else None
         )
 
@@ -115,7 +191,7 @@ class BertClassifier(TextTask, keras.Model):
         inputs = encoder_inputs()
         pooled = encoder(inputs)["pooled_output"]  # (B, H)
         logits = output_layer(dropout_layer(pooled))  # (B, C)
-        outputs = logits if softmax is None else softmax(logits)
+        outputs = logits if probabilities is None else probabilities(logits)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         # === Config ===
@@ -126,6 +202,7 @@ class BertClassifier(TextTask, keras.Model):
         self.preprocessor = preprocessor
         self.activation = activation
         self.trained_on_pairs = None if trained_on_pairs is None else bool(trained_on_pairs)
+        self.multi_label = multi_label
         self._warned_about_pairs = False
 
     # === Text in, answers out ===
@@ -141,6 +218,10 @@ class BertClassifier(TextTask, keras.Model):
     def default_loss(self) -> keras.losses.Loss:
         if self.regression:
             return keras.losses.MeanSquaredError()
+        if self.multi_label:
+            # The mean over labels and texts, as PyTorch's BCEWithLogitsLoss
+            # (HuggingFace's multi-label loss); from the logits, which is stable.
+            return keras.losses.BinaryCrossentropy(from_logits=self.outputs_logits)
         return keras.losses.SparseCategoricalCrossentropy(from_logits=self.outputs_logits)
 
     def read_positions(self, x: Any, y: Any = None, sample_weight: Any = None) -> tf.Tensor | None:
@@ -158,15 +239,27 @@ class BertClassifier(TextTask, keras.Model):
     def default_metrics(self) -> list:
         if self.regression:
             return []
+        if self.multi_label:
+            return [
+                # Per label, right or wrong; on logits the threshold 0 is probability 0.5.
+                keras.metrics.BinaryAccuracy(
+                    name="binary_accuracy", threshold=0.0 if self.outputs_logits else 0.5
+                ),
+                MultiLabelF1("micro", from_logits=self.outputs_logits),
+            ]
         return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
 
     def encode_targets(self, y: Any) -> Any:
         """Class names (the model's `label_names`) -> class indices; indices
-        and regression scores pass through."""
+        and regression scores pass through. Multi-label: label names per text
+        or multi-hot rows -> float32 multi-hot rows (N, C)."""
         if y is None:
             return y
         if self.regression:
             return check_scores(y)
+        if self.multi_label:
+            return multi_hot_labels(y, self.label_list())
+        refuse_several_labels_per_text(y)
         values = np.asarray(
             y.tolist() if hasattr(y, "tolist") and not isinstance(y, np.ndarray) else y
         )
@@ -184,7 +277,9 @@ class BertClassifier(TextTask, keras.Model):
         return np.vectorize(lambda v: index[str(v)], otypes=[np.int32])(values)
 
     def map_text_batch(self, x: Any, y: Any = None) -> tuple[dict[str, tf.Tensor], Any, Any]:
-        if y is not None and not self.regression and y.dtype == tf.string:
+        if y is not None and self.multi_label:
+            y = self.multi_hot_batch(y)
+        elif y is not None and not self.regression and y.dtype == tf.string:
             names = tf.constant(self.answer_names())
             known = tf.equal(y[:, tf.newaxis], names)  # (B, C)
             check = tf.debugging.Assert(
@@ -195,12 +290,43 @@ class BertClassifier(TextTask, keras.Model):
                 y = tf.argmax(tf.cast(known, tf.int32), axis=1, output_type=tf.int32)
         return self.require_preprocessor()(x), y, None
 
+    def multi_hot_batch(self, y: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:
+        """One batch of a dataset's multi-label targets, in graph -> float32
+        (B, C): label names per text ((B,) one each, (B, M) padded with "",
+        or ragged (B, None)), or multi-hot rows of 0 / 1."""
+        if y.dtype != tf.string:
+            y = tf.cast(y, tf.float32)
+            check = tf.debugging.Assert(
+                tf.reduce_all((y == 0.0) | (y == 1.0)),
+                ["multi-hot labels hold 0 or 1; got", y],
+            )
+            with tf.control_dependencies([check]):
+                return tf.identity(y)
+        if isinstance(y, tf.RaggedTensor):
+            y = y.to_tensor("")
+        if y.shape.rank == 1:
+            y = y[:, tf.newaxis]
+        names = tf.constant(self.answer_names())
+        known = tf.equal(y[:, :, tf.newaxis], names)  # (B, M, C)
+        check = tf.debugging.Assert(
+            tf.reduce_all(tf.reduce_any(known, axis=-1) | tf.equal(y, "")),
+            [f"labels must be among {self.answer_names()}; got", y],
+        )
+        with tf.control_dependencies([check]):
+            return tf.cast(tf.reduce_any(known, axis=1), tf.float32)  # (B, C)
+
     # === Single texts or pairs ===
 
     def fit(
         self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any
     ) -> keras.callbacks.History:
         """`TextTask.fit`, remembering whether the text had pairs (`trained_on_pairs`)."""
+        if self.multi_label and kwargs.get("class_weight") is not None:
+            raise ValueError(
+                "class_weight weighs a row by its one class; a multi_label=True "
+                "classifier's rows have several: pass sample_weight, or a loss of "
+                "your own (e.g. keras.losses.BinaryFocalCrossentropy(from_logits=True))"
+            )
         pairs = text_pairs_given(x)
         if pairs is not None:
             self.trained_on_pairs = bool(self.trained_on_pairs) or pairs
@@ -226,16 +352,31 @@ class BertClassifier(TextTask, keras.Model):
     def answer_names(self) -> list[str] | None:
         return class_names(self.num_classes, self.label_names)
 
+    def label_list(self) -> list[str]:
+        """A classifier's class names ("0", "1", ... without `label_names`)."""
+        names = self.answer_names()
+        if names is None:
+            raise ValueError("a regressor (num_classes=1) has no labels")
+        return names
+
     def classify(
-        self, x: Any, batch_size: int | None = None, window_stride: int | None = None
-    ) -> dict[str, np.ndarray]:
+        self,
+        x: Any,
+        batch_size: int | None = None,
+        window_stride: int | None = None,
+        threshold: float | None = None,
+    ) -> dict[str, Any]:
         """Text -> {logits, probabilities (N, C), label (N,)} (a regressor: {score
-        (N,)}), computed as the exported classifier computes them.
+        (N,)}), computed as the exported classifier computes them. Multi-label:
+        {logits, probabilities (N, C) (a sigmoid per label), labels (a list per
+        text of the names whose probability is above `threshold`, default 0.5,
+        most probable first)}.
 
         `window_stride`: texts longer than the sequence are not cut at its
         end but read as overlapping windows `window_stride` pieces apart
         (`BertPreprocessor.windows`, single texts only); a text's logits are
         the mean of its windows' logits."""
+        threshold = self._threshold(threshold)
         preprocessor, parts = self.require_preprocessor(), []
         self.warn_if_pairs_are_new(x)
         for chunk in batches(x, batch_size or 32):
@@ -246,8 +387,32 @@ class BertClassifier(TextTask, keras.Model):
                 per_window = self.logits(features)  # (N, C)
                 logits = tf.RaggedTensor.from_row_lengths(per_window, count).to_tensor()
                 logits = tf.reduce_sum(logits, axis=1) / tf.cast(count, logits.dtype)[:, None]
-            parts.append(classify_logits(logits, self.answer_names()))
-        return {name: np.concatenate([part[name].numpy() for part in parts]) for name in parts[0]}
+            if self.multi_label:
+                parts.append(multi_label_logits(logits, self.label_list(), threshold))
+            else:
+                parts.append(classify_logits(logits, self.answer_names()))
+        answers: dict[str, Any] = {
+            name: np.concatenate([part[name].numpy() for part in parts])
+            for name in parts[0]
+            if name != "labels"  # (B, M): M differs between batches
+        }
+        if self.multi_label:
+            answers["labels"] = [
+                [name.decode("utf-8") for name in row if name]
+                for part in parts
+                for row in part["labels"].numpy()
+            ]
+        return answers
+
+    def _threshold(self, threshold: float | None) -> float:
+        if threshold is None:
+            return DEFAULT_THRESHOLD
+        if not self.multi_label:
+            raise ValueError(
+                "threshold: this classifier gives one class per text (the most "
+                "probable); a threshold is for multi_label=True classifiers"
+            )
+        return check_threshold(threshold)
 
     def logits(self, features: dict[str, tf.Tensor]) -> tf.Tensor:
         """The output layer's values (B, C), before any `activation`."""
@@ -262,7 +427,8 @@ class BertClassifier(TextTask, keras.Model):
     def predict_proba(
         self, x: Any, batch_size: int | None = None, window_stride: int | None = None
     ) -> np.ndarray:
-        """Text -> class probabilities (N, C) (softmax of the logits)."""
+        """Text -> class probabilities (N, C): the softmax of the logits, or for
+        `multi_label=True` a sigmoid per label (each in [0, 1], independent)."""
         if self.regression:
             raise ValueError(
                 "a regressor (num_classes=1) has no class probabilities: predict gives its scores"
@@ -270,26 +436,52 @@ class BertClassifier(TextTask, keras.Model):
         return self.classify(x, batch_size, window_stride)["probabilities"]
 
     def predict_labels(
-        self, x: Any, batch_size: int | None = None, window_stride: int | None = None
-    ) -> list[str]:
-        """Text -> the most probable class's name per text."""
+        self,
+        x: Any,
+        batch_size: int | None = None,
+        window_stride: int | None = None,
+        threshold: float | None = None,
+    ) -> list[str] | list[list[str]]:
+        """Text -> the most probable class's name per text. Multi-label: per
+        text the list of names whose probability is above `threshold` (default
+        0.5), most probable first (empty where none is)."""
         if self.regression:
             raise ValueError("a regressor (num_classes=1) has no labels: use predict")
-        labels = self.classify(x, batch_size, window_stride)["label"]
-        return [label.decode("utf-8") for label in labels]
+        answers = self.classify(x, batch_size, window_stride, threshold)
+        if self.multi_label:
+            return answers["labels"]
+        return [label.decode("utf-8") for label in answers["label"]]
 
     def score(
-        self, x: Any, y: Any, glue_task: str | None = None, batch_size: int | None = None
+        self,
+        x: Any,
+        y: Any,
+        glue_task: str | None = None,
+        batch_size: int | None = None,
+        threshold: float | None = None,
     ) -> dict[str, float]:
         """The task's official figures on text `x` and labels `y` (class names,
         indices or scores): accuracy (and F1 for two classes), Pearson and
         Spearman for a regressor, or the GLUE task's own (`glue_task`, e.g.
-        "mrpc", "cola", "stsb"). What `keras-bert finetune` reports on dev."""
+        "mrpc", "cola", "stsb"). What `keras-bert finetune` reports on dev.
+
+        Multi-label (`y` label names per text or multi-hot rows; a label
+        predicted above `threshold`, default 0.5): `f1_micro` (over every
+        text-label decision), `f1_macro` (the mean of each label's F1, 0 for a
+        label never true nor predicted, as scikit-learn's `f1_score`) and
+        `subset_accuracy` (texts whose labels are all right)."""
         from keras_bert.datasets import metrics
         from keras_bert.datasets.glue import glue_metrics
 
+        threshold = self._threshold(threshold)
+        if self.multi_label and glue_task is not None:
+            raise ValueError(f"glue_task={glue_task!r}: GLUE tasks have one label per text")
         outputs = self.predict(x, batch_size=batch_size or 64, verbose=0)
         labels = np.asarray(self.encode_targets(y))
+        if self.multi_label:
+            outputs = tf.cast(outputs, tf.float32)
+            probabilities = tf.sigmoid(outputs) if self.outputs_logits else outputs
+            return metrics.multi_label_scores(labels, probabilities.numpy() > threshold)
         if self.regression:
             predictions, labels = outputs[:, 0], labels.reshape(-1)
         else:
@@ -316,6 +508,7 @@ class BertClassifier(TextTask, keras.Model):
             "label_names": self.label_names,
             "activation": self.activation,
             "trained_on_pairs": self.trained_on_pairs,
+            "multi_label": self.multi_label,
             "name": self.name,
             "trainable": self.trainable,
             **self.preprocessor_config(),

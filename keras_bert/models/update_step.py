@@ -93,7 +93,7 @@ class UpdateStep:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Every keras_bert model reaches Keras' functional constructor here,
-        # which would drop a keyword it does not know (`multi_label=True`).
+        # which would drop a keyword it does not know (`problem_type=...`).
         functional = {"inputs", "outputs"}
         check_model_keywords(type(self), {k: v for k, v in kwargs.items() if k not in functional})
         super().__init__(*args, **kwargs)

@@ -45,7 +45,7 @@ def check_model_keywords(
     where: str = "",
 ) -> None:
     """Refuses keywords `model_class` does not take (a misspelt `label_name=`,
-    an option it lacks such as `multi_label=`), naming them and the accepted
+    an option of another library such as `problem_type=`), naming them and the accepted
     ones, as Keras' own layers do: Keras' functional model would drop them.
     `accepted`: what the caller takes, if not the constructor's keywords."""
     accepted = accepted_keywords(model_class) if accepted is None else list(accepted)
@@ -226,7 +226,16 @@ def check_class_indices(
         raise ValueError(f"`{argument}` is empty: pass one label per text")
     if one_per_text and values.ndim > 1 and values.shape[1:] != (1,):
         # One-hot or probability rows: the loss takes one index per text.
-        hint = " (one-hot rows? pass y.argmax(axis=-1))" if values.shape[-1] == num_classes else ""
+        hint = ""
+        if values.shape[-1] == num_classes and values.ndim == 2:
+            several = values.dtype.kind in "iubf" and bool(np.any(np.sum(values, axis=-1) > 1))
+            hint = (
+                " (rows with several 1s are multi-label: build the classifier with "
+                "multi_label=True, which takes these multi-hot rows)"
+                if several
+                else " (one-hot rows? pass y.argmax(axis=-1); or, for several labels per "
+                "text, build the classifier with multi_label=True)"
+            )
         raise ValueError(
             f"`{argument}` has shape {values.shape}: pass one class index or "
             f"class name per text, shape ({values.shape[0]},){hint}"
@@ -251,6 +260,100 @@ def check_class_indices(
             f"num_classes={num_classes}: labels are in [0, {num_classes})"
         )
     return values.astype(np.int32)
+
+
+def _is_name(value: Any) -> bool:
+    return isinstance(value, (str, bytes, np.str_, np.bytes_))
+
+
+def is_label_name_rows(rows: Any) -> bool:
+    """Rows of label names: each a name, or a list / tuple / array of names
+    (an empty one: no label)."""
+    if isinstance(rows, np.ndarray) and rows.dtype.kind in "SU":
+        return True
+    if not isinstance(rows, (list, tuple, np.ndarray)):
+        return False
+    return all(
+        _is_name(row)
+        or (isinstance(row, (list, tuple, np.ndarray)) and all(_is_name(v) for v in row))
+        for row in rows
+    )
+
+
+def refuse_several_labels_per_text(rows: Any, argument: str = "y") -> None:
+    """For a single-label classifier: a row that is a list of labels is named,
+    with the option that takes it (`multi_label=True`)."""
+    if not isinstance(rows, (list, tuple)) and not (
+        isinstance(rows, np.ndarray) and rows.dtype.kind == "O"
+    ):
+        return
+    for i, row in enumerate(rows):
+        if isinstance(row, (list, tuple, np.ndarray)):
+            raise ValueError(
+                f"`{argument}`[{i}] is a list of labels ({row!r:.60}): this classifier "
+                "takes one label per text; for several labels per text build it with "
+                "multi_label=True"
+            )
+
+
+def multi_hot_labels(y: Any, label_names: Sequence[str], argument: str = "y") -> np.ndarray:
+    """A multi-label classifier's targets -> float32 multi-hot rows (N, C):
+    rows of 0 / 1 (N, C), or per text a list of label names (a lone name is
+    a list of one; an empty list: none of the labels)."""
+    num_classes = len(label_names)
+    rows = y.tolist() if _is_series(y) else y
+    if isinstance(rows, (list, tuple)) and len(rows) == 0:
+        raise ValueError(f"`{argument}` is empty: pass the labels of every text")
+    if is_label_name_rows(rows):
+        index = {name: i for i, name in enumerate(label_names)}
+        multi_hot = np.zeros((len(rows), num_classes), np.float32)
+        for i, row in enumerate(rows):
+            for name in [row] if _is_name(row) else row:
+                name = name.decode("utf-8") if isinstance(name, (bytes, np.bytes_)) else str(name)
+                if name not in index:
+                    raise ValueError(
+                        f"`{argument}`[{i}]: label {name!r} is not among the model's "
+                        f"label_names {list(label_names)}"
+                    )
+                multi_hot[i, index[name]] = 1.0
+        return multi_hot
+    try:
+        values = np.asarray(rows, dtype=np.float64)
+    except (TypeError, ValueError):
+        values = None
+    if values is None or values.ndim != 2 or values.shape[1] != num_classes:
+        shape = "rows of different lengths" if values is None else f"shape {values.shape}"
+        hint = (
+            " (one class index per text is single-label: build the classifier "
+            "without multi_label=True)"
+            if values is not None and values.ndim == 1
+            else ""
+        )
+        raise ValueError(
+            f"`{argument}` has {shape}: a multi-label classifier (multi_label=True) "
+            f"takes multi-hot rows of 0 and 1, shape (N, {num_classes}), or a list of "
+            f"label names per text{hint}"
+        )
+    bad = np.argwhere((values != 0) & (values != 1))
+    if bad.size:
+        i, j = (int(v) for v in bad[0])
+        raise ValueError(
+            f"`{argument}`[{i}][{j}] is {values[i, j].item()!r}: multi-hot rows hold 0 (label "
+            "absent) or 1 (present)"
+        )
+    return values.astype(np.float32)
+
+
+def check_threshold(threshold: Any) -> float:
+    """A multi-label decision threshold: a probability in [0, 1]."""
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.number)):
+        raise ValueError(f"threshold must be a number in [0, 1], got {threshold!r}")
+    if not 0.0 <= float(threshold) <= 1.0:
+        raise ValueError(
+            f"threshold must be a probability in [0, 1] (a label is predicted where its "
+            f"probability is above it), got {threshold!r}"
+        )
+    return float(threshold)
 
 
 def check_scores(y: Any, argument: str = "y") -> np.ndarray:

@@ -100,6 +100,11 @@ class FinetuneConfig:
     text_columns: list = None
     label_column: str = "label"
     label_names: list = None  # default: the labels seen in train, sorted
+    # Multi-label classification (task classify): any number of labels per text,
+    # the label column's names separated by label_separator (a JSONL list too).
+    multi_label: bool = False
+    label_separator: str = "|"
+    threshold: float = 0.5  # multi-label: a label is predicted above this probability
     # SQuAD.
     version_2_with_negative: bool = False
     doc_stride: int = 128
@@ -181,6 +186,23 @@ class FinetuneConfig:
             )
         if not 0 <= self.warmup_proportion <= 1 or not 0 <= self.dropout < 1:
             raise ValueError("warmup_proportion must lie in [0, 1] and dropout in [0, 1)")
+        if self.multi_label and (self.task != "classify" or self.glue_task):
+            raise ValueError(
+                "multi_label is for --task classify on tables (GLUE tasks have one "
+                f"label per text); got task {self.task!r}"
+                + (f" and glue_task {self.glue_task!r}" if self.glue_task else "")
+            )
+        if not isinstance(self.label_separator, str) or not self.label_separator.strip():
+            raise ValueError(
+                f"label_separator must be a character such as '|', got {self.label_separator!r}"
+            )
+        if not 0 <= self.threshold <= 1:
+            raise ValueError(f"threshold must be a probability in [0, 1], got {self.threshold!r}")
+        if self.threshold != 0.5 and not self.multi_label:
+            raise ValueError(
+                f"threshold {self.threshold}: a threshold is for multi-label classification "
+                "(--multi-label); a single-label model answers its most probable class"
+            )
         if self.embedding_loss not in EMBEDDING_LOSSES:
             raise ValueError(
                 f"embedding_loss must be one of {EMBEDDING_LOSSES}, got {self.embedding_loss!r}"
@@ -261,6 +283,7 @@ class _Classification(_TaskFamily):
     def __init__(self, config):
         super().__init__(config)
         self.regression = config.task == "regress"
+        self.multi_label = config.multi_label
         self.glue_name = None
         if config.glue_task:
             from keras_bert.datasets.glue import get_task
@@ -276,6 +299,8 @@ class _Classification(_TaskFamily):
                 self.label_names = list(glue_task.label_names)
         else:
             self.metric = "pearson" if self.regression else "accuracy"
+            if self.multi_label:
+                self.metric = "f1_micro"
             if not self.regression:
                 self.label_names = config.label_names
 
@@ -284,8 +309,12 @@ class _Classification(_TaskFamily):
         return self.metric
 
     def read(self, source, limit=None, training=False):
-        from keras_bert.datasets.text_classification import label_vocabulary
+        from keras_bert.datasets.text_classification import (
+            label_vocabulary,
+            several_labels_error,
+        )
 
+        separator = self.config.label_separator
         x, labels = readers.read_texts_and_labels(
             source,
             regression=self.regression,
@@ -293,11 +322,26 @@ class _Classification(_TaskFamily):
             text_columns=self.config.text_columns,
             label_column=self.config.label_column,
             limit=limit,
+            label_separator=separator if self.multi_label else None,
         )
+        # Each label name once: a multi-label row's names count one by one.
+        names = [n for row in labels for n in row] if self.multi_label else labels
+        if not self.regression and not self.multi_label and self.glue_name is None:
+            for i, label in enumerate(labels):
+                error = several_labels_error(
+                    f"{readers.source_name(source)}, row {i + 1}", label, separator
+                )
+                if error:
+                    raise ValueError(error)
         if training and self.label_names is None and not self.regression:
-            self.label_names = label_vocabulary(labels)
+            self.label_names = label_vocabulary(names)
+            if not self.label_names:
+                raise ValueError(
+                    f"{readers.source_name(source)}: no row has a label (a multi-label "
+                    "classifier learns the labels it sees)"
+                )
         if not self.regression:
-            unknown = sorted(set(map(str, labels)) - set(self.label_names))
+            unknown = sorted(set(map(str, names)) - set(self.label_names))
             if unknown:
                 raise ValueError(
                     f"{readers.source_name(source)}: label(s) {unknown[:5]} not "
@@ -332,9 +376,14 @@ class _Classification(_TaskFamily):
             dropout=self.config.dropout,
             label_names=self.label_names,
             preprocessor=preprocessor,
+            multi_label=self.multi_label,
         )
 
     def score(self, model, data):
+        if self.multi_label:
+            return model.score(
+                *data, batch_size=self.config.eval_batch_size, threshold=self.config.threshold
+            )
         return model.score(*data, glue_task=self.glue_name, batch_size=self.config.eval_batch_size)
 
 
@@ -693,6 +742,7 @@ def load_finetune_config(
             "null_score_diff_threshold",
             "clipnorm",
             "loss_scale",
+            "threshold",
         ),
         choices={"task": TASKS, "search": SEARCHES, "embedding_loss": EMBEDDING_LOSSES},
         **fields,

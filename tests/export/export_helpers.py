@@ -26,8 +26,37 @@ KINDS = ("embeddings", "classifier", "regressor", "tagger", "squad")
 # exports are marked slow (CI runs both).
 FAST_KINDS = ("classifier",)
 CLASS_NAMES = ["negative", "neutral", "positive"]
+# The multi-label classifier's (exported as "multi_label", outside KINDS: its
+# tests live in test_export_multi_label.py), and the threshold it is exported with.
+TOPICS = ["sports", "politics", "tech", "culture"]
+MULTI_LABEL_THRESHOLD = 0.4
+# Texts and the logits the multi-label head is fitted to on them: per text
+# several labels, one or none above the threshold (logit -0.405), none tied.
+MULTI_LABEL_TEXTS = [
+    "The match ended in a draw.",
+    "Parliament passed the budget.",
+    "A new phone with a faster chip.",
+    "The minister opened the stadium.",
+    "It rained all day in Highbury.",
+    "Emma Woodhouse, handsome, clever, and rich.",
+]
+MULTI_LABEL_LOGITS = [
+    [2.0, -1.0, -2.0, -3.0],
+    [-1.5, 2.5, -1.2, -2.2],
+    [-2.0, -1.1, 3.0, 0.4],
+    [1.5, 1.0, -2.0, -0.1],
+    [-2.0, -3.0, -1.0, -1.6],
+    [-1.2, -2.5, 0.8, 1.7],
+]
 TAG_NAMES = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
-SEQ_LENGTH = {"embeddings": 32, "classifier": 32, "regressor": 32, "tagger": 16, "squad": 64}
+SEQ_LENGTH = {
+    "embeddings": 32,
+    "classifier": 32,
+    "regressor": 32,
+    "tagger": 16,
+    "squad": 64,
+    "multi_label": 32,
+}
 SQUAD_OPTIONS = {
     "version_2_with_negative": True,
     "doc_stride": 16,
@@ -81,12 +110,14 @@ def keras_model(kind):
     from keras_bert.models.span_extractor import BertSpanExtractor
     from keras_bert.models.token_classifier import BertTokenClassifier
 
-    encoder = tiny_encoder(KINDS.index(kind))
+    encoder = tiny_encoder(KINDS.index(kind) if kind in KINDS else len(KINDS))
     if kind == "embeddings":
         return encoder
     if kind == "classifier":
         model = BertClassifier(encoder, len(CLASS_NAMES), label_names=CLASS_NAMES)
         _spread(model.get_layer("classifier_output"), 20.0)
+    elif kind == "multi_label":
+        model = multi_label_classifier()
     elif kind == "regressor":
         model = BertClassifier(encoder, 1)
     elif kind == "tagger":
@@ -95,6 +126,40 @@ def keras_model(kind):
     else:
         model = BertSpanExtractor(encoder, max_answer_length=SQUAD_OPTIONS["max_answer_length"])
         _spread(model.get_layer("span_head"), 50.0)
+    return model
+
+
+def multi_label_classifier(activation=None):
+    """A multi-label classifier whose head is fitted (least squares) to give
+    MULTI_LABEL_TEXTS their MULTI_LABEL_LOGITS; the encoder's initializer
+    range is wider than BERT's, so that the texts' pooled outputs differ."""
+    import keras
+
+    from keras_bert.models.classifier import BertClassifier
+
+    keras.utils.set_random_seed(len(KINDS))
+    config = BertConfig(
+        vocab_size=tokenizer().vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        initializer_range=0.2,
+    )
+    model = BertClassifier(
+        BertEncoder(config),
+        len(TOPICS),
+        label_names=TOPICS,
+        multi_label=True,
+        activation=activation,
+    )
+    pooled = model.encoder(keras_features(MULTI_LABEL_TEXTS, kind="multi_label"))
+    pooled = pooled["pooled_output"].numpy()
+    ones = np.ones((len(MULTI_LABEL_TEXTS), 1))
+    weights = np.linalg.lstsq(np.hstack([pooled, ones]), MULTI_LABEL_LOGITS, rcond=None)[0]
+    model.get_layer("classifier_output").set_weights(
+        [weights[:-1].astype(np.float32), weights[-1].astype(np.float32)]
+    )
     return model
 
 
@@ -108,6 +173,8 @@ def export_path(kind):
     from keras_bert.progress import show_progress
 
     options = dict(SQUAD_OPTIONS) if kind == "squad" else {}
+    if kind == "multi_label":
+        options["threshold"] = MULTI_LABEL_THRESHOLD
     path = os.path.join(_ROOT, kind, "1")
     # Progress lines on, as the `keras-bert` command shows them, kept for `export_log`.
     log = io.StringIO()

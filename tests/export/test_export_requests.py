@@ -19,7 +19,14 @@ import pytest
 import tensorflow as tf
 
 pytest.importorskip("tensorflow_serving", reason="pip install tensorflow-serving-api")
-from export_helpers import CLASS_NAMES, call, loaded, signature_defs  # noqa: E402
+from export_helpers import (  # noqa: E402
+    CLASS_NAMES,
+    MULTI_LABEL_TEXTS,
+    TOPICS,
+    call,
+    loaded,
+    signature_defs,
+)
 from tensorflow_serving.apis import classification_pb2, predict_pb2, regression_pb2  # noqa: E402
 
 # === What the model server does ===
@@ -245,6 +252,32 @@ def test_classification_request():
         assert [c.label for c in classifications.classes] == CLASS_NAMES
         np.testing.assert_allclose(
             [c.score for c in classifications.classes], expected[row], atol=1e-6
+        )
+
+
+def test_multi_label_predict_and_classification_requests():
+    """A multi-label export through the Predict API (text_pair left out: the
+    SignatureDef's default) and the Classify API (every label's probability)."""
+    texts = MULTI_LABEL_TEXTS[:4]
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "multi_label"
+    request.inputs["text"].CopyFrom(tf.make_tensor_proto(texts))
+    response = predict("multi_label", request)
+    expected = call("multi_label", text=texts, text_pair=tf.constant([], tf.string))
+    assert set(response.outputs) == {"probabilities", "logits", "labels"}
+    np.testing.assert_allclose(
+        tf.make_ndarray(response.outputs["probabilities"]), expected["probabilities"], atol=1e-6
+    )
+    assert tf.make_ndarray(response.outputs["labels"]).tolist() == expected["labels"].tolist()
+    classification = classification_pb2.ClassificationRequest()
+    classification.model_spec.signature_name = "serve_examples"
+    for text in texts:
+        classification.input.example_list.examples.add().CopyFrom(_example(text=text))
+    answered = classify("multi_label", classification)
+    for row, classifications in enumerate(answered.result.classifications):
+        assert [c.label for c in classifications.classes] == TOPICS
+        np.testing.assert_allclose(
+            [c.score for c in classifications.classes], expected["probabilities"][row], atol=1e-6
         )
 
 

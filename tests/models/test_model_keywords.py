@@ -1,7 +1,8 @@
 """A keyword a model does not take is refused, naming it and the accepted ones,
 as Keras' own layers refuse theirs: Keras' functional model constructor used to
-drop it without a word (`BertClassifier(..., multi_label=True)` built a plain
-classifier; a misspelt `label_name=` was lost). Keras' own `name` and
+drop it without a word (a keyword meant for another library, such as
+HuggingFace's `problem_type=`, built a plain classifier; a misspelt
+`label_name=` was lost). Keras' own `name` and
 `trainable` keep working, through a `.keras` round trip too."""
 
 import keras
@@ -50,8 +51,8 @@ def test_an_unknown_keyword_is_refused_naming_the_accepted_ones(encoder, model_c
 
 
 def test_a_classifier_option_it_lacks_or_a_misspelt_one_is_refused(encoder):
-    with pytest.raises(ValueError, match=r"\['multi_label'\]; it takes \[.*'label_names'"):
-        BertClassifier(encoder, num_classes=2, multi_label=True)
+    with pytest.raises(ValueError, match=r"\['problem_type'\]; it takes \[.*'multi_label'"):
+        BertClassifier(encoder, num_classes=2, problem_type="multi_label_classification")
     with pytest.raises(ValueError, match=r"\['label_name'\]"):
         BertClassifier(encoder, num_classes=2, label_name=["neg", "pos"])
     with pytest.raises(ValueError, match="computes in its encoder's dtype"):
