@@ -17,6 +17,7 @@ import pytest
 from export_helpers import call, decode, export_path, kinds
 
 INPUT = {
+    "sentence_encoder": "text",
     "embeddings": "text",
     "classifier": "text",
     "regressor": "text",
@@ -26,11 +27,11 @@ INPUT = {
 KB = 1000
 
 
-def peak_growth(kind, *sizes):
+def peak_growth(kind, *sizes, path=None):
     """MiB of peak memory above the warm-up, after a request of each size (ascending)."""
     script = os.path.join(os.path.dirname(__file__), "export_memory_check.py")
     run = subprocess.run(
-        [sys.executable, script, export_path(kind), "serving_default", INPUT[kind]]
+        [sys.executable, script, path or export_path(kind), "serving_default", INPUT[kind]]
         + [str(size) for size in sizes],
         capture_output=True,
         text=True,
@@ -53,6 +54,30 @@ def test_memory_grows_linearly_with_the_request(kind):
     assert at_1000 < 256, (at_200, at_400, at_1000)
     if kind == "tagger":  # every word of the long text comes back
         assert shapes[2]["tokens"][1] > 100_000
+
+
+@pytest.mark.slow
+def test_a_sentence_encoders_export_serves_a_long_request(tmp_path):
+    import keras
+
+    from keras_bert import BertEncoder, BertPreprocessor, BertSentenceEncoder
+    from keras_bert.assets import VOCAB_FILE
+    from keras_bert.export import export_saved_model
+
+    from harness import tiny_config
+
+    keras.utils.set_random_seed(0)
+    model = BertSentenceEncoder(
+        BertEncoder(tiny_config(vocab_size=30522)),
+        preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=24),
+    )
+    path = str(tmp_path / "model" / "1")
+    export_saved_model(model, path)
+    (at_200, at_400, at_1000), _ = peak_growth(
+        "sentence_encoder", 200 * KB, 400 * KB, 1000 * KB, path=path
+    )
+    assert at_400 < 3 * max(at_200, 8), (at_200, at_400)
+    assert at_1000 < 256, (at_200, at_400, at_1000)
 
 
 @pytest.mark.slow
