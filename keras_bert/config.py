@@ -140,7 +140,9 @@ class BertConfig:
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
         try:
-            values = json.loads(text_files.read_text(path, missing="BERT config file not found"))
+            values = json.loads(
+                text_files.read_text(os.fspath(path), missing="BERT config file not found")
+            )
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON ({e})") from None
         if not isinstance(values, dict):

@@ -747,7 +747,13 @@ def add_evaluate(subparsers):
         default=None,
         help="embed, a pretrained encoder: its length [the folder's max_seq_length]",
     )
-    parser.add_argument("--max-examples", type=positive_int, default=None)
+    parser.add_argument(
+        "--max-examples",
+        type=positive_int,
+        default=None,
+        help="score the first N examples (rows, sentences, questions) only "
+        "[default: the whole --data]; the output says how many were scored of how many",
+    )
     _add_data_arguments(parser)
     add_casing_arguments(parser)
     parser.set_defaults(run=run_evaluate)
@@ -763,7 +769,7 @@ def run_evaluate(args):
         args.data,
         task=args.task,
         seq_length=args.seq_length,
-        max_dev_examples=args.max_examples,
+        max_examples=args.max_examples,
         glue_task=args.glue_task,
         label_column=args.label_column,
         label_separator=args.label_separator,
@@ -832,7 +838,7 @@ def run_predict(args):
         include_input=args.include_input,
         threshold=args.threshold,
     )
-    print(f"wrote {count} answers to {args.output}")
+    print(f"wrote {count} answers to {args.output}: every input answered, blank lines included")
 
 
 # === export ===

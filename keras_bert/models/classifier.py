@@ -11,6 +11,7 @@ C = number of classes.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Any, Sequence
 
@@ -19,12 +20,15 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert import features
+from keras_bert.dataset_options import split_validation
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
 from keras_bert.models.user_inputs import (
     check_class_indices,
     check_number,
+    check_one_label_per_text,
     check_scores,
+    check_texts,
     check_threshold,
     multi_hot_labels,
     refuse_several_labels_per_text,
@@ -34,7 +38,11 @@ from keras_bert.preprocessing.classification import (
     classify_logits,
     multi_label_logits,
 )
-from keras_bert.preprocessing.preprocessor import BertPreprocessor, text_pairs_given
+from keras_bert.preprocessing.preprocessor import (
+    BertPreprocessor,
+    refuse_windows_of_pairs,
+    text_pairs_given,
+)
 
 
 def serialize_encoder(encoder: BertEncoder) -> dict:
@@ -318,19 +326,92 @@ class BertClassifier(TextTask, keras.Model):
     # === Single texts or pairs ===
 
     def fit(
-        self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any
+        self,
+        x: Any = None,
+        y: Any = None,
+        *args: Any,
+        window_stride: int | None = None,
+        **kwargs: Any,
     ) -> keras.callbacks.History:
-        """`TextTask.fit`, remembering whether the text had pairs (`trained_on_pairs`)."""
+        """`TextTask.fit`, remembering whether the text had pairs (`trained_on_pairs`).
+
+        `window_stride`: texts longer than the sequence are read as overlapping
+        windows `window_stride` pieces apart (`BertPreprocessor.windows`, as
+        `predict_labels` reads them), each window a training example with its
+        text's label and sample weight (HuggingFace's
+        `return_overflowing_tokens`); in-memory single texts only, and
+        `validation_split` splits the texts before they are cut."""
         if self.multi_label and kwargs.get("class_weight") is not None:
             raise ValueError(
                 "class_weight weighs a row by its one class; a multi_label=True "
                 "classifier's rows have several: pass sample_weight, or a loss of "
                 "your own (e.g. keras.losses.BinaryFocalCrossentropy(from_logits=True))"
             )
+        if window_stride is not None:
+            refuse_windows_of_pairs(x)
+            args, kwargs = self._windowed_fit_arguments(x, y, args, kwargs, window_stride)
+            return super().fit(*args, **kwargs)
         pairs = text_pairs_given(x)
         if pairs is not None:
             self.trained_on_pairs = bool(self.trained_on_pairs) or pairs
         return super().fit(x, y, *args, **kwargs)
+
+    def _windowed_fit_arguments(self, x, y, args, kwargs, stride):
+        """Keras fit's (args, kwargs) with the texts (training and validation)
+        replaced by their windows' features, labels and weights repeated per window."""
+        call = inspect.signature(keras.Model.fit).bind(self, x, y, *args, **kwargs)
+        given = call.arguments
+        validation_data = given.get("validation_data")
+        texts = [x] if validation_data is None else [x, validation_data]
+        if not isinstance(validation_data, (type(None), tf.data.Dataset)):
+            texts[1] = tuple(validation_data)[0]
+        for data in texts:
+            if isinstance(data, tf.data.Dataset) or not self.is_text(check_texts(data)):
+                raise ValueError(
+                    "window_stride reads in-memory texts (a list, an array, a pandas "
+                    "Series); for ids or a tf.data.Dataset, cut the windows first "
+                    "(BertPreprocessor.windows)"
+                )
+        self.trained_on_pairs = bool(self.trained_on_pairs)
+        sample_weight = given.get("sample_weight")
+        split = given.pop("validation_split", 0.0)
+        if split and given.get("validation_data") is None:
+            # Keras' last rows, taken from the texts: no text on both sides.
+            (x, y, sample_weight), validation = split_validation(
+                np.asarray(list(check_texts(x)), dtype=object),
+                np.asarray(y),
+                None if sample_weight is None else np.asarray(sample_weight),
+                split,
+            )
+            given["validation_data"] = tuple(part for part in validation if part is not None)
+        given["x"], given["y"], given["sample_weight"] = self.windowed(x, y, sample_weight, stride)
+        if given.get("validation_data") is not None:
+            val_x, val_y, val_weight = keras.utils.unpack_x_y_sample_weight(
+                tuple(given["validation_data"])
+            )
+            refuse_windows_of_pairs(val_x)
+            windows = self.windowed(val_x, val_y, val_weight, stride)
+            given["validation_data"] = windows if windows[2] is not None else windows[:2]
+        return call.args[1:], call.kwargs
+
+    def windowed(
+        self, x: Any, y: Any, sample_weight: Any, stride: int, chunk_size: int = 1024
+    ) -> tuple[dict[str, np.ndarray], Any, Any]:
+        """In-memory single texts -> their windows' features (N, T) and each
+        window's text's target and sample weight (N,)."""
+        x = check_texts(x)
+        check_one_label_per_text(y, len(x))
+        preprocessor, parts, counts = self.require_preprocessor(), [], []
+        for chunk in batches(x, chunk_size):
+            features, count = preprocessor.windows(chunk, stride)
+            parts.append({name: value.numpy() for name, value in features.items()})
+            counts.append(count.numpy())
+        features = {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+        count = np.concatenate(counts)
+        targets = self.encode_targets(y)
+        repeat = None if targets is None else np.repeat(np.asarray(targets), count, axis=0)
+        weights = None if sample_weight is None else np.repeat(sample_weight, count, axis=0)
+        return features, repeat, weights
 
     def predict(self, x: Any, batch_size: int | None = None, *args: Any, **kwargs: Any) -> Any:
         self.warn_if_pairs_are_new(x)
@@ -378,6 +459,8 @@ class BertClassifier(TextTask, keras.Model):
         the mean of its windows' logits."""
         threshold = self._threshold(threshold)
         preprocessor, parts = self.require_preprocessor(), []
+        if window_stride is not None:
+            refuse_windows_of_pairs(x)  # before the pairs' warning: windows are the error
         self.warn_if_pairs_are_new(x)
         for chunk in batches(x, batch_size or 32):
             if window_stride is None:
@@ -459,6 +542,7 @@ class BertClassifier(TextTask, keras.Model):
         glue_task: str | None = None,
         batch_size: int | None = None,
         threshold: float | None = None,
+        window_stride: int | None = None,
     ) -> dict[str, float]:
         """The task's official figures on text `x` and labels `y` (class names,
         indices or scores): accuracy (and F1 for two classes), Pearson and
@@ -469,18 +553,28 @@ class BertClassifier(TextTask, keras.Model):
         predicted above `threshold`, default 0.5): `f1_micro` (over every
         text-label decision), `f1_macro` (the mean of each label's F1, 0 for a
         label never true nor predicted, as scikit-learn's `f1_score`) and
-        `subset_accuracy` (texts whose labels are all right)."""
+        `subset_accuracy` (texts whose labels are all right).
+
+        `window_stride`: each text is read in windows and answered by their
+        mean logits, as `classify` / `predict_labels` answer it with the
+        same `window_stride` (the figures are those of their answers)."""
         from keras_bert.datasets import metrics
         from keras_bert.datasets.glue import glue_metrics
 
         threshold = self._threshold(threshold)
         if self.multi_label and glue_task is not None:
             raise ValueError(f"glue_task={glue_task!r}: GLUE tasks have one label per text")
-        outputs = self.predict(x, batch_size=batch_size or 64, verbose=0)
+        if window_stride is None:
+            outputs = self.predict(x, batch_size=batch_size or 64, verbose=0)
+        else:
+            outputs = self.classify(x, batch_size or 64, window_stride)
+            outputs = outputs["score"][:, None] if self.regression else outputs["logits"]
         labels = np.asarray(self.encode_targets(y))
         if self.multi_label:
             outputs = tf.cast(outputs, tf.float32)
-            probabilities = tf.sigmoid(outputs) if self.outputs_logits else outputs
+            # classify's windowed answers are logits whatever the activation.
+            are_logits = self.outputs_logits or window_stride is not None
+            probabilities = tf.sigmoid(outputs) if are_logits else outputs
             return metrics.multi_label_scores(labels, probabilities.numpy() > threshold)
         if self.regression:
             predictions, labels = outputs[:, 0], labels.reshape(-1)

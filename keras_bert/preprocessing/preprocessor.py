@@ -137,6 +137,16 @@ def is_text(inputs: Any) -> bool:
     return False
 
 
+def refuse_windows_of_pairs(x: Any) -> None:
+    """Windows cut single texts; for pairs, one line saying what to do."""
+    if text_pairs_given(x):
+        raise ValueError(
+            "window_stride reads single texts longer than the sequence, and these "
+            "are text pairs: join each pair into one text to read it in windows, "
+            "or leave window_stride out (each pair is then cut to the sequence)"
+        )
+
+
 def text_pairs_given(x: Any) -> bool | None:
     """Whether text `x` (what `fit` / `predict` take: in memory, or a
     `tf.data.Dataset` of text) holds pairs; None when `x` is not text (ids)."""
@@ -289,8 +299,9 @@ class BertPreprocessor(keras.layers.Layer):
 
         Returns the windows' features (N, T), texts in order, and the number
         of windows of each text (B,) (1 for a text that fits, or is empty)."""
-        if not isinstance(stride, int) or stride < 1:
+        if not isinstance(stride, int) or isinstance(stride, bool) or stride < 1:
             raise ValueError(f"stride must be a positive integer, got {stride!r}")
+        refuse_windows_of_pairs(text)
         ids = self.tokenizer.tokenize(clean_utf8(as_text_batch(text, TEXT)))  # (B, P)
         room = self.seq_length - 2
         length = ids.row_lengths()  # (B,)

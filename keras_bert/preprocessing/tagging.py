@@ -78,11 +78,14 @@ class WordTagger:
         """(B,) text -> words with byte spans (B, W), each word's first-piece
         position or -1 (B, W) dense, and the packed features."""
         starts, ends = traced_whitespace_spans(self.tokenizer)(text)  # (B, W)
-        words = starts.with_flat_values(
-            surface_text(
-                tf.gather(text, starts.value_rowids()), starts.flat_values, ends.flat_values
-            )
-        )
+        # Each word cut from its own row by broadcasting the text (B, 1) over
+        # the padded spans (B, W): gathering the text once per word instead
+        # copied the whole text per word, memory quadratic in its length
+        # (20,000 words of a 100 KB text took 1.7 GB).
+        words = tf.RaggedTensor.from_tensor(
+            surface_text(text, starts.to_tensor(), ends.to_tensor()),
+            lengths=starts.row_lengths(),
+        )  # (B, W)
         ids, _, _ = self.tokenize_with_offsets(words.flat_values)  # (all words, P)
         counts = words.with_flat_values(ids.row_lengths()).to_tensor()  # (B, W) pieces per word
         # Words in order while they fit between [CLS] and [SEP].

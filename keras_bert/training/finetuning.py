@@ -261,6 +261,28 @@ class _TaskFamily:
         """A source -> the data `fit_data` / `score` take."""
         raise NotImplementedError
 
+    def read_part(
+        self, source: Any, limit: int | None = None, training: bool = False
+    ) -> tuple[Any, int, int]:
+        """`read`'s data cut to its first `limit` examples, with how many it
+        holds and how many the source has: (data, used, total), so that what
+        is scored (or trained on) of a file is said, never silently a part."""
+        data = self.read(source, None, training)
+        total = self.count(data)
+        if limit is not None and limit < total:
+            return self.head(data, limit), limit, total
+        return data, total, total
+
+    def count(self, data: Any) -> int:
+        """Examples in `read`'s data (rows, sentences, questions)."""
+        return len(data[1])
+
+    def head(self, data: Any, n: int) -> Any:
+        """`read`'s data cut to its first `n` examples."""
+        x, y = data
+        x = tuple(part[:n] for part in x) if isinstance(x, tuple) else x[:n]
+        return x, y[:n]
+
     def fit_data(self, data: Any) -> tuple[Any, Any]:
         """`read`'s data -> (x, y) as the task model's `fit` takes them."""
         return data
@@ -423,6 +445,14 @@ class _Squad(_TaskFamily):
     def read(self, source, limit=None, training=False):
         return readers.read_squad_data(source, limit), readers.source_name(source)
 
+    def count(self, data):
+        dataset, _ = data
+        return sum(len(p["qas"]) for article in dataset for p in article["paragraphs"])
+
+    def head(self, data, n):
+        dataset, source = data
+        return readers.first_questions(dataset, n), source
+
     def fit_data(self, data):
         dataset, source = data
         return readers.squad_questions_and_answers(dataset, source)
@@ -477,6 +507,16 @@ class _Embedding(_TaskFamily):
         else:
             self.dev_scored = scored
         return rows
+
+    def count(self, rows):
+        return len(rows)
+
+    def head(self, rows, n):
+        return dataclasses.replace(
+            rows,
+            columns=[column[:n] for column in rows.columns],
+            scores=None if rows.scores is None else rows.scores[:n],
+        )
 
     def _check_loss(self, rows, source):
         loss = self.loss_name()
@@ -688,9 +728,15 @@ def _finetune(config: FinetuneConfig, train: Any, dev: Any) -> dict[str, Any]:
     task = make_task(config)
     try:
         train_data = task.read(train, config.max_train_examples, training=True)
-        dev_data = task.read(dev, config.max_dev_examples) if dev is not None else None
+        dev_data, dev_used, dev_total = (
+            task.read_part(dev, config.max_dev_examples) if dev is not None else (None, 0, 0)
+        )
     except ValueError as e:
         raise ValueError(f"{e} (--task {config.task} reads {DATA_FORMATS[config.task]})") from None
+    dev_counts = {}
+    if dev is not None:
+        print(scored_line(dev_used, dev_total, dev, "max_dev_examples"), flush=True)
+        dev_counts = {"dev_examples_scored": dev_used, "dev_examples_in_data": dev_total}
     # A vocabulary that cannot spell the text (language, casing) says so now.
     unknown_rate.report_texts(
         tokenizer, task.fit_data(train_data)[0], "the training texts", vocab_file or "of the model"
@@ -709,6 +755,7 @@ def _finetune(config: FinetuneConfig, train: Any, dev: Any) -> dict[str, Any]:
             "steps": run.steps,
             "seconds": round(time.time() - start, 1),
             "primary_metric": task.primary_metric,
+            **dev_counts,
         }
         config = _with_tuned_threshold(config, run.dev)
         if config.output_dir and run.chief:
@@ -718,7 +765,17 @@ def _finetune(config: FinetuneConfig, train: Any, dev: Any) -> dict[str, Any]:
         raise ValueError(f"unknown search {config.search!r}; choose one of {SEARCHES}")
     if dev_data is None:
         raise ValueError("--search needs --dev to choose the best run")
-    return _paper_search(config, task, train_data, dev_data, tokenizer, vocab_file, strategy)
+    result = _paper_search(config, task, train_data, dev_data, tokenizer, vocab_file, strategy)
+    return {**result, **dev_counts}
+
+
+def scored_line(used: int, total: int, source: Any, option: str) -> str:
+    """What part of the data is scored, in one line: all of it, or the first
+    `used` examples, naming the option that cut it."""
+    name = readers.source_name(source)
+    if used == total:
+        return f"scoring all {total:,} examples of {name}"
+    return f"scoring the first {used:,} of {total:,} examples of {name} ({option} {used})"
 
 
 RUNS = "runs"  # the search's runs, one folder each, under output_dir
@@ -915,10 +972,14 @@ def evaluate(
     data: Any,
     task: str | None = None,
     seq_length: int | None = None,
+    max_examples: int | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Scores a fine-tuned model (a `finetune` output folder) on `data` with
-    its task model's `score`.
+    its task model's `score`: the whole of `data`, or its first
+    `max_examples` examples (rows, sentences, SQuAD questions). The result
+    holds the figures and `examples_scored` / `examples_in_data`, how many
+    examples were scored of how many `data` has; a line says so too.
 
     The task, sequence length and labels come from the folder's
     `finetune_config.json`; `overrides` change any of its fields (for
@@ -931,10 +992,21 @@ def evaluate(
     """
     if task is not None and task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    if overrides.get("max_dev_examples") is not None:
+        raise ValueError(
+            "evaluate scores the whole data; max_examples=N scores its first N "
+            "examples (max_dev_examples is a fine-tuning run's dev limit)"
+        )
+    if max_examples is not None and (
+        not isinstance(max_examples, int) or isinstance(max_examples, bool) or max_examples < 1
+    ):
+        raise ValueError(f"max_examples must be a positive integer, got {max_examples!r}")
     if not os.path.exists(os.path.join(model_dir, "finetune_config.json")):
         safe_output.check_not_in_progress(model_dir)
         if task == "embed":
-            return _evaluate_pretrained_embeddings(model_dir, data, seq_length, overrides)
+            return _evaluate_pretrained_embeddings(
+                model_dir, data, seq_length, max_examples, overrides
+            )
         raise FileNotFoundError(
             f"{model_dir}: no finetune_config.json (not a finetune output); "
             "--task embed scores a pretrained sentence encoder (a "
@@ -955,22 +1027,24 @@ def evaluate(
     task_family = make_task(config)
     task_family.label_names = saved["label_names"]
     try:
-        data = task_family.read(data, config.max_dev_examples)
+        part, used, total = task_family.read_part(data, max_examples)
     except ValueError as e:
         raise ValueError(
             f"{e} (the model in {model_dir} was fine-tuned with --task "
             f"{config.task}, which reads {DATA_FORMATS[config.task]})"
         ) from None
-    return task_family.score(model, data)
+    print(scored_line(used, total, data, "max_examples"), flush=True)
+    return {**task_family.score(model, part), "examples_scored": used, "examples_in_data": total}
 
 
-def _evaluate_pretrained_embeddings(path, data, seq_length, overrides):
+def _evaluate_pretrained_embeddings(path, data, seq_length, max_examples, overrides):
     lowercase = overrides.pop("lowercase", None)
     model = BertSentenceEncoder.from_pretrained(path, seq_length=seq_length, lowercase=lowercase)
     config = FinetuneConfig(task="embed", **{k: v for k, v in overrides.items() if v is not None})
     task_family = make_task(config)
     try:
-        rows = task_family.read(data, config.max_dev_examples)
+        rows, used, total = task_family.read_part(data, max_examples)
     except ValueError as e:
         raise ValueError(f"{e} (--task embed reads {DATA_FORMATS['embed']})") from None
-    return task_family.score(model, rows)
+    print(scored_line(used, total, data, "max_examples"), flush=True)
+    return {**task_family.score(model, rows), "examples_scored": used, "examples_in_data": total}

@@ -116,7 +116,8 @@ def test_pairs_train_keep_the_best_mrr_and_evaluate_the_same_from_the_folder(tmp
     # functions score its embeddings of the rows.
     model = keras.models.load_model(os.path.join(output, "model.keras"))
     assert isinstance(model, BertSentenceEncoder)
-    assert finetuning.evaluate(output, DEV) == result["dev"]
+    counts = {"examples_scored": 24, "examples_in_data": 24}
+    assert finetuning.evaluate(output, DEV) == {**result["dev"], **counts}
     queries, corpus, relevant = read_text_rows(DEV).retrieval()
     sets = retrieval.relevance_sets(relevant, range(24), range(23))
     expected = retrieval.retrieval_metrics(
@@ -160,7 +161,16 @@ def test_triplets_and_scored_pairs_choose_their_loss_and_dev_metric(tmp_path):
         FinetuneConfig(**fields(tmp_path, train=SCORED, dev=SCORED_DEV, epochs=1))
     )
     assert scored["primary_metric"] == "spearman_cosine"
-    assert set(scored["dev"]) == {"spearman_cosine", "pairs"} and scored["dev"]["pairs"] == 24
+    assert (
+        set(scored["dev"])
+        == {
+            "spearman_cosine",
+            "pairs",
+            "examples_scored",
+            "examples_in_data",
+        }
+        and scored["dev"]["pairs"] == 24
+    )
     task = finetuning.make_task(
         FinetuneConfig(
             **fields(tmp_path, embedding_loss="auto", loss_scale=10.0, mini_batch_size=4)
@@ -321,12 +331,19 @@ def test_cli_finetune_evaluate_predict(tmp_path, capsys):
     assert saved["embedding_loss"] == "multiple_negatives_symmetric_ranking"
     assert cli.main(["evaluate", "--model-dir", output, "--data", DEV]) == 0
     printed = capsys.readouterr().out
-    assert json.loads(printed[printed.rindex("{\n") :]) == trained["dev"]
+    scored = json.loads(printed[printed.rindex("{\n") :])
+    assert scored.pop("examples_scored") == scored.pop("examples_in_data") == 24
+    assert scored == trained["dev"]
     assert (
         cli.main(["evaluate", "--model-dir", output, "--data", SCORED_DEV, "--task", "embed"]) == 0
     )
     printed = capsys.readouterr().out
-    assert set(json.loads(printed[printed.rindex("{\n") :])) == {"spearman_cosine", "pairs"}
+    assert set(json.loads(printed[printed.rindex("{\n") :])) == {
+        "spearman_cosine",
+        "pairs",
+        "examples_scored",
+        "examples_in_data",
+    }
     assert cli.main(["evaluate", "--model-dir", output, "--data", DEV, "--task", "tag"]) == 2
     assert "fine-tuned with --task embed, not tag" in capsys.readouterr().err
     # predict: one embedding per input line, blank lines answered in place.

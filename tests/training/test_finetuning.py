@@ -125,7 +125,9 @@ def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(
     assert saved["label_names"] == ["neg", "pos"]
     model = keras.models.load_model(os.path.join(output, "model.keras"))
     assert model.label_names == ["neg", "pos"]
-    assert finetuning.evaluate(output, dev) == result["dev"]
+    assert result["dev_examples_scored"] == result["dev_examples_in_data"] == 32
+    counts = {"examples_scored": 32, "examples_in_data": 32}
+    assert finetuning.evaluate(output, dev) == {**result["dev"], **counts}
 
     # The saved model takes text; `keras-bert predict` answers through it.
     texts = [line.split("\t")[1] for line in open(dev).read().splitlines()[1:]]
@@ -300,7 +302,11 @@ def test_cli_finetune_and_evaluate_tagging_on_wnut16(
         == 0
     )
     printed = capsys.readouterr().out
-    assert json.loads(printed[printed.rindex("{\n") :]) == trained["dev"]
+    scored = json.loads(printed[printed.rindex("{\n") :])
+    in_data = len(read_conll(f"{wnut}/dev.conll").words)
+    assert (scored.pop("examples_scored"), scored.pop("examples_in_data")) == (32, in_data)
+    assert f"scoring the first 32 of {in_data:,} examples" in printed
+    assert scored == trained["dev"]
     # predict: one line per sentence, the words, tags and entities of `tag`.
     sentences = [" ".join(words) for words in read_conll(f"{wnut}/dev.conll").words[:6]]
     (tmp_path / "sentences.txt").write_text("\n".join(sentences) + "\n")
@@ -343,7 +349,9 @@ def test_squad_finetune_on_shipped_samples(tmp_path, datasets_dir, real_vocab_fi
     )
     result = finetuning.finetune(config)
     assert set(result["dev"]) == {"exact_match", "f1"}
-    assert finetuning.evaluate(output, sample) == result["dev"]
+    scored = finetuning.evaluate(output, sample)
+    assert scored.pop("examples_scored") == scored.pop("examples_in_data")
+    assert scored == result["dev"]
     # Every question gets a span of its own context, cut at character offsets.
     dataset = squad.load_squad_json(sample)
     examples = squad.read_squad_examples(dataset, is_training=False)
@@ -468,3 +476,26 @@ def test_the_command_and_fit_take_the_same_steps(tmp_path, tiny_vocab_file):
     assert command.steps == 2 * steps == int(model.optimizer.iterations)
     for ours, theirs in zip(command.model.get_weights(), model.get_weights()):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_finetune_says_how_much_of_dev_it_scores(monkeypatch, tiny_vocab_file, tmp_path, capsys):
+    """max_dev_examples scores a part of dev: the run says which, and records it."""
+    train = _write_sentiment(tmp_path / "train.tsv", 16, seed=0)
+    dev = _write_sentiment(tmp_path / "dev.tsv", 12, seed=1)
+    config = FinetuneConfig(
+        task="classify",
+        train=train,
+        dev=dev,
+        vocab_file=tiny_vocab_file,
+        seq_length=16,
+        batch_size=8,
+        epochs=1,
+        verbose=0,
+        max_dev_examples=4,
+    )
+    monkeypatch.setattr(finetuning, "load_encoder", lambda *args: BertEncoder(CONFIG))
+    result = finetuning.finetune(config)
+    assert (result["dev_examples_scored"], result["dev_examples_in_data"]) == (4, 12)
+    assert f"scoring the first 4 of 12 examples of {dev} (max_dev_examples 4)" in (
+        capsys.readouterr().out
+    )
