@@ -21,6 +21,7 @@ SCRIPTS = (
     "finetuning_parity",
     "inference",
     "int8_accuracy",
+    "precision_speedup",
     "pretraining_data",
     "pretraining_throughput",
     "serving_latency",
