@@ -201,14 +201,27 @@ class BertClassifier(TextTask, keras.Model):
         self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any
     ) -> keras.callbacks.History:
         """`TextTask.fit`, remembering whether the text had pairs (`trained_on_pairs`)."""
+        self.note_pairs(x)
+        return super().fit(x, y, *args, **kwargs)
+
+    def train_on_batch(self, x: Any, y: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """`TextTask.train_on_batch`, remembering whether the text had pairs."""
+        self.note_pairs(x)
+        return super().train_on_batch(x, y, *args, **kwargs)
+
+    def note_pairs(self, x: Any) -> None:
+        """`trained_on_pairs` once training text `x` is seen: True once any pairs came."""
         pairs = text_pairs_given(x)
         if pairs is not None:
             self.trained_on_pairs = bool(self.trained_on_pairs) or pairs
-        return super().fit(x, y, *args, **kwargs)
 
     def predict(self, x: Any, batch_size: int | None = None, *args: Any, **kwargs: Any) -> Any:
         self.warn_if_pairs_are_new(x)
         return super().predict(x, batch_size, *args, **kwargs)
+
+    def predict_on_batch(self, x: Any) -> Any:
+        self.warn_if_pairs_are_new(x)
+        return super().predict_on_batch(x)
 
     def warn_if_pairs_are_new(self, x: Any) -> None:
         """Warns (once per model) when a model trained on single texts gets pairs."""
