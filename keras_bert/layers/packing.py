@@ -73,6 +73,13 @@ class TokenPacking:
 
     def unpack(self, packed: tf.Tensor) -> tf.Tensor:
         """(R, W) -> (B, T, W), zeros at the padding."""
+        # The gather's gradient is sparse (IndexedSlices); the Reshape (no copy)
+        # turns it dense before it reaches the op that made `packed` (a
+        # LayerNorm). Its Python gradient densified it at its first op anyway,
+        # but the gradient a SavedModel saves for it takes dense tensors only:
+        # without this, a head trained on an export (Keras' TFSMLayer) fails
+        # with "missing a required argument".
+        packed = tf.reshape(packed, tf.shape(packed))
         with_zero_row = tf.concat([packed, tf.zeros_like(packed[:1])], 0)  # (R + 1, W)
         return tf.gather(with_zero_row, self.row_of)
 

@@ -351,10 +351,19 @@ class BertClassifier(TextTask, keras.Model):
             refuse_windows_of_pairs(x)
             args, kwargs = self._windowed_fit_arguments(x, y, args, kwargs, window_stride)
             return super().fit(*args, **kwargs)
+        self.note_pairs(x)
+        return super().fit(x, y, *args, **kwargs)
+
+    def train_on_batch(self, x: Any, y: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """`TextTask.train_on_batch`, remembering whether the text had pairs."""
+        self.note_pairs(x)
+        return super().train_on_batch(x, y, *args, **kwargs)
+
+    def note_pairs(self, x: Any) -> None:
+        """`trained_on_pairs` once training text `x` is seen: True once any pairs came."""
         pairs = text_pairs_given(x)
         if pairs is not None:
             self.trained_on_pairs = bool(self.trained_on_pairs) or pairs
-        return super().fit(x, y, *args, **kwargs)
 
     def _windowed_fit_arguments(self, x, y, args, kwargs, stride):
         """Keras fit's (args, kwargs) with the texts (training and validation)
@@ -416,6 +425,10 @@ class BertClassifier(TextTask, keras.Model):
     def predict(self, x: Any, batch_size: int | None = None, *args: Any, **kwargs: Any) -> Any:
         self.warn_if_pairs_are_new(x)
         return super().predict(x, batch_size, *args, **kwargs)
+
+    def predict_on_batch(self, x: Any) -> Any:
+        self.warn_if_pairs_are_new(x)
+        return super().predict_on_batch(x)
 
     def warn_if_pairs_are_new(self, x: Any) -> None:
         """Warns (once per model) when a model trained on single texts gets pairs."""

@@ -255,6 +255,21 @@ class BertSentenceEncoder(TextTask, keras.Model):
     def is_text(self, x: Any) -> bool:
         return text_columns(x) is not None or _is_texts(x)
 
+    def map_text_batch(self, x: Any, y: Any = None) -> tuple[dict[str, tf.Tensor], Any, Any]:
+        return self.preprocess(x), y, None
+
+    def text_features(self, x: Any) -> Any:
+        """Texts -> the features of the model's call; text columns (anchors,
+        positives[, negatives]) are training rows, refused here: call the
+        model on one column at a time."""
+        if not isinstance(x, tf.Tensor) and text_columns(x) is not None:
+            raise ValueError(
+                "a BertSentenceEncoder is called on one batch of texts (B,), which "
+                "it embeds; text columns (anchors, positives[, negatives]) are "
+                "training rows for fit / train_on_batch: call it on each column"
+            )
+        return super().text_features(x)
+
     def is_text_spec(self, spec: Any) -> bool:
         return _columns_spec(spec) is not None
 
@@ -273,7 +288,11 @@ class BertSentenceEncoder(TextTask, keras.Model):
     def encode_targets(self, y: Any) -> Any:
         return None if y is None else np.asarray(y, np.float32)
 
-    def features_for_training(self, x: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any]:
+    def preprocess_inputs(
+        self, x: Any, y: Any = None, sample_weight: Any = None
+    ) -> tuple[Any, Any, Any]:
+        """`TextTask.preprocess_inputs`; text columns become {anchor, positive[,
+        negative]: features}."""
         if isinstance(x, tf.data.Dataset) and self.preprocessor is not None:
             layout = _columns_spec(x.element_spec)
             if layout is not None:
@@ -286,7 +305,7 @@ class BertSentenceEncoder(TextTask, keras.Model):
         columns = text_columns(x)
         if columns is not None and not self.contrastive_loss.needs_scores:
             self._warn_about_repeated_positives(columns)
-        return super().features_for_training(x, y, sample_weight)
+        return super().preprocess_inputs(x, y, sample_weight)
 
     def _warn_about_repeated_positives(self, columns: list) -> None:
         """Warns (once per model) when rows share a positive: in one batch,

@@ -161,6 +161,8 @@ class BertSpanExtractor(TextTask, keras.Model):
     def is_text_spec(self, spec: Any) -> bool:
         return isinstance(spec, Mapping) and QUESTION in spec and CONTEXT in spec
 
+    maps_text_in_graph = False  # run_squad's windows come from Python
+
     def map_text_batch(self, x: Any, y: Any = None) -> tuple[dict[str, tf.Tensor], Any, Any]:
         raise ValueError(
             "a BertSpanExtractor trains on SQuAD text held in memory (dicts of "

@@ -325,7 +325,7 @@ class TextTask(UpdateStep):
         autotuning: `fit` then ends when its last step does."""
         call = inspect.signature(super().fit).bind(x, y, *args, **kwargs)
         given = call.arguments
-        given["x"], given["y"], given["sample_weight"] = self.features_for_training(
+        given["x"], given["y"], given["sample_weight"] = self.preprocess_inputs(
             given.get("x"), given.get("y"), given.get("sample_weight")
         )
         if given.get("validation_data") is not None:
@@ -337,7 +337,7 @@ class TextTask(UpdateStep):
         """Keras' evaluate, text tokenized first; arrays batched as `fit` batches them."""
         call = inspect.signature(super().evaluate).bind(x, y, *args, **kwargs)
         given = call.arguments
-        given["x"], given["y"], given["sample_weight"] = self.features_for_training(
+        given["x"], given["y"], given["sample_weight"] = self.preprocess_inputs(
             given.get("x"), given.get("y"), given.get("sample_weight")
         )
         if are_arrays(given["x"], given["y"], given["sample_weight"]):
@@ -358,7 +358,7 @@ class TextTask(UpdateStep):
         come from its named helpers (`predict_labels`, `predict_entities`, ...)."""
         call = inspect.signature(super().predict).bind(x, batch_size, *args, **kwargs)
         given = call.arguments
-        given["x"] = self.features_for_training(given["x"], None, None)[0]
+        given["x"] = self.preprocess_inputs(given["x"], None, None)[0]
         if are_arrays(given["x"]):  # in order, the last batch partial
             given["x"] = array_batches(
                 given["x"],
@@ -367,6 +367,44 @@ class TextTask(UpdateStep):
                 ),
             )
         return super().predict(*call.args, **call.kwargs)
+
+    # === Text wherever Keras takes inputs ===
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The model's call, on the three id inputs or on text (what `predict`
+        takes: texts, pairs, a string tensor), tokenized first
+        (`text_features`): the same outputs as `predict`, and differentiable
+        under a `tf.GradientTape` for a training loop of one's own."""
+        if args:
+            args = (self.text_features(args[0]), *args[1:])
+        elif "inputs" in kwargs:
+            kwargs["inputs"] = self.text_features(kwargs["inputs"])
+        return super().__call__(*args, **kwargs)
+
+    def train_on_batch(
+        self,
+        x: Any,
+        y: Any = None,
+        sample_weight: Any = None,
+        class_weight: Any = None,
+        return_dict: bool = False,
+    ) -> Any:
+        """Keras' train_on_batch, text (and labels) preprocessed as `fit` does."""
+        x, y, sample_weight = self.preprocess_inputs(x, y, sample_weight)
+        return super().train_on_batch(
+            x, y, sample_weight=sample_weight, class_weight=class_weight, return_dict=return_dict
+        )
+
+    def test_on_batch(
+        self, x: Any, y: Any = None, sample_weight: Any = None, return_dict: bool = False
+    ) -> Any:
+        """Keras' test_on_batch, text (and labels) preprocessed as `evaluate` does."""
+        x, y, sample_weight = self.preprocess_inputs(x, y, sample_weight)
+        return super().test_on_batch(x, y, sample_weight=sample_weight, return_dict=return_dict)
+
+    def predict_on_batch(self, x: Any) -> Any:
+        """Keras' predict_on_batch, text tokenized as `predict` tokenizes it."""
+        return super().predict_on_batch(self.preprocess_inputs(x)[0])
 
     # === LoRA (keras_bert.models.lora) ===
 
@@ -406,7 +444,18 @@ class TextTask(UpdateStep):
             )
         return self.preprocessor
 
-    def features_for_training(self, x: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any]:
+    def preprocess_inputs(
+        self, x: Any, y: Any = None, sample_weight: Any = None
+    ) -> tuple[Any, Any, Any]:
+        """What `fit`, `evaluate`, `predict` and the `*_on_batch` methods do to
+        their data first, public for a loop of one's own: text (and labels)
+        -> `(features, targets, sample_weight)`, the features the three id
+        inputs (NumPy, tokenized as `fit` tokenizes them), the targets as the
+        loss takes them (class names as indices, a tagger's tags on each
+        word's first piece), the sample weights where the task has them (a
+        tagger's: 1 on first pieces) times `sample_weight`. Ids pass through
+        unchanged; a `tf.data.Dataset` of text comes back mapped (tokenized
+        batch by batch in its pipeline)."""
         if isinstance(x, tf.data.Dataset):
             if self.preprocessor is None or not self.is_text_spec(_x_spec(x.element_spec)):
                 return x, y, sample_weight
@@ -425,11 +474,36 @@ class TextTask(UpdateStep):
             weights = sample_weight if weights is None else weights * _column(sample_weight)
         return features, targets, weights
 
+    def text_features(self, x: Any) -> Any:
+        """`x` as the model's call takes it: text -> the three id inputs (in
+        memory tokenized as `predict` tokenizes it; string tensors, eager or
+        inside a `tf.function`, in the graph: `map_text_batch`); anything
+        else unchanged."""
+        if isinstance(x, keras.KerasTensor):
+            return x
+        if self.preprocessor is None:
+            if self.is_text(x):
+                self.require_preprocessor()  # says how to add one
+            return x
+        if _holds_tensors(x):
+            if not self.is_text(x):
+                return x
+            if tf.executing_eagerly() and not self.maps_text_in_graph:
+                return self.preprocess_inputs(_python_texts(x))[0]
+            return self.map_text_batch(x)[0]
+        if isinstance(x, Mapping) and not self.is_text(x):
+            return x  # the id features (or what Keras says is wrong with them)
+        return self.preprocess_inputs(x)[0]
+
+    # Whether `map_text_batch` tokenizes a batch of text in the graph (a span
+    # extractor's windows come from run_squad's Python conversion only).
+    maps_text_in_graph = True
+
     def validation_features(self, validation_data: Any) -> Any:
         if isinstance(validation_data, tf.data.Dataset):
-            return self.features_for_training(validation_data, None, None)[0]
+            return self.preprocess_inputs(validation_data, None, None)[0]
         x, y, *weight = validation_data
-        x, y, weight = self.features_for_training(x, y, weight[0] if weight else None)
+        x, y, weight = self.preprocess_inputs(x, y, weight[0] if weight else None)
         return (x, y) if weight is None else (x, y, weight)
 
     def _map_element(self, *element):
@@ -538,6 +612,24 @@ def _warn_if_expects_probabilities(loss: Any, model_name: str) -> None:
                 UserWarning,
                 stacklevel=3,
             )
+
+
+def _holds_tensors(x: Any) -> bool:
+    """A tf.Tensor, or a dict / tuple of them (text pairs as tensors)."""
+    if isinstance(x, Mapping):
+        return bool(x) and all(isinstance(v, tf.Tensor) for v in x.values())
+    if isinstance(x, tuple):
+        return bool(x) and all(isinstance(v, tf.Tensor) for v in x)
+    return isinstance(x, tf.Tensor)
+
+
+def _python_texts(x: Any) -> Any:
+    """Eager string tensors (alone, in a dict or a tuple) -> lists of Python strings."""
+    if isinstance(x, Mapping):
+        return {name: _python_texts(value) for name, value in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_python_texts(value) for value in x)
+    return [row.decode("utf-8", "replace") for row in np.asarray(x.numpy()).reshape(-1)]
 
 
 def _x_spec(element_spec):

@@ -34,6 +34,7 @@ from keras_bert import features, safe_output
 from keras_bert.checkpoints.source import resolve, tokenizer_options, tokenizer_settings
 from keras_bert.config import BertConfig
 from keras_bert.datasets import readers, retrieval
+from keras_bert.errors import UserError
 from keras_bert.kernels import precision
 from keras_bert.models import contrastive
 from keras_bert.models.classifier import BertClassifier
@@ -613,6 +614,14 @@ def _single_run(
     """Trains one task model with its own `fit`, resuming `run_dir`'s
     checkpoints (see `finetuning_run`)."""
 
+    return _finetune_run(
+        config, task, train_data, dev_data, run_dir, tokenizer, vocab_file, strategy
+    ).run()
+
+
+def _finetune_run(config, task, train_data, dev_data, run_dir, tokenizer, vocab_file, strategy):
+    """The run's task model built (inside its strategy), its data encoded, compiled."""
+
     def build_model(dtype):
         encoder = load_encoder(config.init_checkpoint, config.preset, dtype)
         if config.seq_length > encoder.config.max_position_embeddings:
@@ -634,7 +643,70 @@ def _single_run(
             model, config, task, vocab_file, directory, results
         ),
         strategy=strategy,
-    ).run()
+    )
+
+
+def resume_finetuning(output_dir: str, train: Any = None) -> keras.Model:
+    """The task model of an unfinished `keras-bert finetune` run (killed, or
+    stopped by Ctrl-C) at its newest checkpoint, compiled as the run compiled
+    it, for `model.fit(...)` to continue in Python.
+
+    The model comes back with the checkpoint's weights and dropout RNG and the
+    run's optimizer: AdamW with its weight decay and clipping, the warmup and
+    linear decay over the run's total steps, at the step the checkpoint
+    reached (`model.optimizer.iterations`), its moments restored; the run's
+    loss, metrics and gradient accumulation. `fit` then takes the next
+    updates from there: on the same batches, the weights the command would
+    have reached. (`fit` draws its own batches: the command orders each
+    epoch by its seed, `keras_bert.training.finetuning_data.epoch_order`.
+    Rerunning the same command instead resumes with its order, dev scoring,
+    best model and checkpoints.)
+
+    The model is built as the command built it, from the run's
+    `checkpoints/finetune_config.json`: its pretrained checkpoint, and its
+    training data (to count the schedule's steps): `train`, when the run's
+    data was not a file (or it moved).
+
+    A finished run cannot continue: its schedule ended at a learning rate of
+    0 and its folder keeps the model (`model.keras`, the best on dev) without
+    the optimizer's state. Train it further as a new run starting from it:
+    `keras-bert finetune --init-checkpoint OUTPUT_DIR ...`, or in Python
+    `BertClassifier.from_pretrained(output_dir)` (any task model) and
+    `compile(optimizer=create_adamw(...))`.
+    """
+    checkpoints = os.path.join(output_dir, "checkpoints")
+    config_path = os.path.join(checkpoints, "finetune_config.json")
+    if not os.path.exists(config_path):
+        safe_output.check_not_in_progress(output_dir)
+        if os.path.exists(os.path.join(output_dir, "model.keras")):
+            raise UserError(
+                f"{output_dir} holds a finished run: its schedule ended at a learning "
+                "rate of 0 and its optimizer state was not kept, so it cannot continue. "
+                f"Train further as a new run from it: keras-bert finetune --init-checkpoint "
+                f"{output_dir} ..., or in Python <TaskModel>.from_pretrained({output_dir!r}) "
+                "and compile(optimizer=create_adamw(...))"
+            )
+        raise FileNotFoundError(
+            f"{output_dir}: no checkpoints/finetune_config.json (not the output folder "
+            "of a keras-bert finetune run)"
+        )
+    safe_output.check_not_in_progress(output_dir)
+    with open(config_path, encoding="utf-8") as f:
+        saved = json.load(f)
+    config = FinetuneConfig(**{**saved, "output_dir": output_dir, "verbose": 0})
+    train = config.train if train is None else train
+    if train is None:
+        raise ValueError(
+            f"{output_dir}: the run's training data was not a file: pass it as "
+            "`train` (the schedule's length is counted from it)"
+        )
+    tokenizer, vocab_file, config = resolve_tokenizer(config)
+    task = make_task(config)
+    train_data = task.read(train, config.max_train_examples, training=True)
+    run = _finetune_run(config, task, train_data, None, output_dir, tokenizer, vocab_file, None)
+    if run.writer.restore_latest() is None:
+        raise UserError(f"{checkpoints}: no checkpoint to continue from")
+    return run.model
 
 
 def save_finetuned(

@@ -10,6 +10,9 @@ Keras model's, called alone and inside a Sequential / functional model.
 """
 
 import functools
+import json
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -184,3 +187,70 @@ def test_classifier_inside_keras_models_predict():
     )
     pair_logits = keras_model("classifier")(keras_features(TEXTS, PAIRS)).numpy()
     np.testing.assert_allclose(predicted, tf.nn.softmax(pair_logits), atol=1e-5)
+
+
+# A user's script in a fresh process, importing only TensorFlow, tensorflow-text
+# and Keras: a new head on the export through TFSMLayer, trained by `fit`, on a
+# frozen export and on a trainable one (its variables then train with the head).
+HEAD_ON_THE_EXPORT = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the tokenizer's ops)
+import keras
+
+path = sys.argv[1]
+texts = np.array(["a fine film", "a dull one", "witty and warm", "two hours lost"], dtype=object)
+labels = np.array([1, 0, 1, 0])
+served = tf.saved_model.load(path).signatures["serving_default"]
+expected = served(text=tf.constant(texts), text_pair=tf.constant([], tf.string))["logits"].numpy()
+results = {}
+for trainable in (False, True):
+    keras.utils.set_random_seed(0)
+    export = keras.layers.TFSMLayer(path, call_endpoint="serving_default", trainable=trainable)
+    text = keras.Input(shape=(), dtype="string", name="text")
+    logits = export(text)["logits"]
+    head = keras.layers.Dense(2, name="head")
+    model = keras.Model(text, head(logits))
+    model.compile(
+        optimizer=keras.optimizers.SGD(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    before = export(tf.constant(texts))["logits"].numpy()
+    head_before = [w.numpy().copy() for w in head.weights]
+    losses = model.fit(texts, labels, batch_size=4, epochs=5, verbose=0).history["loss"]
+    after = export(tf.constant(texts))["logits"].numpy()
+    prediction = model.predict(texts, verbose=0)
+    results[str(trainable)] = {
+        "trainable_weights": len(export.trainable_weights),
+        "weights": len(export.weights),
+        "losses": losses,
+        "head_moved": max(float(np.abs(a - b.numpy()).max()) for a, b in zip(head_before, head.weights)),
+        "before_vs_signature": float(np.abs(before - expected).max()),
+        "export_moved": float(np.abs(after - before).max()),
+        "prediction_vs_head": float(np.abs(prediction - head(tf.constant(after)).numpy()).max()),
+    }
+print(json.dumps(results))
+"""
+
+
+def test_a_head_trains_on_the_export_through_tfsm_layer_in_a_fresh_process(tmp_path):
+    script = tmp_path / "head_on_the_export.py"
+    script.write_text(HEAD_ON_THE_EXPORT)
+    done = subprocess.run(
+        [sys.executable, str(script), export_path("classifier")], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    frozen, trainable = results["False"], results["True"]
+    for run in (frozen, trainable):
+        assert run["losses"][-1] < run["losses"][0], run["losses"]
+        assert run["head_moved"] > 0
+        assert run["before_vs_signature"] <= 1e-5  # the layer is the signature
+        assert run["prediction_vs_head"] <= 1e-5
+    # Frozen: the export's variables are tracked, not trained.
+    assert frozen["trainable_weights"] == 0 and frozen["weights"] > 0
+    assert frozen["export_moved"] == 0.0
+    # Trainable: they are the layer's trainable weights, as for keras.Model.export().
+    assert trainable["trainable_weights"] == frozen["weights"]
+    assert trainable["export_moved"] > 0
