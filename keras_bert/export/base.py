@@ -12,7 +12,6 @@ H = hidden size.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -189,15 +188,14 @@ class TaskServing:
     def _run_model(self, input_ids, input_mask, segment_ids):
         features = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
         # Packed, the last block runs only where the answer is read (a classifier's
-        # [CLS]: `TextTask.read_positions`).
-        read_positions = getattr(self.model, "read_positions", lambda features: None)
-        encoder = getattr(self.model, "encoder", self.model)  # a task model's, or the encoder
-        with (
-            encoder.remove_padding(read_positions(features))
-            if self.remove_padding
-            else contextlib.nullcontext()
-        ):
-            outputs = self.model(features, training=False)
+        # [CLS]: `TextTask.read_positions`): arguments of this one call.
+        arguments: dict[str, Any] = {}
+        if self.remove_padding:
+            arguments["remove_padding"] = True
+            read_positions = getattr(self.model, "read_positions", lambda features: None)
+            if (positions := read_positions(features)) is not None:
+                arguments["read_positions"] = positions
+        outputs = self.model(features, training=False, **arguments)
         return tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), outputs)
 
     def metadata(self) -> dict[str, Any]:

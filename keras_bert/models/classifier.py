@@ -151,9 +151,8 @@ class BertClassifier(TextTask, keras.Model):
     def predict_step(self, data: Any) -> Any:
         # One row of logits per example at any width: the padding is cut (and
         # packed out) here too.
-        data = self.trimmed(data)
-        with self.unpadded_steps(data):
-            return super().predict_step(data)
+        x, _, _ = keras.utils.unpack_x_y_sample_weight(self.trimmed(data))
+        return self.step_outputs(x, training=False)
 
     def default_metrics(self) -> list:
         if self.regression:
