@@ -64,6 +64,20 @@ from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_
 DEFAULT_LEARNING_RATE = 5e-5
 
 
+def check_preprocessor_fits(preprocessor: BertPreprocessor, encoder: Any) -> None:
+    """`check_vocabulary_fits` for a preprocessor's vocabulary and an encoder's
+    embedding table (nothing to check before either is there)."""
+    if not isinstance(encoder, BertEncoder) or not preprocessor.has_vocabulary:
+        return
+    tokenizer = preprocessor.tokenizer
+    check_vocabulary_fits(
+        len(tokenizer.vocab),
+        encoder.config.vocab_size,
+        tokenizer.vocab_file or f"the {preprocessor.name} vocabulary",
+        pretrained=False,
+    )
+
+
 def deserialize_preprocessor(
     preprocessor: BertPreprocessor | dict | None,
 ) -> BertPreprocessor | None:
@@ -159,6 +173,15 @@ class TextTask(UpdateStep):
                 source, model.encoder, seq_length, lowercase, vocab_file
             )
         return model
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # The one boundary every way of building a task model passes (its
+        # constructor, `from_pretrained`, the command line's fine-tuning, a
+        # preprocessor set later): a vocabulary with ids past the encoder's
+        # embedding table is refused before anything trains on it.
+        if name == "preprocessor" and isinstance(value, BertPreprocessor):
+            check_preprocessor_fits(value, getattr(self, "encoder", None))
+        super().__setattr__(name, value)
 
     # === Per-task hooks ===
 
