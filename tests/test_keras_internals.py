@@ -225,6 +225,44 @@ def test_model_loss_tracker_and_compile_metrics():
     assert float(model.get_metrics_result()["mae"]) == pytest.approx(1.0), message
 
 
+def test_call_context_arguments_reach_a_layer_inside_a_functional_model():
+    message = (
+        "keras_bert.models.encoder and update_step register `remove_padding` / "
+        "`read_positions` with Layer._register_call_context_args, so that a task "
+        "model's call hands them to its encoder (the unpadded steps and exports): "
+        "without it the steps would run padded, or fail on the arguments"
+    )
+
+    class Inner(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self._register_call_context_args("flag", "positions")
+
+        def call(self, x, flag=None, positions=None):
+            if flag:
+                return x * 0.0 + (2.0 if positions is None else positions)
+            return x
+
+    class Outer(keras.Model):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self._register_call_context_args("flag", "positions")
+
+    inputs = keras.Input((3,))
+    model = Outer(inputs=inputs, outputs=keras.layers.Dense(3, name="after")(Inner()(inputs)))
+    x = np.ones((2, 3), np.float32)
+    bias = model.get_layer("after").bias
+    bias.assign(np.ones(3, np.float32))
+    model.get_layer("after").kernel.assign(np.eye(3, dtype=np.float32))
+    positions = tf.fill((2, 3), 5.0)
+    assert np.allclose(model(x), 2.0), message  # no arguments: the default path
+    assert np.allclose(model(x, flag=True), 3.0), message
+    assert np.allclose(model(x, flag=True, positions=positions), 6.0), message
+    traced = tf.function(lambda v: model(v, training=False, flag=True, positions=positions))
+    assert np.allclose(traced(x), 6.0), message
+    assert np.allclose(model(x), 2.0), message  # nothing stays behind
+
+
 # === keras_bert.kernels.dense and keras_bert.models.lora: Dense's kernel ===
 
 

@@ -25,8 +25,8 @@ And the answer text is cut from the original context
 at the character offsets of its first and last word pieces (the tokenizer
 reports them; n-best entries carry them as `char_start` / `char_end`), where
 run_squad.py reconstructs it heuristically (`get_final_text`); both give the
-same text (whitespace runs become one space, as there) except where that
-heuristic fails.
+same text (whitespace runs become one space, as there: `answer_text`, the
+rule the in-graph `SpanFinder` follows too) except where that heuristic fails.
 
 Legend for shapes: N = features (windows), T = max_seq_length.
 """
@@ -81,7 +81,27 @@ def _is_whitespace(c):
     return c in (" ", "\t", "\r", "\n") or ord(c) == 0x202F
 
 
-_WHITESPACE_RUN = re.compile("[ \t\r\n\u202f]+")
+# A run of run_squad.py's whitespace (`_is_whitespace`), as a regular
+# expression both Python's `re` and TensorFlow's RE2 read.
+ANSWER_WHITESPACE = "[ \t\r\n\u202f]+"
+_WHITESPACE_RUN = re.compile(ANSWER_WHITESPACE)
+
+
+def answer_text(span: str) -> str:
+    """The answer's text from its span of the context (`context[start:end]`):
+    each run of whitespace as one space. The one rule of both entry points:
+    `postprocess` (predictions from SQuAD files) and `SpanFinder.answer` in the
+    graph (`BertSpanExtractor.predict_answers`, the exports), which applies
+    `ANSWER_WHITESPACE` with TensorFlow's regex.
+
+    Why this one: run_squad.py's text is the reference for file predictions
+    (its answers are a `" ".join` of whitespace-split doc tokens, so a
+    predictions.json compares line for line with the original's), and a
+    user gets the same answer from a file and from text. The official SQuAD
+    evaluation normalises whitespace, so the scores do not depend on it; the
+    exact characters stay one slice away, `context[start:end]` (the in-graph
+    path returns `start` / `end`, n-best entries `char_start` / `char_end`)."""
+    return _WHITESPACE_RUN.sub(" ", span)
 
 
 def split_doc_tokens(context: str) -> tuple[list[str], list[int], list[int]]:
@@ -496,7 +516,7 @@ def postprocess(
                 char_start = feature.token_char_spans[s][0]
                 char_end = feature.token_char_spans[e][1]
                 # Whitespace inside the answer as run_squad.py's " ".join(doc tokens).
-                text = _WHITESPACE_RUN.sub(" ", example.context[char_start:char_end])
+                text = answer_text(example.context[char_start:char_end])
                 if text in seen:
                     continue
             else:

@@ -12,7 +12,6 @@ H = hidden size.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -189,21 +188,21 @@ class TaskServing:
     def _run_model(self, input_ids, input_mask, segment_ids):
         features = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
         # Packed, the last block runs only where the answer is read (a classifier's
-        # [CLS]: `TextTask.read_positions`).
-        read_positions = getattr(self.model, "read_positions", lambda features: None)
-        encoder = getattr(self.model, "encoder", self.model)  # a task model's, or the encoder
-        with (
-            encoder.remove_padding(read_positions(features))
-            if self.remove_padding
-            else contextlib.nullcontext()
-        ):
-            outputs = self.model_outputs(features)
+        # [CLS]: `TextTask.read_positions`): arguments of this one call.
+        arguments: dict[str, Any] = {}
+        if self.remove_padding:
+            arguments["remove_padding"] = True
+            read_positions = getattr(self.model, "read_positions", lambda features: None)
+            if (positions := read_positions(features)) is not None:
+                arguments["read_positions"] = positions
+        outputs = self.model_outputs(features, **arguments)
         return tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), outputs)
 
-    def model_outputs(self, features: Mapping[str, tf.Tensor]) -> Any:
+    def model_outputs(self, features: Mapping[str, tf.Tensor], **arguments: Any) -> Any:
         """The model's inference-mode outputs on `features` (a classifier's
-        logits, before any activation)."""
-        return self.model(features, training=False)
+        logits, before any activation); `arguments`: the call's
+        `remove_padding` / `read_positions`."""
+        return self.model(features, training=False, **arguments)
 
     def metadata(self) -> dict[str, Any]:
         """JSON-able facts written to `assets/keras_bert_export.json`."""

@@ -123,9 +123,9 @@ class ClassifierServing(TaskServing):
             **extra,
         }
 
-    def model_outputs(self, features: Mapping[str, tf.Tensor]) -> tf.Tensor:
+    def model_outputs(self, features: Mapping[str, tf.Tensor], **arguments: Any) -> tf.Tensor:
         # The logits, before a softmax / sigmoid `activation`: the answers start there.
-        return self.model.logits(features)
+        return self.model.logits(features, **arguments)
 
     # === Features ===
 

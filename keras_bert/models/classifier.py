@@ -23,6 +23,7 @@ from keras_bert import features
 from keras_bert.dataset_options import split_validation
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
+from keras_bert.models.unpadded import UNPADDED_CALL_ARGUMENTS
 from keras_bert.models.user_inputs import (
     check_class_indices,
     check_number,
@@ -240,9 +241,8 @@ class BertClassifier(TextTask, keras.Model):
     def predict_step(self, data: Any) -> Any:
         # One row of logits per example at any width: the padding is cut (and
         # packed out) here too.
-        data = self.trimmed(data)
-        with self.unpadded_steps(data):
-            return super().predict_step(data)
+        x, _, _ = keras.utils.unpack_x_y_sample_weight(self.trimmed(data))
+        return self.step_outputs(x, training=False)
 
     def default_metrics(self) -> list:
         if self.regression:
@@ -510,15 +510,18 @@ class BertClassifier(TextTask, keras.Model):
             )
         return check_threshold(threshold)
 
-    def logits(self, features: dict[str, tf.Tensor]) -> tf.Tensor:
-        """The output layer's values (B, C), before any `activation`."""
+    def logits(self, features: dict[str, tf.Tensor], **arguments: Any) -> tf.Tensor:
+        """The output layer's values (B, C), before any `activation`;
+        `arguments`: the call's `remove_padding` / `read_positions`."""
         if self.outputs_logits:
-            return self(features, training=False)
+            return self(features, training=False, **arguments)
         if not hasattr(self, "_logits_model"):
             self._logits_model = keras.Model(
                 self.inputs, self.get_layer("classifier_output").output
             )
-        return self._logits_model(features, training=False)
+            # The call's padding arguments reach the encoder inside, as in self.
+            self._logits_model._register_call_context_args(*UNPADDED_CALL_ARGUMENTS)
+        return self._logits_model(features, training=False, **arguments)
 
     def predict_proba(
         self, x: Any, batch_size: int | None = None, window_stride: int | None = None

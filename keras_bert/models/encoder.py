@@ -24,7 +24,7 @@ from keras_bert.layers import AttentionMaskBias, PositionEmbedding, TransformerB
 from keras_bert.layers.packing import TokenPacking
 from keras_bert.layers.pooling import pooled_token
 from keras_bert.models import lora
-from keras_bert.models.unpadded import PaddingRemoval, read_rows
+from keras_bert.models.unpadded import UNPADDED_CALL_ARGUMENTS, read_rows
 from keras_bert.models.user_inputs import check_model_keywords
 
 if TYPE_CHECKING:
@@ -143,31 +143,51 @@ class BertEncoder(keras.Model):
         self.attention_mask_bias = mask_bias_layer
         self.transformer_blocks = blocks
         self.pooler = pooler
-        self._padding_removal = PaddingRemoval()
+        # Passed on by any functional model the encoder sits in, as Keras passes
+        # `training`: `task_model(x, remove_padding=True)` reaches this `call`.
+        self._register_call_context_args(*UNPADDED_CALL_ARGUMENTS)
 
-    def call(self, inputs: Any, training: bool | None = None, mask: Any = None) -> Any:
-        # Under `remove_padding()` (the exports' and fit's), the per-token
-        # layers skip the padding: keras_bert.models.unpadded.
-        if self._padding_removal.enabled:
+    def call(
+        self,
+        inputs: Any,
+        training: bool | None = None,
+        mask: Any = None,
+        remove_padding: bool | None = None,
+        read_positions: Any = None,
+    ) -> Any:
+        """The encoder's outputs (see the class docstring).
+
+        `remove_padding=True`: the per-token layers skip the padding, the real
+        positions' outputs unchanged, the padding's 0 (`keras_bert.models.unpadded`);
+        `read_positions` (B, T), nonzero where the caller reads the last layer
+        (besides the pooler's row, always computed), narrows the last block to
+        those rows, the other positions of its output 0 (a classifier reads only
+        [CLS]: all zeros). Both are arguments of the call, never settings of the
+        encoder, and a task model's call hands them on (Keras' call-context
+        arguments): `model(features, remove_padding=True, read_positions=...)`.
+        """
+        if remove_padding:
             return encoder_forward(
                 self,
                 inputs,
                 packing=TokenPacking(inputs["input_mask"]),
-                read_positions=self._padding_removal.read_positions,
+                read_positions=read_positions,
                 training=training,
             )
+        if read_positions is not None:
+            raise ValueError("read_positions narrows the unpadded call: pass remove_padding=True")
         return super().call(inputs, training=training, mask=mask)
 
-    def remove_padding(self, read_positions: Any = None):
-        """`with encoder.remove_padding(): ...`: this encoder's calls (and traces)
-        inside skip the padding in their per-token layers, the real positions'
-        outputs unchanged (`keras_bert.models.unpadded`; `read_positions`:
-        `PaddingRemoval.on`). Task models' steps and exports enter it."""
-        return self._padding_removal.on(read_positions)
-
-    @property
-    def padding_removed(self) -> bool:
-        return self._padding_removal.enabled
+    def compute_output_spec(
+        self,
+        inputs: Any,
+        training: bool | None = None,
+        mask: Any = None,
+        remove_padding: bool | None = None,
+        read_positions: Any = None,
+    ) -> Any:
+        # The same shapes either way (the padding's rows come back, as 0).
+        return super().compute_output_spec(inputs, training=training, mask=mask)
 
     def embed(
         self,

@@ -18,7 +18,6 @@ D = embedding size.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import warnings
 from typing import Any, Mapping, Sequence
@@ -427,16 +426,16 @@ class BertSentenceEncoder(TextTask, keras.Model):
             )
         x = {name: self._trim(features) for name, features in x.items()}
         scale = self.optimizer.scale_loss if getattr(self, "optimizer", None) else (lambda v: v)
-        with self._unpadded():
-            return contrastive.loss_and_gradients(
-                lambda features: self(features, training=True),
-                x,
-                self.contrastive_loss,
-                scores,
-                self.trainable_weights,
-                scale_loss=scale,
-                seed_states=self.random_states(),
-            )
+        arguments = self.step_arguments(x)
+        return contrastive.loss_and_gradients(
+            lambda features: self(features, training=True, **arguments),
+            x,
+            self.contrastive_loss,
+            scores,
+            self.trainable_weights,
+            scale_loss=scale,
+            seed_states=self.random_states(),
+        )
 
     def train_step(self, data: Any) -> dict:
         self.apply_update(data)
@@ -453,15 +452,16 @@ class BertSentenceEncoder(TextTask, keras.Model):
     def test_step(self, data: Any) -> dict:
         x, scores, _ = keras.utils.unpack_x_y_sample_weight(data)
         x = {name: self._trim(features) for name, features in x.items()}
-        with self._unpadded():
-            embeddings = {name: self(features, training=False) for name, features in x.items()}
+        arguments = self.step_arguments(x)
+        embeddings = {
+            name: self(features, training=False, **arguments) for name, features in x.items()
+        }
         _, value = self.contrastive_loss(embeddings, scores)
         return self._track(value, data)
 
     def predict_step(self, data: Any) -> tf.Tensor:
         x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
-        with self._unpadded():
-            return self(self._trim(x), training=False)
+        return self(self._trim(x), training=False, **self.step_arguments(x))
 
     def _track(self, value: tf.Tensor, data: Any) -> dict:
         x = keras.utils.unpack_x_y_sample_weight(data)[0]
@@ -475,16 +475,6 @@ class BertSentenceEncoder(TextTask, keras.Model):
 
     def _trim(self, features: Any) -> Any:
         return features if self.static_shapes() else trim_features_batch(features)[0]
-
-    def _unpadded(self):
-        # Under MultiWorkerMirroredStrategy the embeddings' sparse gradients are
-        # all-gathered between workers, which needs one shape on every worker:
-        # packed rows (each worker's real tokens) differ, padded batches do not.
-        if self.static_shapes() or isinstance(
-            tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy
-        ):
-            return contextlib.nullcontext()
-        return self.encoder.remove_padding()
 
     # === Embeddings out ===
 

@@ -28,7 +28,6 @@ shared parts live here.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import warnings
 from typing import Any, Mapping
@@ -63,6 +62,20 @@ from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_
 
 # keras-hub's task default; the paper's fine-tuning range is 2e-5 to 5e-5.
 DEFAULT_LEARNING_RATE = 5e-5
+
+
+def check_preprocessor_fits(preprocessor: BertPreprocessor, encoder: Any) -> None:
+    """`check_vocabulary_fits` for a preprocessor's vocabulary and an encoder's
+    embedding table (nothing to check before either is there)."""
+    if not isinstance(encoder, BertEncoder) or not preprocessor.has_vocabulary:
+        return
+    tokenizer = preprocessor.tokenizer
+    check_vocabulary_fits(
+        len(tokenizer.vocab),
+        encoder.config.vocab_size,
+        tokenizer.vocab_file or f"the {preprocessor.name} vocabulary",
+        pretrained=False,
+    )
 
 
 def deserialize_preprocessor(
@@ -160,6 +173,15 @@ class TextTask(UpdateStep):
                 source, model.encoder, seq_length, lowercase, vocab_file
             )
         return model
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # The one boundary every way of building a task model passes (its
+        # constructor, `from_pretrained`, the command line's fine-tuning, a
+        # preprocessor set later): a vocabulary with ids past the encoder's
+        # embedding table is refused before anything trains on it.
+        if name == "preprocessor" and isinstance(value, BertPreprocessor):
+            check_preprocessor_fits(value, getattr(self, "encoder", None))
+        super().__setattr__(name, value)
 
     # === Per-task hooks ===
 
@@ -269,18 +291,21 @@ class TextTask(UpdateStep):
 
     def apply_update(self, data: Any) -> None:
         # The whole update's batch is cut to its longest row; each micro-batch
-        # then runs with the padding packed out (`micro_batch_context`).
+        # then runs with the padding packed out (`step_outputs`).
         super().apply_update(self.trimmed(data))
 
-    def micro_batch_context(
-        self, x: Any, y: Any, sample_weight: Any
-    ) -> contextlib.AbstractContextManager:
-        return self.unpadded_steps((x, y, sample_weight))
-
     def test_step(self, data: Any) -> Any:
-        data = self.trimmed(data)
-        with self.unpadded_steps(data):
-            return super().test_step(data)
+        # Keras' test step, on the batch cut to its longest row and with the
+        # padding packed out (`step_outputs`).
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(self.trimmed(data))
+        y_pred = self.step_outputs(x, y, sample_weight, training=False)
+        loss = self.compute_loss(x, y, y_pred, sample_weight, training=False)
+        # Each replica's loss is its share of the global one (as Keras' own step).
+        num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        self._loss_tracker.update_state(
+            loss * num_replicas, sample_weight=tf.shape(tf.nest.flatten(x)[0])[0]
+        )
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
     def static_shapes(self) -> bool:
         """XLA and TPUs need static shapes: no trimming, no packing there."""
@@ -288,18 +313,29 @@ class TextTask(UpdateStep):
             tf.distribute.get_strategy(), tf.distribute.TPUStrategy
         )
 
-    def unpadded_steps(self, data: Any) -> contextlib.AbstractContextManager:
-        """The encoder's `remove_padding()` for this model's steps on `data`, where it applies,
-        with the positions of the last layer that the step reads (`read_positions`)."""
+    def step_outputs(
+        self, x: Any, y: Any = None, sample_weight: Any = None, *, training: bool
+    ) -> Any:
+        """The model on one batch of its train / test / predict step, with the
+        arguments `step_arguments` gives."""
+        return self(x, training=training, **self.step_arguments(x, y, sample_weight))
+
+    def step_arguments(self, x: Any, y: Any = None, sample_weight: Any = None) -> dict[str, Any]:
+        """The call arguments of this model's steps on a batch: where the model
+        allows it, the encoder's per-token layers skip the padding
+        (`remove_padding=True`, `keras_bert.models.unpadded`) and its last block
+        runs where the step reads it (`read_positions`). Arguments of each call,
+        so replica threads and traces never share them."""
         if not self.removes_padding or self.static_shapes() or _across_workers():
-            return contextlib.nullcontext()
-        return self.encoder.remove_padding(
-            self.read_positions(*keras.utils.unpack_x_y_sample_weight(data))
-        )
+            return {}
+        read_positions = self.read_positions(x, y, sample_weight)
+        if read_positions is None:
+            return {"remove_padding": True}
+        return {"remove_padding": True, "read_positions": read_positions}
 
     def read_positions(self, x: Any, y: Any = None, sample_weight: Any = None) -> tf.Tensor | None:
         """(B, T), nonzero where this step reads the encoder's last layer
-        (`remove_padding`), or None: everywhere. For models whose outputs come
+        (`step_arguments`), or None: everywhere. For models whose outputs come
         from some positions only (a classifier's [CLS])."""
         return None
 

@@ -233,7 +233,7 @@ class BertTokenClassifier(TextTask, keras.Model):
     def update_loss(
         self, x: Any, y: Any, sample_weight: Any, normaliser: tf.Tensor, micro_batches: int = 1
     ) -> tuple[tf.Tensor, tf.Tensor]:
-        logits = self(x, training=True)  # (B, T, K)
+        logits = self.step_outputs(x, y, sample_weight, training=True)  # (B, T, K)
         per_piece = keras.losses.sparse_categorical_crossentropy(
             y, keras.ops.cast(logits, "float32"), from_logits=True
         )  # (B, T)

@@ -19,12 +19,16 @@ the pooler reads) always counts as real. Gradients flow through the packing
 (classification, tagging with the padding weighted 0) gets the padded model's
 gradients; dropout draws its masks over the packed rows instead.
 
-Used through `BertEncoder.remove_padding()`: while it is on, that encoder's calls (and
-traces) run their one forward pass (`keras_bert.models.encoder.encoder_forward`)
-with a `TokenPacking` of the batch, so any task model built on an encoder gets it without
-changes. The exports trace their signatures under it
-(`export_saved_model(remove_padding=True)`); `TextTask`'s train / test steps
-where their models allow it.
+Asked for by an argument of the call, never by a setting:
+`encoder(features, remove_padding=True)`, or a task model's call
+`model(features, remove_padding=True, read_positions=...)`, which Keras hands
+on to the encoder inside the functional graph as it hands on `training`
+(`BertEncoder.call`; its one forward pass is
+`keras_bert.models.encoder.encoder_forward`). `TextTask`'s train / test /
+predict steps pass them where their models allow it (`TextTask.step_arguments`),
+exports trace their signatures with them (`export_saved_model(remove_padding=True)`).
+Two replica threads, a traced function and a second model all see what their
+own call says.
 
 Legend for shape comments: B = batch, T = sequence length, R = real
 positions in the batch, H = hidden size, L = number of layers.
@@ -32,43 +36,14 @@ positions in the batch, H = hidden size, L = number of layers.
 
 from __future__ import annotations
 
-import contextlib
-from typing import Iterator
-
 import tensorflow as tf
 
 from keras_bert.layers.pooling import last_real_positions
 
-
-class PaddingRemoval:
-    """One encoder's setting: whether its calls (and traces) skip the padding,
-    and where its last block is read. Off but inside `on(...)`, which a task
-    model's train / test step and an export's trace enter around one call: a
-    functional task model cannot hand its encoder an extra argument, and a
-    setting per encoder (not per process) lets two models differ."""
-
-    def __init__(self) -> None:
-        self.enabled = False
-        self.read_positions: tf.Tensor | None = None
-
-    @contextlib.contextmanager
-    def on(self, read_positions: tf.Tensor | None = None) -> Iterator[None]:
-        """Inside, the encoder skips the padding in its per-token layers (see
-        the module's docstring).
-
-        `read_positions` (B, T), nonzero where the caller reads the last layer's
-        output (besides the pooler's row, always computed): the last block runs
-        its queries, feed-forward layers and LayerNorms on those rows alone, and
-        the other positions of `sequence_output` (and of the last
-        `encoder_outputs`) come out 0. A tagger's loss reads its labelled
-        pieces, a classifier only [CLS] (an all-zero tensor).
-        """
-        before = self.enabled, self.read_positions
-        self.enabled, self.read_positions = True, read_positions
-        try:
-            yield
-        finally:
-            self.enabled, self.read_positions = before
+# The call arguments of the unpadded forward pass (`BertEncoder.call`). The
+# encoder and keras_bert's models register them as Keras call-context
+# arguments: a model's call hands them on to the encoder inside it.
+UNPADDED_CALL_ARGUMENTS = ("remove_padding", "read_positions")
 
 
 def read_rows(read_positions: tf.Tensor, input_mask: tf.Tensor, attention: str) -> tf.Tensor:

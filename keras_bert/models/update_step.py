@@ -27,15 +27,15 @@ What a model may provide, in order of preference:
   loss given to `compile`), divided by the number of micro-batches: exact for
   losses that are means over equal micro-batches.
 
-`micro_batch_context(x, y, sample_weight)` wraps each micro-batch's forward
-pass (a task model removes the padding of its encoder there).
+`step_outputs(x, y, sample_weight, training=...)` is each micro-batch's
+forward pass (a task model's passes its encoder the arguments that pack the
+padding out: `TextTask.step_arguments`).
 
 Legend for shape comments: k = micro-batches per update, B = per-replica batch.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Any
 
@@ -43,6 +43,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_bert.models.unpadded import UNPADDED_CALL_ARGUMENTS
 from keras_bert.models.user_inputs import check_model_keywords
 
 
@@ -97,6 +98,9 @@ class UpdateStep:
         functional = {"inputs", "outputs"}
         check_model_keywords(type(self), {k: v for k, v in kwargs.items() if k not in functional})
         super().__init__(*args, **kwargs)
+        # `model(x, remove_padding=True, read_positions=...)` reaches the encoder
+        # inside, as `training` does (keras_bert.models.unpadded).
+        self._register_call_context_args(*UNPADDED_CALL_ARGUMENTS)
 
     def compile(
         self, optimizer: Any = "rmsprop", *, gradient_accumulation_steps: int = 1, **kwargs: Any
@@ -122,10 +126,12 @@ class UpdateStep:
     def uses_update_loss(self) -> bool:
         return hasattr(self, "update_loss")
 
-    def micro_batch_context(
-        self, x: Any, y: Any, sample_weight: Any
-    ) -> contextlib.AbstractContextManager:
-        return contextlib.nullcontext()
+    def step_outputs(
+        self, x: Any, y: Any = None, sample_weight: Any = None, *, training: bool
+    ) -> Any:
+        """The model's outputs on one batch of a step (targets and weights at
+        hand, for a model whose call arguments depend on them)."""
+        return self(x, training=training)
 
     # === The step ===
 
@@ -158,13 +164,12 @@ class UpdateStep:
     def _micro_batch_loss(self, batch, normaliser, micro_batches):
         """One (micro-)batch's share of the update's loss (see the module docstring)."""
         x, y, sample_weight = batch
-        with self.micro_batch_context(x, y, sample_weight):
-            if self.uses_update_loss():
-                loss, y_pred = self.update_loss(x, y, sample_weight, normaliser, micro_batches)
-            else:
-                y_pred = self(x, training=True)
-                loss = self.compute_loss(x, y, y_pred, sample_weight, training=True)
-                loss = loss / micro_batches
+        if self.uses_update_loss():
+            loss, y_pred = self.update_loss(x, y, sample_weight, normaliser, micro_batches)
+        else:
+            y_pred = self.step_outputs(x, y, sample_weight, training=True)
+            loss = self.compute_loss(x, y, y_pred, sample_weight, training=True)
+            loss = loss / micro_batches
         if y_pred is not None and self._compile_metrics is not None:
             self._compile_metrics.update_state(y, y_pred, sample_weight)
         return loss

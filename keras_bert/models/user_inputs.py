@@ -374,18 +374,22 @@ def check_scores(y: Any, argument: str = "y") -> np.ndarray:
     return np.asarray(values, np.float32)
 
 
-def check_vocabulary_fits(vocabulary_size: int, embedding_rows: int, source: str) -> None:
-    """A checkpoint's vocabulary against its token embedding table: ids past
-    the table fail at the first lookup, and a vocabulary far shorter than the
-    table is the wrong file (or a truncated one). A table a few rows longer is
-    common (padded to a multiple of 8 or 64) and accepted."""
+def check_vocabulary_fits(
+    vocabulary_size: int, embedding_rows: int, source: str, *, pretrained: bool = True
+) -> None:
+    """A vocabulary against the encoder's token embedding table: ids past the
+    table fail at the first lookup (always refused). For a `pretrained`
+    encoder, a vocabulary far shorter than the table is the wrong file (or a
+    truncated one) too; a table a few rows longer is common (padded to a
+    multiple of 8 or 64) and accepted. `source` names the vocabulary's file."""
     if vocabulary_size > embedding_rows:
         raise ValueError(
             f"{source}: the vocabulary has {vocabulary_size} entries but the "
-            f"encoder's token embedding only {embedding_rows} rows: use the "
-            "checkpoint's own vocab.txt (vocab_file=...)"
+            f"encoder's token embedding only {embedding_rows} rows (the checkpoint's "
+            f"vocab_size): ids {embedding_rows} and up have no embedding; use the "
+            "checkpoint's own vocab.txt (vocab_file=..., --vocab-file)"
         )
-    if vocabulary_size < embedding_rows - 128:
+    if pretrained and vocabulary_size < embedding_rows - 128:
         raise ValueError(
             f"{source}: the vocabulary has {vocabulary_size} entries but the "
             f"encoder's token embedding {embedding_rows} rows: the vocabulary is "

@@ -281,6 +281,12 @@ class BertPreprocessor(keras.layers.Layer):
     def vocabulary(self) -> list[str]:
         return self.tokenizer.vocab
 
+    @property
+    def has_vocabulary(self) -> bool:
+        """False for a preprocessor built from its config alone, until
+        `set_vocabulary` (or `keras.models.load_model`'s assets) gives it one."""
+        return self._tokenizer is not None
+
     def call(self, inputs: Any) -> dict[str, tf.Tensor]:
         text, text_pair = split_segments(inputs)
         ids_a = self.tokenizer.tokenize(clean_utf8(as_text_batch(text, TEXT)))  # (B, P)

@@ -14,9 +14,12 @@ inside the graph, with its defaults (`SpanFinder.answer`, used by
    counts if both lie in the context, j >= i, it has at most
    `max_answer_length` pieces and window holds i with the most context
    around it (the max-context rule); its score is start + end logit;
-4. the best span over all windows is mapped back to the context: `answer` is
-   the exact text between its first piece's first byte and its last piece's
-   last byte, `start` / `end` its character offsets (`context[start:end]`);
+4. the best span over all windows is mapped back to the context: `start` /
+   `end` are the character offsets of its first piece's first character and
+   its last piece's last (`context[start:end]`, the exact characters), and
+   `answer` is that span with each whitespace run as one space, as
+   run_squad.py writes it and as `keras_bert.datasets.squad.postprocess`
+   answers from files (`answer_text`: one rule, and why);
 5. SQuAD 2.0 models (`version_2_with_negative`): the null score is the lowest
    `[CLS]` start + end logit over the windows; the question has an answer if
    null score - best span score <= `null_score_diff_threshold`.
@@ -39,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import tensorflow as tf
 
+from keras_bert.datasets.squad import ANSWER_WHITESPACE
 from keras_bert.preprocessing.text_ops import char_offsets, clean_utf8, surface_text
 from keras_bert.preprocessing.traced import traced_pack, traced_tokenizer
 
@@ -318,7 +322,7 @@ class SpanFinder:
         byte_end = tf.where(has_answer, byte_end, 0)
         outputs.update(
             {
-                "answer": surface_text(context, byte_start, byte_end),
+                "answer": answer_text(context, byte_start, byte_end),
                 "start": tf.where(has_answer, char_offsets(context, byte_start), -1),
                 "end": tf.where(has_answer, char_offsets(context, byte_end), -1),
                 "score": tf.cast(score, tf.float32),
@@ -363,8 +367,17 @@ class SpanFinder:
         )
         byte_end = tf.where(valid, tf.gather(flat_ends, tf.clip_by_value(rows + end, 0, last)), 0)
         return {
-            "n_best_answer": surface_text(context, byte_start, byte_end),
+            "n_best_answer": answer_text(context, byte_start, byte_end),
             "n_best_start": tf.where(valid, char_offsets(context, byte_start), -1),
             "n_best_end": tf.where(valid, char_offsets(context, byte_end), -1),
             "n_best_score": tf.cast(best.values, tf.float32),
         }
+
+
+def answer_text(context: tf.Tensor, byte_starts: tf.Tensor, byte_ends: tf.Tensor) -> tf.Tensor:
+    """The answers' text from their byte spans of the contexts, in the graph:
+    `keras_bert.datasets.squad.answer_text`'s rule (each whitespace run one
+    space, as run_squad.py), so text and files give one answer."""
+    return tf.strings.regex_replace(
+        surface_text(context, byte_starts, byte_ends), ANSWER_WHITESPACE, " "
+    )

@@ -579,7 +579,9 @@ def preprocessor_of(config: FinetuneConfig, tokenizer: BertTokenizer) -> BertPre
     """The preprocessor saved inside the fine-tuned model: the run's
     vocabulary, casing and sequence length, so `model.keras` takes text."""
     return BertPreprocessor(
-        tokenizer.vocab,
+        # The file where there is one: a vocabulary that does not fit the
+        # encoder is refused naming it (`TextTask`, the task model's boundary).
+        tokenizer.vocab_file or tokenizer.vocab,
         lowercase=tokenizer.lowercase,
         seq_length=config.seq_length,
         max_chars_per_word=tokenizer.max_chars_per_word,

@@ -407,3 +407,53 @@ def test_unfinished_shards_are_not_read_as_records(tmp_path, capsys):
         "skipping 1 unfinished write(s) "
         f"({tmp_path / 'shard-00001-of-00002.partial-4242'})" in capsys.readouterr().err
     )
+
+
+def test_finetune_refuses_a_vocabulary_larger_than_the_checkpoints_embedding(tmp_path):
+    """`--vocab-file` with 100 more lines than the checkpoint's embedding table:
+    refused before training (the task model's boundary, as `from_pretrained`),
+    naming the file, its size and the checkpoint's; no model is written."""
+    from keras_bert import BertConfig, BertEncoder
+
+    from conftest import TINY_VOCAB
+
+    checkpoint = tmp_path / "encoder.keras"
+    BertEncoder(
+        BertConfig(
+            vocab_size=len(TINY_VOCAB),
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=32,
+        )
+    ).save(str(checkpoint))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(TINY_VOCAB + [f"extra{i}" for i in range(100)]) + "\n")
+    train = tmp_path / "train.tsv"
+    train.write_text("text\tlabel\nthe fox\tpos\nthe dog\tneg\n")
+    line = one_error_line(
+        keras_bert(
+            "finetune",
+            "--task",
+            "classify",
+            "--train",
+            train,
+            "--init-checkpoint",
+            checkpoint,
+            "--vocab-file",
+            vocab,
+            "--output-dir",
+            tmp_path / "out",
+            "--no-tensorboard",
+            "--seq-length",
+            16,
+            "--epochs",
+            1,
+            timeout=300,
+        )
+    )
+    size = len(TINY_VOCAB)
+    assert f"{vocab}: the vocabulary has {size + 100} entries" in line, line
+    assert f"token embedding only {size} rows (the checkpoint's vocab_size)" in line, line
+    assert not (tmp_path / "out" / "model.keras").exists()

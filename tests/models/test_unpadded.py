@@ -59,8 +59,7 @@ def assert_same_at_real_positions(padded, unpadded, mask):
 
 def both_ways(model, features):
     padded = model(features, training=False)
-    with getattr(model, "encoder", model).remove_padding():
-        unpadded = model(features, training=False)
+    unpadded = model(features, training=False, remove_padding=True)
     return padded, unpadded
 
 
@@ -119,33 +118,46 @@ def test_task_models_take_the_unpadded_encoder():
         )
 
 
-def test_traced_and_switched_off_outside_the_context():
+def test_an_argument_of_each_call_traced_into_its_graph():
+    """No setting: the unpadded call is asked for by its argument, and a
+    trace keeps what its own call said."""
     encoder = random_encoder()
     features = ragged_batch([5, 2], width=6)
-    with encoder.remove_padding():
-        assert encoder.padding_removed
-        traced = tf.function(lambda f: encoder(f, training=False)["sequence_output"])
-        unpadded = traced(features)
-    assert not encoder.padding_removed
-    assert np.all(np.asarray(unpadded)[features["input_mask"] == 0] == 0)
-    assert not np.all(
-        np.asarray(encoder(features)["sequence_output"])[features["input_mask"] == 0] == 0
+    traced = tf.function(
+        lambda f, remove: encoder(f, training=False, remove_padding=remove)["sequence_output"]
     )
-    # the packed graph is in the trace: calling it after the context still skips the padding
-    np.testing.assert_array_equal(traced(features), unpadded)
+    unpadded, padded = traced(features, True), traced(features, False)
+    assert np.all(np.asarray(unpadded)[features["input_mask"] == 0] == 0)
+    assert not np.all(np.asarray(padded)[features["input_mask"] == 0] == 0)
+    np.testing.assert_array_equal(traced(features, True), unpadded)
+    np.testing.assert_allclose(encoder(features)["sequence_output"], padded, atol=TOLERANCE)
+    assert not hasattr(encoder, "remove_padding") and not hasattr(encoder, "padding_removed")
 
 
-def test_the_setting_belongs_to_one_encoder():
-    """No process state: inside one encoder's context another encoder (and a
-    model on it) still runs padded."""
-    packed, padded = random_encoder(seed=0), random_encoder(seed=1)
+def test_a_task_model_hands_the_arguments_to_its_encoder_in_that_call_only():
+    """A functional task model's call passes `remove_padding` on to its encoder
+    (Keras' call-context arguments, as `training`); the next call, and another
+    model on the same encoder, run padded."""
     features = ragged_batch([5, 2], width=6)
-    with packed.remove_padding():
-        assert packed.padding_removed and not padded.padding_removed
-        outputs = padded(features, training=False)["sequence_output"]
-        skipped = packed(features, training=False)["sequence_output"]
-    assert not np.all(np.asarray(outputs)[features["input_mask"] == 0] == 0)
-    assert np.all(np.asarray(skipped)[features["input_mask"] == 0] == 0)
+    encoder = random_encoder()
+    tagger, classifier = BertTokenClassifier(encoder, 3), BertClassifier(encoder, 2)
+    bias = tagger.get_layer("tagger_output").bias.numpy()
+    padding = features["input_mask"] == 0
+    packed = np.asarray(tagger(features, training=False, remove_padding=True))
+    np.testing.assert_allclose(packed[padding], np.broadcast_to(bias, packed[padding].shape))
+    padded = np.asarray(tagger(features, training=False))
+    assert not np.allclose(padded[padding], packed[padding])
+    assert_same_at_real_positions(padded, packed, features["input_mask"])
+    np.testing.assert_allclose(
+        classifier(features, training=False, remove_padding=True, read_positions=tf.zeros((2, 6))),
+        classifier(features, training=False),
+        atol=TOLERANCE,
+    )
+
+
+def test_read_positions_need_the_unpadded_call():
+    with pytest.raises(ValueError, match="read_positions narrows the unpadded call"):
+        random_encoder()(ragged_batch([2], width=3), read_positions=tf.zeros((1, 3), tf.int32))
 
 
 def test_gradients_match_the_padded_model():
@@ -167,17 +179,15 @@ def test_gradients_match_the_padded_model():
     features = ragged_batch([8, 3, 6], width=11, pair_from=4)
     weights = tf.constant(features["input_mask"], tf.float32)[..., None]
 
-    def gradients():
+    def gradients(**arguments):
         with tf.GradientTape() as tape:
-            outputs = no_dropout(features, training=True)
+            outputs = no_dropout(features, training=True, **arguments)
             loss = tf.reduce_sum(tf.square(outputs["sequence_output"]) * weights) + tf.reduce_sum(
                 outputs["pooled_output"]
             )
         return tape.gradient(loss, no_dropout.trainable_variables)
 
-    padded = gradients()
-    with no_dropout.remove_padding():
-        unpadded = gradients()
+    padded, unpadded = gradients(), gradients(remove_padding=True)
     for variable, a, b in zip(no_dropout.trainable_variables, padded, unpadded):
         np.testing.assert_allclose(
             tf.convert_to_tensor(b),
@@ -201,9 +211,11 @@ def test_packed_training_compiles_no_kernel_per_row_count():
 
     before = compiled_gelu_traces()
     for lengths in ([8, 3, 6], [5, 5, 2], [9, 1, 4]):  # 17, 12, 14 real tokens
-        with tf.GradientTape() as tape, encoder.remove_padding():
+        with tf.GradientTape() as tape:
             loss = tf.reduce_sum(
-                encoder(ragged_batch(lengths, width=11), training=True)["pooled_output"]
+                encoder(ragged_batch(lengths, width=11), training=True, remove_padding=True)[
+                    "pooled_output"
+                ]
             )
         tape.gradient(loss, encoder.trainable_variables)
     assert compiled_gelu_traces() == before
@@ -215,8 +227,7 @@ def test_packed_training_compiles_no_kernel_per_row_count():
 def test_dropout_keeps_the_rate_on_packed_rows():
     encoder = random_encoder()  # hidden dropout 0.1
     features = ragged_batch([12] * 8, width=12)
-    with encoder.remove_padding():
-        noisy = encoder(features, training=True)["sequence_output"]
+    noisy = encoder(features, training=True, remove_padding=True)["sequence_output"]
     clean = encoder(features, training=False)["sequence_output"]
     assert not np.allclose(noisy, clean, atol=1e-3)
 
@@ -285,13 +296,9 @@ def test_read_positions_give_the_padded_model_there_and_its_gradients(attention)
     read[3, 4] = 1  # a padding position: not computed, as nothing real is there
     weights = tf.constant(read * features["input_mask"], tf.float32)[..., None]
 
-    def run(**context):
+    def run(**arguments):
         with tf.GradientTape() as tape:
-            if context:
-                with encoder.remove_padding(**context):
-                    outputs = encoder(features, training=True)
-            else:
-                outputs = encoder(features, training=True)
+            outputs = encoder(features, training=True, **arguments)
             loss = tf.reduce_sum(tf.square(outputs["sequence_output"]) * weights) + tf.reduce_sum(
                 outputs["pooled_output"]
             )
@@ -299,7 +306,7 @@ def test_read_positions_give_the_padded_model_there_and_its_gradients(attention)
 
     (padded, padded_gradients), (unpadded, unpadded_gradients) = (
         run(),
-        run(read_positions=tf.constant(read)),
+        run(remove_padding=True, read_positions=tf.constant(read)),
     )
     computed = (read * features["input_mask"]).astype(bool)
     computed[:, 0] = True  # the pooler's row: [CLS], or left to right the last real one

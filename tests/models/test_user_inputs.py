@@ -159,3 +159,27 @@ def test_a_batch_size_below_one_is_named(classifier, call, batch_size):
     args = (["the fox"],) if call == "predict" else (["the fox"], [1])
     with pytest.raises(ValueError, match="`batch_size` must be a whole number of at least 1"):
         getattr(classifier, call)(*args, batch_size=batch_size)
+
+
+def test_a_task_model_refuses_a_vocabulary_past_its_embedding_however_it_is_built(tmp_path):
+    """The one boundary: the task model given a preprocessor (its constructor,
+    `from_pretrained`, the command line, a preprocessor set later)."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"word{i}" for i in range(20)])
+        + "\n"
+    )
+    message = f"{vocab}: the vocabulary has 25 entries but the encoder's token embedding only 11"
+    with pytest.raises(ValueError, match=message):
+        BertClassifier(
+            BertEncoder(tiny_config(vocab_size=11)), 2, preprocessor=BertPreprocessor(str(vocab))
+        )
+    tagger = BertTokenClassifier(BertEncoder(tiny_config(vocab_size=11)), 3)
+    with pytest.raises(ValueError, match=message):
+        tagger.preprocessor = BertPreprocessor(str(vocab))
+    # A random encoder may have more rows than the vocabulary uses; a config
+    # alone (no vocabulary yet) has nothing to check.
+    BertClassifier(
+        BertEncoder(tiny_config(vocab_size=400)), 2, preprocessor=BertPreprocessor(str(vocab))
+    )
+    BertClassifier(BertEncoder(tiny_config(vocab_size=11)), 2, preprocessor=BertPreprocessor())
