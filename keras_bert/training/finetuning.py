@@ -24,6 +24,7 @@ import itertools
 import json
 import os
 import shutil
+import sys
 import time
 from typing import Any, Mapping, Sequence
 
@@ -1107,7 +1108,8 @@ def evaluate(
             f"{e} (the model in {model_dir} was fine-tuned with --task "
             f"{config.task}, which reads {DATA_FORMATS[config.task]})"
         ) from None
-    print(scored_line(used, total, data, "max_examples"), flush=True)
+    # On standard error: standard output is the figures' JSON, for a pipe.
+    print(scored_line(used, total, data, "max_examples"), file=sys.stderr, flush=True)
     return {**task_family.score(model, part), "examples_scored": used, "examples_in_data": total}
 
 
@@ -1120,5 +1122,6 @@ def _evaluate_pretrained_embeddings(path, data, seq_length, max_examples, overri
         rows, used, total = task_family.read_part(data, max_examples)
     except ValueError as e:
         raise ValueError(f"{e} (--task embed reads {DATA_FORMATS['embed']})") from None
-    print(scored_line(used, total, data, "max_examples"), flush=True)
+    # On standard error: standard output is the figures' JSON, for a pipe.
+    print(scored_line(used, total, data, "max_examples"), file=sys.stderr, flush=True)
     return {**task_family.score(model, rows), "examples_scored": used, "examples_in_data": total}

@@ -47,16 +47,13 @@ def run(tmp_path_factory):
     return model_dir, str(data), texts, labels
 
 
-def figures_of(printed):
-    return json.loads(printed[printed.rindex("{\n") :])
-
-
 def evaluate(capsys, *argv):
-    """`keras-bert evaluate ARGV` in this process -> (its JSON, its stdout)."""
+    """`keras-bert evaluate ARGV` in this process -> (its JSON, its standard
+    error): the JSON alone on standard output, for a pipe."""
     capsys.readouterr()
     assert cli.main(["evaluate", *map(str, argv)]) == 0
-    printed = capsys.readouterr().out
-    return figures_of(printed), printed
+    printed = capsys.readouterr()
+    return json.loads(printed.out), printed.err
 
 
 @pytest.mark.slow
@@ -65,9 +62,9 @@ def test_evaluate_scores_the_whole_file_and_says_so(run):
     model_dir, data, texts, labels = run
     result = keras_bert("evaluate", "--model-dir", model_dir, "--data", data)
     assert result.returncode == 0, result.stderr
-    figures = figures_of(result.stdout)
+    figures = json.loads(result.stdout)
     assert (figures["examples_scored"], figures["examples_in_data"]) == (ROWS, ROWS)
-    assert f"scoring all {ROWS} examples of {data}" in result.stdout
+    assert f"scoring all {ROWS} examples of {data}" in result.stderr
     model = keras.models.load_model(os.path.join(model_dir, "model.keras"))
     assert figures["accuracy"] == model.score(texts, labels)["accuracy"]
 

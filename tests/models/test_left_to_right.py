@@ -62,7 +62,8 @@ def test_attention_round_trips_and_the_default_is_not_written(tmp_path):
     LEFT_TO_RIGHT.to_json_file(tmp_path / "ltr.json")
     assert BertConfig.from_json_file(tmp_path / "ltr.json") == LEFT_TO_RIGHT
     TINY.to_json_file(tmp_path / "default.json")
-    # The original bert_config.json fields, nothing else.
+    # The original bert_config.json fields, and keras_bert's exact-GELU marker (the
+    # original code reads "gelu" as its tanh form and ignores unknown fields).
     assert sorted(json.loads((tmp_path / "default.json").read_text())) == sorted(
         [
             "vocab_size",
@@ -71,6 +72,7 @@ def test_attention_round_trips_and_the_default_is_not_written(tmp_path):
             "num_attention_heads",
             "intermediate_size",
             "hidden_act",
+            "exact_gelu",
             "hidden_dropout_prob",
             "attention_probs_dropout_prob",
             "max_position_embeddings",
