@@ -109,8 +109,9 @@ def time_command(name, checkpoint, steps, seed):
     return clock.rate(TASKS[name]["batch_size"])
 
 
-def time_fit(name, checkpoint, steps, seed):
-    """A user's script: from_pretrained, compile, fit on the strings."""
+def time_fit(name, checkpoint, steps, seed, dtype=None):
+    """A user's script: from_pretrained, compile, fit on the strings; `dtype`:
+    from_pretrained's precision (precision_speedup.py), float32 by default."""
     import keras
 
     import keras_bert
@@ -127,7 +128,9 @@ def time_fit(name, checkpoint, steps, seed):
         labels = sorted(set(y))
         model_class, head = keras_bert.BertClassifier, {"num_classes": len(labels)}
     keras.utils.set_random_seed(seed)
-    model = model_class.from_pretrained(checkpoint, seq_length=64, label_names=labels, **head)
+    model = model_class.from_pretrained(
+        checkpoint, seq_length=64, label_names=labels, dtype=dtype, **head
+    )
     model.compile(
         optimizer=create_adamw(5e-5, steps, int(0.1 * steps), weight_decay=0.01, clipnorm=1.0)
     )

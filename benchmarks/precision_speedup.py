@@ -29,7 +29,6 @@ Writes benchmarks/results/precision_speedup.{md,json} (`results_file`).
 import argparse
 import os
 import statistics
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from keras_bert.cli.startup import use_fast_cpu_training_settings  # noqa: E402
@@ -44,55 +43,16 @@ PRECISIONS = ("float32", "mixed_bfloat16")
 MATMUL_SIZE = 2048
 
 
-def matmul_gflops(precision, repeats=5):
+def matmul_gflops(precision):
     """GFLOP/s of a (2048, 2048) product in the precision's compute dtype."""
-    import tensorflow as tf
-
-    dtype = tf.bfloat16 if precision == "mixed_bfloat16" else tf.float32
-    a = tf.cast(tf.random.normal((MATMUL_SIZE, MATMUL_SIZE)), dtype)
-    product = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, a), tf.float32)))
-    product().numpy()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        product().numpy()
-        best = min(best, time.perf_counter() - start)
-    return 2 * MATMUL_SIZE**3 / best / 1e9
+    dtype = "bfloat16" if precision == "mixed_bfloat16" else "float32"
+    return results_file.measure_matmul_peak(MATMUL_SIZE, dtype=dtype)
 
 
 def fit_rate(precision, name, checkpoint, steps, seed):
     """Training examples/s of `from_pretrained(..., dtype=precision)` then
     `compile` and `fit` on the task's strings (command_vs_fit's user script)."""
-    import keras
-
-    import keras_bert
-    from keras_bert.datasets import readers
-    from keras_bert.training.optimization import create_adamw
-
-    config = command_vs_fit.finetune_config(name, checkpoint, steps, seed)
-    if config.task == "tag":
-        x, y = readers.read_words_and_tags(config.train)
-        labels = sorted({tag for row in y for tag in row})
-        model_class, head = keras_bert.BertTokenClassifier, {"num_labels": len(labels)}
-    else:
-        x, y = readers.read_texts_and_labels(config.train, text_columns=config.text_columns)
-        labels = sorted(set(y))
-        model_class, head = keras_bert.BertClassifier, {"num_classes": len(labels)}
-    keras.utils.set_random_seed(seed)
-    model = model_class.from_pretrained(
-        checkpoint, seq_length=64, label_names=labels, dtype=precision, **head
-    )
-    model.compile(
-        optimizer=create_adamw(5e-5, steps, int(0.1 * steps), weight_decay=0.01, clipnorm=1.0)
-    )
-    clock = command_vs_fit.StepTimes()
-    callback = keras.callbacks.LambdaCallback(
-        on_train_batch_end=lambda batch, logs: clock.times.append(time.perf_counter())
-    )
-    model.fit(
-        x, y, batch_size=config.batch_size, steps_per_epoch=steps, callbacks=[callback], verbose=0
-    )
-    return clock.rate(config.batch_size)
+    return command_vs_fit.time_fit(name, checkpoint, steps, seed, dtype=precision)
 
 
 def dev_quality(precision, name, checkpoint, seed):

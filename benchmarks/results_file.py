@@ -69,7 +69,7 @@ def kernel_flags(words):
     return sorted({word for word in words if word.startswith(KERNEL_FLAG_PREFIXES)})
 
 
-def measure_matmul_peak(size=2048, repeats=5):
+def measure_matmul_peak(size=2048, repeats=5, dtype="float32"):
     """The machine's float32 matmul rate now, GFLOP/s: the best of `repeats`
     (size, size) x (size, size) products in TensorFlow, after one untimed. What
     a model's rate is read against (its share of the peak): machines and hours
@@ -78,8 +78,8 @@ def measure_matmul_peak(size=2048, repeats=5):
 
     import tensorflow as tf
 
-    a = tf.random.normal((size, size), dtype=tf.float32)
-    product = tf.function(lambda: tf.reduce_sum(tf.matmul(a, a)))
+    a = tf.cast(tf.random.normal((size, size)), dtype)  # bfloat16: precision_speedup.py
+    product = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, a), tf.float32)))
     product().numpy()
     best = float("inf")
     for _ in range(repeats):
