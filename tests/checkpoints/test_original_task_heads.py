@@ -129,6 +129,11 @@ def test_unknown_tensors_are_still_refused(tmp_path):
 def test_from_pretrained_keeps_an_original_fine_tuned_head(tmp_path, features):
     """Where a user meets it: the task model's own from_pretrained / from_preset."""
     folder, tensors = fine_tuned(tmp_path / "mnli_output", CLASSIFIER_3)
+    # The tiny encoder's own vocabulary (30 rows): without one, the shipped
+    # 30,522-entry vocabulary does not fit its embedding and is refused.
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    words += [f"w{i}" for i in range(TINY_CONFIG["vocab_size"] - len(words))]
+    (tmp_path / "mnli_output" / "vocab.txt").write_text("\n".join(words) + "\n")
     for load in (BertClassifier.from_pretrained, BertClassifier.from_preset):
         model = load(folder, num_classes=3, seq_length=12)
         np.testing.assert_array_equal(
