@@ -17,6 +17,7 @@ SCRIPTS = (
     "batch1_profile",
     "bbc_retrieval",
     "command_vs_fit",
+    "first_step",
     "finetuning",
     "finetuning_parity",
     "inference",

@@ -135,6 +135,27 @@ class UpdateStep:
 
     # === The step ===
 
+    def make_train_function(self, force: bool = False) -> Any:
+        """Keras' train function, with the optimizer's variables made first.
+
+        Without a distribution strategy Keras leaves the optimizer unbuilt until
+        the first step's trace, which then creates its slots; a `tf.function`
+        whose first trace created variables is traced a second time (the
+        variable-free trace it calls from then on), so the first step paid for
+        two traces of the whole forward, backward and update graph (2x the
+        tracing, about 10 s of `fit`'s first step for MiniLM on 2 cores:
+        benchmarks/first_step.py). Built here, once, as Keras' own symbolic
+        build does under a strategy: the same variables, one trace."""
+        optimizer = getattr(self, "optimizer", None)
+        if (
+            optimizer is not None
+            and not optimizer.built
+            and all(layer.built for layer in self._flatten_layers())
+        ):
+            with self.distribute_strategy.scope():
+                optimizer.build(self.trainable_variables)
+        return super().make_train_function(force)
+
     def train_step(self, data: Any) -> dict[str, tf.Tensor]:
         self.apply_update(data)
         return self.get_metrics_result()
