@@ -301,11 +301,13 @@ def test_cli_finetune_and_evaluate_tagging_on_wnut16(
         )
         == 0
     )
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     scored = json.loads(printed[printed.rindex("{\n") :])
     in_data = len(read_conll(f"{wnut}/dev.conll").words)
     assert (scored.pop("examples_scored"), scored.pop("examples_in_data")) == (32, in_data)
-    assert f"scoring the first 32 of {in_data:,} examples" in printed
+    # The count goes to stderr: stdout is the results' JSON alone.
+    assert f"scoring the first 32 of {in_data:,} examples" in captured.err
     assert scored == trained["dev"]
     # predict: one line per sentence, the words, tags and entities of `tag`.
     sentences = [" ".join(words) for words in read_conll(f"{wnut}/dev.conll").words[:6]]
