@@ -37,7 +37,7 @@ SERIALIZABLE = {
     "BertPreprocessor": "keras_bert.preprocessing.preprocessor",
     "PositionEmbedding": "keras_bert.layers.embeddings",
     "AttentionMaskBias": "keras_bert.layers.embeddings",
-    "MeanPool": "keras_bert.layers.pooling",
+    "MeanPool": "keras_bert.layers.sentence_pooling",
     "WeightedLayerSum": "keras_bert.layers.pooling",
     "SentencePooling": "keras_bert.layers.sentence_pooling",
     "L2Normalize": "keras_bert.layers.sentence_pooling",

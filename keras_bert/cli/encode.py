@@ -1,18 +1,18 @@
 """`keras-bert encode`: sentence embeddings (mean-pooled, L2-normalised encoder
-outputs) of a checkpoint, or of a random encoder of a preset size."""
+outputs: a `BertSentenceEncoder`'s) of a checkpoint, or of a random encoder of
+a preset size."""
 
 from __future__ import annotations
 
 from typing import Iterator, Sequence
 
 import numpy as np
-import tensorflow as tf
 
 from keras_bert.checkpoints.source import resolve, tokenizer_options, tokenizer_settings
 from keras_bert.config import BertConfig
-from keras_bert.layers.pooling import mean_pool
 from keras_bert.models.encoder import BertEncoder
-from keras_bert.text.tokenizer import BertTokenizer
+from keras_bert.models.sentence_encoder import BertSentenceEncoder
+from keras_bert.preprocessing.preprocessor import BertPreprocessor
 
 
 def encode_sentences(
@@ -29,7 +29,9 @@ def encode_sentences(
     source = resolve(init_checkpoint) if init_checkpoint else None
     # Decided before the weights load: a contradiction fails at once.
     vocab_file, lowercase = tokenizer_settings(source, vocab_file, lowercase)
-    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase, **tokenizer_options(source))
+    preprocessor = BertPreprocessor(
+        vocab_file, lowercase=lowercase, seq_length=seq_length, **tokenizer_options(source)
+    )
     if source is not None:
         encoder = BertEncoder.from_pretrained(source)
     else:
@@ -39,8 +41,9 @@ def encode_sentences(
             f"seq_length {seq_length} exceeds the encoder's "
             f"{encoder.config.max_position_embeddings} positions; use at most that"
         )
-    features = tokenizer.pack(tf.constant(sentences), seq_length=seq_length)
-    embeddings = mean_pool(encoder(features)["sequence_output"], features["input_mask"]).numpy()
+    model = BertSentenceEncoder(encoder, "mean", normalize=True, preprocessor=preprocessor)
+    embeddings = model.encode(list(sentences))
+    tokenizer = preprocessor.tokenizer
     for sentence, ids, embedding in zip(
         sentences, tokenizer.tokenize(sentences).to_list(), embeddings
     ):

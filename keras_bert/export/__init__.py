@@ -1,6 +1,7 @@
 """Export: SavedModels with tokenization inside, one module per task family
-(`classifier`, `tagger`, `squad`, `embeddings`, on `base`), written by
-`saved_model`; `serving_ops` checks what TensorFlow Serving can run."""
+(`classifier`, `tagger`, `squad`, `sentence_encoder`, which also serves a bare
+encoder's embeddings, on `base`), written by `saved_model`; `serving_ops`
+checks what TensorFlow Serving can run."""
 
 from keras_bert.export.saved_model import export_model_dir, export_saved_model  # noqa: F401
 

@@ -7,7 +7,7 @@ signatures per task are described in each `export_<task>.py` module:
 
 | model | `serving_default` inputs -> outputs |
 |---|---|
-| `BertEncoder` | `text` -> `embedding` (mean-pooled, L2-normalised) |
+| `BertEncoder` | `text` -> `embedding` (mean-pooled, L2-normalised: a `BertSentenceEncoder`'s) |
 | `BertClassifier` | `text`, optional `text_pair` -> `probabilities`, `logits`, `label` (1) |
 | `BertTokenClassifier` | `text` -> per-word `tokens`/`tags` and `entity_*` (type, char offsets, text) |
 | `BertSpanExtractor` | `question`, `context` -> `answer`, char `start`/`end`, `score` (+ `has_answer`) |
@@ -68,10 +68,10 @@ def task_serving(
     from keras_bert.models.encoder import BertEncoder
 
     if isinstance(model, BertEncoder):
-        from keras_bert.export.embeddings import EmbeddingsServing
+        from keras_bert.export.sentence_encoder import EncoderServing
 
         _no_options("an encoder (embeddings)", task_options)
-        return EmbeddingsServing(model, tokenizer, seq_length or 128)
+        return EncoderServing(model, tokenizer, seq_length or 128)
     kind = type(model).__name__
     if kind == "BertClassifier":
         from keras_bert.export.classifier import ClassifierServing

@@ -7,18 +7,25 @@
   serve_ids(input_ids, input_mask, segment_ids) -> {"embedding": (B, D)}
 
 The pooling, Dense layers and normalisation are the model's own (traced with
-it); do_lower_case (`lowercase_text`) lowercases in the graph first.
+it); do_lower_case (`lowercase_text`) lowercases in the graph first. A bare
+`BertEncoder` is exported as the BertSentenceEncoder that mean-pools and
+normalises it (`EncoderServing`).
 
 Legend for shape comments: A, B = batches of texts, D = embedding size.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import tensorflow as tf
 
 from keras_bert.export.base import IDS_SPECS, TaskServing, signature
+
+if TYPE_CHECKING:
+    import keras
+
+    from keras_bert.text.tokenizer import BertTokenizer
 
 
 def cosines(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
@@ -78,3 +85,17 @@ class SentenceEncoderServing(TaskServing):
             "serve_examples": serve_examples,
             "serve_ids": serve_ids,
         }
+
+
+class EncoderServing(SentenceEncoderServing):
+    """A bare `BertEncoder`'s signatures: those of `BertSentenceEncoder(encoder,
+    "mean", normalize=True)`, under the task name "embeddings" that clients of
+    earlier encoder exports read in the metadata."""
+
+    task = "embeddings"
+
+    def __init__(self, encoder: keras.Model, tokenizer: BertTokenizer, seq_length: int) -> None:
+        from keras_bert.models.sentence_encoder import BertSentenceEncoder
+
+        model = BertSentenceEncoder(encoder, "mean", normalize=True)
+        super().__init__(model, tokenizer, seq_length)

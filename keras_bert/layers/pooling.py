@@ -1,5 +1,6 @@
-"""Pooling of token outputs: the pooler's token; mean pooling, sentence embeddings
-(as sentence-transformers pools); weighted sums of layers (the feature-based setting).
+"""Pooling of token outputs: the pooler's token, the last real positions (which
+`keras_bert.layers.sentence_pooling` reads too); weighted sums of layers (the
+feature-based setting). Sentence embeddings' pooling: `sentence_pooling`.
 
 Legend for shape comments: B = batch, T = sequence length, H = hidden size.
 """
@@ -7,15 +8,6 @@ Legend for shape comments: B = batch, T = sequence length, H = hidden size.
 import keras
 import tensorflow as tf
 from keras import ops
-
-
-def mean_pool(sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
-    """(B, T, H), (B, T) -> (B, H) L2-normalised mean of the real positions."""
-    mask = tf.cast(input_mask, sequence_output.dtype)[..., tf.newaxis]
-    pooled = tf.reduce_sum(sequence_output * mask, axis=1) / tf.maximum(
-        tf.reduce_sum(mask, axis=1), 1.0
-    )
-    return tf.math.l2_normalize(pooled, axis=-1)
 
 
 def last_real_positions(input_mask: tf.Tensor) -> tf.Tensor:
@@ -34,17 +26,6 @@ def pooled_token(hidden: tf.Tensor, input_mask: tf.Tensor, attention: str) -> tf
         return hidden[:, 0, :]
     last = ops.cast(last_real_positions(input_mask), hidden.dtype)  # (B, T)
     return ops.einsum("bt,bth->bh", last, hidden)
-
-
-@keras.saving.register_keras_serializable(package="keras_bert")
-class MeanPool(keras.layers.Layer):
-    """(B, T, H), (B, T) -> (B, H) L2-normalised mean over the real tokens."""
-
-    def call(self, sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
-        return mean_pool(sequence_output, input_mask)
-
-    def compute_output_shape(self, sequence_output_shape: tuple, input_mask_shape: tuple) -> tuple:
-        return (sequence_output_shape[0], sequence_output_shape[-1])
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")

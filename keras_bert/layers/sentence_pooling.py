@@ -6,6 +6,9 @@ optional Dense modules and an optional Normalize. These layers compute what
 `sentence_transformers.models.Pooling` and `Normalize` compute, with the
 same conventions (padding filled with -1e9 before max pooling, weighted
 mean weights 1..T by position, the last real token for `lasttoken`).
+They are keras_bert's one pooling of sentence embeddings: mean pooling and
+normalisation here is also `BertFeatureExtractor`'s `sentence_embedding`,
+`keras-bert encode` and a bare encoder's export.
 
 Legend for shape comments: B = batch, T = sequence length, H = hidden size,
 M = number of pooling modes.
@@ -112,3 +115,16 @@ class L2Normalize(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         return tuple(input_shape)
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class MeanPool(keras.layers.Layer):
+    """(B, T, H), (B, T) -> (B, H): mean pooling then L2 normalisation in one
+    layer, `SentencePooling("mean")` and `L2Normalize`'s arithmetic. Kept
+    registered so that files saved with it (`keras_bert>MeanPool`) load."""
+
+    def call(self, sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
+        return l2_normalize(pool_tokens(sequence_output, input_mask, "mean"))
+
+    def compute_output_shape(self, sequence_output_shape: tuple, input_mask_shape: tuple) -> tuple:
+        return (sequence_output_shape[0], sequence_output_shape[-1])

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import keras
 
-from keras_bert.layers.pooling import MeanPool, WeightedLayerSum
+from keras_bert.layers.pooling import WeightedLayerSum
+from keras_bert.layers.sentence_pooling import L2Normalize, SentencePooling
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
 from keras_bert.models.text_task import TextTask, deserialize_preprocessor
 
@@ -124,7 +125,8 @@ class BertFeatureExtractor(TextTask, keras.Model):
     for each token (the paper's best feature-based CoNLL-2003 setting, 4 layers:
     96.1 dev F1 against 96.4 fine-tuned); `sentence_embedding` is the
     mean of the last layer over real tokens, L2-normalised (cosine similarity
-    is then a dot product).
+    is then a dot product): `BertSentenceEncoder(encoder, "mean", normalize=True)`'s
+    embedding.
 
     Args:
       encoder: a `BertEncoder`; its weights are not trained through this model.
@@ -137,7 +139,7 @@ class BertFeatureExtractor(TextTask, keras.Model):
 
     Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 (B, T).
     Outputs: `token_features` (B, T, K*H) (or (B, T, F) of `feature`),
-    `sentence_embedding` (B, H). `predict(x, output=...)` computes and returns
+    `sentence_embedding` (B, H) float32. `predict(x, output=...)` computes and returns
     one of them alone (an array), or both (a dict, the default).
     """
 
@@ -159,7 +161,9 @@ class BertFeatureExtractor(TextTask, keras.Model):
 
         # === Layers ===
         concat = keras.layers.Concatenate(axis=-1, name="top_layers")
-        pool = MeanPool(name="mean_pool")
+        # BertSentenceEncoder's mean pooling and normalisation, float32 out.
+        pool = SentencePooling(("mean",), name="mean_pool")
+        normalize = L2Normalize(dtype="float32", name="normalize")
 
         # === Functional Model ===
         inputs = encoder_inputs()
@@ -170,7 +174,7 @@ class BertFeatureExtractor(TextTask, keras.Model):
             token_features = FrozenTokenFeatures(encoder, feature, name="features")(
                 inputs
             )  # (B, T, F)
-        sentence = pool(outputs["sequence_output"], inputs["input_mask"])  # (B, H)
+        sentence = normalize(pool(outputs["sequence_output"], inputs["input_mask"]))  # (B, H)
         outputs = {"token_features": token_features, "sentence_embedding": sentence}
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.__dict__["_output_tensors"] = outputs  # untracked: for `predict(output=...)`

@@ -244,3 +244,11 @@ def export_metadata(kind):
 
 def decode(values):
     return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(values)
+
+
+def normalized_mean(sequence_output, input_mask):
+    """(B, T, H), (B, T) -> (B, H): the mean over the real tokens, L2-normalised,
+    in NumPy (what an encoder's export serves, written apart from keras_bert)."""
+    mask = np.asarray(input_mask, np.float64)[..., None]
+    mean = (np.asarray(sequence_output, np.float64) * mask).sum(axis=1) / mask.sum(axis=1)
+    return mean / np.linalg.norm(mean, axis=-1, keepdims=True)
