@@ -51,6 +51,7 @@ setup(
         # releases, and the fast profile's fixed examples should not.
         "test": [
             "pytest",
+            "pytest-xdist",  # run.py's tests: one worker per core
             "import-linter",
             "tf-models-official==2.20.0",
             "seqeval",

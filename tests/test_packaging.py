@@ -175,6 +175,23 @@ def test_run_py_names_its_commands(monkeypatch, tmp_path, capsys):
     assert "python3 run.py quickstart" in capsys.readouterr().err
 
 
+def test_run_py_runs_the_tests_in_a_worker_per_core_unless_told(monkeypatch, tmp_path):
+    run_py = load_run_py(monkeypatch, tmp_path / "venv")
+    monkeypatch.setattr(run_py, "memory_bytes", lambda: 64 * 2**30)
+    monkeypatch.setattr(run_py.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert run_py.parallel_options(["-m", "slow"]) == ["-n", "2", "--dist", "loadfile"]
+    assert run_py.parallel_options(["--dist", "load"]) == ["-n", "2"]
+    for chosen in (["-n", "0"], ["-n3"], ["--numprocesses=3"], ["-p", "no:xdist"]):
+        assert run_py.parallel_options(chosen) == [], chosen
+    monkeypatch.setattr(run_py.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert run_py.parallel_options([])[:2] == ["-n", str(run_py.MAX_TEST_WORKERS)]
+    monkeypatch.setattr(run_py.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert run_py.parallel_options([]) == []  # one core: in this process
+    monkeypatch.setattr(run_py.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(run_py, "memory_bytes", lambda: 12 * 2**30)
+    assert run_py.parallel_options([]) == []  # memory for one worker: in this process
+
+
 # === A wheel, installed outside the checkout ===
 
 

@@ -44,6 +44,7 @@ def run_quickstart(output, *options):
 
 
 @pytest.mark.slow
+@pytest.mark.proof
 def test_quickstart_beats_the_majority_class_on_held_out_chapters(tmp_path):
     results = run_quickstart(tmp_path / "qs")
     # The default is float32 on every machine, whatever bfloat16 the CPU has.
@@ -53,6 +54,7 @@ def test_quickstart_beats_the_majority_class_on_held_out_chapters(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.proof
 def test_the_quickstart_in_bfloat16_reaches_the_float32_level(tmp_path):
     results = run_quickstart(tmp_path / "qs", "--mixed-precision", "mixed_bfloat16")
     assert results["mixed_precision"] == "mixed_bfloat16"
@@ -60,6 +62,7 @@ def test_the_quickstart_in_bfloat16_reaches_the_float32_level(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.proof
 def test_real_encoder_fine_tunes_to_the_reference_accuracy(minilm_path, datasets_dir):
     from keras_bert.models.classifier import BertClassifier
 

@@ -15,7 +15,7 @@ from keras_bert.assets import AUSTEN_DIR
 from keras_bert.pretraining_data import PretrainingOptions, create, create_pretraining_data, reading
 from keras_bert.text import corpus
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.proof]
 
 
 @pytest.fixture(scope="module")

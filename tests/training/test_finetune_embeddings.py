@@ -400,6 +400,7 @@ def test_cli_evaluate_a_pretrained_sentence_encoder_zero_shot(tmp_path, minilm_p
 
 
 @pytest.mark.slow
+@pytest.mark.proof
 def test_cli_finetunes_the_real_minilm_folder_with_its_modules(tmp_path, minilm_path, capsys):
     """From a sentence-transformers folder the run keeps its modules (mean
     pooling, Normalize, do_lower_case) and its vocabulary; dev retrieval

@@ -251,6 +251,7 @@ def test_paper_search_writes_a_table_and_keeps_the_best(tmp_path, tiny_vocab_fil
 
 
 @pytest.mark.slow
+@pytest.mark.proof
 def test_cli_finetune_and_evaluate_tagging_on_wnut16(
     tmp_path, datasets_dir, real_vocab_file, capsys
 ):
@@ -333,6 +334,7 @@ def test_cli_finetune_and_evaluate_tagging_on_wnut16(
 
 
 @pytest.mark.slow
+@pytest.mark.proof
 def test_squad_finetune_on_shipped_samples(tmp_path, datasets_dir, real_vocab_file):
     sample = os.path.join(datasets_dir, "squad_samples", "squad_v1_sample.json")
     output = str(tmp_path / "squad")
