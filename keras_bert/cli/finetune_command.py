@@ -15,11 +15,11 @@ from keras_bert.cli.arguments import (
     sequence_length,
 )
 
-# Each flag below stands for a FinetuneConfig field (`run` maps the three
-# named otherwise) and defaults to None: what is not given comes from --config,
-# else from FinetuneConfig's own defaults (shown in brackets). In help order,
-# around the shared groups.
-DATA_FLAGS = (
+# Each flag below stands for a FinetuneConfig field (`run` maps the ones in
+# NOT_FIELDS) and defaults to None: what is not given comes from --config, else
+# from FinetuneConfig's own defaults (shown in brackets). The task and its
+# files, the training, how the run goes: in help order, around the shared groups.
+TASK_FLAGS = (
     (
         "--task",
         {
@@ -162,7 +162,7 @@ def add(subparsers):
         "recipes/finetuning); flags and --set override it",
     )
     add_overrides_argument(parser, "glue_task=mrpc")
-    _add_config_flags(parser, DATA_FLAGS)
+    _add_config_flags(parser, TASK_FLAGS)
     add_casing_arguments(parser)
     _add_config_flags(parser, TRAINING_FLAGS)
     add_precision_argument(parser)
