@@ -1,5 +1,6 @@
-"""The `keras-bert` command (`commands`), the quickstart, and how the command
-starts: lean TensorFlow imports (`startup`) and quiet C++ logs (`native_logs`)."""
+"""The `keras-bert` command (`commands`, and a module `<command>_command` per
+subcommand), the quickstart, and how the command starts: lean TensorFlow
+imports (`startup`) and quiet C++ logs (`native_logs`)."""
 
 from keras_bert.cli.commands import build_parser, command_reference, main  # noqa: F401
 
