@@ -31,6 +31,7 @@ from typing import Any, Sequence
 import keras
 import tensorflow as tf
 
+from keras_bert.config_fields import ConfigFields
 from keras_bert.datasets.metrics import SCHEMES, lenient_tag
 
 # Prefix codes of the lenient rules; _OTHER: a prefix they do not know (L, U
@@ -95,7 +96,7 @@ def _chunks(prefix, kind):
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class EntityF1(keras.metrics.Metric):
+class EntityF1(ConfigFields, keras.metrics.Metric):
     """Entity-level F1 (micro, over all types) of a tagger, accumulated over batches.
 
     Args:
@@ -116,6 +117,8 @@ class EntityF1(keras.metrics.Metric):
     of a tagger's batch reads as a word (its non-first pieces as O tags,
     splitting entities).
     """
+
+    config_fields = ("label_names", "scheme", "name", "dtype")
 
     def __init__(
         self,
@@ -204,17 +207,3 @@ class EntityF1(keras.metrics.Metric):
             2.0 * self.correct_entities, self.true_entities + self.predicted_entities
         )
         return tf.cast(f1, self.dtype)
-
-    # === Config ===
-
-    def get_config(self) -> dict:
-        return {
-            "label_names": self.label_names,
-            "scheme": self.scheme,
-            "name": self.name,
-            "dtype": self.dtype,
-        }
-
-    @classmethod
-    def from_config(cls, config: dict) -> EntityF1:
-        return cls(**config)

@@ -46,10 +46,6 @@ from keras_bert.preprocessing.preprocessor import (
 )
 
 
-def serialize_encoder(encoder: BertEncoder) -> dict:
-    return keras.saving.serialize_keras_object(encoder)
-
-
 def deserialize_encoder(encoder: BertEncoder | dict) -> BertEncoder:
     if isinstance(encoder, dict):
         return keras.saving.deserialize_keras_object(
@@ -610,20 +606,13 @@ class BertClassifier(TextTask, keras.Model):
 
     # === Config ===
 
-    def get_config(self) -> dict:
-        return {
-            "encoder": serialize_encoder(self.encoder),
-            "num_classes": self.num_classes,
-            "dropout": self.dropout,
-            "label_names": self.label_names,
-            "activation": self.activation,
-            "trained_on_pairs": self.trained_on_pairs,
-            "multi_label": self.multi_label,
-            "name": self.name,
-            "trainable": self.trainable,
-            **self.preprocessor_config(),
-        }
-
-    @classmethod
-    def from_config(cls, config: dict) -> BertClassifier:
-        return cls(**config)
+    config_fields = (
+        "num_classes",
+        "dropout",
+        "label_names",
+        "activation",
+        "trained_on_pairs",
+        "multi_label",
+        "name",
+        "trainable",
+    )

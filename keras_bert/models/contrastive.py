@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping
 import keras
 import tensorflow as tf
 
+from keras_bert.config_fields import ConfigFields
 from keras_bert.layers.sentence_pooling import l2_normalize
 
 ANCHOR, POSITIVE, NEGATIVE = "anchor", "positive", "negative"
@@ -78,7 +79,7 @@ def num_replicas() -> int:
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class MultipleNegativesRankingLoss:
+class MultipleNegativesRankingLoss(ConfigFields):
     """In-batch negatives: for anchor i, positive i against every positive
     (and every hard negative) of the global batch, cross-entropy over
     `scale` * cosine similarity. `symmetric`: the mean with the same loss
@@ -86,6 +87,7 @@ class MultipleNegativesRankingLoss:
     in chunks of that many rows (None: the whole batch at once)."""
 
     needs_scores = False
+    config_fields = ("scale", "symmetric", "mini_batch_size")
 
     def __init__(
         self, scale: float = 20.0, symmetric: bool = False, mini_batch_size: int | None = None
@@ -123,25 +125,15 @@ class MultipleNegativesRankingLoss:
         share = tf.reduce_sum(rows) / tf.cast(total_rows, tf.float32)
         return share, tf.reduce_mean(rows)
 
-    def get_config(self) -> dict:
-        return {
-            "scale": self.scale,
-            "symmetric": self.symmetric,
-            "mini_batch_size": self.mini_batch_size,
-        }
-
-    @classmethod
-    def from_config(cls, config: dict) -> MultipleNegativesRankingLoss:
-        return cls(**config)
-
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class CoSENTLoss:
+class CoSENTLoss(ConfigFields):
     """Scored pairs (Su, 2022; sentence-transformers' CoSENTLoss): the pairs'
     cosines ranked as their scores, log(1 + sum_{s_i < s_j} exp(scale *
     (cos_i - cos_j))) over every pair of rows of the global batch."""
 
     needs_scores = True
+    config_fields = ("scale", "mini_batch_size")
 
     def __init__(self, scale: float = 20.0, mini_batch_size: int | None = None) -> None:
         self.scale = float(scale)
@@ -165,13 +157,6 @@ class CoSENTLoss:
         loss = tf.reduce_logsumexp(tf.concat([tf.zeros([1]), tf.reshape(differences, [-1])], 0))
         # Every replica computes the whole loss; their shares add up to it.
         return loss / num_replicas(), loss
-
-    def get_config(self) -> dict:
-        return {"scale": self.scale, "mini_batch_size": self.mini_batch_size}
-
-    @classmethod
-    def from_config(cls, config: dict) -> CoSENTLoss:
-        return cls(**config)
 
 
 LOSSES = {"multiple_negatives_ranking": MultipleNegativesRankingLoss, "cosent": CoSENTLoss}

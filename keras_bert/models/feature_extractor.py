@@ -12,7 +12,7 @@ import keras
 
 from keras_bert.layers.pooling import WeightedLayerSum
 from keras_bert.layers.sentence_pooling import L2Normalize, SentencePooling
-from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
+from keras_bert.models.classifier import deserialize_encoder, encoder_inputs
 from keras_bert.models.text_task import TextTask, deserialize_preprocessor
 
 if TYPE_CHECKING:
@@ -217,15 +217,6 @@ class BertFeatureExtractor(TextTask, keras.Model):
             models[name] = keras.Model(self.inputs, self.__dict__["_output_tensors"][name])
         return models[name]
 
-    def get_config(self) -> dict:
-        return {
-            "encoder": serialize_encoder(self.encoder),
-            "num_top_layers": self.num_top_layers,
-            "feature": self.feature,
-            "name": self.name,
-            **self.preprocessor_config(),
-        }
+    # === Config ===
 
-    @classmethod
-    def from_config(cls, config: dict) -> BertFeatureExtractor:
-        return cls(**config)
+    config_fields = ("num_top_layers", "feature", "name")

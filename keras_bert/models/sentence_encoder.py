@@ -37,7 +37,7 @@ from keras_bert.checkpoints.source import PretrainedSource, resolve
 from keras_bert.layers.sentence_pooling import L2Normalize, SentencePooling, check_modes
 from keras_bert.models import contrastive
 from keras_bert.models.batch_trimming import trim_features_batch
-from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
+from keras_bert.models.classifier import deserialize_encoder, encoder_inputs
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.text_task import DEFAULT_LEARNING_RATE, TextTask, deserialize_preprocessor
 from keras_bert.models.update_step import UpdateStep
@@ -511,21 +511,15 @@ class BertSentenceEncoder(TextTask, keras.Model):
 
     # === Config ===
 
+    config_fields = ("pooling", "dense", "normalize", "lowercase_text", "name", "trainable")
+
     def get_config(self) -> dict:
+        # Plain lists and dicts, as a saved file's JSON reads back.
         return {
-            "encoder": serialize_encoder(self.encoder),
+            **super().get_config(),
             "pooling": list(self.pooling),
             "dense": [dict(layer) for layer in self.dense],
-            "normalize": self.normalize,
-            "lowercase_text": self.lowercase_text,
-            "name": self.name,
-            "trainable": self.trainable,
-            **self.preprocessor_config(),
         }
-
-    @classmethod
-    def from_config(cls, config: dict) -> BertSentenceEncoder:
-        return cls(**config)
 
 
 ANCHOR_COLUMN = contrastive.ANCHOR

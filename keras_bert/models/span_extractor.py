@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from keras_bert.datasets import squad
 from keras_bert.layers.task_heads import HEADS, BiLSTMHead, SpanHead
-from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
+from keras_bert.models.classifier import deserialize_encoder, encoder_inputs
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
 from keras_bert.preprocessing.preprocessor import is_text
 from keras_bert.preprocessing.squad import SpanFinder, check_window_room
@@ -296,21 +296,14 @@ class BertSpanExtractor(TextTask, keras.Model):
 
     # === Config ===
 
-    def get_config(self) -> dict:
-        return {
-            "encoder": serialize_encoder(self.encoder),
-            "max_answer_length": self.max_answer_length,
-            "head": self.head,
-            "max_query_length": self.max_query_length,
-            "doc_stride": self.doc_stride,
-            "name": self.name,
-            "trainable": self.trainable,
-            **self.preprocessor_config(),
-        }
-
-    @classmethod
-    def from_config(cls, config: dict) -> BertSpanExtractor:
-        return cls(**config)
+    config_fields = (
+        "max_answer_length",
+        "head",
+        "max_query_length",
+        "doc_stride",
+        "name",
+        "trainable",
+    )
 
 
 def _questions_and_contexts(x: Any) -> tuple[list[str], list[str]]:

@@ -38,6 +38,7 @@ import tensorflow as tf
 
 from keras_bert.checkpoints.source import PretrainedSource, keras_saved_config, resolve
 from keras_bert.checkpoints.task_heads import load_original_task_head
+from keras_bert.config_fields import ConfigFields
 from keras_bert.dataset_options import (
     are_arrays,
     array_batches,
@@ -88,13 +89,17 @@ def deserialize_preprocessor(
     return preprocessor
 
 
-class TextTask(UpdateStep):
+class TextTask(UpdateStep, ConfigFields):
     """Mixin for `keras.Model` task models with an optional `preprocessor`.
 
     Training runs `UpdateStep`'s step (gradient accumulation, float16 loss
     scaling, global-batch losses and metrics) on batches cut to their longest
     row, with the padding packed out of the encoder where the loss allows it:
-    the same step for `fit` in a user's script and for `keras-bert finetune`."""
+    the same step for `fit` in a user's script and for `keras-bert finetune`.
+
+    A task model's config is its encoder, its `config_fields` (the other
+    constructor arguments, `name` and `trainable` among them where it keeps
+    them) and its preprocessor, if any."""
 
     preprocessor: BertPreprocessor | None = None
     default_seq_length = 128
@@ -550,6 +555,15 @@ class TextTask(UpdateStep):
         if weight is not None:
             weights = weight if weights is None else weights * _column(weight)
         return keras.utils.pack_x_y_sample_weight(features, targets, weights)
+
+    # === Config ===
+
+    def get_config(self) -> dict:
+        return {
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            **super().get_config(),
+            **self.preprocessor_config(),
+        }
 
     def preprocessor_config(self) -> dict:
         if self.preprocessor is None:

@@ -17,7 +17,7 @@ from keras_bert.datasets.tagging import TaggedSentences, decode_tags, encode_tag
 from keras_bert.features import ENCODER_INPUTS
 from keras_bert.layers.task_heads import HEADS, BiLSTMHead
 from keras_bert.models.batch_trimming import longest_width, trim_padding
-from keras_bert.models.classifier import deserialize_encoder, encoder_inputs, serialize_encoder
+from keras_bert.models.classifier import deserialize_encoder, encoder_inputs
 from keras_bert.models.feature_extractor import FrozenTokenFeatures
 from keras_bert.models.global_batch import global_weight_sum
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
@@ -370,23 +370,16 @@ class BertTokenClassifier(TextTask, keras.Model):
 
     # === Config ===
 
-    def get_config(self) -> dict:
-        return {
-            "encoder": serialize_encoder(self.encoder),
-            "num_labels": self.num_labels,
-            "dropout": self.dropout,
-            "label_names": self.label_names,
-            "head": self.head,
-            "head_layers": self.head_layers,
-            "feature": self.feature,
-            "name": self.name,
-            "trainable": self.trainable,
-            **self.preprocessor_config(),
-        }
-
-    @classmethod
-    def from_config(cls, config: dict) -> BertTokenClassifier:
-        return cls(**config)
+    config_fields = (
+        "num_labels",
+        "dropout",
+        "label_names",
+        "head",
+        "head_layers",
+        "feature",
+        "name",
+        "trainable",
+    )
 
 
 def _piece_weights(y: Any, sample_weight: Any) -> tf.Tensor:
