@@ -36,6 +36,15 @@ _ACTIVATION_SPELLINGS = {
 }
 # In a bert_config.json: this field true means its "gelu" is the exact form.
 EXACT_GELU_FIELD = "exact_gelu"
+# The fields a config file must name (the others default to BERT-base's);
+# each, like the position and segment counts, a positive integer.
+_SHAPE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,15 +65,7 @@ class BertConfig:
     def __post_init__(self):
         act = _ACTIVATION_SPELLINGS.get(self.hidden_act, self.hidden_act)
         object.__setattr__(self, "hidden_act", act)
-        for name in (
-            "vocab_size",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-            "type_vocab_size",
-        ):
+        for name in (*_SHAPE_FIELDS, "max_position_embeddings", "type_vocab_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
@@ -117,17 +118,7 @@ class BertConfig:
         cls, values: Mapping[str, Any], source: str | os.PathLike = "config"
     ) -> BertConfig:
         known = {f.name for f in dataclasses.fields(cls)}
-        missing = [
-            name
-            for name in (
-                "vocab_size",
-                "hidden_size",
-                "num_hidden_layers",
-                "num_attention_heads",
-                "intermediate_size",
-            )
-            if name not in values
-        ]
+        missing = [name for name in _SHAPE_FIELDS if name not in values]
         if missing:
             raise ValueError(f"{source}: missing field(s) {missing}")
         return cls(**{k: v for k, v in values.items() if k in known})

@@ -69,7 +69,7 @@ from keras_bert.pretraining_data.reading import (
     tokenize_block,
 )
 from keras_bert.pretraining_data.records import ExampleEncoder
-from keras_bert.pretraining_data.workers import process_block
+from keras_bert.pretraining_data.workers import COUNTED, process_block
 
 if TYPE_CHECKING:
     from keras_bert.pretraining_data.options import PretrainingOptions
@@ -78,16 +78,6 @@ if TYPE_CHECKING:
 # Block index = file number * FILE_BLOCKS + block number within the file.
 FILE_BLOCKS = 1 << 32
 STATS = "stats"
-_COUNTED = (
-    "documents",
-    "instances",
-    "candidates",
-    "masked",
-    "replaced_by_mask",
-    "kept",
-    "replaced_by_random",
-    "next_sentence_positive",
-)
 _EXAMPLES = 5  # file:line examples of invalid UTF-8 kept in the summary
 
 
@@ -114,7 +104,7 @@ def read_statistics(stats: ReadStats) -> dict[str, Any]:
 
 def block_statistics(result: BlockResult) -> dict[str, int]:
     """A `BlockResult`'s counts, named as in `Summary`."""
-    stats = {name: getattr(result, name) for name in _COUNTED}
+    stats = {name: getattr(result, name) for name in COUNTED}
     stats["tokens"] = result.instance_tokens
     stats["truncated_instances"] = result.truncated
     return stats

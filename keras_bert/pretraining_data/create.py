@@ -42,6 +42,7 @@ from keras_bert.pretraining_data.reading import (
     tokenize_block,
 )
 from keras_bert.pretraining_data.workers import (
+    COUNTED,
     BlockResult,
     _process_block_with_cached_encoder,
     start_workers,
@@ -75,16 +76,7 @@ class Summary:
     unknown: UnknownCount = dataclasses.field(default_factory=UnknownCount)
 
     def add(self, result: BlockResult) -> None:
-        for name in (
-            "documents",
-            "instances",
-            "candidates",
-            "masked",
-            "replaced_by_mask",
-            "kept",
-            "replaced_by_random",
-            "next_sentence_positive",
-        ):
+        for name in COUNTED:
             setattr(self, name, getattr(self, name) + getattr(result, name))
         self.tokens += result.instance_tokens
         self.truncated_instances += result.truncated

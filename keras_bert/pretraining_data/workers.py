@@ -17,6 +17,19 @@ if TYPE_CHECKING:
     import multiprocessing.pool
 
 
+# The counts a `BlockResult` and a run's `Summary` both keep, by the same names.
+COUNTED = (
+    "documents",
+    "instances",
+    "candidates",
+    "masked",
+    "replaced_by_mask",
+    "kept",
+    "replaced_by_random",
+    "next_sentence_positive",
+)
+
+
 @dataclasses.dataclass
 class BlockResult:
     index: int
