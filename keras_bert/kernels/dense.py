@@ -6,14 +6,12 @@ width, O = output width (units).
 
 from __future__ import annotations
 
-from typing import Any
-
 import keras
 import tensorflow as tf
 
 from keras_bert.kernels.bias import bias_add
 from keras_bert.kernels.int8_dense import column_sums, int8_kernel_available, int8_project
-from keras_bert.kernels.switch import FastKernelsOption
+from keras_bert.kernels.switch import FastKerasLayer
 
 
 def _transposed_copy(matrix):
@@ -83,7 +81,7 @@ if not all(callable(getattr(keras.layers.Dense, name, None)) for name in _KERAS_
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class FastDense(FastKernelsOption, keras.layers.Dense):
+class FastDense(FastKerasLayer, keras.layers.Dense):
     """keras.layers.Dense (same weights, config and values) whose kernel
     gradient is `kernel_gradient`'s, and whose bias is a BiasAdd that
     TensorFlow's CPU kernels fuse into the product. int8-quantized layers
@@ -92,13 +90,6 @@ class FastDense(FastKernelsOption, keras.layers.Dense):
     sums for it), other quantized layers and int8 training take Keras' own
     path; LoRA layers (`Dense.enable_lora`) keep the adapters apart, see
     `_lora_project`."""
-
-    def __init__(self, *args: Any, fast_kernels: bool = True, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._init_fast_kernels(fast_kernels)
-
-    def get_config(self) -> dict:
-        return self._fast_kernels_config(super().get_config())
 
     def call(self, inputs: tf.Tensor, training: bool | None = None) -> tf.Tensor:
         if (

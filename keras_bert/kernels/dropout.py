@@ -13,12 +13,10 @@ scale is 1 / (1 - rounded rate), so the expected output is still the input.
 
 from __future__ import annotations
 
-from typing import Any
-
 import keras
 import tensorflow as tf
 
-from keras_bert.kernels.switch import FastKernelsOption
+from keras_bert.kernels.switch import FastKerasLayer
 
 _LEVELS = 1 << 16  # values of a 16-bit draw
 
@@ -55,17 +53,10 @@ def dropout_16_bit(inputs: tf.Tensor, dropped_levels: int, seed: tf.Tensor) -> t
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class FastDropout(FastKernelsOption, keras.layers.Dropout):
+class FastDropout(FastKerasLayer, keras.layers.Dropout):
     """keras.layers.Dropout (same config, same seed generator) with 16-bit
     draws; a noise shape, another backend, or a rate that rounds to 0 or 1
     take Keras' own path."""
-
-    def __init__(self, *args: Any, fast_kernels: bool = True, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._init_fast_kernels(fast_kernels)
-
-    def get_config(self) -> dict:
-        return self._fast_kernels_config(super().get_config())
 
     def call(self, inputs: tf.Tensor, training: bool | None = False) -> tf.Tensor:
         dropped_levels = round(self.rate * _LEVELS)

@@ -5,12 +5,10 @@ Legend for shape comments: R = rows (every axis but the last), H = hidden size.
 
 from __future__ import annotations
 
-from typing import Any
-
 import keras
 import tensorflow as tf
 
-from keras_bert.kernels.switch import FastKernelsOption
+from keras_bert.kernels.switch import FastKerasLayer
 
 
 def layer_norm(
@@ -58,16 +56,9 @@ def layer_norm(
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class FastLayerNorm(FastKernelsOption, keras.layers.LayerNormalization):
+class FastLayerNorm(FastKerasLayer, keras.layers.LayerNormalization):
     """keras.layers.LayerNormalization (same weights, config and values) whose
     last-axis case uses `layer_norm`'s closed-form gradient."""
-
-    def __init__(self, *args: Any, fast_kernels: bool = True, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._init_fast_kernels(fast_kernels)
-
-    def get_config(self) -> dict:
-        return self._fast_kernels_config(super().get_config())
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
         if not (

@@ -53,3 +53,16 @@ class FastKernelsOption:
 
     def _fast_kernels_config(self, config: dict[str, Any]) -> dict[str, Any]:
         return {**config, "fast_kernels": self.fast_kernels}
+
+
+class FastKerasLayer(FastKernelsOption):
+    """Mixin for a Keras layer given a fast path (`FastDense`, `FastDropout`,
+    `FastLayerNorm`): Keras' constructor arguments and config, and `fast_kernels`."""
+
+    def __init__(self, *args: Any, fast_kernels: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_fast_kernels(fast_kernels)
+
+    def get_config(self) -> dict:
+        # super() is the Keras layer this mixin comes before.
+        return self._fast_kernels_config(super().get_config())  # type: ignore[misc]

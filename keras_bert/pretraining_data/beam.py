@@ -364,27 +364,12 @@ def create_pretraining_data_beam(
 
             shutil.rmtree(local_temp, ignore_errors=True)
 
+    counts = ("input_files", *COUNTED, "tokens", "truncated_instances", "invalid_utf8_lines")
+    lists = ("invalid_utf8_examples", "empty_files")
     summary = Summary(
         output_files=outputs,
-        **{
-            name: stats.get(name, [] if name in ("invalid_utf8_examples", "empty_files") else 0)
-            for name in (
-                "input_files",
-                "documents",
-                "instances",
-                "tokens",
-                "candidates",
-                "masked",
-                "replaced_by_mask",
-                "kept",
-                "replaced_by_random",
-                "next_sentence_positive",
-                "truncated_instances",
-                "invalid_utf8_lines",
-                "invalid_utf8_examples",
-                "empty_files",
-            )
-        },
+        **{name: stats.get(name, 0) for name in counts},
+        **{name: stats.get(name, []) for name in lists},
     )
     summary.seconds = time.monotonic() - started
     return summary
