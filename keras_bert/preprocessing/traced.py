@@ -29,32 +29,30 @@ def traced_tokenizer(tokenizer: BertTokenizer) -> Callable:
     per tokenizer: every signature (and every export with this tokenizer) calls
     the same trace, and tracing the tokenizer is most of the export time.
     (B,) strings -> ragged (B, P) ids, byte starts and ends in the cleaned text."""
-    if tokenizer not in _TRACED_TOKENIZERS:
-        owner = weakref.ref(tokenizer)  # the cache must not keep its key alive
-        _TRACED_TOKENIZERS[tokenizer] = tf.function(
-            lambda text: owner().tokenize_with_offsets(
-                clean_utf8(tf.ensure_shape(text, [None], name="check_text"))
-            ),
-            input_signature=[TEXT_SPEC],
-            autograph=False,
-        )
-    return _TRACED_TOKENIZERS[tokenizer]
+    return _traced_on_clean_text(_TRACED_TOKENIZERS, tokenizer, "tokenize_with_offsets")
 
 
 def traced_whitespace_spans(tokenizer: BertTokenizer) -> Callable:
     """`tokenizer.whitespace_spans` after `clean_utf8`, one `tf.function` per
     tokenizer as `traced_tokenizer`: (B,) strings -> ragged (B, W) byte starts
     and ends of the original's whitespace words in the cleaned text."""
-    if tokenizer not in _TRACED_WHITESPACE:
-        owner = weakref.ref(tokenizer)
-        _TRACED_WHITESPACE[tokenizer] = tf.function(
-            lambda text: owner().whitespace_spans(
+    return _traced_on_clean_text(_TRACED_WHITESPACE, tokenizer, "whitespace_spans")
+
+
+def _traced_on_clean_text(
+    cache: weakref.WeakKeyDictionary, tokenizer: BertTokenizer, method: str
+) -> Callable:
+    """`tokenizer.<method>` after `clean_utf8`, traced once per tokenizer into `cache`."""
+    if tokenizer not in cache:
+        owner = weakref.ref(tokenizer)  # the cache must not keep its key alive
+        cache[tokenizer] = tf.function(
+            lambda text: getattr(owner(), method)(
                 clean_utf8(tf.ensure_shape(text, [None], name="check_text"))
             ),
             input_signature=[TEXT_SPEC],
             autograph=False,
         )
-    return _TRACED_WHITESPACE[tokenizer]
+    return cache[tokenizer]
 
 
 def traced_pack(
