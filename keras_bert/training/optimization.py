@@ -10,15 +10,19 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_bert.config_fields import ConfigFields
+
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+class WarmupLinearDecay(ConfigFields, keras.optimizers.schedules.LearningRateSchedule):
     """0 -> peak over `warmup_steps`, then linearly to 0 at `total_steps`.
 
     `batches_per_step`: with Keras' own gradient accumulation (the optimizer's
     `gradient_accumulation_steps`) Keras calls the schedule with the count of
     batches, not of updates; steps here are updates.
     """
+
+    config_fields = ("peak_learning_rate", "total_steps", "warmup_steps", "batches_per_step")
 
     def __init__(
         self,
@@ -39,14 +43,6 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         decay = (self.total_steps - step) / max(self.total_steps - self.warmup_steps, 1)
         fraction = keras.ops.where(step < self.warmup_steps, warmup, decay)
         return self.peak_learning_rate * keras.ops.clip(fraction, 0.0, 1.0)
-
-    def get_config(self) -> dict:
-        return {
-            "peak_learning_rate": self.peak_learning_rate,
-            "total_steps": self.total_steps,
-            "warmup_steps": self.warmup_steps,
-            "batches_per_step": self.batches_per_step,
-        }
 
 
 def _squared_norm(gradient):
