@@ -508,13 +508,7 @@ def _is_stale(owner: dict) -> bool:
         return True
     if pid == os.getpid():
         return True  # a lock of a former process that had our pid
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False  # running, under another user
-    return _is_zombie(pid)
+    return not _pid_running(pid)
 
 
 def _is_zombie(pid: int) -> bool:

@@ -36,7 +36,7 @@ import tensorflow_text as tf_text
 # The base class is not exported at the top level of tensorflow_text.
 from tensorflow_text.python.ops import item_selector_ops
 
-from keras_bert.pretraining_data.options import check_masking_mix
+from keras_bert.pretraining_data.options import VocabInfo, check_masking_mix
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,17 +53,16 @@ class MaskingVocab:
     def from_vocab_file(cls, vocab_file: str) -> MaskingVocab:
         from keras_bert.text.tokenizer import load_vocabulary
 
-        vocab = load_vocabulary(vocab_file)
-        ids = {token: i for i, token in enumerate(vocab)}
-        missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in ids]
-        if missing:
-            raise ValueError(f"{vocab_file}: vocabulary lacks the special token(s) {missing}")
+        try:
+            info = VocabInfo.from_tokens(load_vocabulary(vocab_file))
+        except ValueError as e:
+            raise ValueError(f"{vocab_file}: {e}") from None
         return cls(
-            vocab_size=len(vocab),
-            cls_id=ids["[CLS]"],
-            sep_id=ids["[SEP]"],
-            mask_id=ids["[MASK]"],
-            is_continuation=tuple(t.startswith("##") for t in vocab),
+            vocab_size=info.size,
+            cls_id=info.cls_id,
+            sep_id=info.sep_id,
+            mask_id=info.mask_id,
+            is_continuation=tuple(info.is_continuation.tolist()),
         )
 
 

@@ -107,9 +107,9 @@ class VocabInfo:
     @classmethod
     def from_tokens(cls, vocab: Sequence[str]) -> VocabInfo:
         ids = {token: i for i, token in enumerate(vocab)}
-        for token in ("[CLS]", "[SEP]", "[MASK]"):
-            if token not in ids:
-                raise ValueError(f"the vocabulary lacks the special token {token}")
+        missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in ids]
+        if missing:
+            raise ValueError(f"the vocabulary lacks the special token(s) {missing}")
         return cls(
             size=len(vocab),
             cls_id=ids["[CLS]"],
