@@ -49,7 +49,11 @@ from keras_bert.text.tokenizer import BertTokenizer
 from keras_bert.training import distribute
 from keras_bert.training.checkpointing import write_json
 from keras_bert.training.finetuning_run import FinetuneRun, RunResult, discard_run_state
-from keras_bert.training.recipe_files import check_finite_fields, read_recipe
+from keras_bert.training.recipe_files import (
+    check_finite_fields,
+    check_positive_int_fields,
+    read_recipe,
+)
 
 TASKS = ("classify", "regress", "tag", "squad", "embed")
 DATA_FORMATS = {
@@ -152,31 +156,28 @@ class FinetuneConfig:
         if self.task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
         check_finite_fields(self, non_negative=("learning_rate", "weight_decay", "clipnorm"))
-        for name in (
-            "seq_length",
-            "batch_size",
-            "doc_stride",
-            "max_query_length",
-            "max_answer_length",
-            "n_best_size",
-            "eval_batch_size",
-            "restarts",
-            "max_train_examples",
-            "max_dev_examples",
-            "early_stopping_patience",
-            "steps_per_epoch",
-            "gradient_accumulation_steps",
-            "checkpoint_every",
-            "keep_checkpoints",
-            "log_every",
-            "lora_rank",
-            "mini_batch_size",
-        ):
-            value = getattr(self, name)
-            if value is None and name not in ("seq_length", "batch_size"):
-                continue
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        check_positive_int_fields(
+            self,
+            required=("seq_length", "batch_size"),
+            optional=(
+                "doc_stride",
+                "max_query_length",
+                "max_answer_length",
+                "n_best_size",
+                "eval_batch_size",
+                "restarts",
+                "max_train_examples",
+                "max_dev_examples",
+                "early_stopping_patience",
+                "steps_per_epoch",
+                "gradient_accumulation_steps",
+                "checkpoint_every",
+                "keep_checkpoints",
+                "log_every",
+                "lora_rank",
+                "mini_batch_size",
+            ),
+        )
         if self.seq_length < 3:
             raise ValueError(
                 f"seq_length must be at least 3 ([CLS] a word [SEP]), got {self.seq_length}"

@@ -57,7 +57,11 @@ from keras_bert.training.checkpointing import (
 from keras_bert.training.distribute import resolve_jit_compile
 from keras_bert.training.finite_loss import StopOnNonFiniteLoss, check_losses
 from keras_bert.training.optimization import create_optimizer
-from keras_bert.training.recipe_files import check_finite_fields, read_recipe
+from keras_bert.training.recipe_files import (
+    check_finite_fields,
+    check_positive_int_fields,
+    read_recipe,
+)
 from keras_bert.training.train_log import TrainingLog
 
 
@@ -110,20 +114,20 @@ class PretrainConfig:
 
     def __post_init__(self):
         check_finite_fields(self, non_negative=("learning_rate", "weight_decay", "clipnorm"))
-        for name in (
-            "seq_length",
-            "max_predictions_per_seq",
-            "batch_size",
-            "train_steps",
-            "steps_per_execution",
-            "checkpoint_every",
-            "keep_checkpoints",
-            "log_every",
-            "gradient_accumulation_steps",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"config field {name} must be a positive integer, got {value!r}")
+        check_positive_int_fields(
+            self,
+            required=(
+                "seq_length",
+                "max_predictions_per_seq",
+                "batch_size",
+                "train_steps",
+                "steps_per_execution",
+                "checkpoint_every",
+                "keep_checkpoints",
+                "log_every",
+                "gradient_accumulation_steps",
+            ),
+        )
         if self.warmup_steps < 0 or self.warmup_steps > self.train_steps:
             raise ValueError(
                 f"config field warmup_steps ({self.warmup_steps}) must be in "

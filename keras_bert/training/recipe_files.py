@@ -80,6 +80,19 @@ def check_finite_fields(config: Any, non_negative: Sequence[str] = ()) -> None:
             raise ValueError(f"config field {field.name} must be >= 0, got {value!r}")
 
 
+def check_positive_int_fields(
+    config: Any, required: Sequence[str], optional: Sequence[str] = ()
+) -> None:
+    """The fields `required` and `optional` of a run config are positive
+    integers; those of `optional` may also be None (not set)."""
+    for name in (*required, *optional):
+        value = getattr(config, name)
+        if value is None and name in optional:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"config field {name} must be a positive integer, got {value!r}")
+
+
 def read_recipe(
     config_class: type,
     path: str | None = None,
