@@ -117,6 +117,15 @@ class TaskServing:
             features["input_ids"], features["input_mask"], features["segment_ids"]
         )
 
+    def ids_signature(self, answer: Callable[[dict[str, tf.Tensor]], Any]) -> Callable:
+        """`serve_ids`: the three id tensors, checked (`checked_ids`), -> `answer(features)`."""
+
+        @signature(*IDS_SPECS.values())
+        def serve_ids(input_ids, input_mask, segment_ids):
+            return answer(self.checked_ids(input_ids, input_mask, segment_ids))
+
+        return serve_ids
+
     def checked_ids(
         self, input_ids: tf.Tensor, input_mask: tf.Tensor, segment_ids: tf.Tensor
     ) -> dict[str, tf.Tensor]:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import tensorflow as tf
 
-from keras_bert.export.base import IDS_SPECS, TaskServing, signature
+from keras_bert.export.base import TaskServing, signature
 from keras_bert.models.user_inputs import check_threshold
 from keras_bert.preprocessing.classification import (
     class_names,
@@ -208,12 +208,8 @@ class ClassifierServing(TaskServing):
             classes = tf.tile(tf.constant(self.label_names)[tf.newaxis], [batch, 1])
             return {"classes": classes, "scores": outputs["probabilities"]}  # (B, C) each
 
-        @signature(*IDS_SPECS.values())
-        def serve_ids(input_ids, input_mask, segment_ids):
-            return self.classify(self.checked_ids(input_ids, input_mask, segment_ids))
-
         return {
             "serving_default": serve_text,
             "serve_examples": serve_examples,
-            "serve_ids": serve_ids,
+            "serve_ids": self.ids_signature(self.classify),
         }

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 import tensorflow as tf
 
-from keras_bert.export.base import IDS_SPECS, TaskServing, signature
+from keras_bert.export.base import TaskServing, signature
 
 if TYPE_CHECKING:
     import keras
@@ -75,15 +75,11 @@ class SentenceEncoderServing(TaskServing):
             parsed = tf.io.parse_example(inputs, {"text": tf.io.FixedLenFeature([], tf.string)})
             return {"embedding": self.embed_text(parsed["text"])}
 
-        @signature(*IDS_SPECS.values())
-        def serve_ids(input_ids, input_mask, segment_ids):
-            return {"embedding": self.embed(self.checked_ids(input_ids, input_mask, segment_ids))}
-
         return {
             "serving_default": serve_text,
             "similarity": similarity,
             "serve_examples": serve_examples,
-            "serve_ids": serve_ids,
+            "serve_ids": self.ids_signature(lambda features: {"embedding": self.embed(features)}),
         }
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import tensorflow as tf
 
-from keras_bert.export.base import IDS_SPECS, TaskServing, signature
+from keras_bert.export.base import TaskServing, signature
 from keras_bert.preprocessing.squad import SpanFinder
 from keras_bert.preprocessing.text_ops import check_same_batch
 
@@ -74,12 +74,8 @@ class SquadServing(TaskServing):
             )
             return self.answer(parsed["question"], parsed["context"])
 
-        @signature(*IDS_SPECS.values())
-        def serve_ids(input_ids, input_mask, segment_ids):
-            return self.run_model(self.checked_ids(input_ids, input_mask, segment_ids))
-
         return {
             "serving_default": serve_text,
             "serve_examples": serve_examples,
-            "serve_ids": serve_ids,
+            "serve_ids": self.ids_signature(self.run_model),
         }

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import tensorflow as tf
 
-from keras_bert.export.base import IDS_SPECS, TaskServing, signature
+from keras_bert.export.base import TaskServing, signature
 from keras_bert.preprocessing.tagging import WordTagger, tag_names
 
 if TYPE_CHECKING:
@@ -64,11 +64,8 @@ class TaggerServing(TaskServing):
             parsed = tf.io.parse_example(inputs, {"text": tf.io.FixedLenFeature([], tf.string)})
             return self.tagger.tag_words(parsed["text"], self.run_model)
 
-        @signature(*IDS_SPECS.values())
-        def serve_ids(input_ids, input_mask, segment_ids):
-            logits = self.run_model(
-                self.checked_ids(input_ids, input_mask, segment_ids)
-            )  # (B, T, K)
+        def tag_ids(features):
+            logits = self.run_model(features)  # (B, T, K)
             tag_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
             return {
                 "logits": logits,
@@ -79,5 +76,5 @@ class TaggerServing(TaskServing):
         return {
             "serving_default": serve_text,
             "serve_examples": serve_examples,
-            "serve_ids": serve_ids,
+            "serve_ids": self.ids_signature(tag_ids),
         }
