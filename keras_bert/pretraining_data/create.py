@@ -229,16 +229,10 @@ def create_pretraining_data(
     # Only complete shards get their final names: an interrupted or failed
     # run leaves no truncated shard that looks finished.
     shards = [safe_output.Replacement(path, make_parents=False) for path in outputs]
-    with safe_output.reporting_write_errors(output_file):
-        writers = [
-            tf.io.TFRecordWriter(shard.temporary, options="GZIP" if gzip else "")
-            for shard in shards
-        ]
+    writers: list = []
     # Workers only run NumPy / Python (process_block), never TensorFlow, so
     # forking this process (which has TensorFlow loaded) is safe.
     own_pool = pool is None and num_workers > 1
-    if own_pool:
-        pool = start_workers(num_workers)
     shard = 0
 
     def write(result, bytes_done):
@@ -252,6 +246,12 @@ def create_pretraining_data(
 
     completed = False
     try:
+        # Inside the try: a signal that comes once a partial shard exists removes it.
+        with safe_output.reporting_write_errors(output_file):
+            for each in shards:
+                writers.append(tf.io.TFRecordWriter(each.temporary, options="GZIP" if gzip else ""))
+        if own_pool:
+            pool = start_workers(num_workers)
         pending = collections.deque()
         blocks = iter_blocks(read_documents(files, stats))
         for index, documents in enumerate(blocks):
@@ -284,7 +284,7 @@ def create_pretraining_data(
             raise
         raise converted from e
     finally:
-        if own_pool:
+        if own_pool and pool is not None:
             # Every result is in (or the run failed): no need to wait for the
             # workers to wind down their interpreters.
             pool.terminate()
