@@ -11,7 +11,7 @@ changed setup.py reinstalls. Arguments after the command go to it:
 
 The tests run in one pytest-xdist worker per core (at most 4, each file on one
 worker so its fixtures are built once): a test spends most of its time in one
-Python thread, so two workers on 2 cores take 12 minutes where one took 20.
+Python thread, so two workers on 2 cores take 9.4 minutes where one took 20.
 `-n 0` runs them in this process, `-n N` in N workers.
 
 Standard library only: it runs before anything is installed.
