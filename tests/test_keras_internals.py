@@ -50,7 +50,7 @@ def test_layers_list_their_seed_generators():
 
 def test_flatten_layers_reaches_nested_layers():
     message = (
-        "keras_bert.training.checkpointing and keras_bert.training.steps "
+        "keras_bert.training.checkpointing and keras_bert.models.update_step "
         "(computes_in_float16) walk Layer._flatten_layers(include_self, recursive): "
         "nested layers' dropout RNG and float16 policies would be missed"
     )

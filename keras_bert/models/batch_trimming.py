@@ -8,9 +8,8 @@ with the width: at natural lengths (reviews and tweets average under 30
 pieces, padded to 64) the cut saves a third to half of every step.
 
 `TextTask.train_step` / `test_step` cut in the graph (Keras `fit` on arrays
-hands every batch at the full width); `training.finetuning_data` cuts in the
-input pipeline. XLA and TPUs need static shapes: both leave the width alone
-there.
+hands every batch at the full width). XLA and TPUs need static shapes: the
+width is left alone there.
 """
 
 from __future__ import annotations
@@ -50,7 +49,15 @@ def trim_features_batch(
     """(x, y, sample_weight) of one batch of encoder features with the padding
     past the longest row cut: x always, y and the weights when they are per
     token (`token_level_targets`, a tagger's). Unchanged when x is not a
-    features dict of a static width (already variable, or not ids at all)."""
+    features dict of a static width (already variable, or not ids at all).
+    Rows of several texts (an embedding model's {"anchor": features,
+    "positive": ...}) have each column cut to its own longest row."""
+    if (
+        isinstance(x, dict)
+        and x
+        and all(isinstance(part, dict) and "input_mask" in part for part in x.values())
+    ):
+        return {name: trim_features_batch(part)[0] for name, part in x.items()}, y, sample_weight
     mask = x.get("input_mask") if isinstance(x, dict) else None
     if not isinstance(mask, tf.Tensor) or mask.shape.rank != 2 or mask.shape[1] is None:
         return x, y, sample_weight

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import keras
 
+from keras_bert.dataset_options import are_arrays, array_batches, default_batch_size
 from keras_bert.layers.pooling import WeightedLayerSum
 from keras_bert.layers.sentence_pooling import L2Normalize, SentencePooling
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs
@@ -197,24 +198,23 @@ class BertFeatureExtractor(TextTask, keras.Model):
         token features."""
         if output not in PREDICT_OUTPUTS:
             raise ValueError(f"output must be one of {PREDICT_OUTPUTS}, got {output!r}")
-        if output != self._predicted_output:
-            self._predicted_output = output
-            self.predict_function = None  # Keras' compiled predict returned the other outputs
-        return super().predict(x, batch_size, *args, **kwargs)
-
-    _predicted_output = "both"
-
-    def predict_step(self, data: Any) -> Any:
-        if self._predicted_output == "both":
-            return super().predict_step(data)
-        x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
-        return self._output_model(self._predicted_output)(x, training=False)
+        if output == "both":
+            return super().predict(x, batch_size, *args, **kwargs)
+        # The model of that output alone, its own `predict` (nothing on this
+        # model changes between calls: no compiled function to swap).
+        features = self.preprocess_inputs(x, None, None)[0]
+        if are_arrays(features):
+            features = array_batches(
+                features, batch_size=default_batch_size(features, batch_size, kwargs.get("steps"))
+            )
+        return self._output_model(output).predict(features, *args, **kwargs)
 
     def _output_model(self, name: str) -> keras.Model:
         """This model with the output `name` alone (its layers, shared)."""
         models = self.__dict__.setdefault("_output_models_by_name", {})
         if name not in models:
-            models[name] = keras.Model(self.inputs, self.__dict__["_output_tensors"][name])
+            with self.distribute_strategy.scope():
+                models[name] = keras.Model(self.inputs, self.__dict__["_output_tensors"][name])
         return models[name]
 
     # === Config ===

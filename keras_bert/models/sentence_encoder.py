@@ -301,6 +301,8 @@ class BertSentenceEncoder(TextTask, keras.Model):
                     sample_weight,
                 )
             return x, y, sample_weight
+        if _encoded_columns(x):  # encode_text's output: ids already
+            return x, y, sample_weight
         columns = text_columns(x)
         if columns is not None and not self.contrastive_loss.needs_scores:
             self._warn_about_repeated_positives(columns)
@@ -444,7 +446,7 @@ class BertSentenceEncoder(TextTask, keras.Model):
     def apply_update(self, data: Any) -> None:
         """One optimizer update from one (per-replica) batch: `fit` calls it
         through `train_step`, a custom loop inside `strategy.run`
-        (`keras_bert.training.steps`, multi-worker)."""
+        (`keras_bert.models.strategy_run_fit`, multi-worker)."""
         _, value, gradients = self.loss_and_gradients(data)
         self.optimizer.apply_gradients(zip(gradients, self.trainable_weights))
         self._track(value, data)
@@ -588,6 +590,16 @@ def _is_texts(x: Any) -> bool:
     if isinstance(x, (np.ndarray, tf.Tensor)):
         return x.dtype == tf.string or getattr(x.dtype, "kind", "") in "OSU"
     return isinstance(x, list) and len(x) > 0 and isinstance(x[0], (str, bytes))
+
+
+def _encoded_columns(x: Any) -> bool:
+    """Whether `x` is {anchor, positive[, negative]: id features}."""
+    return (
+        isinstance(x, Mapping)
+        and ANCHOR_COLUMN in x
+        and set(x) <= set(COLUMNS)
+        and all(isinstance(part, Mapping) and "input_ids" in part for part in x.values())
+    )
 
 
 def text_columns(x: Any) -> list | None:

@@ -364,15 +364,21 @@ class TextTask(UpdateStep, ConfigFields):
         with Keras' semantics (batch size, per-epoch shuffle, validation_split,
         validation arrays, sample and class weights), its pipeline without
         autotuning: `fit` then ends when its last step does."""
-        call = inspect.signature(super().fit).bind(x, y, *args, **kwargs)
+        # Keras' own signature (UpdateStep's `fit` passes everything through).
+        call = inspect.signature(keras.Model.fit).bind(self, x, y, *args, **kwargs)
         given = call.arguments
         given["x"], given["y"], given["sample_weight"] = self.preprocess_inputs(
             given.get("x"), given.get("y"), given.get("sample_weight")
         )
         if given.get("validation_data") is not None:
             given["validation_data"] = self.validation_features(given["validation_data"])
-        _fit_arrays_as_datasets(given)
-        return super().fit(*call.args, **call.kwargs)
+        # A callback that resumes the run at its exact step
+        # (`keras_bert.callbacks.ExactResume`) orders the batches itself.
+        resume = next((c for c in given.get("callbacks") or () if hasattr(c, "resume_fit")), None)
+        if not _fit_arrays_as_datasets(given, self, resume):
+            return _nothing_left_to_fit(self, given.get("callbacks"))
+        given.pop("self")
+        return super().fit(**given)
 
     def evaluate(self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any) -> Any:
         """Keras' evaluate, text tokenized first; arrays batched as `fit` batches them."""
@@ -579,19 +585,30 @@ def _across_workers() -> bool:
     return isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy)
 
 
-def _fit_arrays_as_datasets(given: dict) -> None:
+def _fit_arrays_as_datasets(given: dict, model: keras.Model, resume: Any = None) -> bool:
     """Keras fit's bound arguments `given`, in-memory training and validation
-    arrays replaced by `array_batches` datasets with Keras' array semantics."""
+    arrays replaced by `array_batches` datasets with Keras' array semantics,
+    or by `resume`'s batches from its restored step on. False: `resume`'s run
+    has nothing left to train."""
     x, y, sample_weight = given.get("x"), given.get("y"), given.get("sample_weight")
     batch_size = given.get("batch_size")
     validation_data = given.get("validation_data")
-    if are_arrays(x, y, sample_weight):
+    if resume is not None or are_arrays(x, y, sample_weight):
         split = given.pop("validation_split", 0.0)
         if split and validation_data is None:  # Keras: the last rows, before shuffling
             (x, y, sample_weight), validation_data = split_validation(x, y, sample_weight, split)
         class_weight = given.pop("class_weight", None)
         if class_weight is not None:
             sample_weight = class_weights_per_row(y, sample_weight, class_weight)
+    if resume is not None:
+        resumed = resume.resume_fit(
+            model, {**given, "x": x, "y": y, "sample_weight": sample_weight}, given["callbacks"]
+        )
+        if resumed is None:
+            return False
+        given.clear()
+        given.update(resumed)
+    elif are_arrays(x, y, sample_weight):
         given["x"] = array_batches(
             x,
             y,
@@ -620,6 +637,19 @@ def _fit_arrays_as_datasets(given: dict) -> None:
             )
     if validation_data is not None:
         given["validation_data"] = validation_data
+    return True
+
+
+def _nothing_left_to_fit(model: keras.Model, callbacks: Any) -> keras.callbacks.History:
+    """A resumed run found finished (or stopped early): no update, but the
+    callbacks' ends (the best model taken back, logs closed)."""
+    history = keras.callbacks.History()
+    callback_list = keras.callbacks.CallbackList(
+        [*(callbacks or ()), history], model=model, add_history=False
+    )
+    callback_list.on_train_begin()
+    callback_list.on_train_end()
+    return history
 
 
 # Keras losses that read probabilities unless told `from_logits=True`: their

@@ -7,7 +7,8 @@ scaling, applying the update, and the metrics of the global batch under
 tf.distribute. Keras' `fit` runs it on one device, MirroredStrategy and
 TPUStrategy; the one loop Keras 3's `fit` does not run,
 MultiWorkerMirroredStrategy, calls `apply_update` inside `strategy.run`
-(`keras_bert.training.steps.update_function`): one step, two loops.
+behind the same `fit` (`keras_bert.models.strategy_run_fit`): one step,
+two loops, one driver.
 
     model.compile(optimizer, gradient_accumulation_steps=4)
     model.fit(dataset)   # each element: 4 micro-batches of one update
@@ -36,6 +37,7 @@ Legend for shape comments: k = micro-batches per update, B = per-replica batch.
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any
 
@@ -43,6 +45,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_bert.models.strategy_run_fit import TRAIN_LOOPS, fit_by_strategy_run, runs_custom_loop
 from keras_bert.models.unpadded import UNPADDED_CALL_ARGUMENTS
 from keras_bert.models.user_inputs import check_model_keywords
 
@@ -81,6 +84,14 @@ def check_finite_hyperparameters(optimizer: keras.optimizers.Optimizer) -> None:
         )
 
 
+def _is_default(value: Any, default: Any) -> bool:
+    return (
+        value is None
+        or value is default
+        or (isinstance(value, (int, float)) and not isinstance(value, bool) and value == default)
+    )
+
+
 def _first_tensor(structure):
     return next(t for t in tf.nest.flatten(structure) if t is not None)
 
@@ -103,7 +114,12 @@ class UpdateStep:
         self._register_call_context_args(*UNPADDED_CALL_ARGUMENTS)
 
     def compile(
-        self, optimizer: Any = "rmsprop", *, gradient_accumulation_steps: int = 1, **kwargs: Any
+        self,
+        optimizer: Any = "rmsprop",
+        *,
+        gradient_accumulation_steps: int = 1,
+        train_loop: str = "auto",
+        **kwargs: Any,
     ) -> None:
         """Keras' compile, and `gradient_accumulation_steps` k: each dataset
         element then holds k micro-batches of equal size (batch the dataset k
@@ -111,8 +127,15 @@ class UpdateStep:
         one micro-batch's activations are alive at a time, and the optimizer
         applies the sum of their gradients once. A model computing in float16
         gets a LossScaleOptimizer (its gradients underflow without one).
-        Keyword-only: Keras' second positional argument is the loss."""
+        Keyword-only: Keras' second positional argument is the loss.
+
+        `train_loop`: "auto" (Keras' `fit`, or keras_bert's `strategy.run`
+        loop where Keras' cannot run: MultiWorkerMirroredStrategy), "fit" or
+        "custom" (`keras_bert.models.strategy_run_fit`)."""
         self.gradient_accumulation_steps = check_accumulation_steps(gradient_accumulation_steps)
+        if train_loop not in TRAIN_LOOPS:
+            raise ValueError(f"train_loop must be one of {TRAIN_LOOPS}, got {train_loop!r}")
+        self.train_loop = train_loop
         optimizer = keras.optimizers.get(optimizer)
         check_finite_hyperparameters(optimizer)
         if computes_in_float16(self) and not isinstance(
@@ -120,6 +143,30 @@ class UpdateStep:
         ):
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         super().compile(optimizer=optimizer, **kwargs)
+
+    train_loop = "auto"
+
+    def fit(self, *args: Any, **kwargs: Any) -> keras.callbacks.History:
+        """Keras' fit; under MultiWorkerMirroredStrategy (or `train_loop="custom"`)
+        the same loop and callbacks over `strategy.run` (`strategy_run_fit`)."""
+        if not runs_custom_loop(self):
+            return super().fit(*args, **kwargs)
+        signature = inspect.signature(keras.Model.fit)
+        given = dict(signature.bind(self, *args, **kwargs).arguments)
+        given.pop("self")
+        given.pop("shuffle", None)  # the dataset's order is the order
+        loop_arguments = ("x", "epochs", "initial_epoch", "steps_per_epoch", "callbacks", "verbose")
+        unsupported = sorted(
+            k
+            for k, v in given.items()
+            if k not in loop_arguments and not _is_default(v, signature.parameters[k].default)
+        )
+        if unsupported:
+            raise ValueError(
+                f"fit by strategy.run (train_loop {self.train_loop!r}, "
+                f"{type(self.distribute_strategy).__name__}) does not take {unsupported}"
+            )
+        return fit_by_strategy_run(self, given.pop("x"), **given)
 
     # === Hooks ===
 

@@ -34,26 +34,23 @@ import tensorflow as tf
 from keras_bert import features, safe_output
 from keras_bert.checkpoints.source import resolve, tokenizer_options, tokenizer_settings
 from keras_bert.config import BertConfig
-from keras_bert.datasets import readers, retrieval
+from keras_bert.datasets import readers
 from keras_bert.errors import UserError
 from keras_bert.kernels import precision
-from keras_bert.models import contrastive
-from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.encoder import BertEncoder
-from keras_bert.models.sentence_encoder import BertSentenceEncoder, sentence_transformer_folder
-from keras_bert.models.span_extractor import BertSpanExtractor
-from keras_bert.models.token_classifier import BertTokenClassifier
+from keras_bert.models.sentence_encoder import BertSentenceEncoder
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, config_sharing_preprocessor
 from keras_bert.text import unknown_rate
 from keras_bert.text.tokenizer import BertTokenizer
-from keras_bert.training import distribute
+from keras_bert.training import distribute, finetuning_run
 from keras_bert.training.checkpointing import write_json
-from keras_bert.training.finetuning_run import FinetuneRun, RunResult, discard_run_state
+from keras_bert.training.finetuning_run import RunResult, discard_run_state
 from keras_bert.training.recipe_files import (
     check_finite_fields,
     check_positive_int_fields,
     read_recipe,
 )
+from keras_bert.training.task_families import TaskFamily, make_task
 
 TASKS = ("classify", "regress", "tag", "squad", "embed")
 DATA_FORMATS = {
@@ -246,337 +243,6 @@ def resolve_tokenizer(config: FinetuneConfig) -> tuple[BertTokenizer, str, Finet
     return tokenizer, vocab_file, dataclasses.replace(config, lowercase=lowercase)
 
 
-# === Task families: the readers' data, the task model, its official dev figures ===
-
-
-class _TaskFamily:
-    """What differs between the families, and nothing else: which reader
-    (`keras_bert.datasets.readers`) turns a source into `fit`'s (x, y), which
-    task model trains on it, and that model's official dev figures
-    (its `score`). Training itself is the task model's own `fit`."""
-
-    label_names = None
-
-    def __init__(self, config: FinetuneConfig) -> None:
-        self.config = config
-
-    def read(self, source: Any, limit: int | None = None, training: bool = False) -> Any:
-        """A source -> the data `fit_data` / `score` take."""
-        raise NotImplementedError
-
-    def read_part(
-        self, source: Any, limit: int | None = None, training: bool = False
-    ) -> tuple[Any, int, int]:
-        """`read`'s data cut to its first `limit` examples, with how many it
-        holds and how many the source has: (data, used, total), so that what
-        is scored (or trained on) of a file is said, never silently a part."""
-        data = self.read(source, None, training)
-        total = self.count(data)
-        if limit is not None and limit < total:
-            return self.head(data, limit), limit, total
-        return data, total, total
-
-    def count(self, data: Any) -> int:
-        """Examples in `read`'s data (rows, sentences, questions)."""
-        return len(data[1])
-
-    def head(self, data: Any, n: int) -> Any:
-        """`read`'s data cut to its first `n` examples."""
-        x, y = data
-        x = tuple(part[:n] for part in x) if isinstance(x, tuple) else x[:n]
-        return x, y[:n]
-
-    def fit_data(self, data: Any) -> tuple[Any, Any]:
-        """`read`'s data -> (x, y) as the task model's `fit` takes them."""
-        return data
-
-    def build_model(self, encoder: BertEncoder, preprocessor: BertPreprocessor) -> keras.Model:
-        raise NotImplementedError
-
-    def compile_options(self) -> dict[str, Any]:
-        """What the task model's `compile` takes beyond the run's optimizer
-        (the loss where the task model has several)."""
-        return {}
-
-    def score(self, model: keras.Model, data: Any) -> dict[str, Any]:
-        raise NotImplementedError
-
-
-class _Classification(_TaskFamily):
-    """classify / regress on tables or GLUE: texts (or pairs) and labels."""
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.regression = config.task == "regress"
-        self.multi_label = config.multi_label
-        self.glue_name = None
-        if config.glue_task:
-            from keras_bert.datasets.glue import get_task
-
-            self.glue_name, glue_task = get_task(config.glue_task)
-            if glue_task.regression != self.regression:
-                raise ValueError(
-                    f"GLUE task {self.glue_name} needs --task "
-                    f"{'regress' if glue_task.regression else 'classify'}"
-                )
-            self.metric = glue_task.metric
-            if not self.regression:
-                self.label_names = list(glue_task.label_names)
-        else:
-            self.metric = "pearson" if self.regression else "accuracy"
-            if self.multi_label:
-                self.metric = "f1_micro"
-            if not self.regression:
-                self.label_names = config.label_names
-
-    @property
-    def primary_metric(self):
-        return self.metric
-
-    def read(self, source, limit=None, training=False):
-        from keras_bert.datasets.text_classification import (
-            label_vocabulary,
-            several_labels_error,
-        )
-
-        separator = self.config.label_separator
-        x, labels = readers.read_texts_and_labels(
-            source,
-            regression=self.regression,
-            glue_task=self.glue_name,
-            text_columns=self.config.text_columns,
-            label_column=self.config.label_column,
-            limit=limit,
-            label_separator=separator if self.multi_label else None,
-        )
-        # Each label name once: a multi-label row's names count one by one.
-        names = [n for row in labels for n in row] if self.multi_label else labels
-        if not self.regression and not self.multi_label and self.glue_name is None:
-            for i, label in enumerate(labels):
-                error = several_labels_error(
-                    f"{readers.source_name(source)}, row {i + 1}", label, separator
-                )
-                if error:
-                    raise ValueError(error)
-        if training and self.label_names is None and not self.regression:
-            self.label_names = label_vocabulary(names)
-            if not self.label_names:
-                raise ValueError(
-                    f"{readers.source_name(source)}: no row has a label (a multi-label "
-                    "classifier learns the labels it sees)"
-                )
-        if not self.regression:
-            unknown = sorted(set(map(str, names)) - set(self.label_names))
-            if unknown:
-                raise ValueError(
-                    f"{readers.source_name(source)}: label(s) {unknown[:5]} not "
-                    f"among {self.label_names}"
-                )
-        self._check_same_text_columns(x, source, training)
-        return x, labels
-
-    def _check_same_text_columns(self, x, source, training):
-        """Dev must have the training data's text columns: a model trained on
-        pairs scored on single texts (or the reverse) answers input it never saw."""
-        columns = 2 if isinstance(x, tuple) else 1
-        if training:
-            self.train_columns = (columns, readers.source_name(source))
-            return
-        trained = getattr(self, "train_columns", None)
-        if trained is not None and trained[0] != columns:
-
-            def says(count):
-                return "two text columns (sentence pairs)" if count == 2 else "one text column"
-
-            raise ValueError(
-                f"{readers.source_name(source)} has {says(columns)} but the training data "
-                f"{trained[1]} has {says(trained[0])}: give both the same text columns "
-                "(--text-columns names them)"
-            )
-
-    def build_model(self, encoder, preprocessor):
-        return BertClassifier(
-            encoder,
-            1 if self.regression else len(self.label_names),
-            dropout=self.config.dropout,
-            label_names=self.label_names,
-            preprocessor=preprocessor,
-            multi_label=self.multi_label,
-        )
-
-    def score(self, model, data):
-        if self.multi_label:
-            return model.score(
-                *data, batch_size=self.config.eval_batch_size, threshold=self.config.threshold
-            )
-        return model.score(*data, glue_task=self.glue_name, batch_size=self.config.eval_batch_size)
-
-
-class _Tagging(_TaskFamily):
-    """tag: CoNLL files or tfds:conll2003: words and one tag per word."""
-
-    primary_metric = "f1"
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.label_names = config.label_names
-
-    def read(self, source, limit=None, training=False):
-        from keras_bert.datasets.tagging import tag_vocabulary
-
-        words, tags = readers.read_words_and_tags(source, limit)
-        if training and self.label_names is None:
-            self.label_names = tag_vocabulary(tags)
-        return words, tags
-
-    def build_model(self, encoder, preprocessor):
-        return BertTokenClassifier(
-            encoder,
-            len(self.label_names),
-            dropout=self.config.dropout,
-            label_names=self.label_names,
-            preprocessor=preprocessor,
-        )
-
-    def score(self, model, data):
-        return model.score(*data, batch_size=self.config.eval_batch_size)
-
-
-class _Squad(_TaskFamily):
-    """squad: SQuAD JSON files or tfds:squad/<version>:<split>."""
-
-    def read(self, source, limit=None, training=False):
-        return readers.read_squad_data(source, limit), readers.source_name(source)
-
-    def count(self, data):
-        dataset, _ = data
-        return sum(len(p["qas"]) for article in dataset for p in article["paragraphs"])
-
-    def head(self, data, n):
-        dataset, source = data
-        return readers.first_questions(dataset, n), source
-
-    def fit_data(self, data):
-        dataset, source = data
-        return readers.squad_questions_and_answers(dataset, source)
-
-    @property
-    def primary_metric(self):
-        return "best_f1" if self.config.version_2_with_negative else "f1"
-
-    def build_model(self, encoder, preprocessor):
-        config = self.config
-        return BertSpanExtractor(
-            encoder,
-            max_answer_length=config.max_answer_length,
-            max_query_length=config.max_query_length,
-            doc_stride=config.doc_stride,
-            preprocessor=preprocessor,
-        )
-
-    def options(self):
-        config = self.config
-        return {
-            "version_2_with_negative": config.version_2_with_negative,
-            "n_best_size": config.n_best_size,
-            "null_score_diff_threshold": config.null_score_diff_threshold,
-            "batch_size": config.eval_batch_size,
-        }
-
-    def score(self, model, data):
-        dataset, source = data
-        return model.score(dataset, source=source, **self.options())
-
-
-class _Embedding(_TaskFamily):
-    """embed: rows of texts, (anchor, positive[, negative]) or scored pairs,
-    training a `BertSentenceEncoder` contrastively; dev scores retrieval
-    (each anchor queries every positive: MRR@10 picks the best epoch) or, for
-    scored pairs, the Spearman correlation of cosines and scores."""
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.train_scored = self.dev_scored = None
-
-    def read(self, source, limit=None, training=False):
-        config = self.config
-        # label_column is "label" unless given; a numeric `score` / `label` column is found anyway.
-        score_column = None if config.label_column == "label" else config.label_column
-        rows = readers.read_text_rows(source, config.text_columns, score_column, limit)
-        scored = rows.scores is not None
-        if training:
-            self.train_scored = scored
-            self._check_loss(rows, readers.source_name(source))
-        else:
-            self.dev_scored = scored
-        return rows
-
-    def count(self, rows):
-        return len(rows)
-
-    def head(self, rows, n):
-        return dataclasses.replace(
-            rows,
-            columns=[column[:n] for column in rows.columns],
-            scores=None if rows.scores is None else rows.scores[:n],
-        )
-
-    def _check_loss(self, rows, source):
-        loss = self.loss_name()
-        if (loss == "cosent") != (rows.scores is not None):
-            raise ValueError(
-                f"{source}: embedding_loss {loss} trains on "
-                f"{'scored pairs (text, text, score)' if loss == 'cosent' else 'rows of texts'}"
-                f", but the rows are {'scored pairs' if rows.scores is not None else 'not scored'}"
-                f" (columns {rows.names}); set embedding_loss to "
-                f"{'cosent' if rows.scores is not None else 'multiple_negatives_ranking'} "
-                "or auto"
-            )
-
-    def loss_name(self):
-        if self.config.embedding_loss != "auto":
-            return self.config.embedding_loss
-        return "cosent" if self.train_scored else "multiple_negatives_ranking"
-
-    @property
-    def primary_metric(self):
-        scored = self.dev_scored if self.dev_scored is not None else self.train_scored
-        return "spearman_cosine" if scored else "mrr@10"
-
-    def fit_data(self, rows):
-        return rows.fit_inputs()
-
-    def build_model(self, encoder, preprocessor):
-        settings = {
-            name: value
-            for name, value in (
-                ("pooling", self.config.pooling),
-                ("normalize", self.config.normalize),
-            )
-            if value is not None
-        }
-        folder = sentence_transformer_folder(self.config.init_checkpoint)
-        return BertSentenceEncoder.from_encoder(encoder, preprocessor, folder, **settings)
-
-    def compile_options(self):
-        config = self.config
-        name = self.loss_name()
-        if name == "cosent":
-            loss = contrastive.CoSENTLoss(config.loss_scale, config.mini_batch_size)
-        else:
-            loss = contrastive.MultipleNegativesRankingLoss(
-                config.loss_scale,
-                symmetric=name == "multiple_negatives_symmetric_ranking",
-                mini_batch_size=config.mini_batch_size,
-            )
-        return {"loss": loss}
-
-    def score(self, model, rows):
-        return retrieval.evaluate_text_rows(
-            lambda texts: model.encode(texts, batch_size=self.config.eval_batch_size), rows
-        )
-
-
 def preprocessor_of(config: FinetuneConfig, tokenizer: BertTokenizer) -> BertPreprocessor:
     """The preprocessor saved inside the fine-tuned model: the run's
     vocabulary, casing and sequence length, so `model.keras` takes text."""
@@ -592,41 +258,38 @@ def preprocessor_of(config: FinetuneConfig, tokenizer: BertTokenizer) -> BertPre
     )
 
 
-def make_task(config: FinetuneConfig) -> _TaskFamily:
-    if config.task in ("classify", "regress"):
-        return _Classification(config)
-    if config.task == "tag":
-        return _Tagging(config)
-    if config.task == "embed":
-        return _Embedding(config)
-    return _Squad(config)
-
-
 # === Training ===
 
 
 def _single_run(
     config: FinetuneConfig,
-    task: _TaskFamily,
+    task: TaskFamily,
     train_data: Any,
     dev_data: Any,
     run_dir: str | None,
     tokenizer: BertTokenizer,
-    vocab_file: str,
     strategy: tf.distribute.Strategy | None = None,
 ) -> RunResult:
-    """Trains one task model with its own `fit`, resuming `run_dir`'s
+    """Trains one task model with one `fit`, resuming `run_dir`'s
     checkpoints (see `finetuning_run`)."""
+    strategy = strategy or distribute.build_strategy(
+        config.strategy, tpu=config.tpu, devices=config.devices
+    )
+    return finetuning_run.train(
+        config,
+        task,
+        train_data,
+        dev_data,
+        run_dir,
+        _model_builder(config, task, tokenizer),
+        strategy,
+    )
 
-    return _finetune_run(
-        config, task, train_data, dev_data, run_dir, tokenizer, vocab_file, strategy
-    ).run()
 
+def _model_builder(config, task, tokenizer):
+    """`build(dtype)`: the run's task model on its pretrained encoder."""
 
-def _finetune_run(config, task, train_data, dev_data, run_dir, tokenizer, vocab_file, strategy):
-    """The run's task model built (inside its strategy), its data encoded, compiled."""
-
-    def build_model(dtype):
+    def build(dtype):
         encoder = load_encoder(config.init_checkpoint, config.preset, dtype)
         if config.seq_length > encoder.config.max_position_embeddings:
             raise ValueError(
@@ -636,18 +299,7 @@ def _finetune_run(config, task, train_data, dev_data, run_dir, tokenizer, vocab_
             )
         return task.build_model(encoder, preprocessor_of(config, tokenizer))
 
-    return FinetuneRun(
-        config,
-        task,
-        train_data,
-        dev_data,
-        run_dir,
-        build_model=build_model,
-        save_model=lambda model, directory, results: save_finetuned(
-            model, config, task, vocab_file, directory, results
-        ),
-        strategy=strategy,
-    )
+    return build
 
 
 def resume_finetuning(output_dir: str, train: Any = None) -> keras.Model:
@@ -660,11 +312,10 @@ def resume_finetuning(output_dir: str, train: Any = None) -> keras.Model:
     linear decay over the run's total steps, at the step the checkpoint
     reached (`model.optimizer.iterations`), its moments restored; the run's
     loss, metrics and gradient accumulation. `fit` then takes the next
-    updates from there: on the same batches, the weights the command would
-    have reached. (`fit` draws its own batches: the command orders each
-    epoch by its seed, `keras_bert.training.finetuning_data.epoch_order`.
-    Rerunning the same command instead resumes with its order, dev scoring,
-    best model and checkpoints.)
+    updates from there. (`fit` draws its own batches unless given the run's
+    `ExactResume` callback: the command orders each epoch by its seed,
+    `keras_bert.dataset_options.epoch_order`. Rerunning the same command
+    instead resumes with its order, dev scoring, best model and checkpoints.)
 
     The model is built as the command built it, from the run's
     `checkpoints/finetune_config.json`: its pretrained checkpoint, and its
@@ -704,11 +355,15 @@ def resume_finetuning(output_dir: str, train: Any = None) -> keras.Model:
             f"{output_dir}: the run's training data was not a file: pass it as "
             "`train` (the schedule's length is counted from it)"
         )
-    tokenizer, vocab_file, config = resolve_tokenizer(config)
+    tokenizer, _, config = resolve_tokenizer(config)
     task = make_task(config)
     train_data = task.read(train, config.max_train_examples, training=True)
-    run = _finetune_run(config, task, train_data, None, output_dir, tokenizer, vocab_file, None)
-    if run.writer.restore_latest() is None:
+    strategy = distribute.build_strategy(config.strategy, tpu=config.tpu, devices=config.devices)
+    run = finetuning_run.compiled_run(
+        config, task, train_data, output_dir, _model_builder(config, task, tokenizer), strategy
+    )
+    run.resume.set_model(run.model)
+    if not run.resume.restore():
         raise UserError(f"{checkpoints}: no checkpoint to continue from")
     return run.model
 
@@ -716,7 +371,7 @@ def resume_finetuning(output_dir: str, train: Any = None) -> keras.Model:
 def save_finetuned(
     model: keras.Model,
     config: FinetuneConfig,
-    task: _TaskFamily,
+    task: TaskFamily,
     tokenizer_vocab: str,
     output_dir: str,
     dev_results: dict[str, Any] | None = None,
@@ -823,7 +478,7 @@ def _finetune(config: FinetuneConfig, train: Any, dev: Any) -> dict[str, Any]:
     if config.search is None:
         start = time.time()
         run = _single_run(
-            config, task, train_data, dev_data, config.output_dir, tokenizer, vocab_file, strategy
+            config, task, train_data, dev_data, config.output_dir, tokenizer, strategy
         )
         result = {
             "dev": run.dev,
@@ -937,9 +592,7 @@ def _paper_search(config, task, train_data, dev_data, tokenizer, vocab_file, str
             row, dev_metrics = done["run"], done["dev"]
         else:
             start = time.time()
-            run = _single_run(
-                run_config, task, train_data, dev_data, run_dir, tokenizer, vocab_file, strategy
-            )
+            run = _single_run(run_config, task, train_data, dev_data, run_dir, tokenizer, strategy)
             dev_metrics = run.dev
             row = {
                 "batch_size": batch_size,

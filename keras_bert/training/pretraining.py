@@ -4,12 +4,15 @@ One run: build the strategy, the model (fresh, from a pretrained checkpoint,
 or from an earlier phase's export), the optimizer and the dataset; restore the
 latest checkpoint of `model_dir` if there is one; train; evaluate; export.
 
-Two training loops, chosen by `train_loop: auto`:
+One driver, the pretrainer's `fit` with callbacks (the loss check, the log,
+the checkpoints), as fine-tuning's; behind it two loops, chosen by
+`train_loop: auto`:
 - `fit`: Keras `Model.fit` (progress bar, callbacks, `jit_compile`,
   `steps_per_execution`), for one device, MirroredStrategy and TPUStrategy.
 - `custom`: `strategy.run` over the same step (the pretrainer's
-  `apply_update`: GradientTape, losses, apply), for MultiWorkerMirroredStrategy,
-  which Keras 3's `fit` does not support (keras-team/keras#20585).
+  `apply_update`: GradientTape, losses, apply) with the same callbacks, for
+  MultiWorkerMirroredStrategy, which Keras 3's `fit` does not support
+  (keras-team/keras#20585; `keras_bert.models.strategy_run_fit`).
 Both run the pretrainer's own step (`keras_bert.models.update_step`), which
 accumulates gradients over `gradient_accumulation_steps` micro-batches inside
 it, so accumulation works under every strategy.
@@ -44,10 +47,12 @@ from keras_bert.config import BertConfig
 from keras_bert.kernels import precision
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
+from keras_bert.models.strategy_run_fit import metric_values, runs_custom_loop
 from keras_bert.pretraining_data import inputs
 from keras_bert.pretraining_data.next_token import next_token_targets
 from keras_bert.progress import keras_verbose
-from keras_bert.training import distribute, steps
+from keras_bert.training import distribute
+from keras_bert.training.callbacks import StopOnNonFiniteLoss, TrainLog
 from keras_bert.training.checkpointing import (
     CheckpointWriter,
     checkpoint_step,
@@ -55,14 +60,12 @@ from keras_bert.training.checkpointing import (
     write_json,
 )
 from keras_bert.training.distribute import resolve_jit_compile
-from keras_bert.training.finite_loss import StopOnNonFiniteLoss, check_losses
 from keras_bert.training.optimization import create_optimizer
 from keras_bert.training.recipe_files import (
     check_finite_fields,
     check_positive_int_fields,
     read_recipe,
 )
-from keras_bert.training.train_log import TrainingLog
 
 
 @dataclasses.dataclass
@@ -320,72 +323,47 @@ def export_tf1(pretrainer: BertPretrainer, directory: str) -> str:
     return directory
 
 
-# === Logging ===
+# === Checkpoints each epoch ===
 
 
-class _FitCallback(keras.callbacks.Callback):
-    """Logs every `log_every` steps and checkpoints at each epoch end
-    (one epoch = `checkpoint_every` steps)."""
+class _CheckpointEachEpoch(keras.callbacks.Callback):
+    """A checkpoint at each epoch's end (one epoch = `checkpoint_every` steps)."""
 
-    def __init__(self, log, writer, log_every):
+    def __init__(self, writer):
         super().__init__()
-        self.log, self.writer, self.log_every = log, writer, log_every
-
-    def on_train_begin(self, logs=None):
-        self.log.restart_clock()
-
-    def on_train_batch_end(self, batch, logs=None):
-        step = optimizer_step(self.model.optimizer)
-        # (StopOnNonFiniteLoss ran first: a non-finite loss never reaches the log.)
-        if step % self.log_every == 0 and step != self.log.last_step:
-            self.log.write(logs or {}, step)
+        self.writer = writer
 
     def on_epoch_end(self, epoch, logs=None):
         self.writer.save(optimizer_step(self.model.optimizer))
 
 
-# === Training loops ===
+# === Training ===
 
 
-def _fit(pretrainer, dataset, config, start_step, log, writer):
+def _fit(pretrainer, dataset, config, start_step, writer, chief):
+    """One `fit` (Keras', or keras_bert's strategy.run loop under
+    MultiWorkerMirroredStrategy: `keras_bert.models.strategy_run_fit`); one
+    epoch = `checkpoint_every` steps, checkpointed at its end."""
     pretrainer.fit(
         dataset,
         initial_epoch=start_step // config.checkpoint_every,
         epochs=config.train_steps // config.checkpoint_every,
         steps_per_epoch=config.checkpoint_every,
         # The loss check first: a broken step stops before it is logged or checkpointed.
+        # The checkpoint before the log's clock restarts: saving is not training time.
         callbacks=[
             StopOnNonFiniteLoss(writer.directory),
-            _FitCallback(log, writer, config.log_every),
+            _CheckpointEachEpoch(writer),
+            TrainLog(
+                config.model_dir,
+                config.batch_size * config.gradient_accumulation_steps,
+                config.log_every,
+                enabled=chief,
+            ),
         ],
         verbose=keras_verbose(config.verbose),
         shuffle=False,
     )
-
-
-def _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer):
-    """strategy.run over the pretrainer's `apply_update`: the path for
-    MultiWorkerMirroredStrategy."""
-    optimizer = pretrainer.optimizer
-    run_steps = steps.update_function(strategy, pretrainer)
-    iterator = iter(dataset)
-    chunk = min(config.steps_per_execution, config.checkpoint_every)
-    log.restart_clock()
-    for _ in range(
-        start_step // config.checkpoint_every, config.train_steps // config.checkpoint_every
-    ):
-        for metric in pretrainer.metrics:
-            metric.reset_state()
-        done = 0
-        while done < config.checkpoint_every:
-            run_steps(iterator, tf.constant(chunk))
-            done += chunk
-            step = optimizer_step(optimizer)
-            values = steps.metric_values(pretrainer, skip=("loss",))
-            check_losses(values, step, optimizer, writer.directory)
-            if step % config.log_every == 0 and step != log.last_step:
-                log.write(values, step)
-        writer.save(optimizer_step(optimizer))
 
 
 def evaluate(
@@ -412,7 +390,7 @@ def evaluate(
 
     for _, batch in zip(range(config.eval_steps), dataset):
         eval_step(batch)
-    return steps.metric_values(pretrainer, skip=("loss",))
+    return metric_values(pretrainer, skip=("loss",))
 
 
 def pretrain(config: PretrainConfig | dict | str) -> dict[str, float]:
@@ -492,8 +470,6 @@ def _pretrain_locked(config: PretrainConfig) -> dict[str, float]:
 
 
 def _pretrain(config, strategy):
-    multi_worker = distribute.is_multi_worker(strategy)
-    custom_loop = config.train_loop == "custom" or (config.train_loop == "auto" and multi_worker)
     chief = distribute.is_chief(strategy)
     tf.io.gfile.makedirs(config.model_dir)
     if chief:
@@ -511,9 +487,11 @@ def _pretrain(config, strategy):
             gradient_accumulation_steps=config.gradient_accumulation_steps,
             jit_compile=resolve_jit_compile(config.jit_compile),
             steps_per_execution=config.steps_per_execution,
+            train_loop=config.train_loop,
         )
         # Built now so that restoring fills every slot variable at once.
         pretrainer.optimizer.build(pretrainer.trainable_variables)
+    custom_loop = runs_custom_loop(pretrainer)
     # The model and its optimizer under their own keys (those of every
     # checkpoint written so far).
     writer = CheckpointWriter(
@@ -533,22 +511,13 @@ def _pretrain(config, strategy):
             f"({config.checkpoint_every}); keep checkpoint_every when resuming"
         )
 
-    log = TrainingLog(
-        config.model_dir,
-        pretrainer.optimizer,
-        config.batch_size * config.gradient_accumulation_steps,
-        enabled=chief,
-    )
     if start_step < config.train_steps:
         dataset = distributed_dataset(
             strategy, config, config.train_files, is_training=True, skip_steps=start_step
         )
-        if custom_loop:
-            _custom_loop(strategy, pretrainer, dataset, config, start_step, log, writer)
-        else:
-            _fit(pretrainer, dataset, config, start_step, log, writer)
+        _fit(pretrainer, dataset, config, start_step, writer, chief)
 
-    results = steps.metric_values(pretrainer, skip=("loss",))
+    results = metric_values(pretrainer, skip=("loss",))
     if config.eval_files:
         results = evaluate(strategy, pretrainer, config, custom_loop)
     if chief:

@@ -16,10 +16,11 @@ from keras_bert.dataset_options import (
     array_batches,
     class_weights_per_row,
     default_batch_size,
+    epoch_batches,
+    ordered_batches,
     split_validation,
     without_autotune,
 )
-from keras_bert.training.finetuning_data import epoch_dataset
 
 
 def rows_of(dataset, leaf=lambda element: element):
@@ -202,6 +203,7 @@ def test_finetuning_epochs_read_without_it():
         "targets": np.arange(6),
         "weights": None,
     }
-    dataset = epoch_dataset(data, batch_size=4, seed=0, epoch=0, seq_length=8)
+    batches = epoch_batches(np.full([6], 8), batch_size=4, seed=0, epoch=0)
+    dataset = ordered_batches(data["features"], data["targets"], batches=batches)
     assert dataset.options().autotune.enabled is False
     assert sorted(np.concatenate([t for _, t in dataset.as_numpy_iterator()])) == list(range(6))

@@ -14,11 +14,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert import BertConfig, BertEncoder, BertPreprocessor, BertSentenceEncoder, cli
+from keras_bert import (
+    BertConfig,
+    BertEncoder,
+    BertPreprocessor,
+    BertSentenceEncoder,
+    cli,
+    dataset_options,
+)
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.datasets import retrieval
 from keras_bert.datasets.text_rows import read_text_rows
-from keras_bert.training import finetuning, finetuning_data, finetuning_run
+from keras_bert.models.batch_trimming import trim_features_batch
+from keras_bert.training import finetuning, finetuning_run
+from keras_bert.training.callbacks import ExactResume, StopOnNonFiniteLoss
 from keras_bert.training.finetuning import FinetuneConfig
 
 from repo_paths import REPO_ROOT
@@ -141,11 +150,18 @@ def test_training_lowers_the_loss_and_moves_dev_mrr(tmp_path):
             finetuning.preprocessor_of(config, tokenizer),
         )
 
-    run = finetuning_run.FinetuneRun(config, task, train, train, None, build_model, None)
-    before = task.score(run.model, train)["mrr@10"]
+    strategy = tf.distribute.get_strategy()
+    before_training = finetuning_run.compiled_run(config, task, train, None, build_model, strategy)
+    before = task.score(before_training.model, train)["mrr@10"]
     losses = []
-    run.after_steps = lambda logs: losses.append(float(logs["loss"])) if "loss" in logs else None
-    result = run.run()
+    original = StopOnNonFiniteLoss.on_train_batch_end
+    StopOnNonFiniteLoss.on_train_batch_end = lambda self, batch, logs=None: losses.append(
+        float(logs["loss"])
+    )
+    try:
+        result = finetuning_run.train(config, task, train, train, None, build_model, strategy)
+    finally:
+        StopOnNonFiniteLoss.on_train_batch_end = original
     assert losses[-1] < losses[0]
     assert result.dev["mrr@10"] > before
 
@@ -221,13 +237,14 @@ def test_killed_after_epoch_1_the_rerun_ends_as_the_uninterrupted_run(tmp_path, 
     whole = finetuning.finetune(FinetuneConfig(**settings, output_dir=str(tmp_path / "whole")))
 
     output = str(tmp_path / "killed")
-    original = finetuning_run.FinetuneRun._end_epoch
+    original = ExactResume.on_epoch_begin
 
-    def end_epoch(self, epoch):  # dies after epoch 1's dev score and checkpoint
-        original(self, epoch)
-        raise _Killed()
+    def on_epoch_begin(self, epoch, logs=None):  # dies after epoch 1's dev score and checkpoint
+        original(self, epoch, logs)
+        if epoch == 1:
+            raise _Killed()
 
-    monkeypatch.setattr(finetuning_run.FinetuneRun, "_end_epoch", end_epoch)
+    monkeypatch.setattr(ExactResume, "on_epoch_begin", on_epoch_begin)
     with pytest.raises(_Killed):
         finetuning.finetune(FinetuneConfig(**settings, output_dir=output))
     assert tf.train.latest_checkpoint(os.path.join(output, "checkpoints")).endswith("ckpt-6")
@@ -257,27 +274,30 @@ def test_in_memory_columns_train_as_the_file_does(tmp_path):
 
 
 def test_epoch_batches_of_text_columns_are_cut_each_to_its_longest(tmp_path):
-    """One element per update: each column's padding cut to its own longest
-    row; no targets for rows of texts; every row once per epoch."""
+    """One element per update, every row once per epoch in the seed's order,
+    no targets for rows of texts; the step cuts each column's padding to its
+    own longest row."""
     model = BertSentenceEncoder(
         BertEncoder(BertConfig.preset("tiny")),
         preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=64),
     )
     features, targets, weights = model.encode_text(read_text_rows(PAIRS).fit_inputs()[0])
-    data = {"features": features, "targets": targets, "weights": weights}
-    assert finetuning_data.num_rows(data) == 48
-    batches = list(finetuning_data.epoch_dataset(data, 16, 0, 0, 64))
-    assert len(batches) == 3 and all(len(batch) == 1 for batch in batches)
-    order = finetuning_data.epoch_order(48, 0, 0)
-    for i, (batch,) in enumerate(batches):
+    assert targets is None and weights is None
+    lengths = dataset_options.row_lengths(features)
+    plan = dataset_options.epoch_batches(lengths, 16, 0, 0)
+    batches = list(dataset_options.ordered_batches(features, batches=plan))
+    assert len(batches) == 3 and all(set(batch) == {"anchor", "positive"} for batch in batches)
+    order = dataset_options.epoch_order(48, 0, 0)
+    for i, batch in enumerate(batches):
         rows = order[16 * i : 16 * (i + 1)]
+        trimmed = trim_features_batch(batch)[0]
         for name in ("anchor", "positive"):
             mask = features[name]["input_mask"][rows]
             longest = int(mask.sum(axis=1).max())
-            width = batch[name]["input_mask"].shape[1]
+            width = trimmed[name]["input_mask"].shape[1]
             assert longest <= width < longest + 8 or width == 64, (name, width, longest)
             np.testing.assert_array_equal(
-                batch[name]["input_ids"], features[name]["input_ids"][rows][:, :width]
+                trimmed[name]["input_ids"], features[name]["input_ids"][rows][:, :width]
             )
 
 

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert import BertConfig, BertEncoder, checkpoints, cli
+from keras_bert import BertConfig, BertEncoder, checkpoints, cli, dataset_options
 from keras_bert.datasets import squad
 from keras_bert.datasets.tagging import read_conll
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
-from keras_bert.training import finetuning, finetuning_data, finetuning_run, optimization
+from keras_bert.training import finetuning, finetuning_run, optimization
+from keras_bert.training.callbacks import ExactResume
 from keras_bert.training.finetuning import FinetuneConfig
 
 CONFIG = BertConfig(
@@ -65,13 +66,23 @@ def test_every_epoch_is_one_full_pass(bucket_by_length, monkeypatch, tiny_vocab_
         "targets": np.random.default_rng(0).integers(0, 2, 70),
         "weights": None,
     }
+    lengths = dataset_options.row_lengths(data["features"])
+    width = 48 if bucket_by_length else None
     batches = list(
-        finetuning_data.epoch_dataset(data, 8, 0, 0, 48, bucket_by_length=bucket_by_length)
+        dataset_options.ordered_batches(
+            data["features"],
+            data["targets"],
+            batches=dataset_options.epoch_batches(lengths, 8, 0, 0, bucket_width=width),
+        )
     )
     expected = len(batches)
     assert expected > 9 if bucket_by_length else expected == 9
     assert sum(len(b[1]) for b in batches) == 70  # every row once
-    assert finetuning_data.batches_per_epoch(data, 8, 48, bucket_by_length) == expected
+    # Each bucketed batch's rows within one bucket: [0, 16), [16, 32), [32, 48].
+    if bucket_by_length:
+        for features, _ in batches:
+            lengths = np.asarray(features["input_mask"]).sum(axis=1)
+            assert len(set(np.searchsorted([16, 32], lengths, side="right"))) == 1
     # The command's run: texts read from a file, encoded by the model's preprocessor.
     train = _write_sentiment(tmp_path / "train.tsv", 70, seed=0)
     config = FinetuneConfig(
@@ -85,8 +96,12 @@ def test_every_epoch_is_one_full_pass(bucket_by_length, monkeypatch, tiny_vocab_
         bucket_by_length=bucket_by_length,
     )
     texts = [line.split("\t")[1] for line in open(train).read().splitlines()[1:]]
-    encoded = {"features": BertPreprocessor(tiny_vocab_file, seq_length=48).encode(texts)}
-    per_epoch = finetuning_data.batches_per_epoch(encoded, 8, 48, bucket_by_length)
+    encoded = BertPreprocessor(tiny_vocab_file, seq_length=48).encode(texts)
+    per_epoch = len(
+        dataset_options.epoch_batches(
+            dataset_options.row_lengths(encoded), 8, 0, 0, bucket_width=width
+        )
+    )
     monkeypatch.setattr(finetuning, "load_encoder", lambda *args: BertEncoder(CONFIG))
     assert finetuning.finetune(config)["steps"] == 3 * per_epoch
 
@@ -451,32 +466,21 @@ def test_the_command_and_fit_take_the_same_steps(tmp_path, tiny_vocab_file):
             BertEncoder(CONFIG, dtype=dtype), finetuning.preprocessor_of(config, tokenizer)
         )
 
-    command = finetuning_run.FinetuneRun(
-        config, task, data, None, None, build_model=build_model, save_model=None
-    ).run()
+    command = finetuning_run.train(
+        config, task, data, None, None, build_model, tf.distribute.get_strategy()
+    )
 
     keras.utils.set_random_seed(config.seed)  # as the command seeds its run
     model = build_model()
     x, y = data
-    features, targets, _ = model.encode_text(x, y)
-    steps = finetuning_data.batches_per_epoch({"features": features}, 8, 16)
+    steps = 5  # 40 rows in batches of 8
     model.compile(
         optimizer=optimization.create_adamw(
             config.learning_rate, 2 * steps, int(0.1 * 2 * steps), weight_decay=0.01, clipnorm=1.0
         )
     )
-    for epoch in range(2):  # the command's batches: a function of (seed, epoch)
-        model.fit(
-            finetuning_data.epoch_dataset(
-                {"features": features, "targets": targets, "weights": None},
-                8,
-                config.seed,
-                epoch,
-                16,
-            ),
-            epochs=1,
-            verbose=0,
-        )
+    # The command's batches: a function of (seed, epoch), the callback's.
+    model.fit(x, y, batch_size=8, epochs=2, verbose=0, callbacks=[ExactResume(None, seed=7)])
     assert command.steps == 2 * steps == int(model.optimizer.iterations)
     for ours, theirs in zip(command.model.get_weights(), model.get_weights()):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from keras_bert import BertConfig, BertEncoder
 from keras_bert.training import finetuning, finetuning_run
+from keras_bert.training.callbacks import ExactResume
 from keras_bert.training.finetuning import FinetuneConfig
 
 from loopback_cluster import printed_json, run_workers
@@ -84,14 +85,14 @@ class _Killed(Exception):
 
 def _crash_after(monkeypatch, step):
     """Makes the run die right after the update `step` (and its checkpoint)."""
-    original = finetuning_run.FinetuneRun.after_steps
+    original = ExactResume.on_train_batch_end
 
-    def after_steps(self, logs):
-        original(self, logs)
-        if self.step == step:
+    def on_train_batch_end(self, batch, logs=None):
+        original(self, batch, logs)
+        if int(self.model.optimizer.iterations.numpy()) == step:
             raise _Killed()
 
-    monkeypatch.setattr(finetuning_run.FinetuneRun, "after_steps", after_steps)
+    monkeypatch.setattr(ExactResume, "on_train_batch_end", on_train_batch_end)
 
 
 def test_resume_keeps_the_best_model_and_the_early_stopping_state(
@@ -127,7 +128,7 @@ def test_resume_keeps_the_best_model_and_the_early_stopping_state(
     with pytest.raises(_Killed):
         finetuning.finetune(FinetuneConfig(**fields, output_dir=output))
     assert sorted(os.listdir(output)) == ["best", "checkpoints"]
-    assert json.load(open(os.path.join(output, "best", "dev_results.json")))["best_epoch"] == 1
+    assert json.load(open(os.path.join(output, "best", "best.json")))["best_epoch"] == 1
     assert tf.train.latest_checkpoint(os.path.join(output, "checkpoints")).endswith("ckpt-8")
     monkeypatch.undo()
     resumed = finetuning.finetune(FinetuneConfig(**fields, output_dir=output))
@@ -230,24 +231,15 @@ def test_mixed_precision_fine_tuning(tmp_path, tiny_vocab_file, precision):
     tokenizer = finetuning.resolve_tokenizer(config)[0]
     task = finetuning.make_task(config)
     data = task.read(train, training=True)
-    run = finetuning_run.FinetuneRun(
-        config,
-        task,
-        data,
-        None,
-        None,
-        build_model=lambda dtype: task.build_model(
-            finetuning.load_encoder(None, "tiny", dtype),
-            finetuning.preprocessor_of(config, tokenizer),
-        ),
-        save_model=None,
-    )
+    strategy = tf.distribute.get_strategy()
+    build = finetuning._model_builder(config, task, tokenizer)
+    run = finetuning_run.compiled_run(config, task, data, None, build, strategy)
     dtypes = {layer.compute_dtype for layer in run.model.encoder._flatten_layers()}
     assert precision in dtypes
     # float16 gradients underflow without loss scaling; bfloat16 has float32's range.
     scaled = isinstance(run.model.optimizer, keras.optimizers.LossScaleOptimizer)
     assert scaled == (precision == "float16")
-    result = run.run()
+    result = finetuning_run.train(config, task, data, None, None, build, strategy)
     assert result.steps == 2
     assert all(np.isfinite(w).all() for w in result.model.get_weights())
 

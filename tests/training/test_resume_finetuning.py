@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from test_finetuning_runs import _crash_after, _encoder_file, _Killed, _sentiment, _weights
 
+from keras_bert.dataset_options import epoch_order
 from keras_bert.datasets.text_classification import read_text_examples
 from keras_bert.errors import UserError
 from keras_bert.training import finetuning
 from keras_bert.training.finetuning import FinetuneConfig, resume_finetuning
-from keras_bert.training.finetuning_data import epoch_order
 from keras_bert.training.optimization import WarmupLinearDecay
 
 from harness import tolerance
