@@ -66,6 +66,8 @@ _LAZY_CLASSES = {
     "BertSentenceEncoder": "keras_bert.models",
     "BertSpanExtractor": "keras_bert.models",
     "BertTokenClassifier": "keras_bert.models",
+    "ModernBertConfig": "keras_bert.modernbert_config",
+    "ModernBertEncoder": "keras_bert.models.modernbert",
     "BertPretrainer": "keras_bert.models.pretrainer",
     "BertPreprocessor": "keras_bert.preprocessing.preprocessor",
     "BertTokenizer": "keras_bert.text.tokenizer",
