@@ -68,6 +68,7 @@ _LAZY_CLASSES = {
     "BertTokenClassifier": "keras_bert.models",
     "ModernBertConfig": "keras_bert.modernbert_config",
     "ModernBertEncoder": "keras_bert.models.modernbert",
+    "ModernBertMaskedLM": "keras_bert.models.modernbert_masked_lm",
     "BertPretrainer": "keras_bert.models.pretrainer",
     "BertPreprocessor": "keras_bert.preprocessing.preprocessor",
     "BertTokenizer": "keras_bert.text.tokenizer",

@@ -90,3 +90,62 @@ class PredictionHead(FastKernelsOption, keras.layers.Layer):
                 "initializer_range": self.initializer_range,
             }
         )
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class ModernBertMaskedLMHead(PredictionHead):
+    """(B, T, H) -> logits (B, T, V): the prediction head, then the token
+    embedding table as the output layer (tied, as HuggingFace's
+    `ModernBertForMaskedLM`), plus a bias of its own when `decoder_bias`."""
+
+    def __init__(
+        self,
+        token_embedding: keras.layers.Embedding,
+        decoder_bias: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.token_embedding = token_embedding
+        self.decoder_bias = decoder_bias
+
+    def build(self, hidden_shape: tuple) -> None:
+        if not self.token_embedding.built:  # one rebuilt by from_config, not yet shared
+            self.token_embedding.build()
+        super().build(hidden_shape)
+        self.output_bias = (
+            self.add_weight(
+                name="output_bias", shape=(self.token_embedding.input_dim,), initializer="zeros"
+            )
+            if self.decoder_bias
+            else None
+        )
+
+    def call(self, hidden: tf.Tensor) -> tf.Tensor:
+        transformed = super().call(hidden)  # (B, T, H)
+        table = ops.cast(self.token_embedding.embeddings, transformed.dtype)  # (V, H)
+        # Logits in float32: the softmax over the vocabulary loses too much in 16 bits.
+        logits = ops.cast(ops.einsum("bth,vh->btv", transformed, table), "float32")
+        if self.output_bias is not None:
+            logits = logits + ops.cast(self.output_bias, "float32")
+        return logits  # (B, T, V)
+
+    def compute_output_shape(self, hidden_shape: tuple) -> tuple:
+        return (*hidden_shape[:-1], self.token_embedding.input_dim)
+
+    def get_config(self) -> dict:
+        # The embedding layer is the encoder's: the masked-LM model passes it
+        # again when rebuilt; serialized here too, so the head rebuilds alone.
+        return {
+            **super().get_config(),
+            "token_embedding": keras.saving.serialize_keras_object(self.token_embedding),
+            "decoder_bias": self.decoder_bias,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict) -> ModernBertMaskedLMHead:
+        config = dict(config)
+        if isinstance(config.get("token_embedding"), dict):
+            config["token_embedding"] = keras.saving.deserialize_keras_object(
+                config["token_embedding"]
+            )
+        return cls(**config)
