@@ -47,6 +47,9 @@ class ModernBertEncoder(keras.Model):
     block's (B, T, H) output (the residual stream, before the final norm).
     """
 
+    # The inputs a task model built on the encoder gives it (`BertClassifier`).
+    input_features = MODERNBERT_INPUTS
+
     def __init__(
         self,
         config: ModernBertConfig | dict,
