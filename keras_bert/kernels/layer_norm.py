@@ -58,16 +58,18 @@ def layer_norm(
 @keras.saving.register_keras_serializable(package="keras_bert")
 class FastLayerNorm(FastKerasLayer, keras.layers.LayerNormalization):
     """keras.layers.LayerNormalization (same weights, config and values) whose
-    last-axis case uses `layer_norm`'s closed-form gradient."""
+    last-axis case uses `layer_norm`'s closed-form gradient; without a bias
+    (`center=False`, ModernBERT's norms) too, as a bias of zeros."""
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
         if not (
             self.runs_fast_kernels
-            and self.center
             and self.scale
             and not self.rms_scaling
             and self.axis in (-1, [-1], len(inputs.shape) - 1, [len(inputs.shape) - 1])
         ):
             return super().call(inputs)
-        outputs = layer_norm(inputs, self.gamma, self.beta, self.epsilon)
+        # A constant zero bias: its gradient, a sum over rows, is computed and dropped.
+        beta = self.beta if self.center else tf.zeros_like(self.gamma)
+        outputs = layer_norm(inputs, self.gamma, beta, self.epsilon)
         return tf.cast(outputs, self.compute_dtype)

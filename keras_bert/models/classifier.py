@@ -22,6 +22,7 @@ import tensorflow as tf
 from keras_bert import features
 from keras_bert.dataset_options import split_validation
 from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.modernbert import ModernBertEncoder
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
 from keras_bert.models.unpadded import UNPADDED_CALL_ARGUMENTS
 from keras_bert.models.user_inputs import (
@@ -54,12 +55,12 @@ def deserialize_encoder(encoder: BertEncoder | dict) -> BertEncoder:
     return encoder
 
 
-def encoder_inputs() -> dict[str, keras.KerasTensor]:
-    """The three int32 (B, T) inputs under their original BERT names."""
-    return {
-        name: keras.Input(shape=(None,), dtype="int32", name=name)
-        for name in features.ENCODER_INPUTS
-    }
+def encoder_inputs(encoder: Any = None) -> dict[str, keras.KerasTensor]:
+    """The int32 (B, T) inputs under their original BERT names: the three of
+    BERT, or those the encoder names (`input_features`: a ModernBertEncoder
+    reads no segment ids)."""
+    names = getattr(encoder, "input_features", features.ENCODER_INPUTS)
+    return {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in names}
 
 
 ACTIVATIONS = (None, "softmax", "sigmoid")
@@ -104,7 +105,9 @@ class BertClassifier(TextTask, keras.Model):
     """The paper's classifier: dropout then one dense layer on the pooled `[CLS]`.
 
     Args:
-      encoder: a `BertEncoder` (pretrained weights loaded beforehand).
+      encoder: a `BertEncoder` (pretrained weights loaded beforehand), or a
+        `ModernBertEncoder` (its `pooled_output` ModernBERT's head on [CLS] or
+        the mean; ids in, as it reads no segment ids and no WordPiece text).
       num_classes: number of classes; 1 makes a regressor (STS-B) whose
         single output is the predicted score.
       dropout: dropout rate before the output layer (the paper keeps 0.1).
@@ -140,7 +143,7 @@ class BertClassifier(TextTask, keras.Model):
 
     def __init__(
         self,
-        encoder: BertEncoder | dict,
+        encoder: BertEncoder | ModernBertEncoder | dict,
         num_classes: int,
         dropout: float = 0.1,
         label_names: Sequence[str] | None = None,
@@ -150,7 +153,8 @@ class BertClassifier(TextTask, keras.Model):
         multi_label: bool = False,
         **kwargs: Any,
     ) -> None:
-        encoder = deserialize_encoder(encoder)
+        if not isinstance(encoder, ModernBertEncoder):  # its config dict loads as itself too
+            encoder = deserialize_encoder(encoder)
         preprocessor = deserialize_preprocessor(preprocessor)
         num_classes = check_number(num_classes, "num_classes")
         if label_names is not None and len(label_names) != num_classes:
@@ -193,7 +197,7 @@ class BertClassifier(TextTask, keras.Model):
         )
 
         # === Functional Model ===
-        inputs = encoder_inputs()
+        inputs = encoder_inputs(encoder)
         pooled = encoder(inputs)["pooled_output"]  # (B, H)
         logits = output_layer(dropout_layer(pooled))  # (B, C)
         outputs = logits if probabilities is None else probabilities(logits)

@@ -1,0 +1,175 @@
+"""A ModernBERT-style encoder's training step against BERT's, at one width and depth, on CPU.
+
+Both sides are keras_bert encoders (`ModernBertEncoder`, `BertEncoder`) of the
+same hidden size, heads and layers; the feed-forward widths give the same
+products per token (BERT's two H x 4H products against the GeGLU's H x 2F and
+F x H: F = 8H/3). Dropout 0 on both (ModernBERT trains without it). The step
+is one forward and backward pass of a loss on both outputs and an Adam
+update, in a `tf.function`, on random ids with a quarter of each batch padded.
+
+Method: each window runs `--steps` timed steps per side after 2 untimed ones
+(tracing, first allocations), the sides alternate within a window (rotated
+order); each side's figure is the best of `--windows` windows (the machine is
+shared and noisy), and the ratio is ModernBERT's step time over BERT's.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/modern_block_speed.py \\
+        [--hidden 384] [--layers 4] [--heads 6] [--batch 16] [--length 128] [--windows 3] [--steps 5]
+
+Writes benchmarks/results/modern_block_speed.{md,json} (`results_file`).
+"""
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from keras_bert.cli.startup import use_fast_cpu_training_settings  # noqa: E402
+
+use_fast_cpu_training_settings()  # before TensorFlow loads: it reads them once
+
+import results_file  # noqa: E402
+
+WARMUP_STEPS = 2
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hidden", type=int, default=384)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=6)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--length", type=int, default=128)
+    parser.add_argument("--local-attention", type=int, default=128)
+    parser.add_argument("--windows", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=5)
+    results_file.add_arguments(parser, "modern_block_speed")
+    return parser.parse_args(argv)
+
+
+def encoders(args):
+    """{"bert": BertEncoder, "modernbert": ModernBertEncoder}, same width and depth."""
+    from keras_bert import BertConfig, BertEncoder, ModernBertConfig, ModernBertEncoder
+
+    shape = dict(
+        vocab_size=30522,
+        hidden_size=args.hidden,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.heads,
+    )
+    bert = BertEncoder(
+        BertConfig(
+            **shape,
+            intermediate_size=4 * args.hidden,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        )
+    )
+    modern = ModernBertEncoder(
+        ModernBertConfig(
+            **shape,
+            intermediate_size=round(8 * args.hidden / 3),
+            local_attention=args.local_attention,
+        )
+    )
+    return {"bert": bert, "modernbert": modern}
+
+
+def batch(encoder, args):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 30000, (args.batch, args.length)).astype("int32")
+    mask = np.ones_like(ids)
+    mask[: args.batch // 4, args.length // 2 :] = 0  # a quarter of the rows half padding
+    ids[mask == 0] = 0
+    features = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
+    return {name: features[name] for name in encoder.input}
+
+
+def train_step(encoder):
+    """One forward, backward and Adam update, traced once."""
+    import keras
+    import tensorflow as tf
+
+    optimizer = keras.optimizers.Adam(1e-5)
+    optimizer.build(encoder.trainable_variables)
+
+    @tf.function
+    def step(features):
+        with tf.GradientTape() as tape:
+            outputs = encoder(features, training=True)
+            # Every weight in the loss (the pooler's too), on both sides alike.
+            loss = tf.reduce_mean(tf.square(outputs["sequence_output"])) + tf.reduce_mean(
+                tf.square(outputs["pooled_output"])
+            )
+        grads = tape.gradient(loss, encoder.trainable_variables)
+        optimizer.apply_gradients(zip(grads, encoder.trainable_variables))
+        return loss
+
+    return step
+
+
+def measure(args):
+    """Seconds per step, per side and window."""
+    sides = {}
+    for name, encoder in encoders(args).items():
+        step, features = train_step(encoder), batch(encoder, args)
+        for _ in range(WARMUP_STEPS):
+            step(features).numpy()
+        sides[name] = (step, features)
+    names = list(sides)
+    per_window = {name: [] for name in names}
+    for window in range(args.windows):
+        order = names[window % 2 :] + names[: window % 2]
+        for name in order:
+            step, features = sides[name]
+            start = time.perf_counter()
+            for _ in range(args.steps):
+                step(features).numpy()
+            per_window[name].append((time.perf_counter() - start) / args.steps)
+    return per_window
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    per_window = measure(args)
+    best = {name: min(times) for name, times in per_window.items()}
+    ratio = best["modernbert"] / best["bert"]
+    window_ratios = [m / b for m, b in zip(per_window["modernbert"], per_window["bert"])]
+    table = "\n".join(
+        [
+            "| encoder | best step, ms | windows, ms |",
+            "|---|---|---|",
+            *(
+                f"| {name} | {1000 * best[name]:.1f} | "
+                + ", ".join(f"{1000 * t:.1f}" for t in per_window[name])
+                + " |"
+                for name in per_window
+            ),
+            "",
+            f"ModernBERT / BERT step time: {ratio:.3f} (per window: "
+            + ", ".join(f"{r:.3f}" for r in window_ratios)
+            + ")",
+        ]
+    )
+    print(table)
+    if not args.no_results:
+        results_file.write(
+            args.results_name,
+            "A ModernBERT-style training step against BERT's",
+            table=table,
+            argv=argv,
+            figures={
+                "seconds_per_step": per_window,
+                "best": best,
+                "ratio": ratio,
+                "shape": vars(args) | {"results_dir": None},
+            },
+            method=f"{args.steps} timed steps per window, best of {args.windows} windows, "
+            f"hidden {args.hidden}, {args.layers} layers, {args.heads} heads, batch "
+            f"{args.batch} x {args.length}, float32, dropout 0.",
+        )
+
+
+if __name__ == "__main__":
+    main()

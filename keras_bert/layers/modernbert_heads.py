@@ -1,0 +1,151 @@
+"""ModernBERT's heads: the prediction head (dense -> activation -> LayerNorm)
+that both its classifier and its masked-LM read, and the pooling before the
+classifier's ([CLS] or the mean of the real tokens).
+
+Legend for shape comments: B = batch, T = sequence length, H = hidden size,
+V = vocabulary size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from keras_bert.kernels.dense import FastDense
+from keras_bert.kernels.layer_norm import FastLayerNorm
+from keras_bert.kernels.switch import FastKernelsOption
+from keras_bert.layers.activations import get_activation
+
+
+def pool_tokens(hidden: tf.Tensor, input_mask: tf.Tensor, pooling: str) -> tf.Tensor:
+    """(B, T, H), (B, T) -> (B, H): [CLS] (`"cls"`), or the mean of the real
+    positions (`"mean"`: in a local layer [CLS] sees only its window, so on
+    long inputs the mean can read more of the text)."""
+    if pooling == "cls":
+        return hidden[:, 0, :]
+    mask = ops.cast(input_mask, hidden.dtype)[:, :, None]  # (B, T, 1)
+    return ops.sum(hidden * mask, axis=1) / ops.maximum(ops.sum(mask, axis=1), 1.0)
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class PredictionHead(FastKernelsOption, keras.layers.Layer):
+    """(..., H) -> (..., H): dense, activation, LayerNorm (HuggingFace's
+    `ModernBertPredictionHead`)."""
+
+    def __init__(
+        self,
+        activation: str = "gelu",
+        use_bias: bool = False,
+        norm_bias: bool = False,
+        norm_epsilon: float = 1e-5,
+        initializer_range: float = 0.02,
+        fast_kernels: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._init_fast_kernels(fast_kernels)
+        self.activation = activation
+        self.use_bias = use_bias
+        self.norm_bias = norm_bias
+        self.norm_epsilon = norm_epsilon
+        self.initializer_range = initializer_range
+        self.activation_fn = get_activation(activation, self.runs_fast_kernels)
+        self.layer_norm = FastLayerNorm(
+            epsilon=norm_epsilon,
+            center=norm_bias,
+            dtype=self.dtype_policy,
+            name="layer_norm",
+            fast_kernels=fast_kernels,
+        )
+
+    def build(self, hidden_shape: tuple) -> None:
+        self.dense = FastDense(
+            hidden_shape[-1],
+            use_bias=self.use_bias,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range),
+            dtype=self.dtype_policy,
+            name="dense",
+            fast_kernels=self.fast_kernels,
+        )
+        self.dense.build(hidden_shape)
+        self.layer_norm.build(hidden_shape)
+
+    def call(self, hidden: tf.Tensor) -> tf.Tensor:
+        return self.layer_norm(self.activation_fn(self.dense(hidden)))
+
+    def compute_output_shape(self, hidden_shape: tuple) -> tuple:
+        return hidden_shape
+
+    def get_config(self) -> dict:
+        return self._fast_kernels_config(
+            {
+                **super().get_config(),
+                "activation": self.activation,
+                "use_bias": self.use_bias,
+                "norm_bias": self.norm_bias,
+                "norm_epsilon": self.norm_epsilon,
+                "initializer_range": self.initializer_range,
+            }
+        )
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class ModernBertMaskedLMHead(PredictionHead):
+    """(B, T, H) -> logits (B, T, V): the prediction head, then the token
+    embedding table as the output layer (tied, as HuggingFace's
+    `ModernBertForMaskedLM`), plus a bias of its own when `decoder_bias`."""
+
+    def __init__(
+        self,
+        token_embedding: keras.layers.Embedding,
+        decoder_bias: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.token_embedding = token_embedding
+        self.decoder_bias = decoder_bias
+
+    def build(self, hidden_shape: tuple) -> None:
+        if not self.token_embedding.built:  # one rebuilt by from_config, not yet shared
+            self.token_embedding.build()
+        super().build(hidden_shape)
+        self.output_bias = (
+            self.add_weight(
+                name="output_bias", shape=(self.token_embedding.input_dim,), initializer="zeros"
+            )
+            if self.decoder_bias
+            else None
+        )
+
+    def call(self, hidden: tf.Tensor) -> tf.Tensor:
+        transformed = super().call(hidden)  # (B, T, H)
+        table = ops.cast(self.token_embedding.embeddings, transformed.dtype)  # (V, H)
+        # Logits in float32: the softmax over the vocabulary loses too much in 16 bits.
+        logits = ops.cast(ops.einsum("bth,vh->btv", transformed, table), "float32")
+        if self.output_bias is not None:
+            logits = logits + ops.cast(self.output_bias, "float32")
+        return logits  # (B, T, V)
+
+    def compute_output_shape(self, hidden_shape: tuple) -> tuple:
+        return (*hidden_shape[:-1], self.token_embedding.input_dim)
+
+    def get_config(self) -> dict:
+        # The embedding layer is the encoder's: the masked-LM model passes it
+        # again when rebuilt; serialized here too, so the head rebuilds alone.
+        return {
+            **super().get_config(),
+            "token_embedding": keras.saving.serialize_keras_object(self.token_embedding),
+            "decoder_bias": self.decoder_bias,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict) -> ModernBertMaskedLMHead:
+        config = dict(config)
+        if isinstance(config.get("token_embedding"), dict):
+            config["token_embedding"] = keras.saving.deserialize_keras_object(
+                config["token_embedding"]
+            )
+        return cls(**config)

@@ -1,0 +1,191 @@
+"""ModernBertEncoder: a ModernBERT-style encoder (Warner et al., 2024) as a
+Keras 3 functional model, beside `BertEncoder`.
+
+Token embeddings, LayerNorm, dropout (no position or segment embeddings:
+rotary embeddings inside attention say where a token is), N pre-norm blocks
+whose attention is global every `global_attn_every_n_layers` layers and a
+sliding window in between, a final LayerNorm; the pooled output is
+ModernBERT's classification head on [CLS] or the mean of the real tokens.
+
+Padding: the mask bias hides padded keys from every query, and rotary
+positions count from the first token, so a right-padded batch (BERT's
+layout) gives each real position what the sequence alone gives.
+
+Legend for shape comments: B = batch, T = sequence length, H = hidden size,
+L = number of layers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import keras
+import numpy as np
+
+from keras_bert.checkpoints import modernbert as checkpoint
+from keras_bert.kernels import precision
+from keras_bert.kernels.dropout import FastDropout
+from keras_bert.kernels.layer_norm import FastLayerNorm
+from keras_bert.layers.embeddings import AttentionMaskBias
+from keras_bert.layers.modernbert_block import PreNormBlock, SlidingWindowMaskBias
+from keras_bert.layers.modernbert_heads import PredictionHead, pool_tokens
+from keras_bert.models.user_inputs import check_model_keywords
+from keras_bert.modernbert_config import ModernBertConfig
+
+# What the encoder reads: no segment ids (ModernBERT has no segment embeddings).
+MODERNBERT_INPUTS = ("input_ids", "input_mask")
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class ModernBertEncoder(keras.Model):
+    """ModernBERT (Warner et al., 2024).
+
+    Inputs: `input_ids`, `input_mask`, int32 of shape (B, T), right-padded.
+    Outputs: a dict with `sequence_output` (B, T, H), the last block's output
+    after the final LayerNorm; `pooled_output` (B, H), the prediction head on
+    [CLS] or the mean (`config.classifier_pooling`); `encoder_outputs`, each
+    block's (B, T, H) output (the residual stream, before the final norm).
+    """
+
+    # The inputs a task model built on the encoder gives it (`BertClassifier`).
+    input_features = MODERNBERT_INPUTS
+
+    def __init__(
+        self,
+        config: ModernBertConfig | dict,
+        dtype: str | keras.DTypePolicy | None = None,
+        fast_kernels: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        check_model_keywords(type(self), kwargs)  # Keras' functional model would drop them
+        if isinstance(config, dict):
+            config = ModernBertConfig.from_dict(config)
+        dtype = precision.resolve_auto(dtype)
+        fast = {"fast_kernels": fast_kernels}
+        norm: dict[str, Any] = {
+            "epsilon": config.norm_eps,
+            "center": config.norm_bias,
+            "dtype": dtype,
+            **fast,
+        }
+
+        # === Layers ===
+        token_embedding = keras.layers.Embedding(
+            config.vocab_size,
+            config.hidden_size,
+            embeddings_initializer=keras.initializers.TruncatedNormal(
+                stddev=config.initializer_range
+            ),
+            dtype=dtype,
+            name="token_embedding",
+        )
+        embeddings_layer_norm = FastLayerNorm(name="embeddings_layer_norm", **norm)
+        embeddings_dropout = FastDropout(
+            config.embedding_dropout, dtype=dtype, name="embeddings_dropout", **fast
+        )
+        global_mask_bias = AttentionMaskBias(dtype=dtype, name="global_attention_mask_bias")
+        local_mask_bias = SlidingWindowMaskBias(
+            config.window_radius, dtype=dtype, name="local_attention_mask_bias"
+        )
+        blocks = [
+            PreNormBlock(
+                config.num_attention_heads,
+                config.intermediate_size,
+                config.global_rope_theta if config.is_global_layer(i) else config.local_rope_theta,
+                activation=config.hidden_activation,
+                attention_norm=i > 0,  # the embeddings' LayerNorm feeds the first
+                attention_bias=config.attention_bias,
+                mlp_bias=config.mlp_bias,
+                norm_bias=config.norm_bias,
+                norm_epsilon=config.norm_eps,
+                attention_dropout=config.attention_dropout,
+                mlp_dropout=config.mlp_dropout,
+                initializer_range=config.initializer_range,
+                dtype=dtype,
+                name=f"transformer_layer_{i}",
+                **fast,
+            )
+            for i in range(config.num_hidden_layers)
+        ]
+        final_layer_norm = FastLayerNorm(name="final_layer_norm", **norm)
+        pooler = PredictionHead(
+            activation=config.classifier_activation,
+            use_bias=config.classifier_bias,
+            norm_bias=config.norm_bias,
+            norm_epsilon=config.norm_eps,
+            initializer_range=config.initializer_range,
+            dtype=dtype,
+            name="pooler",
+            **fast,
+        )
+
+        # === Functional Model ===
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in MODERNBERT_INPUTS
+        }
+        input_mask = inputs["input_mask"]
+        hidden = embeddings_dropout(embeddings_layer_norm(token_embedding(inputs["input_ids"])))
+        mask_biases = {True: global_mask_bias(input_mask), False: local_mask_bias(input_mask)}
+        layers = []
+        for i, block in enumerate(blocks):
+            hidden = block(hidden, mask_biases[config.is_global_layer(i)])  # (B, T, H)
+            layers.append(hidden)
+        sequence_output = final_layer_norm(hidden)  # (B, T, H)
+        pooled = pooler(pool_tokens(sequence_output, input_mask, config.classifier_pooling))
+        outputs = {
+            "sequence_output": sequence_output,
+            "pooled_output": pooled,  # (B, H)
+            "encoder_outputs": layers,
+        }
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+
+        # === Config ===
+        self.config = config
+        self.fast_kernels = fast_kernels
+        self.token_embedding = token_embedding
+        self.embeddings_layer_norm = embeddings_layer_norm
+        self.embeddings_dropout = embeddings_dropout
+        self.transformer_blocks = blocks
+        self.final_layer_norm = final_layer_norm
+        self.pooler = pooler
+
+    def get_config(self) -> dict:
+        # The layers' policy (a Functional model keeps none of its own), so a
+        # mixed-precision encoder reloads computing as it was built.
+        policy = self.token_embedding.dtype_policy.name
+        return {
+            "config": self.config.to_dict(),
+            "fast_kernels": self.fast_kernels,
+            "dtype": None if policy == "float32" else policy,
+            "name": self.name,
+            "trainable": self.trainable,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict) -> ModernBertEncoder:
+        return cls(**config)
+
+    @classmethod
+    def from_pretrained(
+        cls, folder: str, dtype: str | keras.DTypePolicy | None = None
+    ) -> ModernBertEncoder:
+        """The encoder of a HuggingFace ModernBERT folder (config.json +
+        model.safetensors): `ModernBertModel`, or a task model's encoder (its
+        pooler too where the checkpoint's head is a classifier's)."""
+        return load_encoder_and_heads(folder, dtype)[0]
+
+
+def load_encoder_and_heads(
+    folder: str, dtype: str | keras.DTypePolicy | None = None
+) -> tuple[ModernBertEncoder, dict[str, np.ndarray], Mapping[str, Any]]:
+    """`ModernBertEncoder.from_pretrained`, the task-head tensors left
+    (HuggingFace names, `head.*`, `decoder.*`, ...) and the raw config.json."""
+    config, raw_config = checkpoint.read_config(folder)
+    encoder = ModernBertEncoder(config, dtype=dtype)
+    heads = checkpoint.assign_encoder_weights(
+        encoder,
+        checkpoint.read_tensors(folder),
+        list(raw_config.get("architectures") or []),
+        source=folder,
+    )
+    return encoder, heads, raw_config

@@ -1,0 +1,91 @@
+"""ModernBertMaskedLM: a ModernBertEncoder with HuggingFace's masked-LM head,
+for filling in masked tokens or going on pretraining from a checkpoint.
+
+Legend for shape comments: B = batch, T = sequence length, V = vocabulary size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+from keras_bert.checkpoints import modernbert as checkpoint
+from keras_bert.layers.modernbert_heads import ModernBertMaskedLMHead
+from keras_bert.models.modernbert import (
+    MODERNBERT_INPUTS,
+    ModernBertEncoder,
+    load_encoder_and_heads,
+)
+from keras_bert.models.user_inputs import check_model_keywords
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class ModernBertMaskedLM(keras.Model):
+    """Logits (B, T, V), float32, at every position, from `input_ids` and
+    `input_mask`: dense, activation and LayerNorm on the encoder's
+    `sequence_output`, then the token embedding table (tied) and a bias."""
+
+    def __init__(self, encoder: ModernBertEncoder | dict, **kwargs: Any) -> None:
+        check_model_keywords(type(self), kwargs)
+        if isinstance(encoder, dict):
+            encoder = keras.saving.deserialize_keras_object(encoder)
+        if not isinstance(encoder, ModernBertEncoder):
+            raise TypeError(f"encoder must be a ModernBertEncoder, got {type(encoder).__name__}")
+        config = encoder.config
+
+        # === Layers ===
+        head = ModernBertMaskedLMHead(
+            encoder.token_embedding,
+            decoder_bias=config.decoder_bias,
+            activation=config.classifier_activation,
+            use_bias=config.classifier_bias,
+            norm_bias=config.norm_bias,
+            norm_epsilon=config.norm_eps,
+            initializer_range=config.initializer_range,
+            dtype=encoder.token_embedding.dtype_policy,
+            fast_kernels=encoder.fast_kernels,
+            name="masked_lm",
+        )
+
+        # === Functional Model ===
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in MODERNBERT_INPUTS
+        }
+        logits = head(encoder(inputs)["sequence_output"])  # (B, T, V)
+        super().__init__(inputs=inputs, outputs=logits, **kwargs)
+
+        # === Config ===
+        self.encoder = encoder
+        self.masked_lm_head = head
+
+    def get_config(self) -> dict:
+        return {
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "name": self.name,
+            "trainable": self.trainable,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict) -> ModernBertMaskedLM:
+        return cls(**config)
+
+    @classmethod
+    def from_pretrained(
+        cls, folder: str, dtype: str | keras.DTypePolicy | None = None
+    ) -> ModernBertMaskedLM:
+        """A HuggingFace `ModernBertForMaskedLM` folder: the encoder and the
+        head (`head.*`, `decoder.bias`; the decoder's weight is the tied table)."""
+        encoder, heads, raw_config = load_encoder_and_heads(folder, dtype)
+        if raw_config.get("tie_word_embeddings") is False:
+            raise ValueError(
+                f"{folder}: tie_word_embeddings is false; ModernBertMaskedLM ties its "
+                "output layer to the token embeddings"
+            )
+        model = cls(encoder)
+        head = model.masked_lm_head
+        targets = checkpoint.prediction_head_variables(head)
+        if head.output_bias is not None:
+            targets["decoder.bias"] = (head.output_bias, False)
+        checkpoint.assign(targets, heads, source=folder)
+        return model
