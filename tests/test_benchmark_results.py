@@ -17,6 +17,7 @@ SCRIPTS = (
     "batch1_profile",
     "bbc_retrieval",
     "command_vs_fit",
+    "cpu_serving",
     "first_step",
     "finetuning",
     "finetuning_parity",
@@ -28,7 +29,7 @@ SCRIPTS = (
     "serving_latency",
     "tokenizer",
 )
-PEER_SCRIPTS = ("bbc_retrieval", "finetuning", "finetuning_parity", "inference")
+PEER_SCRIPTS = ("bbc_retrieval", "cpu_serving", "finetuning", "finetuning_parity", "inference")
 
 # An Intel server's flags line, cut: the kernel-deciding flags among others.
 CPUINFO = """processor\t: 0
@@ -557,3 +558,35 @@ def test_the_readme_block_is_replaced_between_its_markers_only():
     assert summary.readme_block(text) == "old | table"
     with pytest.raises(ValueError, match="lacks the markers"):
         summary.readme_block("no table here")
+
+
+def test_cpu_serving_compares_our_fastest_form_with_the_fastest_peer():
+    serving = benchmark_script("cpu_serving")
+    # seconds per call, two windows each: the best window counts
+    seconds = {
+        1: {
+            "keras_bert float32": [0.010, 0.008],
+            "keras_bert int8": [0.009, 0.012],
+            "onnxruntime float32": [0.007, 0.009],
+            "onnxruntime int8": [0.006, 0.010],
+        },
+        32: {
+            "keras_bert float32": [0.100, 0.120],
+            "keras_bert int8": [0.060, 0.070],
+            "onnxruntime float32": [0.140, 0.130],
+            "onnxruntime int8": [0.090, 0.095],
+        },
+    }
+    rows, figures = serving.goal_rows(seconds, [1, 32])
+    # batch 1: 6 ms (onnxruntime int8) / 8 ms (keras_bert float32) = 0.75x, goal 1.0x
+    assert figures["1"] == {
+        "ours": "keras_bert float32",
+        "peer": "onnxruntime int8",
+        "speedup": pytest.approx(0.75),
+        "goal": 1.0,
+    }
+    assert "NOT met" in rows[0]
+    # batch 32: 90 ms / 60 ms = 1.5x, goal 1.5x
+    assert figures["32"]["speedup"] == pytest.approx(1.5)
+    assert rows[1].endswith("1.5x: met |")
+    assert serving.goal_rows({1: {"keras_bert int8": [0.01]}}, [1]) == ([], {})

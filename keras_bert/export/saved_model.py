@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import tensorflow as tf
 
 from keras_bert import safe_output
+from keras_bert.kernels.precision import resolve as resolve_precision
 from keras_bert.progress import Progress
 
 if TYPE_CHECKING:
@@ -140,6 +141,7 @@ def export_saved_model(
     quantize: str | None = None,
     jit_compile: bool = False,
     remove_padding: bool | None = None,
+    precision: str | None = None,
     **task_options: Any,
 ) -> str:
     """Writes `model` + `tokenizer` as a SavedModel at `path` and returns `path`.
@@ -189,6 +191,12 @@ def export_saved_model(
         padding stay the padded model's: run_squad's softmax spans them; the
         answers are the same either way). Off, a batch of full-length texts
         runs 6-9 % faster (its gathers); see `keras_bert.models.unpadded`.
+      precision: what the encoder computes in, named as for training
+        (`keras_bert.kernels.precision.resolve`): None keeps the model's own
+        policy; "float32", "mixed_bfloat16" / "bfloat16" or "auto" (this
+        machine's native precision: bfloat16 where the CPU multiplies it,
+        AVX512_BF16 or AMX, else float32) export a copy in that policy, the
+        same weights. Recorded as `precision` in the export's metadata.
       **task_options: question answering: `version_2_with_negative`,
         `doc_stride`, `max_query_length`, `max_answer_length`, `n_best_size`,
         `null_score_diff_threshold`, `max_windows` (see `export_squad`); a
@@ -209,6 +217,8 @@ def export_saved_model(
     with Progress(2, "steps", detail="building the serving signatures") as bar:
         if getattr(model, "lora_rank", None):
             model = model.merge_lora()  # W + (alpha / r) A B: no adapter products per request
+        if precision is not None:
+            model = precision_copy(model, resolve_precision(precision, "precision"))
         if quantize is not None:
             model = quantized_copy(model, quantize)
         serving = task_serving(model, tokenizer, seq_length, label_names, **task_options)
@@ -268,6 +278,24 @@ def export_saved_model(
             _write_readme(staging, serving, signatures)
         bar.update(2, f"wrote {path}; in Python, load it after `{IMPORT_TEXT_OPS}`")
     return path
+
+
+def precision_copy(model: keras.Model, policy: str) -> keras.Model:
+    """`model` itself if its encoder computes in `policy`, else a copy (same
+    config but the encoder's dtype policy, same weights) that does."""
+    from keras_bert.export.base import model_precision
+
+    if model_precision(model) == policy:
+        return model
+    dtype = None if policy == "float32" else policy
+    config = model.get_config()
+    if "encoder" in config:  # a task model: its encoder's serialized config
+        config["encoder"]["config"]["dtype"] = dtype
+    else:
+        config["dtype"] = dtype
+    copy = type(model).from_config(config)
+    copy.set_weights(model.get_weights())
+    return copy
 
 
 def quantized_copy(model: keras.Model, mode: str) -> keras.Model:

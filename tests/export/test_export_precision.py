@@ -1,0 +1,162 @@
+"""`export_saved_model(..., precision=...)`: the encoder exported in the
+precision it is named (the training rule of `keras_bert.kernels.precision`),
+recorded in the export's metadata, and every form (float32, bfloat16, int8)
+answering as the float32 export does, loaded in a fresh process that imports
+only `tensorflow` and `tensorflow_text`.
+
+Tolerances, from the dtype: bfloat16 keeps 8 bits of mantissa (epsilon 2^-7);
+the tiny classifier's logits come out of about 12 roundings in a row (per
+block: the attention's projections, scores, softmax and context, the output
+projection, the feed-forward pair and two LayerNorms' inputs, over 2 blocks and
+the pooler; the mixed policy keeps softmax and LayerNorm in float32), each a
+relative error of up to epsilon of the logits' scale. int8: `INT8_TOLERANCE`
+of test_export_options.py (1 / 255 per product, within 5 % of the logits' range).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from export_helpers import SEQ_LENGTH, keras_model, tokenizer
+from test_export_options import INT8_TOLERANCE, TEXTS
+
+from keras_bert.export import export_saved_model
+from keras_bert.export.base import model_precision
+from keras_bert.kernels.precision import CPU_FLAGS_ENV
+
+from harness import tolerance
+
+BFLOAT16_DEPTH = 12
+FORMS = {
+    "float32": {},
+    "bfloat16": {"precision": "mixed_bfloat16"},
+    "int8": {"quantize": "int8"},
+}
+PRODUCTS = ("MatMul", "BatchMatMulV2", "Einsum", "_MklMatMul", "_FusedMatMul")
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("export_precision")
+    return {
+        name: export_saved_model(
+            keras_model("classifier"),
+            tokenizer(),
+            str(folder / name / "1"),
+            seq_length=SEQ_LENGTH["classifier"],
+            padding="longest",
+            **options,
+        )
+        for name, options in FORMS.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def fresh_outputs(exports, tmp_path_factory):
+    """Each form's serving_default answers from a process that imports only
+    tensorflow and tensorflow_text (export_portability_check.py)."""
+    request = tmp_path_factory.mktemp("precision_request") / "request.json"
+    inputs = {"serving_default": {"text": TEXTS, "text_pair": [""] * len(TEXTS)}}
+    request.write_text(
+        json.dumps(
+            {
+                "allowed_ops": [],
+                "models": {
+                    name: {"path": path, "inputs": inputs} for name, path in exports.items()
+                },
+            }
+        )
+    )
+    here = os.path.dirname(__file__)
+    run = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(here, "export_portability_check.py"),
+            "--import-tensorflow-text",
+            str(request),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=here,
+    )
+    assert run.stdout, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["_process"]["loaded_blocked_modules"] == []  # keras_bert
+    return {name: report[name]["signatures"]["serving_default"]["outputs"] for name in exports}
+
+
+def metadata(path):
+    with open(os.path.join(path, "assets", "keras_bert_export.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def product_dtypes(path):
+    """The dtypes (`T`) of every matrix product in the SavedModel's functions."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    found = set()
+    for graph in saved.meta_graphs:
+        for function in graph.graph_def.library.function:
+            for node in function.node_def:
+                if node.op in PRODUCTS and "T" in node.attr:
+                    found.add(tf.dtypes.as_dtype(node.attr["T"].type).name)
+    return found
+
+
+def test_each_form_records_its_precision(exports):
+    assert {name: metadata(path)["precision"] for name, path in exports.items()} == {
+        "float32": "float32",
+        "bfloat16": "mixed_bfloat16",
+        "int8": "float32",
+    }
+    assert metadata(exports["int8"])["quantize"] == "int8"
+    assert model_precision(keras_model("classifier")) == "float32"  # the model is unchanged
+
+
+def test_the_bfloat16_form_multiplies_in_bfloat16(exports):
+    assert "bfloat16" in product_dtypes(exports["bfloat16"])
+    assert product_dtypes(exports["float32"]) == {"float32"}
+
+
+@pytest.mark.parametrize("form", ["bfloat16", "int8"])
+def test_each_form_answers_as_float32_in_a_fresh_process(fresh_outputs, form):
+    expected = np.array(fresh_outputs["float32"]["logits"])
+    got = np.array(fresh_outputs[form]["logits"])
+    scale = np.abs(expected).max()
+    bound = (
+        tolerance(BFLOAT16_DEPTH, "bfloat16", scale)
+        if form == "bfloat16"
+        else INT8_TOLERANCE * (expected.max() - expected.min())
+    )
+    assert np.abs(got - expected).max() <= bound
+    assert fresh_outputs[form]["label"] == fresh_outputs["float32"]["label"]
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [("avx avx2 fma", "float32"), ("avx2 avx512_bf16 amx_bf16", "mixed_bfloat16")],
+)
+def test_auto_exports_what_the_cpu_multiplies_natively(tmp_path, monkeypatch, flags, expected):
+    monkeypatch.setenv(CPU_FLAGS_ENV, flags)
+    path = export_saved_model(
+        keras_model("classifier"),
+        tokenizer(),
+        str(tmp_path / "auto" / "1"),
+        seq_length=SEQ_LENGTH["classifier"],
+        precision="auto",
+    )
+    assert metadata(path)["precision"] == expected
+
+
+def test_an_unknown_precision_is_refused_by_name(tmp_path):
+    with pytest.raises(ValueError, match="precision must be one of"):
+        export_saved_model(
+            keras_model("classifier"), tokenizer(), str(tmp_path / "x" / "1"), precision="int4"
+        )
