@@ -113,7 +113,7 @@ def product_dtypes(path):
 def test_each_form_records_its_precision(exports):
     assert {name: metadata(path)["precision"] for name, path in exports.items()} == {
         "float32": "float32",
-        "bfloat16": "mixed_bfloat16",
+        "bfloat16": "bfloat16",
         "int8": "float32",
     }
     assert metadata(exports["int8"])["quantize"] == "int8"
@@ -141,7 +141,7 @@ def test_each_form_answers_as_float32_in_a_fresh_process(fresh_outputs, form):
 
 @pytest.mark.parametrize(
     "flags, expected",
-    [("avx avx2 fma", "float32"), ("avx2 avx512_bf16 amx_bf16", "mixed_bfloat16")],
+    [("avx avx2 fma", "float32"), ("avx2 avx512_bf16 amx_bf16", "bfloat16")],
 )
 def test_auto_exports_what_the_cpu_multiplies_natively(tmp_path, monkeypatch, flags, expected):
     monkeypatch.setenv(CPU_FLAGS_ENV, flags)
@@ -155,8 +155,29 @@ def test_auto_exports_what_the_cpu_multiplies_natively(tmp_path, monkeypatch, fl
     assert metadata(path)["precision"] == expected
 
 
-def test_an_unknown_precision_is_refused_by_name(tmp_path):
-    with pytest.raises(ValueError, match="precision must be one of"):
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"precision": "int4"}, "precision must be one of"),
+        ({"precision": "mixed_bfloat16", "quantize": "int8"}, "export with one of the two"),
+    ],
+)
+def test_bad_precisions_are_refused_by_name(tmp_path, options, message):
+    with pytest.raises(ValueError, match=message):
         export_saved_model(
-            keras_model("classifier"), tokenizer(), str(tmp_path / "x" / "1"), precision="int4"
+            keras_model("classifier"), tokenizer(), str(tmp_path / "x" / "1"), **options
         )
+
+
+def test_a_mixed_model_is_served_with_weights_in_its_compute_dtype(tmp_path):
+    """A model trained in mixed_bfloat16, exported without `precision`: the
+    same products, its weights stored as bfloat16 (no per-request casts)."""
+    config = keras_model("classifier").get_config()
+    config["encoder"]["config"]["dtype"] = "mixed_bfloat16"
+    mixed = type(keras_model("classifier")).from_config(config)
+    mixed.set_weights(keras_model("classifier").get_weights())
+    path = export_saved_model(
+        mixed, tokenizer(), str(tmp_path / "mixed" / "1"), seq_length=SEQ_LENGTH["classifier"]
+    )
+    assert metadata(path)["precision"] == "bfloat16"
+    assert model_precision(mixed) == "mixed_bfloat16"
