@@ -20,6 +20,7 @@ SCRIPTS = (
     "cpu_serving",
     "first_step",
     "finetuning",
+    "gpu",
     "finetuning_parity",
     "inference",
     "int8_accuracy",
@@ -590,3 +591,25 @@ def test_cpu_serving_compares_our_fastest_form_with_the_fastest_peer():
     assert figures["32"]["speedup"] == pytest.approx(1.5)
     assert rows[1].endswith("1.5x: met |")
     assert serving.goal_rows({1: {"keras_bert int8": [0.01]}}, [1]) == ([], {})
+
+
+def test_gpu_benchmark_without_a_gpu_says_so_and_exits_0(capsys, monkeypatch):
+    gpu = benchmark_script("gpu")
+    # This machine as one without a GPU, whatever it has.
+    monkeypatch.setattr(gpu.tf.config, "list_physical_devices", lambda kind=None: [])
+    assert gpu.main([]) == 0
+    assert capsys.readouterr().out.strip() == gpu.NO_GPU
+
+
+def test_gpu_benchmark_counts_flops_as_the_paper_shapes_ask():
+    from keras_bert.config import BertConfig
+
+    gpu = benchmark_script("gpu")
+    config = BertConfig.preset("base")
+    # BERT-base: 12 layers x (4 x 768^2 + 2 x 768 x 3072) = 84,934,656 weights per token
+    assert gpu.encoder_weights_per_token(config) == 84_934_656
+    # serving one 128-token row: 2 x 84,934,656 x 128 + 2 x 768^2 (pooler)
+    # + 4 x 12 x 128^2 x 768 (QK^T, PV)
+    assert gpu.serving_flops(config, 1, 128) == (
+        2 * 84_934_656 * 128 + 2 * 768 * 768 + 4 * 12 * 128 * 128 * 768
+    )
