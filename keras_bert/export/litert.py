@@ -265,6 +265,7 @@ def export_litert_dir(
     seq_length: int | None = None,
     quantize: str | None = None,
     overwrite: bool = False,
+    padding: str = "max_length",
 ) -> str:
     """`export_litert` of a `keras-bert finetune` output folder's `model.keras`."""
     import keras
@@ -278,5 +279,10 @@ def export_litert_dir(
         )
     model = keras.models.load_model(model_file, compile=False)
     return export_litert(
-        model, output, seq_length=seq_length, quantize=quantize, overwrite=overwrite
+        model,
+        output,
+        seq_length=seq_length,
+        quantize=quantize,
+        overwrite=overwrite,
+        padding=padding,
     )

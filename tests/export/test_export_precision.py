@@ -181,3 +181,24 @@ def test_a_mixed_model_is_served_with_weights_in_its_compute_dtype(tmp_path):
     )
     assert metadata(path)["precision"] == "bfloat16"
     assert model_precision(mixed) == "mixed_bfloat16"
+
+
+def test_the_export_command_takes_the_training_precision_flag(tmp_path, capsys):
+    """`keras-bert export --mixed-precision bfloat16` of a fine-tuning output folder."""
+    import shutil
+
+    from keras_bert import cli
+    from keras_bert.assets import VOCAB_FILE
+
+    model_dir = tmp_path / "finetuned"
+    model_dir.mkdir()
+    keras_model("classifier").save(str(model_dir / "model.keras"))
+    shutil.copy(VOCAB_FILE, model_dir / "vocab.txt")
+    (model_dir / "finetune_config.json").write_text(
+        json.dumps({"task": "classify", "seq_length": SEQ_LENGTH["classifier"], "lowercase": True})
+    )
+    output = tmp_path / "export" / "1"
+    arguments = ["export", "--model-dir", str(model_dir), "--output", str(output)]
+    assert cli.main([*arguments, "--mixed-precision", "bfloat16"]) == 0
+    assert f"wrote {output}" in capsys.readouterr().out
+    assert metadata(str(output))["precision"] == "bfloat16"

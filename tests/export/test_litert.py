@@ -160,6 +160,8 @@ def test_cli_export_litert(tmp_path, capsys):
                 output,
                 "--seq-length",
                 "16",
+                "--padding",
+                "longest",
             ]
         )
         == 0
