@@ -12,8 +12,9 @@ guide does:
 - int8: `onnxruntime.quantization.quantize_dynamic` of the optimized model
   (int8 weights, activations quantized per call: ONNX Runtime's VNNI / AMX
   kernels where the CPU has them; the recipe of its BERT int8 notebook);
-- sessions with every graph optimization on and intra-op threads = the given
-  count (the cores), as its performance guide says.
+- sessions with every graph optimization on, intra-op threads = the given
+  count (the cores) and no spinning (faster on a shared machine), as its
+  performance guide says.
 
 Texts come as strings and are tokenized by the checkpoint's fast tokenizer
 (Rust), padded to the batch's longest: the time is end to end, strings in,
@@ -50,15 +51,22 @@ class OnnxRuntimePeer:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Its threads wait without spinning: on 2 shared cores (load 6.5) spinning
+        # threads made MiniLM 2.9x slower at batch 1 (18.7 against 6.4 ms) and
+        # 1.3x at batch 32; its best here, as its performance guide suggests
+        # for busy machines.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.sessions = {
             form: onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
             for form, path in paths.items()
         }
         self.threads = threads
+        # str(): torch's version is a TorchVersion, which the benchmark's
+        # process (no torch) could not unpickle.
         self.versions = {
-            "onnxruntime": onnxruntime.__version__,
-            "torch (export)": torch.__version__,
-            "transformers": transformers.__version__,
+            "onnxruntime": str(onnxruntime.__version__),
+            "torch (export)": str(torch.__version__),
+            "transformers": str(transformers.__version__),
         }
 
     def logits(self, form, texts):
