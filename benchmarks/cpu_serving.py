@@ -50,7 +50,7 @@ EXPORT_FORMS = {
     "keras_bert int8": {"quantize": "int8"},
     "keras_bert bfloat16": {"precision": "mixed_bfloat16"},
 }
-# The goals: keras_bert's fastest form against the fastest peer.
+# The serving goals: keras_bert's fastest form over the fastest peer, per batch size.
 GOALS = {1: 1.0, 32: 1.5}
 
 

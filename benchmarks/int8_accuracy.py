@@ -26,7 +26,7 @@ import results_file  # noqa: E402
 
 # The export forms: name -> export_model_dir's options.
 FORMS = {"float32": {}, "int8": {"quantize": "int8"}, "bfloat16": {"precision": "bfloat16"}}
-# The bound: a faster form may cost at most this much dev accuracy.
+# A faster form may cost at most this much dev accuracy (the serving goal's bound).
 MAX_GAP_POINTS = 0.5
 
 
