@@ -15,8 +15,9 @@ here (an (8192, 8192) product: what the products could reach on this card).
 Training FLOPs: 6 x weights used per token x tokens + attention (12 x layers x
 batch x length^2 x hidden); serving: a third of that. Synthetic ids (speed
 does not depend on the values); each figure is the best of `--windows`
-windows after two untimed steps (tracing, XLA compilation). The default run
-takes about 5 minutes on an H100 (compilation included).
+windows after two untimed steps (tracing, XLA compilation). The default run is
+sized to give every figure within 8 minutes (3 windows of 10 steps per figure);
+it has not yet run on a GPU, so that time is a target, not a measurement.
 
 Without a GPU it says so and exits 0 (`--allow-cpu`: the same measurements on
 the CPU, for a smoke test at a small `--preset`).
