@@ -1,5 +1,6 @@
-"""Accuracy of a fine-tuned classifier's float32 and int8 exports on a dev set,
-through the SavedModels' `serving_default` (strings in), as a server answers.
+"""Accuracy of a fine-tuned classifier's float32, int8 and bfloat16 exports on a
+dev set, through the SavedModels' `serving_default` (strings in), as a server
+answers. Each reduced form is held to within `MAX_GAP_POINTS` of float32.
 
     keras-bert finetune ... --output-dir OUT        # e.g. recipes/finetuning/rotten_tomatoes.sh
     python benchmarks/int8_accuracy.py --model-dir OUT \
@@ -22,6 +23,11 @@ import tensorflow as tf  # noqa: E402
 from keras_bert.export import export_model_dir  # noqa: E402
 
 import results_file  # noqa: E402
+
+# The export forms: name -> export_model_dir's options.
+FORMS = {"float32": {}, "int8": {"quantize": "int8"}, "bfloat16": {"precision": "bfloat16"}}
+# A faster form may cost at most this much dev accuracy (the serving goal's bound).
+MAX_GAP_POINTS = 0.5
 
 
 def read_tsv(path, text_column="sentence", label_column="label"):
@@ -52,10 +58,9 @@ def main(argv=None):
     texts, gold = read_tsv(args.dev)
     folder = tempfile.mkdtemp(prefix="int8_accuracy_")
     results, serving_seconds = {}, {}
-    for quantize in (None, "int8"):
-        name = quantize or "float32"
+    for name, options in FORMS.items():
         path = export_model_dir(
-            args.model_dir, os.path.join(folder, name, "1"), padding=args.padding, quantize=quantize
+            args.model_dir, os.path.join(folder, name, "1"), padding=args.padding, **options
         )
         predicted, seconds = predict(path, texts)
         results[name] = float(np.mean([p == g for p, g in zip(predicted, gold)]))
@@ -64,18 +69,26 @@ def main(argv=None):
             f"{name:>8}: accuracy {results[name]:.4f} on {len(texts)} examples "
             f"({seconds:.1f} s in serving_default, batches of 64)"
         )
-    print(f"int8 - float32: {100 * (results['int8'] - results['float32']):+.2f} points")
+    gaps = {name: 100 * (results[name] - results["float32"]) for name in results}
+    for name in list(FORMS)[1:]:
+        print(f"{name} - float32: {gaps[name]:+.2f} points")
     if not args.no_results:
         table = "\n".join(
-            ["| export | dev accuracy | seconds in serving_default |", "|---|---|---|"]
+            [
+                "| export | dev accuracy | points against float32 | within "
+                f"{MAX_GAP_POINTS} | seconds in serving_default |",
+                "|---|---|---|---|---|",
+            ]
             + [
-                f"| {name} | {results[name]:.4f} | {serving_seconds[name]:.1f} |"
+                f"| {name} | {results[name]:.4f} | {gaps[name]:+.2f} | "
+                f"{'yes' if abs(gaps[name]) <= MAX_GAP_POINTS else 'NO'} | "
+                f"{serving_seconds[name]:.1f} |"
                 for name in results
             ]
         )
         results_file.write(
             args.results_name,
-            "Dev accuracy of the float32 and int8 exports",
+            "Dev accuracy of the float32, int8 and bfloat16 exports",
             table=table,
             argv=argv,
             figures={
@@ -83,6 +96,7 @@ def main(argv=None):
                 "examples": len(texts),
                 "padding": args.padding,
                 "accuracy": results,
+                "points_against_float32": gaps,
                 "serving_seconds": serving_seconds,
             },
             method="Each export's `serving_default` (strings in) over the dev set, batches of 64.",

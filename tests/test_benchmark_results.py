@@ -17,8 +17,10 @@ SCRIPTS = (
     "batch1_profile",
     "bbc_retrieval",
     "command_vs_fit",
+    "cpu_serving",
     "first_step",
     "finetuning",
+    "gpu",
     "finetuning_parity",
     "inference",
     "int8_accuracy",
@@ -28,7 +30,7 @@ SCRIPTS = (
     "serving_latency",
     "tokenizer",
 )
-PEER_SCRIPTS = ("bbc_retrieval", "finetuning", "finetuning_parity", "inference")
+PEER_SCRIPTS = ("bbc_retrieval", "cpu_serving", "finetuning", "finetuning_parity", "inference")
 
 # An Intel server's flags line, cut: the kernel-deciding flags among others.
 CPUINFO = """processor\t: 0
@@ -557,3 +559,57 @@ def test_the_readme_block_is_replaced_between_its_markers_only():
     assert summary.readme_block(text) == "old | table"
     with pytest.raises(ValueError, match="lacks the markers"):
         summary.readme_block("no table here")
+
+
+def test_cpu_serving_compares_our_fastest_form_with_the_fastest_peer():
+    serving = benchmark_script("cpu_serving")
+    # seconds per call, two windows each: the best window counts
+    seconds = {
+        1: {
+            "keras_bert float32": [0.010, 0.008],
+            "keras_bert int8": [0.009, 0.012],
+            "onnxruntime float32": [0.007, 0.009],
+            "onnxruntime int8": [0.006, 0.010],
+        },
+        32: {
+            "keras_bert float32": [0.100, 0.120],
+            "keras_bert int8": [0.060, 0.070],
+            "onnxruntime float32": [0.140, 0.130],
+            "onnxruntime int8": [0.090, 0.095],
+        },
+    }
+    rows, figures = serving.goal_rows(seconds, [1, 32])
+    # batch 1: 6 ms (onnxruntime int8) / 8 ms (keras_bert float32) = 0.75x, goal 1.0x
+    assert figures["1"] == {
+        "ours": "keras_bert float32",
+        "peer": "onnxruntime int8",
+        "speedup": pytest.approx(0.75),
+        "goal": 1.0,
+    }
+    assert "NOT met" in rows[0]
+    # batch 32: 90 ms / 60 ms = 1.5x, goal 1.5x
+    assert figures["32"]["speedup"] == pytest.approx(1.5)
+    assert rows[1].endswith("1.5x: met |")
+    assert serving.goal_rows({1: {"keras_bert int8": [0.01]}}, [1]) == ([], {})
+
+
+def test_gpu_benchmark_without_a_gpu_says_so_and_exits_0(capsys, monkeypatch):
+    gpu = benchmark_script("gpu")
+    # This machine as one without a GPU, whatever it has.
+    monkeypatch.setattr(gpu.tf.config, "list_physical_devices", lambda kind=None: [])
+    assert gpu.main([]) == 0
+    assert capsys.readouterr().out.strip() == gpu.NO_GPU
+
+
+def test_gpu_benchmark_counts_flops_as_the_paper_shapes_ask():
+    from keras_bert.config import BertConfig
+
+    gpu = benchmark_script("gpu")
+    config = BertConfig.preset("base")
+    # BERT-base: 12 layers x (4 x 768^2 + 2 x 768 x 3072) = 84,934,656 weights per token
+    assert gpu.encoder_weights_per_token(config) == 84_934_656
+    # serving one 128-token row: 2 x 84,934,656 x 128 + 2 x 768^2 (pooler)
+    # + 4 x 12 x 128^2 x 768 (QK^T, PV)
+    assert gpu.serving_flops(config, 1, 128) == (
+        2 * 84_934_656 * 128 + 2 * 768 * 768 + 4 * 12 * 128 * 128 * 768
+    )

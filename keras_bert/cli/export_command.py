@@ -5,6 +5,7 @@ import argparse
 
 from keras_bert.cli.arguments import (
     add_casing_arguments,
+    add_precision_argument,
     input_file,
     keywords,
     positive_int,
@@ -86,6 +87,7 @@ def add(subparsers):
         "except with --jit-compile); --no-remove-padding: every padded "
         "position too, 6-9 %% faster on batches of full-length texts",
     )
+    add_precision_argument(parser)
     parser.add_argument(
         "--format",
         choices=("savedmodel", "litert"),
@@ -101,7 +103,9 @@ def run(args):
         from keras_bert.export.litert import export_litert_dir
 
         path = export_litert_dir(
-            args.model_dir, args.output, **keywords(args, "seq_length", "quantize", "overwrite")
+            args.model_dir,
+            args.output,
+            **keywords(args, "seq_length", "quantize", "overwrite", "padding"),
         )
         print(f"wrote {path}")
         return
@@ -125,6 +129,7 @@ def run(args):
             "jit_compile",
             "remove_padding",
         ),
+        precision=args.mixed_precision,
         **options,
     )
     from keras_bert.export.saved_model import load_instructions

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from keras_bert.text.tokenizer import BertTokenizer
 
 LITERT_QUANTIZE_MODES = ("int8",)
+LITERT_PADDINGS = ("max_length", "longest")
 
 
 def litert_tokenizer(tokenizer: BertTokenizer) -> tf_text.FastBertTokenizer:
@@ -70,15 +71,19 @@ def litert_tokenizer(tokenizer: BertTokenizer) -> tf_text.FastBertTokenizer:
 
 
 def pack_single(
-    ids: tf.RaggedTensor, seq_length: int, cls_id: int, sep_id: int
+    ids: tf.RaggedTensor, seq_length: int, cls_id: int, sep_id: int, longest: bool = False
 ) -> dict[str, tf.Tensor]:
-    """Word pieces (B, P) -> [CLS] pieces [SEP], cut and padded to (B, T), in
+    """Word pieces (B, P) -> [CLS] pieces [SEP], cut to `seq_length` and padded
+    to it, or with `longest` to the batch's longest row (T <= seq_length), in
     dense ops only (ragged ops have no LiteRT kernels but RaggedTensorToTensor)."""
-    body = ids.to_tensor(default_value=0, shape=[None, seq_length - 2])  # (B, T - 2)
+    if longest:
+        body = ids.to_tensor(default_value=0)[:, : seq_length - 2]  # (B, T - 2)
+    else:
+        body = ids.to_tensor(default_value=0, shape=[None, seq_length - 2])  # (B, T - 2)
     length = tf.minimum(ids.row_lengths(), seq_length - 2)[:, None]  # (B, 1)
     batch = tf.shape(body)[0]
     padded = tf.concat([tf.fill([batch, 1], cls_id), body, tf.zeros([batch, 1], tf.int32)], 1)
-    positions = tf.range(seq_length, dtype=length.dtype)[None, :]  # (1, T)
+    positions = tf.range(tf.shape(padded)[1], dtype=length.dtype)[None, :]  # (1, T)
     input_ids = tf.where(positions == length + 1, sep_id, padded)  # (B, T)
     input_mask = tf.cast(positions <= length + 1, tf.int32)
     return {
@@ -89,7 +94,7 @@ def pack_single(
 
 
 def classifier_function(
-    model: keras.Model, tokenizer: BertTokenizer, seq_length: int
+    model: keras.Model, tokenizer: BertTokenizer, seq_length: int, longest: bool = False
 ) -> tf.types.experimental.ConcreteFunction:
     """text (B,) -> the classifier's answers (pass a model on the plain ops)."""
     fast_tokenizer = litert_tokenizer(tokenizer)
@@ -98,7 +103,7 @@ def classifier_function(
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
     def serve(text):
         features = pack_single(
-            fast_tokenizer.tokenize(text), seq_length, tokenizer.cls_id, tokenizer.sep_id
+            fast_tokenizer.tokenize(text), seq_length, tokenizer.cls_id, tokenizer.sep_id, longest
         )
         logits = tf.cast(model(features, training=False), tf.float32)  # (B, C)
         return classify_logits(logits, labels)
@@ -107,7 +112,7 @@ def classifier_function(
 
 
 def sentence_encoder_function(
-    model: keras.Model, tokenizer: BertTokenizer, seq_length: int
+    model: keras.Model, tokenizer: BertTokenizer, seq_length: int, longest: bool = False
 ) -> tf.types.experimental.ConcreteFunction:
     """text (B,) -> {"embedding": (B, D)} (pass a model on the plain ops)."""
     fast_tokenizer = litert_tokenizer(tokenizer)
@@ -115,7 +120,7 @@ def sentence_encoder_function(
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
     def serve(text):
         features = pack_single(
-            fast_tokenizer.tokenize(text), seq_length, tokenizer.cls_id, tokenizer.sep_id
+            fast_tokenizer.tokenize(text), seq_length, tokenizer.cls_id, tokenizer.sep_id, longest
         )
         return {"embedding": tf.cast(model(features, training=False), tf.float32)}  # (B, D)
 
@@ -135,6 +140,7 @@ def export_litert(
     seq_length: int | None = None,
     quantize: str | None = None,
     overwrite: bool = False,
+    padding: str = "max_length",
 ) -> str:
     """Writes `model` (a `BertClassifier` or `BertSentenceEncoder` with a
     preprocessor) as a `.tflite` file that takes strings; returns the path.
@@ -144,8 +150,13 @@ def export_litert(
     the SavedModel of a HuggingFace checkpoint reads it as the token.
 
     `seq_length`: default the preprocessor's. `quantize="int8"`: dynamic-range
-    int8 weights. A LoRA model is exported merged.
+    int8 weights. `padding`: "max_length" (every request padded to
+    `seq_length`) or "longest" (to the request's longest text: a review of 27
+    pieces costs 27 rows, not 128; the interpreter resizes its tensors to each
+    new request shape). A LoRA model is exported merged.
     """
+    if padding not in LITERT_PADDINGS:
+        raise ValueError(f"padding must be one of {LITERT_PADDINGS}, got {padding!r}")
     path = os.fspath(path)
     traced_as = LITERT_FUNCTIONS.get(type(model).__name__)
     if traced_as is None:
@@ -195,7 +206,12 @@ def export_litert(
         )
     if getattr(model, "lora_rank", None):
         model = model.merge_lora()
-    function = traced_as(with_fast_kernels(model, False), preprocessor.tokenizer, seq_length)
+    function = traced_as(
+        with_fast_kernels(model, False),
+        preprocessor.tokenizer,
+        seq_length,
+        longest=padding == "longest",
+    )
     flatbuffer = convert(function, quantize)
     return safe_output.write_bytes(path, flatbuffer)
 
@@ -249,6 +265,7 @@ def export_litert_dir(
     seq_length: int | None = None,
     quantize: str | None = None,
     overwrite: bool = False,
+    padding: str = "max_length",
 ) -> str:
     """`export_litert` of a `keras-bert finetune` output folder's `model.keras`."""
     import keras
@@ -262,5 +279,10 @@ def export_litert_dir(
         )
     model = keras.models.load_model(model_file, compile=False)
     return export_litert(
-        model, output, seq_length=seq_length, quantize=quantize, overwrite=overwrite
+        model,
+        output,
+        seq_length=seq_length,
+        quantize=quantize,
+        overwrite=overwrite,
+        padding=padding,
     )

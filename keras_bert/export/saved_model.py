@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import tensorflow as tf
 
 from keras_bert import safe_output
+from keras_bert.kernels.precision import resolve as resolve_precision
 from keras_bert.progress import Progress
 
 if TYPE_CHECKING:
@@ -140,6 +141,7 @@ def export_saved_model(
     quantize: str | None = None,
     jit_compile: bool = False,
     remove_padding: bool | None = None,
+    precision: str | None = None,
     **task_options: Any,
 ) -> str:
     """Writes `model` + `tokenizer` as a SavedModel at `path` and returns `path`.
@@ -189,6 +191,14 @@ def export_saved_model(
         padding stay the padded model's: run_squad's softmax spans them; the
         answers are the same either way). Off, a batch of full-length texts
         runs 6-9 % faster (its gathers); see `keras_bert.models.unpadded`.
+      precision: what the encoder computes in, named as for training
+        (`keras_bert.kernels.precision.resolve`): None, the model's own
+        policy; "float32", "mixed_bfloat16" / "bfloat16" or "auto" (this
+        machine's native precision: bfloat16 where the CPU multiplies it,
+        AVX512_BF16 or AMX, else float32). A mixed policy is served with its
+        weights stored in the compute dtype ("bfloat16": no per-request casts,
+        half the file; the products round them to bfloat16 either way), in a
+        copy of the model. Recorded as `precision` in the export's metadata.
       **task_options: question answering: `version_2_with_negative`,
         `doc_stride`, `max_query_length`, `max_answer_length`, `n_best_size`,
         `null_score_diff_threshold`, `max_windows` (see `export_squad`); a
@@ -209,6 +219,19 @@ def export_saved_model(
     with Progress(2, "steps", detail="building the serving signatures") as bar:
         if getattr(model, "lora_rank", None):
             model = model.merge_lora()  # W + (alpha / r) A B: no adapter products per request
+        from keras_bert.export.base import model_precision
+
+        policy = (
+            model_precision(model)
+            if precision is None
+            else resolve_precision(precision, "precision")
+        )
+        if quantize is not None and policy != "float32":
+            raise ValueError(
+                f"quantize={quantize!r} with precision {policy}: the int8 products "
+                "take float32 activations; export with one of the two"
+            )
+        model = precision_copy(model, policy)
         if quantize is not None:
             model = quantized_copy(model, quantize)
         serving = task_serving(model, tokenizer, seq_length, label_names, **task_options)
@@ -268,6 +291,34 @@ def export_saved_model(
             _write_readme(staging, serving, signatures)
         bar.update(2, f"wrote {path}; in Python, load it after `{IMPORT_TEXT_OPS}`")
     return path
+
+
+# What a served encoder stores its weights in, per training precision: serving
+# has no optimizer to keep float32 master weights for, and a mixed policy would
+# cast every weight to the compute dtype on every request (at batch 1 that cast
+# took longer than the model's products). LayerNorm and softmax compute in
+# float32 under every policy (keras_bert.kernels.layer_norm, layers.transformer).
+SERVING_DTYPES = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
+
+
+def precision_copy(model: keras.Model, policy: str) -> keras.Model:
+    """`model` itself if its encoder already computes and stores its weights as
+    `policy` serves (`SERVING_DTYPES`), else a copy (same config but the
+    encoder's dtype policy, same weights) that does."""
+    from keras_bert.export.base import model_precision
+
+    dtype = SERVING_DTYPES.get(policy, policy)
+    if model_precision(model) == dtype:
+        return model
+    config = model.get_config()
+    dtype_field = None if dtype == "float32" else dtype
+    if "encoder" in config:  # a task model: its encoder's serialized config
+        config["encoder"]["config"]["dtype"] = dtype_field
+    else:
+        config["dtype"] = dtype_field
+    copy = type(model).from_config(config)
+    copy.set_weights(model.get_weights())
+    return copy
 
 
 def quantized_copy(model: keras.Model, mode: str) -> keras.Model:

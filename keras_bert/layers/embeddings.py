@@ -41,7 +41,10 @@ class PositionEmbedding(keras.layers.Layer):
         if positions is not None:
             return ops.take(self.embeddings, positions, axis=0)  # (R, H)
         length = ops.shape(inputs)[1]
-        return ops.expand_dims(self.embeddings[:length], 0)  # (1, T, H)
+        # A slice, not `embeddings[:length]`: LiteRT runs a strided slice whose
+        # end is computed (a request padded to its longest text) on no kernel.
+        table = ops.slice(self.embeddings, (0, 0), (length, self.embeddings.shape[1]))  # (T, H)
+        return ops.expand_dims(table, 0)  # (1, T, H)
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         return (1, input_shape[1], input_shape[2])
@@ -69,7 +72,9 @@ class AttentionMaskBias(keras.layers.Layer):
 
     def call(self, input_mask: tf.Tensor) -> tf.Tensor:
         padding = 1.0 - ops.cast(input_mask, self.compute_dtype)  # (B, T)
-        masked = padding[:, None, None, :]  # (B, 1, 1, T)
+        # expand_dims, not padding[:, None, None, :]: LiteRT has no kernel for
+        # that strided slice once T is only known per request.
+        masked = ops.expand_dims(ops.expand_dims(padding, 1), 1)  # (B, 1, 1, T)
         if self.causal:
             length = ops.shape(input_mask)[1]
             later = ops.triu(ops.ones((length, length), self.compute_dtype), k=1)  # (T, T)

@@ -110,10 +110,12 @@ def _classifier_with_preprocessor():
 def litert_files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("litert")
     model = _classifier_with_preprocessor()
-    return {
+    files = {
         quantize: export_litert(model, folder / f"{quantize}.tflite", quantize=quantize)
         for quantize in (None, "int8")
     }
+    files["longest"] = export_litert(model, folder / "longest.tflite", padding="longest")
+    return files
 
 
 def test_litert_answers_equal_the_saved_model_on_real_sentences(litert_files, real_texts):
@@ -125,6 +127,15 @@ def test_litert_answers_equal_the_saved_model_on_real_sentences(litert_files, re
     np.testing.assert_allclose(answers["logits"], served["logits"], atol=1e-4)
     np.testing.assert_array_equal(answers["label"], served["label"])
     assert set(answers["label"]) <= {name.encode() for name in CLASS_NAMES}
+
+    # Padded to each request's longest text: the same answers, one interpreter
+    # resized from request to request (batches of other lengths, one text alone).
+    longest = litert_interpreter(litert_files["longest"])
+    for batch in (reviews[:64], reviews[64:65], reviews[65:97]):
+        shorter = run_litert(longest, batch)
+        expected = call("classifier", text=batch, text_pair=[])
+        np.testing.assert_allclose(shorter["logits"], expected["logits"], atol=1e-4)
+        np.testing.assert_array_equal(shorter["label"], expected["label"])
 
     quantized = run_litert(litert_interpreter(litert_files["int8"]), reviews)
     assert os.path.getsize(litert_files["int8"]) < 0.6 * os.path.getsize(litert_files[None])
@@ -149,6 +160,8 @@ def test_cli_export_litert(tmp_path, capsys):
                 output,
                 "--seq-length",
                 "16",
+                "--padding",
+                "longest",
             ]
         )
         == 0
@@ -171,6 +184,8 @@ def test_litert_export_names_what_it_cannot_take(tmp_path):
         export_litert(model, tmp_path / "model.lite")
     with pytest.raises(ValueError, match="quantize must be one of"):
         export_litert(model, tmp_path / "model.tflite", quantize="int4")
+    with pytest.raises(ValueError, match="padding must be one of"):
+        export_litert(model, tmp_path / "model.tflite", padding="bucket")
     with pytest.raises(ValueError, match=r"seq_length must be in \[3, 512\]"):
         export_litert(model, tmp_path / "model.tflite", seq_length=1000)
     with pytest.raises(
