@@ -67,6 +67,8 @@ _LAZY_CLASSES = {
     "BertSpanExtractor": "keras_bert.models",
     "BertTokenClassifier": "keras_bert.models",
     "BertPretrainer": "keras_bert.models.pretrainer",
+    "ElectraDiscriminator": "keras_bert.models.electra",
+    "ElectraGenerator": "keras_bert.models.electra",
     "BertPreprocessor": "keras_bert.preprocessing.preprocessor",
     "BertTokenizer": "keras_bert.text.tokenizer",
 }
