@@ -70,6 +70,8 @@ _LAZY_CLASSES = {
     "ModernBertEncoder": "keras_bert.models.modernbert",
     "ModernBertMaskedLM": "keras_bert.models.modernbert_masked_lm",
     "BertPretrainer": "keras_bert.models.pretrainer",
+    "ElectraDiscriminator": "keras_bert.models.electra",
+    "ElectraGenerator": "keras_bert.models.electra",
     "BertPreprocessor": "keras_bert.preprocessing.preprocessor",
     "BertTokenizer": "keras_bert.text.tokenizer",
 }

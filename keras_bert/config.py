@@ -61,6 +61,11 @@ class BertConfig:
     type_vocab_size: int = 2
     initializer_range: float = 0.02
     attention: str = "bidirectional"  # not an original field: written only when not the default
+    # ELECTRA's field: the width of the embedding tables when it differs from
+    # hidden_size (ELECTRA-Small: 128 for 256), a Dense projecting them up after
+    # the embeddings' LayerNorm. None (BERT) is hidden_size, without projection;
+    # written only when set.
+    embedding_size: int | None = None
 
     def __post_init__(self):
         act = _ACTIVATION_SPELLINGS.get(self.hidden_act, self.hidden_act)
@@ -82,6 +87,18 @@ class BertConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
+        if self.embedding_size is not None:
+            if (
+                not isinstance(self.embedding_size, int)
+                or isinstance(self.embedding_size, bool)
+                or self.embedding_size <= 0
+            ):
+                raise ValueError(
+                    "BertConfig.embedding_size must be a positive integer or None, "
+                    f"got {self.embedding_size!r}"
+                )
+            if self.embedding_size == self.hidden_size:  # one spelling of "no projection"
+                object.__setattr__(self, "embedding_size", None)
         if self.attention not in ATTENTIONS:
             raise ValueError(f"BertConfig.attention {self.attention!r} is not one of {ATTENTIONS}")
         if self.initializer_range <= 0:
@@ -92,6 +109,11 @@ class BertConfig:
     @property
     def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def embedding_width(self) -> int:
+        """The width of the embedding tables: embedding_size, else hidden_size."""
+        return self.embedding_size or self.hidden_size
 
     # === Presets ===
 
@@ -107,10 +129,13 @@ class BertConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The fields ("gelu" the exact GELU); `attention` only when not
-        bidirectional. `to_json_file` writes them as the original's file."""
+        bidirectional, `embedding_size` only when set. `to_json_file` writes
+        them as the original's file."""
         values = dataclasses.asdict(self)
         if values["attention"] == "bidirectional":
             del values["attention"]
+        if values["embedding_size"] is None:
+            del values["embedding_size"]
         return values
 
     @classmethod

@@ -7,6 +7,12 @@ one function that checks every name and shape before it changes anything.
 Models are built a layer up (`BertEncoder.from_pretrained`): this module only
 reads arrays and assigns them to the variables of an encoder or pretrainer it
 is handed.
+
+ELECTRA's checkpoints (google-research/electra's `electra/...`, HuggingFace's
+`ElectraForPreTraining` / `ElectraForMaskedLM`) read into the same names: its
+encoder is BERT's under `bert/`, with `bert/embeddings_project` where its
+embeddings are narrower than its blocks, and its heads keep the original's
+names (`discriminator_predictions/...`, `generator_predictions/...`).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -35,6 +41,29 @@ HEAD_TENSORS = (
     "cls/seq_relationship/output_weights",
     "cls/seq_relationship/output_bias",
 )
+# ELECTRA's heads (google-research/electra's names): the discriminator's
+# replaced-token detection (`dense_1` is its one-logit output) and the
+# generator's masked LM, whose output layer is the word embeddings plus
+# `output_bias`; `output_weights` (V, E) is HuggingFace's untied output layer
+# (`tie_word_embeddings: false`), a name the original never writes.
+ELECTRA_HEAD_TENSORS = (
+    "discriminator_predictions/dense/kernel",
+    "discriminator_predictions/dense/bias",
+    "discriminator_predictions/dense_1/kernel",
+    "discriminator_predictions/dense_1/bias",
+    "generator_predictions/dense/kernel",
+    "generator_predictions/dense/bias",
+    "generator_predictions/LayerNorm/gamma",
+    "generator_predictions/LayerNorm/beta",
+    "generator_predictions/output_bias",
+    "generator_predictions/output_weights",
+)
+# ELECTRA has no pooler: an encoder read from it keeps a fresh one (as the
+# original's fine-tuning starts from one).
+POOLER_TENSORS = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
+# In google-research/electra's pretraining checkpoints, the generator beside
+# the discriminator: not part of the encoder read from them.
+_ELECTRA_GENERATOR_SCOPE = "generator/"
 # Fine-tuned heads of the original scripts (`keras_bert.checkpoints.task_heads`
 # loads them into task models): an encoder loaded from such a checkpoint leaves
 # them, and refuses only tensors nobody knows.
@@ -58,6 +87,9 @@ def encoder_variables(encoder: keras.Model) -> dict[str, keras.Variable]:
         "bert/pooler/dense/kernel": encoder.pooler.kernel,
         "bert/pooler/dense/bias": encoder.pooler.bias,
     }
+    if encoder.embeddings_projection is not None:  # ELECTRA's E -> H
+        names["bert/embeddings_project/kernel"] = encoder.embeddings_projection.kernel
+        names["bert/embeddings_project/bias"] = encoder.embeddings_projection.bias
     for i, block in enumerate(encoder.transformer_blocks):
         prefix = f"bert/encoder/layer_{i}"
         attention = block.attention
@@ -82,22 +114,37 @@ def encoder_variables(encoder: keras.Model) -> dict[str, keras.Variable]:
 
 
 def assign_encoder_weights(
-    encoder: keras.Model, tensors: Mapping[str, np.ndarray], source: str
+    encoder: keras.Model,
+    tensors: Mapping[str, np.ndarray],
+    source: str,
+    untrained: Collection[str] = (),
 ) -> dict[str, np.ndarray]:
-    """Assigns canonical tensors to the encoder; all-or-nothing.
+    """Assigns canonical tensors to the encoder; all-or-nothing. Returns the
+    heads' tensors (BERT's `cls/...` and ELECTRA's) found beside it.
 
-    Every encoder variable must be present with its exact shape, and no tensor
-    outside the encoder and the known heads (pretraining and fine-tuned) may
-    be left over.
+    Every encoder variable must be present with its exact shape, except those
+    named in `untrained`, which the source does not hold and which keep their
+    fresh values (ELECTRA's pooler), and no tensor outside the encoder and the
+    known heads (pretraining and fine-tuned) may be left over.
     """
     variables = encoder_variables(encoder)
+    variables = {
+        name: variable
+        for name, variable in variables.items()
+        if not (name in untrained and name not in tensors)
+    }
     missing = sorted(set(variables) - set(tensors))
     if missing:
         raise ValueError(
             f"{source}: missing tensor(s) for the encoder: {missing[:5]}"
             + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
         )
-    unexpected = sorted(set(tensors) - set(variables) - set(HEAD_TENSORS) - set(TASK_HEAD_TENSORS))
+    known = set(variables) | set(HEAD_TENSORS) | set(ELECTRA_HEAD_TENSORS) | set(TASK_HEAD_TENSORS)
+    unexpected = sorted(
+        name
+        for name in tensors
+        if name not in known and not name.startswith(_ELECTRA_GENERATOR_SCOPE)
+    )
     if unexpected:
         raise ValueError(
             f"{source}: unexpected tensor(s) not part of BERT: {unexpected[:5]}"
@@ -111,7 +158,7 @@ def assign_encoder_weights(
             )
     for name, variable in variables.items():
         variable.assign(tensors[name].astype(variable.dtype))
-    return {name: tensors[name] for name in HEAD_TENSORS if name in tensors}
+    return {name: tensors[name] for name in HEAD_TENSORS + ELECTRA_HEAD_TENSORS if name in tensors}
 
 
 def read_json(path: str) -> Any:
@@ -127,12 +174,17 @@ def read_json(path: str) -> Any:
 
 # === Original TF1 checkpoints (google-research/bert) ===
 
-# Optimizer state and bookkeeping in original checkpoints, not model weights.
-_TF1_IGNORED = re.compile(r"(adam_[mv]|global_step|Momentum|_slot_|good_steps|loss_scale)")
+# Optimizer state and bookkeeping in original checkpoints, not model weights
+# (`temperature`: google-research/electra's, skipped as HuggingFace's converter does).
+_TF1_IGNORED = re.compile(
+    r"(adam_[mv]|global_step|Momentum|_slot_|good_steps|loss_scale|temperature)"
+)
+# google-research/electra's scope for the encoder BERT calls `bert/`.
+_ELECTRA_SCOPE = "electra/"
 
 
 def read_tf1_checkpoint(checkpoint_prefix: str) -> dict[str, np.ndarray]:
-    """Canonical tensors from a google-research/bert checkpoint prefix."""
+    """Canonical tensors from a google-research/bert (or /electra) checkpoint prefix."""
     try:
         reader = tf.train.load_checkpoint(checkpoint_prefix)
     except (tf.errors.NotFoundError, ValueError) as e:
@@ -141,8 +193,18 @@ def read_tf1_checkpoint(checkpoint_prefix: str) -> dict[str, np.ndarray]:
     for name in reader.get_variable_to_shape_map():
         if _TF1_IGNORED.search(name):
             continue
-        tensors[name] = reader.get_tensor(name)
+        canonical = (
+            "bert/" + name[len(_ELECTRA_SCOPE) :] if name.startswith(_ELECTRA_SCOPE) else name
+        )
+        tensors[canonical] = reader.get_tensor(name)
     return tensors
+
+
+def is_electra_tf1_checkpoint(checkpoint_prefix: str) -> bool:
+    """Whether the checkpoint's encoder is ELECTRA's (`electra/...`), read from its index."""
+    return any(
+        name.startswith(_ELECTRA_SCOPE) for name, _ in tf.train.list_variables(checkpoint_prefix)
+    )
 
 
 # === HuggingFace folders (config.json + model.safetensors) ===
@@ -175,6 +237,19 @@ _HF_FIXED = {
     "cls.predictions.bias": "cls/predictions/output_bias",
     "cls.seq_relationship.weight": "cls/seq_relationship/output_weights",
     "cls.seq_relationship.bias": "cls/seq_relationship/output_bias",
+    # ELECTRA (HuggingFace's names after `electra.`)
+    "embeddings_project.weight": "bert/embeddings_project/kernel",
+    "embeddings_project.bias": "bert/embeddings_project/bias",
+    "discriminator_predictions.dense.weight": "discriminator_predictions/dense/kernel",
+    "discriminator_predictions.dense.bias": "discriminator_predictions/dense/bias",
+    "discriminator_predictions.dense_prediction.weight": "discriminator_predictions/dense_1/kernel",
+    "discriminator_predictions.dense_prediction.bias": "discriminator_predictions/dense_1/bias",
+    "generator_predictions.dense.weight": "generator_predictions/dense/kernel",
+    "generator_predictions.dense.bias": "generator_predictions/dense/bias",
+    "generator_predictions.LayerNorm.weight": "generator_predictions/LayerNorm/gamma",
+    "generator_predictions.LayerNorm.bias": "generator_predictions/LayerNorm/beta",
+    "generator_lm_head.bias": "generator_predictions/output_bias",
+    "generator_lm_head.weight": "generator_predictions/output_weights",
 }
 # Buffers and tied copies that carry no weights of their own.
 _HF_IGNORED = (
@@ -186,7 +261,8 @@ _HF_IGNORED = (
 
 def _hf_to_canonical(name, value):
     """One HuggingFace tensor -> (canonical name, array in the TF1 layout)."""
-    name = name[len("bert.") :] if name.startswith("bert.") else name
+    for model_scope in ("bert.", "electra."):
+        name = name[len(model_scope) :] if name.startswith(model_scope) else name
     name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
         "LayerNorm.beta", "LayerNorm.bias"
     )
@@ -209,6 +285,9 @@ def _hf_to_canonical(name, value):
     return canonical, value
 
 
+# The HuggingFace `model_type`s whose encoder is BERT's (ELECTRA's, with its
+# narrower embeddings projected up: `BertConfig.embedding_size`).
+HF_MODEL_TYPES = ("bert", "electra")
 # HuggingFace BertConfig fields that change what the model computes, with the
 # one value keras_bert's encoder computes (BERT's): another value is refused,
 # never converted as if it were this one.
@@ -220,9 +299,13 @@ HF_FIXED_FIELDS = {
 }
 
 
-def read_huggingface_config(model_dir: str) -> BertConfig:
-    """The BertConfig of a HuggingFace BERT folder's `config.json`; a field
-    of `HF_FIXED_FIELDS` at another value is refused, naming it."""
+def read_huggingface_model_type(model_dir: str) -> str:
+    """The `model_type` of a HuggingFace folder's `config.json`, one of
+    `HF_MODEL_TYPES` ("bert" where it names none); another is refused."""
+    return _read_hf_config_json(model_dir)[1]
+
+
+def _read_hf_config_json(model_dir):
     config_path = os.path.join(model_dir, "config.json")
     if not os.path.exists(config_path):
         raise FileNotFoundError(f"HuggingFace BERT folder {model_dir} lacks config.json")
@@ -230,8 +313,18 @@ def read_huggingface_config(model_dir: str) -> BertConfig:
     if not isinstance(hf_config, dict):
         raise ValueError(f"{config_path}: expected a JSON object, got {type(hf_config).__name__}")
     model_type = hf_config.get("model_type", "bert")
-    if model_type != "bert":
-        raise ValueError(f"{config_path}: model_type is {model_type!r}, not 'bert'")
+    if model_type not in HF_MODEL_TYPES:
+        raise ValueError(
+            f"{config_path}: model_type is {model_type!r}, not one of {HF_MODEL_TYPES}"
+        )
+    return hf_config, model_type
+
+
+def read_huggingface_config(model_dir: str) -> BertConfig:
+    """The BertConfig of a HuggingFace BERT (or ELECTRA) folder's `config.json`;
+    a field of `HF_FIXED_FIELDS` at another value is refused, naming it."""
+    config_path = os.path.join(model_dir, "config.json")
+    hf_config, _ = _read_hf_config_json(model_dir)
     for field, value in HF_FIXED_FIELDS.items():
         if field in hf_config and hf_config[field] != value:
             raise ValueError(
@@ -288,12 +381,16 @@ def head_variables(pretrainer: keras.Model) -> dict[str, tuple[keras.Variable, b
 
 
 def assign_head_weights(
-    pretrainer: keras.Model, tensors: Mapping[str, np.ndarray], source: str = "checkpoint"
+    pretrainer: keras.Model,
+    tensors: Mapping[str, np.ndarray],
+    source: str = "checkpoint",
+    targets: Mapping[str, tuple[keras.Variable, bool]] | None = None,
 ) -> list[str]:
-    """Assigns the `cls/...` tensors present in `tensors` (as returned by
-    `keras_bert.models.encoder.load_encoder_and_heads`); heads
-    absent there keep their fresh initialisation. Returns the names loaded."""
-    targets = head_variables(pretrainer)
+    """Assigns the head tensors present in `tensors` (as returned by
+    `keras_bert.models.encoder.load_encoder_and_heads`) to `targets`, by
+    default the pretrainer's `cls/...` (`head_variables`); heads absent there
+    keep their fresh initialisation. Returns the names loaded."""
+    targets = head_variables(pretrainer) if targets is None else targets
     loaded = []
     for name, (variable, transposed) in targets.items():
         if name not in tensors:
@@ -303,10 +400,40 @@ def assign_head_weights(
         if tuple(value.shape) != tuple(variable.shape):
             raise ValueError(
                 f"{source}: tensor {name} has shape {tuple(np.shape(tensors[name]))} "
-                f"but the pretrainer expects {tuple(variable.shape)}"
+                f"but the {type(pretrainer).__name__} expects {tuple(variable.shape)}"
                 + (" (transposed)" if transposed else "")
             )
         loaded.append((name, variable, value))
     for _, variable, value in loaded:
         variable.assign(value.astype(variable.dtype))
     return [name for name, _, _ in loaded]
+
+
+# === ELECTRA's heads (`discriminator_predictions/...`, `generator_predictions/...`) ===
+
+
+def discriminator_head_variables(model: keras.Model) -> dict[str, tuple[keras.Variable, bool]]:
+    """Original name -> (variable, stored transposed) of an `ElectraDiscriminator`'s head."""
+    head = model.discriminator_head
+    return {
+        "discriminator_predictions/dense/kernel": (head.dense.kernel, False),
+        "discriminator_predictions/dense/bias": (head.dense.bias, False),
+        "discriminator_predictions/dense_1/kernel": (head.prediction.kernel, False),
+        "discriminator_predictions/dense_1/bias": (head.prediction.bias, False),
+    }
+
+
+def generator_head_variables(model: keras.Model) -> dict[str, tuple[keras.Variable, bool]]:
+    """Original name -> (variable, stored transposed) of an `ElectraGenerator`'s
+    head; its output layer's own table only where it is not the word embeddings."""
+    head = model.generator_head
+    names = {
+        "generator_predictions/dense/kernel": (head.dense.kernel, False),
+        "generator_predictions/dense/bias": (head.dense.bias, False),
+        "generator_predictions/LayerNorm/gamma": (head.layer_norm.gamma, False),
+        "generator_predictions/LayerNorm/beta": (head.layer_norm.beta, False),
+        "generator_predictions/output_bias": (head.output_bias, False),
+    }
+    if not model.tie_embeddings:
+        names["generator_predictions/output_weights"] = (head.token_embedding.embeddings, False)
+    return names

@@ -2,7 +2,7 @@
 
 A source is any of
   huggingface      a folder with config.json + model.safetensors (+ vocab.txt,
-                   tokenizer_config.json);
+                   tokenizer_config.json), BERT's or ELECTRA's;
   tf1              an original google-research/bert folder (bert_config.json,
                    vocab.txt, bert_model.ckpt.*), its checkpoint prefix, or a
                    `keras-bert pretrain` model_dir (its export/ folder);
@@ -40,7 +40,10 @@ from keras_bert.checkpoints.casing import (
 )
 from keras_bert.checkpoints.load import (
     HF_WEIGHTS_FILE,
+    POOLER_TENSORS,
+    is_electra_tf1_checkpoint,
     read_huggingface_config,
+    read_huggingface_model_type,
     read_huggingface_tensors,
     read_json,
     read_tf1_checkpoint,
@@ -76,6 +79,9 @@ class PretrainedSource:
     # BertTokenizer's strip_accents / special_tokens where the source sets them
     # (HuggingFace's tokenizer_config.json, a saved preprocessor).
     tokenizer_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Encoder variables (canonical names) the source does not hold, which keep
+    # their fresh values: an ELECTRA checkpoint's pooler.
+    untrained: tuple[str, ...] = ()
 
     @property
     def casing(self) -> Casing | None:
@@ -200,6 +206,7 @@ def _huggingface(folder: str, given: str) -> PretrainedSource:
         vocab_file=_vocab_beside(folder),
         stated_casing=casing_from_tokenizer_config(os.path.join(folder, "tokenizer_config.json")),
         tokenizer_options=read_tokenizer_options(folder),
+        untrained=POOLER_TENSORS if read_huggingface_model_type(folder) == "electra" else (),
     )
 
 
@@ -217,6 +224,7 @@ def _tf1_prefix(prefix: str, given: str) -> PretrainedSource:
         weights=prefix,
         vocab_file=_vocab_beside(folder),
         stated_casing=casing_from_tf1_name(os.path.abspath(prefix)),
+        untrained=POOLER_TENSORS if is_electra_tf1_checkpoint(prefix) else (),
     )
 
 

@@ -71,9 +71,10 @@ class MaskedLMHead(FastKernelsOption, keras.layers.Layer):
     ) -> None:
         if not self.token_embedding.built:  # one rebuilt by from_config, not yet shared
             self.token_embedding.build()
-        hidden_shape = (None, None, self.token_embedding.output_dim)
-        self.dense.build(hidden_shape)
-        self.layer_norm.build(hidden_shape)
+        # The dense reads the encoder's width (H) and writes the embeddings'
+        # (E: H in BERT, narrower in ELECTRA's generator).
+        self.dense.build((None, None, sequence_output_shape[-1]))
+        self.layer_norm.build((None, None, self.token_embedding.output_dim))
         self.output_bias = self.add_weight(
             name="output_bias", shape=(self.token_embedding.input_dim,), initializer="zeros"
         )

@@ -1,7 +1,7 @@
 """BertEncoder: the BERT Transformer encoder as a Keras 3 functional model.
 
 Legend for shape comments: B = batch, T = sequence length, H = hidden size,
-L = number of layers.
+L = number of layers, E = embedding size (ELECTRA's; H for BERT).
 """
 
 from __future__ import annotations
@@ -66,14 +66,14 @@ class BertEncoder(keras.Model):
         # === Layers ===
         token_embedding = keras.layers.Embedding(
             config.vocab_size,
-            config.hidden_size,
+            config.embedding_width,
             embeddings_initializer=init,
             dtype=dtype,
             name="token_embedding",
         )
         segment_embedding = keras.layers.Embedding(
             config.type_vocab_size,
-            config.hidden_size,
+            config.embedding_width,
             embeddings_initializer=init,
             dtype=dtype,
             name="segment_embedding",
@@ -87,6 +87,16 @@ class BertEncoder(keras.Model):
         embeddings_dropout = FastDropout(
             config.hidden_dropout_prob, dtype=dtype, name="embeddings_dropout", **fast
         )
+        # ELECTRA's narrower embeddings (E < H) projected up to the blocks'
+        # width; BERT has none.
+        embeddings_projection = None
+        if config.embedding_size is not None:
+            embeddings_projection = keras.layers.Dense(
+                config.hidden_size,
+                kernel_initializer=init,
+                dtype=dtype,
+                name="embeddings_projection",
+            )
         mask_bias_layer = AttentionMaskBias(
             causal=config.attention == "left_to_right", dtype=dtype, name="attention_mask_bias"
         )
@@ -127,6 +137,7 @@ class BertEncoder(keras.Model):
             mask_bias_layer,
             blocks,
             pooler,
+            embeddings_projection,
         )
         super().__init__(
             inputs=inputs, outputs=encoder_forward(parts, inputs), dtype=dtype, **kwargs
@@ -140,6 +151,7 @@ class BertEncoder(keras.Model):
         self.position_embedding = position_embedding
         self.embeddings_layer_norm = embeddings_layer_norm
         self.embeddings_dropout = embeddings_dropout
+        self.embeddings_projection = embeddings_projection
         self.attention_mask_bias = mask_bias_layer
         self.transformer_blocks = blocks
         self.pooler = pooler
@@ -258,6 +270,7 @@ class EncoderLayers:
     attention_mask_bias: AttentionMaskBias
     transformer_blocks: list
     pooler: keras.layers.Dense
+    embeddings_projection: keras.layers.Dense | None = None  # ELECTRA's E -> H
 
 
 def embed_tokens(
@@ -280,6 +293,8 @@ def embed_tokens(
         + parts.position_embedding(tokens, positions=None if packing is None else packing.positions)
     )
     hidden = parts.embeddings_dropout(parts.embeddings_layer_norm(embeddings), training=training)
+    if parts.embeddings_projection is not None:  # ELECTRA: (B, T, E) -> (B, T, H)
+        hidden = parts.embeddings_projection(hidden)
     mask = input_mask if packing is None else packing.attention_mask(input_mask)
     return hidden, parts.attention_mask_bias(mask)
 
@@ -343,15 +358,18 @@ def encoder_forward(
 def load_encoder_and_heads(
     path: str | PretrainedSource, dtype: str | keras.DTypePolicy | None = None
 ) -> tuple[BertEncoder, dict[str, np.ndarray]]:
-    """`BertEncoder.from_pretrained`, and the source's pretraining-head tensors
-    (`cls/...`, original layouts; a dict, maybe empty) for `BertPretrainer`."""
+    """`BertEncoder.from_pretrained`, and the source's head tensors (BERT's
+    `cls/...` for `BertPretrainer`, ELECTRA's for `keras_bert.models.electra`;
+    original layouts; a dict, maybe empty)."""
     source = path if isinstance(path, PretrainedSource) else resolve(path)
     if source.kind in ("huggingface", "tf1"):
         tensors = source.read_tensors()
     else:
         tensors = _keras_model_tensors(source.weights)
     encoder = BertEncoder(source.config, dtype=dtype)
-    heads = assign_encoder_weights(encoder, tensors, source=source.weights)
+    heads = assign_encoder_weights(
+        encoder, tensors, source=source.weights, untrained=source.untrained
+    )
     return encoder, heads
 
 

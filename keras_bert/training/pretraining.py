@@ -50,6 +50,7 @@ from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.models.strategy_run_fit import metric_values, runs_custom_loop
 from keras_bert.pretraining_data import inputs
 from keras_bert.pretraining_data.next_token import next_token_targets
+from keras_bert.pretraining_data.options import MASKING_MIX_FIELDS, check_masking_mix
 from keras_bert.progress import keras_verbose
 from keras_bert.training import distribute
 from keras_bert.training.callbacks import StopOnNonFiniteLoss, TrainLog
@@ -86,6 +87,17 @@ class PretrainConfig:
     max_predictions_per_seq: int = 20
     batch_size: int = 256  # global batch of one step (all replicas, all workers)
     seed: int = 12345  # fixes the data order, hence the resume position
+    # Masks drawn in tf.data each time a record is read (RoBERTa's dynamic
+    # masking), from records written by `create-pretraining-data --no-mask`;
+    # the masking fields below apply only then (static records carry their masks).
+    dynamic_masking: bool = False
+    vocab_file: str = None  # the records' vocabulary (its [CLS], [SEP], [MASK], ## pieces)
+    masked_lm_prob: float = 0.15  # share of a sequence's tokens predicted
+    # A chosen token becomes [MASK], a random token or stays: the original's 80 / 10 / 10.
+    mask_token_rate: float = 0.8
+    random_token_rate: float = 0.1
+    keep_token_rate: float = 0.1
+    whole_word_mask: bool = False
     # === Optimisation ===
     optimizer: str = "adamw"  # "adamw" or "lamb"
     learning_rate: float = 1e-4
@@ -156,6 +168,48 @@ class PretrainConfig:
             )
         if not self.model_dir:
             raise ValueError("config field model_dir is required")
+        self._check_masking_fields()
+
+    def _check_masking_fields(self) -> None:
+        if not 0.0 <= self.masked_lm_prob <= 1.0:
+            raise ValueError(
+                f"config field masked_lm_prob must lie in [0, 1], got {self.masked_lm_prob!r}"
+            )
+        check_masking_mix(self.mask_token_rate, self.random_token_rate, self.keep_token_rate)
+        if self.dynamic_masking:
+            if self.objective == "lm":
+                raise ValueError(
+                    "config field dynamic_masking does not apply to objective lm, "
+                    "which predicts the next token of unmasked input"
+                )
+            if not self.vocab_file:
+                raise ValueError(
+                    "config field vocab_file is required with dynamic_masking: the "
+                    "records' vocabulary, whose [MASK] and random tokens the masks use"
+                )
+            return
+        changed = [
+            name for name in _DYNAMIC_MASKING_FIELDS if getattr(self, name) != _DEFAULTS[name]
+        ]
+        if changed:
+            # Static records carry the masks create-pretraining-data drew: a
+            # rate here would change nothing, silently.
+            raise ValueError(
+                f"config field(s) {', '.join(changed)} apply to dynamic masking only; "
+                "set dynamic_masking: true (records written with create-pretraining-data "
+                "--no-mask), or give them to create-pretraining-data "
+                "(--masked-lm-prob, --mask-token-rate, ...)"
+            )
+
+
+# The fields of dynamic masking, and every field's default (to tell a set one).
+_DYNAMIC_MASKING_FIELDS = (
+    "vocab_file",
+    "masked_lm_prob",
+    *MASKING_MIX_FIELDS,
+    "whole_word_mask",
+)
+_DEFAULTS = {field.name: field.default for field in dataclasses.fields(PretrainConfig)}
 
 
 def load_config(
@@ -167,7 +221,13 @@ def load_config(
         PretrainConfig,
         path,
         overrides,
-        float_fields=("learning_rate", "weight_decay", "clipnorm"),
+        float_fields=(
+            "learning_rate",
+            "weight_decay",
+            "clipnorm",
+            "masked_lm_prob",
+            *MASKING_MIX_FIELDS,
+        ),
         **fields,
     )
 
@@ -252,6 +312,13 @@ def distributed_dataset(
             with_next_sentence=_with_next_sentence(config),
             input_context=input_context,
             seed=config.seed,
+            dynamic_masking=config.dynamic_masking,
+            vocab_file=config.vocab_file,
+            masked_lm_prob=config.masked_lm_prob,
+            whole_word_mask=config.whole_word_mask,
+            mask_token_rate=config.mask_token_rate,
+            random_token_rate=config.random_token_rate,
+            keep_token_rate=config.keep_token_rate,
         )
         if config.objective == "lm":
             dataset = dataset.map(next_token_targets, num_parallel_calls=tf.data.AUTOTUNE)

@@ -59,6 +59,7 @@ def original_instances(
     max_seq_length=MAX_SEQ_LENGTH,
     masked_lm_prob=0.15,
     do_whole_word_mask=False,
+    max_predictions=MAX_PREDICTIONS,
 ):
     """The original's `create_training_instances` loop on tokenized documents."""
     from official.nlp.data import create_pretraining_data as original
@@ -76,7 +77,7 @@ def original_instances(
                     max_seq_length,
                     0.1,
                     masked_lm_prob,
-                    MAX_PREDICTIONS,
+                    max_predictions,
                     vocab_words,
                     rng,
                     do_whole_word_mask,
