@@ -5,9 +5,9 @@ before Keras exists), then `keras.models.load_model` and `predict`.
     python fresh_process_check.py MANIFEST.json RESULTS.json
 
 MANIFEST: {name: {"file": path, "inputs": what to predict on}}; RESULTS: {name:
-{"outputs": ..., "error": None or the message}}, compared by
-tests/models/test_fresh_process.py with the outputs of the models that wrote
-the files.
+{"outputs": ..., "class": ..., "config": ..., "error": None or the message}}, compared by
+tests/harness.py's `fresh_process_results` with what the models that wrote
+the files answer.
 """
 
 import json
@@ -51,6 +51,7 @@ def main(manifest_path, results_path):
                 "outputs": jsonable(outputs),
                 "error": None,
                 "class": type(model).__name__,
+                "config": jsonable(model.get_config()),
             }
         except Exception as e:  # reported per model, asserted by the test
             results[name] = {"outputs": None, "error": f"{type(e).__name__}: {e}"}

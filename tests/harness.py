@@ -1,7 +1,17 @@
-"""A shared test harness in the spirit of keras-hub's TestCase: one tiny
-encoder config, and `run_layer_test`, which puts a layer through what every
-Keras layer must survive (shapes, a config round trip, mixed precision, one
-training step).
+"""A shared test harness in the spirit of keras-hub's TestCase:
+
+- configs: `tiny_config` (the tests' encoder), `small_config` (half its width,
+  BERT's dropout: the fine-tuning tests'), `tolerance` (bounds from the dtype);
+- `run_layer_test`: what every Keras layer must survive (shapes, a config round
+  trip, mixed precision, one training step);
+- task models (keras-hub's `run_task_test` / `run_model_saving_test`):
+  `run_task_test` (fit on raw text, predict, config round trip),
+  `fresh_process_results` + `assert_reloaded_as_saved` (`.keras` files
+  reloaded by a new Python process), `run_export_test` (the SavedModel's serving
+  signature called with strings, as TensorFlow Serving calls it);
+- the command and runs: `run_command` / `run_predict` (`keras-bert` in this
+  process), `command_process` (in a new one), `output_locked_by_another_process`,
+  `finetune_fields` / `pretrain_fields`, `write_sentiment`.
 
 Importable from every test module because tests/conftest.py's folder is on
 sys.path (pytest's default "prepend" import mode), as tests/repo_paths.py is.
@@ -9,6 +19,10 @@ sys.path (pytest's default "prepend" import mode), as tests/repo_paths.py is.
 
 import contextlib
 import inspect
+import json
+import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -50,16 +64,23 @@ def tiny_config(**overrides):
     feed-forward 64, a 40-token vocabulary (the `task_inputs` fixture's ids)
     and no dropout, so two runs of the same data give the same values.
     `overrides` are BertConfig fields (vocab_size=30522 for the real vocabulary)."""
-    values = dict(
-        vocab_size=40,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
+    values = dict(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=2)
+    values.update(intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     return BertConfig(**{**values, **overrides})
+
+
+# BERT's dropout, which tiny_config leaves out.
+BERT_DROPOUT = dict(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+
+
+def small_config(dropout=0.1, **overrides):
+    """tiny_config at half its width (hidden 16, feed-forward 32) and 64
+    positions, with BERT's dropout (`dropout`, both kinds; 0.0 for runs that
+    must take the same steps): the fine-tuning and command tests' encoder.
+    `overrides` as for tiny_config."""
+    values = dict(hidden_size=16, intermediate_size=32, max_position_embeddings=64)
+    dropouts = dict(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    return tiny_config(**{**values, **dropouts, **overrides})
 
 
 @contextlib.contextmanager
@@ -262,3 +283,363 @@ def run_layer_test(
             _assert_finite(gradient, f"{name}: the gradient of {what}")
             assert np.any(gradient.numpy() != 0), f"{name}: the gradient of {what} is zero"
     return layer
+
+
+# === Task models ===
+#
+# keras-hub's `run_task_test` / `run_model_saving_test`, for keras_bert's task
+# models (classifier, tagger, span extractor, sentence encoder, feature
+# extractor): a tiny task fits a few rows of raw text, predicts, survives its
+# config, a `.keras` file and a SavedModel export. The answers compared are
+# the model's own (random weights), so every bound is a float32 tolerance.
+
+# Predictions of the same weights through another graph (from_config, a
+# reloaded file, the SavedModel's signatures): the same products summed in
+# another order, about a hundred roundings deep on a 2-layer encoder.
+TASK_ATOL = tolerance(100)
+FRESH_PROCESS_CHECK = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "fresh_process_check.py"
+)
+
+
+def assert_same_answers(got, want, what, atol=TASK_ATOL):
+    """Two answers of the same model (dicts, lists, arrays, strings):
+    numbers within `atol`, everything else equal."""
+    got, want = (
+        x.tolist() if isinstance(x, np.ndarray) and not _numeric(x) else x for x in (got, want)
+    )
+    if isinstance(want, dict):
+        assert set(got) == set(want), f"{what}: keys {sorted(got)} != {sorted(want)}"
+        for key in want:
+            assert_same_answers(got[key], want[key], f"{what}[{key!r}]", atol)
+    elif isinstance(want, (list, tuple)) and not _numeric(want):
+        assert len(got) == len(want), f"{what}: {len(got)} items, expected {len(want)}"
+        for i, (a, b) in enumerate(zip(got, want)):
+            assert_same_answers(a, b, f"{what}[{i}]", atol)
+    elif _numeric(want):
+        np.testing.assert_allclose(
+            np.asarray(got, np.float64),
+            np.asarray(want, np.float64),
+            rtol=0,
+            atol=atol,
+            err_msg=what,
+        )
+    else:
+        assert _text(got) == _text(want), f"{what}: {got!r} != {want!r}"
+
+
+def _numeric(value):
+    """Numbers, or an array / (nested) list of them of one shape."""
+    if isinstance(value, (bool, str, bytes)) or value is None:
+        return False
+    try:
+        return np.asarray(value).dtype.kind in "fiu"
+    except ValueError:  # ragged: compared item by item
+        return False
+
+
+def _text(value):
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def _weights_by_path(model):
+    return {weight.path: weight.numpy() for weight in model.weights}
+
+
+def run_task_test(
+    task_cls,
+    init_kwargs,
+    train_data,
+    predict_data,
+    expected_output_shape=None,
+    epochs=3,
+    batch_size=None,
+    learning_rate=1e-3,
+    run_training_test=True,
+):
+    """Builds `task_cls(**init_kwargs)` (a task model with its preprocessor)
+    and checks, as a user meets it:
+
+    - `predict` on raw text gives finite outputs of `expected_output_shape`
+      (a shape, or a dict of them), the same as `predict` on the ids the
+      model's own `preprocess_inputs` makes of that text (preprocessing
+      inside the model = preprocessing outside);
+    - `get_config()` holds the constructor arguments, and
+      `from_config(get_config())` with the same weights predicts the same;
+    - `compile()` with its default loss and `fit` on the raw text
+      `train_data` (`(x, y)`, or `(x,)` for a model that needs no targets)
+      for `epochs`: the loss is finite, goes down from the first epoch to
+      the last, and the trainable weights change. A few rows are one batch
+      (`batch_size` None: Keras' 32), so each epoch is one gradient step on
+      the same loss: without dropout, a small step lowers it.
+
+    Returns the fitted model (for saving and export tests to share).
+    """
+    name = task_cls.__name__
+    model = task_cls(**init_kwargs)
+
+    # === Predict on raw text ===
+    outputs = model.predict(predict_data, verbose=0)
+    if expected_output_shape is not None:
+        assert keras.tree.map_structure(np.shape, outputs) == expected_output_shape, (
+            f"{name}.predict shapes {keras.tree.map_structure(np.shape, outputs)}, "
+            f"expected {expected_output_shape}"
+        )
+    _assert_finite(outputs, f"{name}.predict")
+    features = model.preprocess_inputs(predict_data)[0]
+    assert_same_answers(
+        model.predict(features, verbose=0), outputs, f"{name}: predict on its preprocessed ids"
+    )
+
+    # === Config round trip ===
+    config = model.get_config()
+    _check_config(task_cls, init_kwargs, config)
+    restored = task_cls.from_config(config)
+    assert restored.get_config() == config, f"{name}: from_config(get_config()) changed the config"
+    if getattr(restored, "preprocessor", None) is not None:
+        # The vocabulary is an asset of a saved file, not config: given back
+        # as `keras.models.load_model` gives it.
+        assert not restored.preprocessor.has_vocabulary
+        restored.preprocessor.set_vocabulary(model.preprocessor.vocabulary)
+    restored.predict(predict_data, verbose=0)  # builds its weights
+    restored.set_weights(model.get_weights())
+    assert_same_answers(
+        restored.predict(predict_data, verbose=0), outputs, f"{name}: from_config, same weights"
+    )
+
+    # === Fit on raw text ===
+    if run_training_test:
+        model.compile(optimizer=keras.optimizers.Adam(learning_rate))
+        before = {w.path: w.numpy() for w in model.trainable_weights}
+        history = model.fit(
+            *train_data, batch_size=batch_size, epochs=epochs, shuffle=False, verbose=0
+        ).history["loss"]
+        assert np.all(np.isfinite(history)), f"{name}: losses {history}"
+        assert history[-1] < history[0], f"{name}: the loss did not go down: {history}"
+        changed = [w.path for w in model.trainable_weights if np.any(w.numpy() != before[w.path])]
+        assert changed, f"{name}: fit changed no trainable weight"
+    return model
+
+
+def fresh_process_results(models, folder, timeout=600):
+    """Saves each model (`{name: (model, inputs)}`, inputs JSON-able: a list of
+    texts, a dict of lists, {"pair": [texts, pairs]} for (text, text_pair))
+    to `folder/NAME.keras`; a new Python process (tests/fresh_process_check.py,
+    importing only keras_bert and keras) loads every file and predicts.
+    Returns {name: (expected, result)}: what this process's model answered and
+    what the reloaded one did (its class, outputs, config or error)."""
+    from fresh_process_check import inputs_of, jsonable
+
+    manifest, expected = {}, {}
+    for name, (model, inputs) in models.items():
+        path = os.path.join(str(folder), f"{name}.keras")
+        model.save(path)
+        expected[name] = {
+            "class": type(model).__name__,
+            "outputs": jsonable(model.predict(inputs_of(inputs), verbose=0)),
+            "config": json.loads(json.dumps(jsonable(model.get_config()))),
+            "file": path,
+        }
+        manifest[name] = {"file": path, "inputs": inputs}
+    manifest_path = os.path.join(str(folder), "manifest.json")
+    results_path = os.path.join(str(folder), "results.json")
+    with open(manifest_path, "w", encoding="utf-8") as f:
+        json.dump(manifest, f)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # keras_bert as installed
+    run = subprocess.run(
+        [sys.executable, FRESH_PROCESS_CHECK, manifest_path, results_path],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(folder),
+        timeout=timeout,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    with open(results_path, encoding="utf-8") as f:
+        results = json.load(f)
+    assert set(results) == set(models)
+    return {name: (expected[name], results[name]) for name in models}
+
+
+def assert_reloaded_as_saved(expected, result, atol=TASK_ATOL):
+    """One model of `fresh_process_results`: reloaded in the new process as
+    the same class, with the same config, predicting the same outputs."""
+    assert result["error"] is None, result["error"][:2000]
+    assert result["class"] == expected["class"]
+    assert result["config"] == expected["config"], "the reloaded model's config differs"
+    assert_same_answers(result["outputs"], expected["outputs"], "reloaded in a fresh process", atol)
+
+
+def served_signature(path, name="serving_default"):
+    """The SignatureDef TensorFlow Serving reads from the SavedModel at `path`."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    return saved_model.meta_graphs[0].signature_def[name]
+
+
+def run_export_test(
+    model, path, request, model_answers, served_answers, atol=TASK_ATOL, **export_options
+):
+    """Exports `model` (`keras_bert.export.export_saved_model`, tokenization
+    inside) to `path`; its `serving_default` SignatureDef takes exactly the
+    string inputs of `request` ({input name: list of str}, what a TensorFlow
+    Serving request carries); `tf.saved_model.load` and that signature, called
+    with string tensors, answer as the model does: `served_answers(outputs)`
+    (outputs as NumPy) equals `model_answers` (from the model's own Python
+    methods). Returns the served outputs."""
+    from keras_bert.export import export_saved_model
+
+    export_saved_model(model, path, **export_options)
+    signature = served_signature(path)
+    assert set(signature.inputs) == set(request), (
+        f"serving_default takes {sorted(signature.inputs)}, the request {sorted(request)}"
+    )
+    for name, tensor in signature.inputs.items():
+        assert tensor.dtype == tf.string.as_datatype_enum, f"input {name} is not a string"
+    function = tf.saved_model.load(path).signatures["serving_default"]
+    outputs = function(**{name: tf.constant(texts, tf.string) for name, texts in request.items()})
+    assert set(outputs) == set(signature.outputs)
+    served = served_answers({name: value.numpy() for name, value in outputs.items()})
+    assert_same_answers(served, model_answers, f"{type(model).__name__}'s export", atol)
+    return outputs
+
+
+# === Commands and processes ===
+
+
+def command_argv(line, **values):
+    """A command line as a user types it -> its arguments: `line` split at
+    spaces, each `{name}` word replaced by `str(values[name])` (a path with
+    spaces in it stays one argument)."""
+    return [
+        str(values[word[1:-1]]) if word.startswith("{") and word.endswith("}") else word
+        for word in line.split()
+    ]
+
+
+def run_command(line, **values):
+    """`keras-bert LINE` in this process (`keras_bert.cli.main`; `line` and
+    `values` as for `command_argv`) -> its exit code."""
+    from keras_bert import cli
+
+    return cli.main(command_argv(line, **values))
+
+
+def command_process(line, limit_file_size=None, **values_and_options):
+    """`python -m keras_bert.cli LINE` in a new process (as a user's shell runs
+    `keras-bert`), from the checkout -> its CompletedProcess (text).
+    `values_and_options`: the `{name}` values of `line` (see `command_argv`),
+    and subprocess.run options (timeout=...); `limit_file_size`: the largest
+    file it may write (RLIMIT_FSIZE, bytes)."""
+    import resource
+
+    from repo_paths import REPO_ROOT
+
+    options = {k: values_and_options.pop(k) for k in ("timeout",) if k in values_and_options}
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
+
+    return subprocess.run(
+        [sys.executable, "-m", "keras_bert.cli", *command_argv(line, **values_and_options)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": REPO_ROOT, "PYTHONDONTWRITEBYTECODE": "1"},
+        preexec_fn=limit if limit_file_size else None,
+        **options,
+    )
+
+
+def run_predict(model_dir, inputs, output, *flags):
+    """`keras-bert predict --model-dir MODEL_DIR --input INPUTS --output OUTPUT
+    FLAGS` in this process -> its exit code."""
+    line = "predict --model-dir {model} --input {inputs} --output {output} " + " ".join(flags)
+    return run_command(line, model=model_dir, inputs=inputs, output=output)
+
+
+_LOCK_HOLDER = """
+import sys
+from keras_bert import safe_output
+with safe_output.output_lock(sys.argv[1]):
+    print("locked", flush=True)
+    sys.stdin.readline()  # until the test says so
+"""
+
+
+@contextlib.contextmanager
+def output_locked_by_another_process(folder):
+    """Another Python process holds keras_bert's output lock on `folder`
+    (as a running command does) while inside; yields that process's pid.
+    Leaving, it lets the process go and checks it ended well."""
+    from repo_paths import REPO_ROOT
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _LOCK_HOLDER, str(folder)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": REPO_ROOT, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        yield holder.pid
+    finally:
+        holder.communicate("done\n")
+    assert holder.returncode == 0, "the lock's holder failed"
+
+
+# === Fine-tuning runs ===
+
+# The fine-tuning tests' run: sentence classification on 16 tokens, batches of
+# 8, no progress lines.
+FINETUNE_FIELDS = dict(task="classify", seq_length=16, batch_size=8, verbose=0)
+
+
+# What a finished fine-tuning run leaves in its output folder (and "logs", the
+# TensorBoard files, unless tensorboard=False), sorted.
+FINISHED_RUN_FILES = ["dev_results.json", "finetune_config.json", "model.keras", "vocab.txt"]
+
+
+def finetune_fields(**fields):
+    """FINETUNE_FIELDS with `fields` added or replaced: the keyword arguments
+    of a `FinetuneConfig` (train, vocab_file, epochs, ... given by the test)."""
+    return {**FINETUNE_FIELDS, **fields}
+
+
+# Words around the cue of `write_sentiment`'s sentences.
+SENTIMENT_FILLER = ["the", "brown", "fox", "dog", "over", "a", "jumps"]
+
+
+def write_sentiment(path, n, seed):
+    """A TSV (label, sentence) of `n` rows, alternately pos and neg: a
+    sentence starting with `quick` is positive, with `lazy` negative, then 2
+    to 8 filler words drawn by `random.Random(seed)`. Returns the path."""
+    import random
+
+    rng = random.Random(seed)
+    lines = ["label\tsentence"]
+    for i in range(n):
+        label = ("pos", "neg")[i % 2]
+        words = [rng.choice(SENTIMENT_FILLER) for _ in range(rng.randrange(2, 9))]
+        words.insert(0, "quick" if label == "pos" else "lazy")
+        lines.append(f"{label}\t{' '.join(words)}")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return str(path)
+
+
+# === Pretraining runs ===
+
+# The pretraining tests' run: 16 tokens, 4 predictions a sequence, no XLA
+# compile (seconds per shape on 2 cores), no progress lines.
+PRETRAIN_FIELDS = dict(seq_length=16, max_predictions_per_seq=4, jit_compile=False, verbose=0)
+
+
+def pretrain_fields(**fields):
+    """PRETRAIN_FIELDS with `fields` added or replaced: a pretraining
+    config's fields (model, train_files, batch_size, steps ...)."""
+    return {**PRETRAIN_FIELDS, **fields}

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from keras_bert.config import BertConfig
 from keras_bert.training import pretraining
 
+from harness import pretrain_fields, small_config
 from repo_paths import REPO_ROOT
 from synthetic_pretraining import write_records
 
@@ -48,26 +48,19 @@ def test_recipes_are_the_papers(monkeypatch):
 def smoke_data(tmp_path_factory):
     directory = tmp_path_factory.mktemp("smoke")
     write_records(directory / "data.tfrecord", 16, seq_length=16)
-    BertConfig(
-        vocab_size=32,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-    ).to_json_file(str(directory / "bert_config.json"))
+    small_config(vocab_size=32, num_hidden_layers=1, max_position_embeddings=16).to_json_file(
+        str(directory / "bert_config.json")
+    )
     return directory
 
 
 def smoke_config(path, data, model_dir, **extra):
     recipe = pretraining.load_config(path)
-    overrides = dict(
+    overrides = pretrain_fields(
         model=str(data / "bert_config.json"),
         train_files=str(data / "data.tfrecord"),
         eval_files=str(data / "data.tfrecord"),
         eval_steps=1,
-        seq_length=16,
-        max_predictions_per_seq=4,
         batch_size=4,
         train_steps=1,
         warmup_steps=0,
@@ -78,8 +71,6 @@ def smoke_config(path, data, model_dir, **extra):
         # TPU and multi-worker clusters do not exist here: one device, no XLA compile
         # (test_distribute traces the TPU step under XLA instead).
         strategy="one_device" if recipe.strategy in ("tpu", "multi_worker") else recipe.strategy,
-        jit_compile=False,
-        verbose=0,
         **extra,
     )
     fields = {**{k: v for k, v in vars(recipe).items()}, **overrides}

@@ -17,6 +17,7 @@ import pytest
 
 from keras_bert import errors, safe_output
 
+from harness import output_locked_by_another_process
 from repo_paths import REPO_ROOT
 
 
@@ -189,32 +190,12 @@ def test_the_output_may_not_be_an_input(tmp_path):
 # === One process per output ===
 
 
-HOLDER = textwrap.dedent("""
-    import sys, time
-    from keras_bert import safe_output
-    with safe_output.output_lock(sys.argv[1]):
-        print("locked", flush=True)
-        sys.stdin.readline()  # until the test says so
-""")
-
-
 def test_an_output_in_use_by_another_process_is_refused(tmp_path):
     output = str(tmp_path / "run")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, output],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": REPO_ROOT},
-    )
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(errors.OutputInUseError, match=f"in use by process {holder.pid} on "):
+    with output_locked_by_another_process(output) as holder_pid:
+        with pytest.raises(errors.OutputInUseError, match=f"in use by process {holder_pid} on "):
             with safe_output.output_lock(output):
                 pass
-    finally:
-        holder.communicate("done\n")
-    assert holder.returncode == 0
     with safe_output.output_lock(output):  # released: free again
         pass
     assert leftovers(tmp_path) == []

@@ -14,7 +14,20 @@ import keras
 import numpy as np
 import pytest
 
+from harness import finetune_fields
+
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "written_2026_12_03")
+
+
+def make_fixtures():
+    """The fixtures' generator as a module (the configs it wrote with)."""
+    import importlib.util
+
+    path = os.path.join(FIXTURES, "make_fixtures.py")
+    spec = importlib.util.spec_from_file_location("written_2026_12_03_make_fixtures", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _expected():
@@ -73,18 +86,16 @@ def _finetune_config(output_dir):
     from keras_bert.training.finetuning import FinetuneConfig
 
     return FinetuneConfig(
-        task="classify",
-        train="train.tsv",
-        vocab_file="vocab.txt",
-        seq_length=16,
-        init_checkpoint="encoder.keras",
-        batch_size=8,
-        epochs=2,
-        verbose=0,
-        output_dir=output_dir,
-        tensorboard=False,
-        dropout=0.0,
-        learning_rate=1e-3,
+        **finetune_fields(
+            train="train.tsv",
+            vocab_file="vocab.txt",
+            init_checkpoint="encoder.keras",
+            epochs=2,
+            output_dir=output_dir,
+            tensorboard=False,
+            dropout=0.0,
+            learning_rate=1e-3,
+        )
     )
 
 
@@ -114,19 +125,7 @@ def test_a_pretraining_run_resumes_on_its_records(fixture_copy, capsys):
     from keras_bert.training import pretraining
 
     results = pretraining.pretrain(
-        pretraining.PretrainConfig(
-            model="bert_config.json",
-            train_files="pretraining.tfrecord",
-            seq_length=16,
-            max_predictions_per_seq=4,
-            batch_size=4,
-            train_steps=4,
-            warmup_steps=1,
-            checkpoint_every=2,
-            log_every=1,
-            model_dir="pretraining_run",
-            verbose=0,
-        )
+        pretraining.PretrainConfig(**{**make_fixtures().PRETRAINING_RUN, "train_steps": 4})
     )
     assert "resuming from" in capsys.readouterr().out
     with open("pretraining_run/eval_results.json") as f:

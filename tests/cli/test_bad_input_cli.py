@@ -19,14 +19,9 @@ import tensorflow as tf
 
 from keras_bert import cli, features
 
-TINY_MODEL = dict(
-    vocab_size=32,
-    hidden_size=16,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    intermediate_size=32,
-    max_position_embeddings=32,
-)
+from harness import pretrain_fields, run_command, small_config
+
+TINY_MODEL = small_config(vocab_size=32, num_hidden_layers=1, max_position_embeddings=32).to_dict()
 
 
 def write_pretraining_records(path, count=8, seq_length=16, predictions=4, next_sentence=True):
@@ -108,17 +103,13 @@ def paths(tmp_path, tiny_vocab_file):
     for name in ("long", "none", "predictions", "good", "truncated", "random", "flipped"):
         p[name] = str(tmp_path / f"{name}.tfrecord")
     (tmp_path / "bert_config.json").write_text(json.dumps(TINY_MODEL))
-    recipe = dict(
+    recipe = pretrain_fields(
         model=str(tmp_path / "bert_config.json"),
-        seq_length=16,
-        max_predictions_per_seq=4,
         batch_size=4,
         train_steps=2,
         warmup_steps=0,
         checkpoint_every=2,
         log_every=1,
-        jit_compile=False,
-        verbose=0,
         model_dir=str(tmp_path / "run"),
     )
     (tmp_path / "recipe.json").write_text(json.dumps(recipe))
@@ -444,16 +435,10 @@ def test_vocab_size_is_a_hard_limit(tmp_path, capsys):
     text = "\n".join(" ".join(alphabet[i:] + alphabet[:i]) for i in range(0, 400, 7))
     (tmp_path / "chars.txt").write_text(text + "\n", encoding="utf-8")
     assert (
-        cli.main(
-            [
-                "vocab",
-                "--input",
-                str(tmp_path / "chars.txt"),
-                "--vocab-size",
-                "300",
-                "--output",
-                str(tmp_path / "vocab.txt"),
-            ]
+        run_command(
+            "vocab --input {input} --vocab-size 300 --output {output}",
+            input=tmp_path / "chars.txt",
+            output=tmp_path / "vocab.txt",
         )
         == 0
     )
@@ -465,13 +450,10 @@ def test_vocab_size_is_a_hard_limit(tmp_path, capsys):
 def test_prepare_corpus_warns_about_books_without_chapters(tmp_path, capsys):
     (tmp_path / "book.txt").write_text("a paragraph without sentence ends " * 300 + "\n")
     assert (
-        cli.main(
-            [
-                "prepare-corpus",
-                str(tmp_path / "book.txt"),
-                "--output-file",
-                str(tmp_path / "corpus.txt"),
-            ]
+        run_command(
+            "prepare-corpus {value} --output-file {output_file}",
+            value=tmp_path / "book.txt",
+            output_file=tmp_path / "corpus.txt",
         )
         == 0
     )

@@ -5,8 +5,6 @@ how many, in a line and in its JSON. It used to reuse the fine-tuning run's
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import pytest
@@ -14,20 +12,9 @@ from tiny_outputs import tiny_classifier_output
 
 from keras_bert import cli
 
-from repo_paths import REPO_ROOT
+from harness import command_process
 
-ENV = {**os.environ, "PYTHONPATH": REPO_ROOT, "PYTHONDONTWRITEBYTECODE": "1"}
 ROWS = 10
-
-
-def keras_bert(*argv):
-    return subprocess.run(
-        [sys.executable, "-m", "keras_bert.cli", *map(str, argv)],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=ENV,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +47,9 @@ def evaluate(capsys, *argv):
 def test_evaluate_scores_the_whole_file_and_says_so(run):
     """As a user runs it: the command in its own process."""
     model_dir, data, texts, labels = run
-    result = keras_bert("evaluate", "--model-dir", model_dir, "--data", data)
+    result = command_process(
+        "evaluate --model-dir {model_dir} --data {data}", model_dir=model_dir, data=data
+    )
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)
     assert (figures["examples_scored"], figures["examples_in_data"]) == (ROWS, ROWS)

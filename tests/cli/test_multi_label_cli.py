@@ -16,6 +16,7 @@ from sklearn.metrics import accuracy_score, f1_score
 from keras_bert import cli
 
 from conftest import TINY_VOCAB
+from harness import run_command
 
 FILLER = ["the", "brown", "over", "a", ".", ","]
 LABELS = ["animal", "fast", "slow"]
@@ -57,32 +58,15 @@ def finetuned(tmp_path_factory):
     train = write_topics(folder / "train.tsv", 96, seed=0)
     dev = write_topics(folder / "dev.tsv", 32, seed=1)
     output = str(folder / "run")
-    code = cli.main(
-        [
-            "finetune",
-            "--task",
-            "classify",
-            "--multi-label",
-            "--train",
-            train,
-            "--dev",
-            dev,
-            "--output-dir",
-            output,
-            "--vocab-file",
-            str(vocab),
-            "--seq-length",
-            "16",
-            "--batch-size",
-            "16",
-            "--learning-rate",
-            "1e-3",
-            "--epochs",
-            "4",
-            "--no-tensorboard",
-            "--set",
-            "verbose=0",
-        ]
+    code = run_command(
+        "finetune --task classify --multi-label --train {train} --dev "
+        "{dev} --output-dir {output_dir} --vocab-file {vocab_file} "
+        "--seq-length 16 --batch-size 16 --learning-rate 1e-3 "
+        "--epochs 4 --no-tensorboard --set verbose=0",
+        train=train,
+        dev=dev,
+        output_dir=output,
+        vocab_file=vocab,
     )
     assert code == 0
     return folder, output, dev

@@ -9,39 +9,21 @@ import argparse
 import errno
 import json
 import os
-import resource
 import signal
 import socket
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
 from keras_bert import errors
 from keras_bert.cli import commands
 
+from harness import command_process, output_locked_by_another_process
 from repo_paths import REPO_ROOT
 
 ENV = {**os.environ, "PYTHONPATH": REPO_ROOT, "PYTHONDONTWRITEBYTECODE": "1"}
 CORPUS = "the quick brown fox jumps over the lazy dog\n" * 20
-
-
-def keras_bert(*argv, limit_file_size=None, **options):
-    """`python -m keras_bert.cli ARGV` -> CompletedProcess (text)."""
-
-    def limit():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
-
-    return subprocess.run(
-        [sys.executable, "-m", "keras_bert.cli", *map(str, argv)],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=ENV,
-        preexec_fn=limit if limit_file_size else None,
-        **options,
-    )
 
 
 def one_error_line(result):
@@ -58,8 +40,11 @@ def test_predict_onto_its_own_input_is_refused_before_anything_is_written(tmp_pa
     answers = tmp_path / "a.txt"
     answers.write_text("a good film\na bad film\n")
     line = one_error_line(
-        keras_bert(
-            "predict", "--model-dir", tmp_path / "model", "--input", answers, "--output", answers
+        command_process(
+            "predict --model-dir {model_dir} --input {input} --output {output}",
+            model_dir=tmp_path / "model",
+            input=answers,
+            output=answers,
         )
     )
     assert f"--output {answers} is the input {answers}" in line
@@ -72,50 +57,29 @@ def test_an_output_that_is_a_hard_link_to_the_input_is_refused(tmp_path):
     corpus.write_text(CORPUS)
     os.link(corpus, tmp_path / "vocab.txt")
     line = one_error_line(
-        keras_bert(
-            "vocab", "--input", corpus, "--vocab-size", "60", "--output", tmp_path / "vocab.txt"
+        command_process(
+            "vocab --input {input} --vocab-size 60 --output {output}",
+            input=corpus,
+            output=tmp_path / "vocab.txt",
         )
     )
     assert "(the same file under another name)" in line
     assert corpus.read_text() == CORPUS
 
 
-HOLDER = textwrap.dedent("""
-    import sys
-    from keras_bert import safe_output
-    with safe_output.output_lock(sys.argv[1]):
-        print("locked", flush=True)
-        sys.stdin.readline()
-""")
-
-
 def test_two_processes_on_one_output_folder(tmp_path):
     """A finetune run holds OUT (as the command's dispatch does); a second
     command into OUT is refused naming the first's pid, and OUT is untouched."""
     output = tmp_path / "out"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(output)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=ENV,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with output_locked_by_another_process(output) as holder_pid:
         line = one_error_line(
-            keras_bert(
-                "finetune",
-                "--task",
-                "classify",
-                "--train",
-                tmp_path / "train.tsv",
-                "--output-dir",
-                output,
+            command_process(
+                "finetune --task classify --train {train} --output-dir {output_dir}",
+                train=tmp_path / "train.tsv",
+                output_dir=output,
             )
         )
-        assert f"{output} is in use by process {holder.pid} on {socket.gethostname()}" in line
-    finally:
-        holder.communicate("done\n")
+        assert f"{output} is in use by process {holder_pid} on {socket.gethostname()}" in line
     assert not output.exists()
 
 
@@ -127,8 +91,10 @@ def test_a_stale_lock_is_taken_over_and_the_command_runs(tmp_path):
     (tmp_path / "vocab.txt.lock").write_text(
         json.dumps({"pid": gone.pid, "host": socket.gethostname(), "started": "earlier"})
     )
-    result = keras_bert(
-        "vocab", "--input", corpus, "--vocab-size", "60", "--output", tmp_path / "vocab.txt"
+    result = command_process(
+        "vocab --input {input} --vocab-size 60 --output {output}",
+        input=corpus,
+        output=tmp_path / "vocab.txt",
     )
     assert result.returncode == 0, result.stderr
     assert (
@@ -143,14 +109,10 @@ def test_a_full_disk_is_one_line_and_no_file(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(" ".join(f"word{i}" for i in range(400)) * 3)
     line = one_error_line(
-        keras_bert(
-            "vocab",
-            "--input",
-            corpus,
-            "--vocab-size",
-            "300",
-            "--output",
-            tmp_path / "vocab.txt",
+        command_process(
+            "vocab --input {input} --vocab-size 300 --output {output}",
+            input=corpus,
+            output=tmp_path / "vocab.txt",
             limit_file_size=512,
         )
     )
@@ -161,8 +123,11 @@ def test_a_full_disk_is_one_line_and_no_file(tmp_path):
 def test_verbose_keeps_the_traceback_of_an_expected_failure(tmp_path):
     answers = tmp_path / "a.txt"
     answers.write_text("a good film\n")
-    result = keras_bert(
-        "predict", "--model-dir", tmp_path, "--input", answers, "--output", answers, "--verbose"
+    result = command_process(
+        "predict --model-dir {model_dir} --input {input} --output {output} --verbose",
+        model_dir=tmp_path,
+        input=answers,
+        output=answers,
     )
     assert result.returncode == 2
     assert "Traceback" in result.stderr and "OutputIsInputError" in result.stderr
@@ -171,15 +136,13 @@ def test_verbose_keeps_the_traceback_of_an_expected_failure(tmp_path):
 
 def test_a_missing_input_is_one_line(tmp_path):
     line = one_error_line(
-        keras_bert(
-            "create-pretraining-data",
-            "--input-file",
-            tmp_path / "absent.txt",
-            "--output-file",
-            tmp_path / "r.tfrecord",
-            "--vocab-file",
-            os.path.join(REPO_ROOT, "keras_bert", "assets", "bert_uncased_vocab.txt"),
+        command_process(
+            "create-pretraining-data --input-file {input_file} "
+            "--output-file {output_file} --vocab-file {vocab_file} "
             "--quiet",
+            input_file=tmp_path / "absent.txt",
+            output_file=tmp_path / "r.tfrecord",
+            vocab_file=os.path.join(REPO_ROOT, "keras_bert", "assets", "bert_uncased_vocab.txt"),
         )
     )
     assert "absent.txt" in line
@@ -251,16 +214,11 @@ def test_predict_on_a_full_disk_is_one_line_and_no_answers_file(model_dir, tmp_p
     texts.write_text("the quick brown fox jumps over the lazy dog\n" * 4000)  # ~350 KB of answers
     # 256 KB: loading the model writes its ~90 KB of weights to a temporary folder.
     line = one_error_line(
-        keras_bert(
-            "predict",
-            "--model-dir",
-            model_dir,
-            "--input",
-            texts,
-            "--output",
-            tmp_path / "answers.jsonl",
-            "--batch-size",
-            "1000",
+        command_process(
+            "predict --model-dir {model_dir} --input {input} --output {output} --batch-size 1000",
+            model_dir=model_dir,
+            input=texts,
+            output=tmp_path / "answers.jsonl",
             limit_file_size=256 * 1024,
         )
     )
@@ -273,8 +231,11 @@ def test_export_on_a_full_disk_is_one_line_and_no_version_folder(model_dir, tmp_
     output = tmp_path / "exports" / "tiny" / "1"
     # 512 KB: the weights fit, the graph (saved_model.pb, ~1.4 MB) does not.
     line = one_error_line(
-        keras_bert(
-            "export", "--model-dir", model_dir, "--output", output, limit_file_size=512 * 1024
+        command_process(
+            "export --model-dir {model_dir} --output {output}",
+            model_dir=model_dir,
+            output=output,
+            limit_file_size=512 * 1024,
         )
     )
     assert f"cannot write {output}" in line, line
@@ -288,14 +249,11 @@ def test_predict_onto_a_file_of_the_model_folder_is_refused(tmp_path):
     (model / "model.keras").write_bytes(b"the weights")
     (tmp_path / "a.txt").write_text("a good film\n")
     line = one_error_line(
-        keras_bert(
-            "predict",
-            "--model-dir",
-            model,
-            "--input",
-            tmp_path / "a.txt",
-            "--output",
-            model / "model.keras",
+        command_process(
+            "predict --model-dir {model_dir} --input {input} --output {output}",
+            model_dir=model,
+            input=tmp_path / "a.txt",
+            output=model / "model.keras",
         )
     )
     assert f"is a file of the input folder {model}" in line
@@ -305,17 +263,12 @@ def test_predict_onto_a_file_of_the_model_folder_is_refused(tmp_path):
 def test_finetune_may_not_write_over_its_own_initial_checkpoint(tmp_path):
     (tmp_path / "model.keras").write_bytes(b"the encoder")
     line = one_error_line(
-        keras_bert(
-            "finetune",
-            "--task",
-            "classify",
-            "--train",
-            tmp_path / "train.tsv",
-            "--init-checkpoint",
-            tmp_path / "model.keras",
-            "--output-dir",
-            tmp_path,
-            "--overwrite",
+        command_process(
+            "finetune --task classify --train {train} --init-checkpoint "
+            "{init_checkpoint} --output-dir {output_dir} --overwrite",
+            train=tmp_path / "train.tsv",
+            init_checkpoint=tmp_path / "model.keras",
+            output_dir=tmp_path,
         )
     )
     assert f"is the input {tmp_path / 'model.keras'}" in line
@@ -332,15 +285,7 @@ def test_reading_a_folder_that_a_run_is_writing_says_so(tmp_path, capsys):
     output = tmp_path / "out"
     (output / "checkpoints").mkdir(parents=True)
     (tmp_path / "dev.tsv").write_text("text\tlabel\nthe fox\tpos\n")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(output)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=ENV,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with output_locked_by_another_process(output) as holder_pid:
         for argv in (
             ["export", "--model-dir", output, "--output", tmp_path / "export" / "1"],
             ["evaluate", "--model-dir", output, "--data", tmp_path / "dev.tsv"],
@@ -352,12 +297,10 @@ def test_reading_a_folder_that_a_run_is_writing_says_so(tmp_path, capsys):
             err = capsys.readouterr().err.strip()
             assert code == 2 and len(err.splitlines()) == 1, err
             assert (
-                f"error: {output}: a run is in progress there (process {holder.pid} on "
+                f"error: {output}: a run is in progress there (process {holder_pid} on "
                 f"{socket.gethostname()} since " in err
             ), err
             assert "wait for it to finish" in err
-    finally:
-        holder.communicate("done\n")
     assert not (tmp_path / "export").exists() and not (tmp_path / "answers.jsonl").exists()
     # The run gone: the folder is what it is.
     code = commands.main(["export", "--model-dir", str(output), "--output", str(tmp_path / "e/1")])
@@ -413,43 +356,27 @@ def test_finetune_refuses_a_vocabulary_larger_than_the_checkpoints_embedding(tmp
     """`--vocab-file` with 100 more lines than the checkpoint's embedding table:
     refused before training (the task model's boundary, as `from_pretrained`),
     naming the file, its size and the checkpoint's; no model is written."""
-    from keras_bert import BertConfig, BertEncoder
+    from tiny_outputs import CONFIG  # the encoder of TINY_VOCAB
+
+    from keras_bert import BertEncoder
 
     from conftest import TINY_VOCAB
 
     checkpoint = tmp_path / "encoder.keras"
-    BertEncoder(
-        BertConfig(
-            vocab_size=len(TINY_VOCAB),
-            hidden_size=16,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=32,
-            max_position_embeddings=32,
-        )
-    ).save(str(checkpoint))
+    BertEncoder(CONFIG).save(str(checkpoint))
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(TINY_VOCAB + [f"extra{i}" for i in range(100)]) + "\n")
     train = tmp_path / "train.tsv"
     train.write_text("text\tlabel\nthe fox\tpos\nthe dog\tneg\n")
     line = one_error_line(
-        keras_bert(
-            "finetune",
-            "--task",
-            "classify",
-            "--train",
-            train,
-            "--init-checkpoint",
-            checkpoint,
-            "--vocab-file",
-            vocab,
-            "--output-dir",
-            tmp_path / "out",
-            "--no-tensorboard",
-            "--seq-length",
-            16,
-            "--epochs",
-            1,
+        command_process(
+            "finetune --task classify --train {train} --init-checkpoint "
+            "{init_checkpoint} --vocab-file {vocab_file} --output-dir "
+            "{output_dir} --no-tensorboard --seq-length 16 --epochs 1",
+            train=train,
+            init_checkpoint=checkpoint,
+            vocab_file=vocab,
+            output_dir=tmp_path / "out",
             timeout=300,
         )
     )

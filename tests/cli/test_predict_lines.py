@@ -11,6 +11,8 @@ from tiny_outputs import tiny_classifier_output
 
 from keras_bert import cli
 
+from harness import run_predict
+
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
@@ -67,20 +69,7 @@ def test_json_lines_by_extension_and_the_input_on_request(model_dir, tmp_path):
 def test_the_format_flag_overrides_the_extension(model_dir, tmp_path, capsys):
     lines = tmp_path / "texts.jsonl"  # plain texts, despite the name
     lines.write_text("{not json, a text\nthe fox\n")
-    assert (
-        cli.main(
-            [
-                "predict",
-                "--model-dir",
-                model_dir,
-                "--input",
-                str(lines),
-                "--output",
-                str(tmp_path / "never.jsonl"),
-            ]
-        )
-        == 2
-    )
+    assert run_predict(model_dir, lines, tmp_path / "never.jsonl") == 2
     assert "texts.jsonl, line 1: not valid JSON" in capsys.readouterr().err
     answers = predict(model_dir, lines, tmp_path / "answers.jsonl", "--input-format", "text")
     assert [a["line"] for a in answers] == [1, 2]
@@ -89,20 +78,7 @@ def test_the_format_flag_overrides_the_extension(model_dir, tmp_path, capsys):
 def test_a_json_file_is_not_guessed_for_a_classifier(model_dir, tmp_path, capsys):
     inputs = tmp_path / "inputs.json"
     inputs.write_text('{"text": "the fox"}\n')
-    assert (
-        cli.main(
-            [
-                "predict",
-                "--model-dir",
-                model_dir,
-                "--input",
-                str(inputs),
-                "--output",
-                str(tmp_path / "answers.jsonl"),
-            ]
-        )
-        == 2
-    )
+    assert run_predict(model_dir, inputs, tmp_path / "answers.jsonl") == 2
     assert (
         "inputs.json: a .json file is read as a SQuAD file, for question answering; give "
         "JSON Lines a .jsonl name or --input-format jsonl"
@@ -113,20 +89,7 @@ def test_a_json_file_is_not_guessed_for_a_classifier(model_dir, tmp_path, capsys
 def test_invalid_utf8_names_the_line_and_a_byte_order_mark_is_not_text(model_dir, tmp_path, capsys):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"the fox\nthe \xff dog\n")
-    assert (
-        cli.main(
-            [
-                "predict",
-                "--model-dir",
-                model_dir,
-                "--input",
-                str(bad),
-                "--output",
-                str(tmp_path / "never.jsonl"),
-            ]
-        )
-        == 2
-    )
+    assert run_predict(model_dir, bad, tmp_path / "never.jsonl") == 2
     assert "bad.txt, line 2: not valid UTF-8" in capsys.readouterr().err
     marked = tmp_path / "marked.txt"
     marked.write_bytes(b"\xef\xbb\xbfthe fox\n")

@@ -5,6 +5,8 @@ text with an English vocabulary went through in silence)."""
 from keras_bert import cli
 from keras_bert.assets import VOCAB_FILE
 
+from harness import run_command
+
 GREEK = [
     "Όλοι οι άνθρωποι γεννιούνται ελεύθεροι και ίσοι στην αξιοπρέπεια και τα δικαιώματα.",
     "Είναι προικισμένοι με λογική και συνείδηση, και οφείλουν να συμπεριφέρονται "
@@ -59,16 +61,10 @@ def test_vocab_reports_the_learned_vocabulary_on_its_corpus(tmp_path, capsys):
     corpus = tmp_path / "english.txt"
     corpus.write_text("\n".join(ENGLISH * 20) + "\n", encoding="utf-8")
     assert (
-        cli.main(
-            [
-                "vocab",
-                "--input",
-                str(corpus),
-                "--vocab-size",
-                "200",
-                "--output",
-                str(tmp_path / "vocab.txt"),
-            ]
+        run_command(
+            "vocab --input {input} --vocab-size 200 --output {output}",
+            input=corpus,
+            output=tmp_path / "vocab.txt",
         )
         == 0
     )
@@ -82,25 +78,13 @@ def test_finetune_reports_its_training_texts(tmp_path, capsys):
     rows = [f"{text}\t{label}" for text, label in zip(GREEK * 2, ["a", "b", "b", "a"])]
     (tmp_path / "train.tsv").write_text("text\tlabel\n" + "\n".join(rows) + "\n", encoding="utf-8")
     assert (
-        cli.main(
-            [
-                "finetune",
-                "--task",
-                "classify",
-                "--train",
-                str(tmp_path / "train.tsv"),
-                "--output-dir",
-                str(tmp_path / "model"),
-                "--vocab-file",
-                VOCAB_FILE,
-                "--seq-length",
-                "8",
-                "--batch-size",
-                "2",
-                "--epochs",
-                "1",
-                "--no-tensorboard",
-            ]
+        run_command(
+            "finetune --task classify --train {train} --output-dir "
+            "{output_dir} --vocab-file {vocab_file} --seq-length 8 "
+            "--batch-size 2 --epochs 1 --no-tensorboard",
+            train=tmp_path / "train.tsv",
+            output_dir=tmp_path / "model",
+            vocab_file=VOCAB_FILE,
         )
         == 0
     )

@@ -18,8 +18,10 @@ import tempfile
 
 import numpy as np
 
-from keras_bert import BertConfig, BertEncoder, BertTokenizer
+from keras_bert import BertEncoder, BertTokenizer
 from keras_bert.assets import VOCAB_FILE
+
+from harness import BERT_DROPOUT, tiny_config
 
 KINDS = ("embeddings", "classifier", "regressor", "tagger", "squad")
 # The default (fast) suite exports the classifier only; tests of the other
@@ -89,14 +91,7 @@ def tiny_encoder(seed):
     import keras
 
     keras.utils.set_random_seed(seed)
-    config = BertConfig(
-        vocab_size=tokenizer().vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-    )
-    return BertEncoder(config)
+    return BertEncoder(tiny_config(vocab_size=tokenizer().vocab_size, **BERT_DROPOUT))
 
 
 def _spread(layer, factor):
@@ -138,14 +133,7 @@ def multi_label_classifier(activation=None):
     from keras_bert.models.classifier import BertClassifier
 
     keras.utils.set_random_seed(len(KINDS))
-    config = BertConfig(
-        vocab_size=tokenizer().vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        initializer_range=0.2,
-    )
+    config = tiny_config(vocab_size=tokenizer().vocab_size, initializer_range=0.2, **BERT_DROPOUT)
     model = BertClassifier(
         BertEncoder(config),
         len(TOPICS),

@@ -27,6 +27,8 @@ from keras_bert.models.token_classifier import BertTokenClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 from keras_bert.text.tokenizer import BertTokenizer
 
+from harness import run_command
+
 SEQ_LENGTH = 32  # the SavedModel classifier's (export_helpers)
 
 
@@ -149,20 +151,11 @@ def test_cli_export_litert(tmp_path, capsys):
     _classifier_with_preprocessor().save(str(model_dir / "model.keras"))
     output = str(tmp_path / "reviews.tflite")
     assert (
-        cli.main(
-            [
-                "export",
-                "--format",
-                "litert",
-                "--model-dir",
-                str(model_dir),
-                "--output",
-                output,
-                "--seq-length",
-                "16",
-                "--padding",
-                "longest",
-            ]
+        run_command(
+            "export --format litert --model-dir {model_dir} --output {output} --seq-length 16"
+            " --padding longest",
+            model_dir=model_dir,
+            output=output,
         )
         == 0
     )

@@ -8,12 +8,12 @@ import keras
 import numpy as np
 import pytest
 
-from keras_bert import BertClassifier, BertEncoder, BertPreprocessor, cli
+from keras_bert import BertClassifier, BertEncoder, BertPreprocessor
 from keras_bert.models import user_inputs
 from keras_bert.training import finetuning, pretraining
 
 from conftest import TINY_VOCAB
-from harness import tiny_config
+from harness import run_command, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -154,14 +154,10 @@ def test_a_null_model_needs_an_init_checkpoint():
 def test_a_refused_command_leaves_no_output_folder(tmp_path, capsys):
     """Was: the folders made to hold the output's lock (`x/y/` of
     `--output x/y/1`) stayed, empty, after the command was refused."""
-    code = cli.main(
-        [
-            "export",
-            "--model-dir",
-            str(tmp_path / "absent"),
-            "--output",
-            str(tmp_path / "x" / "y" / "1"),
-        ]
+    code = run_command(
+        "export --model-dir {model_dir} --output {output}",
+        model_dir=tmp_path / "absent",
+        output=tmp_path / "x" / "y" / "1",
     )
     assert code == 2 and "absent" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == []

@@ -10,19 +10,14 @@ import keras
 import numpy as np
 import pytest
 
-from keras_bert import BertConfig, BertEncoder
+from keras_bert import BertEncoder
 from keras_bert.datasets import metrics
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
 
-CONFIG = BertConfig(
-    vocab_size=19,  # conftest's TINY_VOCAB
-    hidden_size=16,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    intermediate_size=32,
-    max_position_embeddings=16,
-)
+from harness import small_config
+
+CONFIG = small_config(vocab_size=19, num_hidden_layers=1, max_position_embeddings=16)  # TINY_VOCAB
 SEQ_LENGTH = 8  # 6 pieces a window
 STRIDE = 3
 NAMES = ["neg", "pos"]

@@ -4,19 +4,13 @@ import pytest
 
 from keras_bert import BertConfig, BertEncoder
 
+import harness
+
 
 def tiny_config(**overrides):
-    values = dict(
-        vocab_size=50,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=16,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    return BertConfig(**{**values, **overrides})
+    """The harness's tiny encoder with 4 heads, 50 ids and 16 positions."""
+    values = dict(vocab_size=50, num_attention_heads=4, max_position_embeddings=16)
+    return harness.tiny_config(**{**values, **overrides})
 
 
 def random_inputs(batch=2, length=8, vocab=50, seed=0):

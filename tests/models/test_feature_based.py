@@ -5,19 +5,14 @@ import keras
 import numpy as np
 import pytest
 
-from keras_bert import BertConfig, BertEncoder
+from keras_bert import BertEncoder
 from keras_bert.models.feature_extractor import FEATURE_CHOICES, BertFeatureExtractor
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.token_classifier import BertTokenClassifier
 
-CONFIG = BertConfig(
-    vocab_size=40,
-    hidden_size=16,
-    num_hidden_layers=5,
-    num_attention_heads=2,
-    intermediate_size=32,
-    max_position_embeddings=32,
-)
+from harness import small_config
+
+CONFIG = small_config(num_hidden_layers=5, max_position_embeddings=32)
 
 
 @pytest.fixture
@@ -67,15 +62,7 @@ def test_features_equal_encoder_outputs_sliced_by_hand(inputs, feature):
 def test_bad_feature_choice_is_named(inputs):
     with pytest.raises(ValueError, match="feature must be one of"):
         BertFeatureExtractor(BertEncoder(CONFIG), feature="last_three")
-    small = BertEncoder(
-        BertConfig(
-            vocab_size=40,
-            hidden_size=16,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=32,
-        )
-    )
+    small = BertEncoder(small_config(max_position_embeddings=512))  # 2 layers
     with pytest.raises(ValueError, match="needs 4 layers"):
         BertTokenClassifier(small, num_labels=3, feature="concat_last_four")
 

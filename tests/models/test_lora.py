@@ -6,24 +6,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert import BertConfig, BertEncoder
+from keras_bert import BertEncoder
 from keras_bert.kernels.dense import FastDense
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.lora import lora_projections
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.token_classifier import BertTokenClassifier
 
-from harness import running_plain_ops
+from harness import running_plain_ops, small_config
 
 H, F, L = 16, 32, 4
-CONFIG = BertConfig(
-    vocab_size=40,
-    hidden_size=H,
-    num_hidden_layers=L,
-    num_attention_heads=2,
-    intermediate_size=F,
-    max_position_embeddings=32,
-)
+CONFIG = small_config(num_hidden_layers=L, max_position_embeddings=32)  # hidden H, feed-forward F
 TASKS = {
     "classifier": lambda encoder: BertClassifier(encoder, num_classes=3),
     "tagger": lambda encoder: BertTokenClassifier(encoder, num_labels=5),

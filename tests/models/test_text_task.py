@@ -98,28 +98,17 @@ def test_unknown_label_names_fail_clearly(datasets_dir):
         ids_only.predict_labels(texts)
 
 
-def test_predict_equals_the_exported_model_and_keras_file_keeps_strings(tmp_path, datasets_dir):
+def test_a_reloaded_keras_file_is_compiled_and_fits_strings(tmp_path, datasets_dir):
+    """(Its answers, config and exported answers: test_tasks.py's harness.)"""
     texts, _ = reviews(datasets_dir, 6)
     model = classifier(seed=3)
-    model.get_layer("classifier_output").kernel.assign(
-        model.get_layer("classifier_output").kernel * 20.0
-    )  # decisions well apart
-    path = export_saved_model(model, str(tmp_path / "export" / "1"))
-    served = tf.saved_model.load(path).signatures["serving_default"](
-        text=tf.constant(texts), text_pair=tf.constant([], tf.string)
-    )
-    np.testing.assert_allclose(
-        model.predict_proba(texts), served["probabilities"].numpy(), atol=1e-5
-    )
-    assert model.predict_labels(texts) == [x.decode() for x in served["label"].numpy()]
-
     model.compile()
     model.save(tmp_path / "model.keras")
     restored = keras.models.load_model(tmp_path / "model.keras")
-    assert isinstance(restored.preprocessor, BertPreprocessor)
-    assert restored.preprocessor.seq_length == 32 and restored.label_names == NAMES
-    np.testing.assert_allclose(restored.predict(texts), model.predict(texts), atol=1e-6)
+    assert isinstance(restored.preprocessor, BertPreprocessor) and restored.compiled
+    before = restored.get_weights()
     restored.fit(texts, ["fresh"] * 6, epochs=1, verbose=0)  # compiled on load, takes strings
+    assert any(np.any(a != b) for a, b in zip(restored.get_weights(), before))
 
 
 def test_feature_extractor_on_text():

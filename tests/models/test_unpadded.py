@@ -12,11 +12,13 @@ import pytest
 import tensorflow as tf
 from task_models import reviews
 
-from keras_bert import BertConfig, BertEncoder, BertTokenizer
+from keras_bert import BertEncoder, BertTokenizer
 from keras_bert.layers.packing import TokenPacking
 from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.token_classifier import BertTokenClassifier
+
+from harness import BERT_DROPOUT, tiny_config
 
 # Different products over the same rows: float32 rounding only.
 TOLERANCE = 1e-5
@@ -26,14 +28,14 @@ def random_encoder(attention="bidirectional", seed=0):
     keras.utils.set_random_seed(seed)
     # initializer_range 0.2: weights large enough that a wrong row or mask shows.
     return BertEncoder(
-        BertConfig(
+        tiny_config(
             vocab_size=200,
-            hidden_size=32,
             num_hidden_layers=3,
             num_attention_heads=4,
             intermediate_size=48,
             initializer_range=0.2,
             attention=attention,
+            **BERT_DROPOUT,
         )
     )
 

@@ -8,6 +8,7 @@ import pytest
 from keras_bert import BertClassifier, BertEncoder, BertPreprocessor, BertTokenClassifier
 from keras_bert.models import user_inputs
 
+from conftest import TINY_VOCAB
 from harness import tiny_config
 
 TEXTS = ["the quick fox", "a lazy dog", "the dog", "a fox"]
@@ -16,24 +17,7 @@ TEXTS = ["the quick fox", "a lazy dog", "the dog", "a fox"]
 @pytest.fixture(scope="module")
 def classifier(tmp_path_factory):
     vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    vocab.write_text(
-        "\n".join(
-            [
-                "[PAD]",
-                "[UNK]",
-                "[CLS]",
-                "[SEP]",
-                "[MASK]",
-                "the",
-                "quick",
-                "fox",
-                "a",
-                "lazy",
-                "dog",
-            ]
-        )
-        + "\n"
-    )
+    vocab.write_text("\n".join([*TINY_VOCAB[:7], "fox", "a", "lazy", "dog"]) + "\n")
     model = BertClassifier(
         BertEncoder(tiny_config(vocab_size=11)),
         2,

@@ -60,7 +60,7 @@ def test_maps_over_a_dataset_and_survives_its_config():
     ids = np.concatenate([x["input_ids"].numpy() for x, _ in dataset])
     np.testing.assert_array_equal(ids, original_features(TEXTS, None, 16)["input_ids"])
     # The config holds the settings, not the 30,522 pieces (a `.keras` file
-    # stores them as an asset: tests/models/test_fresh_process.py).
+    # stores them as an asset: tests/models/test_fresh_process.py and test_tasks.py).
     config = preprocessor.get_config()
     assert "vocabulary" not in config and len(str(config)) < 1000
     restored = BertPreprocessor.from_config(config)

@@ -11,10 +11,11 @@ import pytest
 import tensorflow as tf
 from official.nlp.tools import tokenization
 
-from keras_bert import cli
 from keras_bert.assets import AUSTEN_DIR
 from keras_bert.text.tokenizer import BertTokenizer
 from keras_bert.text.vocab import count_words, learn_vocabulary, special_tokens
+
+from harness import run_command
 
 
 def austen_lines(name=None):
@@ -111,19 +112,10 @@ def test_cli_vocab(tmp_path, capsys):
     train = write_lines(tmp_path / "train.txt", austen_lines("emma")[:300])
     output = tmp_path / "cased" / "vocab.txt"
     assert (
-        cli.main(
-            [
-                "vocab",
-                "--input",
-                train,
-                "--vocab-size",
-                "800",
-                "--output",
-                str(output),
-                "--cased",
-                "--num-unused",
-                "99",
-            ]
+        run_command(
+            "vocab --input {input} --vocab-size 800 --output {output} --cased --num-unused 99",
+            input=train,
+            output=output,
         )
         == 0
     )
@@ -146,16 +138,10 @@ def test_errors(tmp_path, capsys):
     with pytest.raises(ValueError, match="vocab_size 5 leaves no room"):
         learn_vocabulary([path], 5)
     assert (
-        cli.main(
-            [
-                "vocab",
-                "--input",
-                str(tmp_path / "nope.txt"),
-                "--vocab-size",
-                "50",
-                "--output",
-                str(tmp_path / "v.txt"),
-            ]
+        run_command(
+            "vocab --input {input} --vocab-size 50 --output {output}",
+            input=tmp_path / "nope.txt",
+            output=tmp_path / "v.txt",
         )
         == 2
     )

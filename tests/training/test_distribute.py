@@ -16,6 +16,7 @@ from keras_bert.config import BertConfig
 from keras_bert.pretraining_data import inputs
 from keras_bert.training import distribute, pretraining
 
+from harness import pretrain_fields, small_config
 from loopback_cluster import printed_json, run_workers
 from repo_paths import REPO_ROOT
 from synthetic_pretraining import write_records
@@ -152,28 +153,17 @@ MIRRORED_SCRIPT = textwrap.dedent("""
 def _cluster_fields(tmp_path):
     write_records(tmp_path / "a.tfrecord", 64, seq_length=16, seed=0)
     write_records(tmp_path / "b.tfrecord", 64, seq_length=16, seed=1)
-    BertConfig(
-        vocab_size=32,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    ).to_json_file(str(tmp_path / "bert_config.json"))
-    return dict(
+    small_config(vocab_size=32, max_position_embeddings=16, dropout=0.0).to_json_file(
+        str(tmp_path / "bert_config.json")
+    )
+    return pretrain_fields(
         model=str(tmp_path / "bert_config.json"),
-        seq_length=16,
-        max_predictions_per_seq=4,
         batch_size=8,
         learning_rate=1e-3,
         train_steps=12,
         warmup_steps=2,
         checkpoint_every=6,
         log_every=1,
-        jit_compile=False,
-        verbose=0,
         seed=3,
     )
 

@@ -30,6 +30,7 @@ from keras_bert.training import finetuning, finetuning_run
 from keras_bert.training.callbacks import ExactResume, StopOnNonFiniteLoss
 from keras_bert.training.finetuning import FinetuneConfig
 
+from harness import FINISHED_RUN_FILES, run_command, run_predict, small_config
 from repo_paths import REPO_ROOT
 
 ROWS = os.path.join(REPO_ROOT, "tests", "fixtures", "embeddings")
@@ -42,16 +43,7 @@ def tiny_encoder_file(tmp_path, dropout=0.0):
     """A tiny random encoder on the shipped uncased vocabulary (the BBC text
     needs real word pieces, not the 19-token test vocabulary)."""
     keras.utils.set_random_seed(1)
-    config = BertConfig(
-        vocab_size=30522,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=64,
-        hidden_dropout_prob=dropout,
-        attention_probs_dropout_prob=dropout,
-    )
+    config = small_config(vocab_size=30522, dropout=dropout)
     path = str(tmp_path / f"encoder_{dropout}.keras")
     BertEncoder(config).save(path)
     return path
@@ -115,12 +107,7 @@ def test_pairs_train_keep_the_best_mrr_and_evaluate_the_same_from_the_folder(tmp
     # BBC dev holds one article twice ("What high-definition will do to DVDs"):
     # its text is one document, relevant to both copies of its headline.
     assert (result["dev"]["queries"], result["dev"]["documents"]) == (24, 23)
-    assert sorted(os.listdir(output)) == [
-        "dev_results.json",
-        "finetune_config.json",
-        "model.keras",
-        "vocab.txt",
-    ]
+    assert sorted(os.listdir(output)) == FINISHED_RUN_FILES
     # The saved model scores dev as the run did, and as the retrieval
     # functions score its embeddings of the rows.
     model = keras.models.load_model(os.path.join(output, "model.keras"))
@@ -308,31 +295,17 @@ def test_epoch_batches_of_text_columns_are_cut_each_to_its_longest(tmp_path):
 def test_cli_finetune_evaluate_predict(tmp_path, capsys):
     output = str(tmp_path / "embed")
     assert (
-        cli.main(
-            [
-                "finetune",
-                "--task",
-                "embed",
-                "--train",
-                TRIPLETS,
-                "--dev",
-                DEV,
-                "--vocab-file",
-                VOCAB_FILE,
-                "--init-checkpoint",
-                tiny_encoder_file(tmp_path),
-                "--seq-length",
-                "32",
-                "--batch-size",
-                "8",
-                "--epochs",
-                "1",
-                "--set",
-                "embedding_loss=multiple_negatives_symmetric_ranking",
-                "--output-dir",
-                output,
-                "--no-tensorboard",
-            ]
+        run_command(
+            "finetune --task embed --train {train} --dev {dev} "
+            "--vocab-file {vocab_file} --init-checkpoint "
+            "{init_checkpoint} --seq-length 32 --batch-size 8 --epochs 1 "
+            "--set embedding_loss=multiple_negatives_symmetric_ranking "
+            "--output-dir {output_dir} --no-tensorboard",
+            train=TRIPLETS,
+            dev=DEV,
+            vocab_file=VOCAB_FILE,
+            init_checkpoint=tiny_encoder_file(tmp_path),
+            output_dir=output,
         )
         == 0
     )
@@ -360,20 +333,7 @@ def test_cli_finetune_evaluate_predict(tmp_path, capsys):
     # predict: one embedding per input line, blank lines answered in place.
     texts = ["Economy 'strong' in election year", "", "Electrolux to export Europe jobs"]
     (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
-    assert (
-        cli.main(
-            [
-                "predict",
-                "--model-dir",
-                output,
-                "--input",
-                str(tmp_path / "texts.txt"),
-                "--output",
-                str(tmp_path / "embeddings.jsonl"),
-            ]
-        )
-        == 0
-    )
+    assert run_predict(output, tmp_path / "texts.txt", tmp_path / "embeddings.jsonl") == 0
     answers = [json.loads(line) for line in open(tmp_path / "embeddings.jsonl")]
     assert [a["line"] for a in answers] == [1, 2, 3] and answers[1] == {"line": 2, "blank": True}
     model, _ = finetuning.load_finetuned(output)
@@ -388,18 +348,10 @@ def test_cli_evaluate_a_pretrained_sentence_encoder_zero_shot(tmp_path, minilm_p
     output) scores it as it is, at its own length, as BertSentenceEncoder's
     embeddings score through the retrieval functions."""
     assert (
-        cli.main(
-            [
-                "evaluate",
-                "--task",
-                "embed",
-                "--model-dir",
-                minilm_path,
-                "--data",
-                DEV,
-                "--max-examples",
-                "12",
-            ]
+        run_command(
+            "evaluate --task embed --model-dir {model_dir} --data {data} --max-examples 12",
+            model_dir=minilm_path,
+            data=DEV,
         )
         == 0
     )
@@ -428,29 +380,15 @@ def test_cli_finetunes_the_real_minilm_folder_with_its_modules(tmp_path, minilm_
     order, and the export of the output serves what the model embeds."""
     output = str(tmp_path / "minilm")
     assert (
-        cli.main(
-            [
-                "finetune",
-                "--task",
-                "embed",
-                "--train",
-                PAIRS,
-                "--dev",
-                DEV,
-                "--init-checkpoint",
-                minilm_path,
-                "--seq-length",
-                "64",
-                "--batch-size",
-                "16",
-                "--epochs",
-                "1",
-                "--learning-rate",
-                "2e-5",
-                "--output-dir",
-                output,
-                "--no-tensorboard",
-            ]
+        run_command(
+            "finetune --task embed --train {train} --dev {dev} "
+            "--init-checkpoint {init_checkpoint} --seq-length 64 "
+            "--batch-size 16 --epochs 1 --learning-rate 2e-5 --output-dir "
+            "{output_dir} --no-tensorboard",
+            train=PAIRS,
+            dev=DEV,
+            init_checkpoint=minilm_path,
+            output_dir=output,
         )
         == 0
     )
@@ -465,18 +403,10 @@ def test_cli_finetunes_the_real_minilm_folder_with_its_modules(tmp_path, minilm_
     assert model.preprocessor.vocabulary == reference.preprocessor.vocabulary
     trained = json.load(open(os.path.join(output, "dev_results.json")))["dev"]
     assert (
-        cli.main(
-            [
-                "evaluate",
-                "--task",
-                "embed",
-                "--model-dir",
-                minilm_path,
-                "--data",
-                DEV,
-                "--seq-length",
-                "64",
-            ]
+        run_command(
+            "evaluate --task embed --model-dir {model_dir} --data {data} --seq-length 64",
+            model_dir=minilm_path,
+            data=DEV,
         )
         == 0
     )

@@ -8,19 +8,12 @@ import keras
 import numpy as np
 import pytest
 
-from keras_bert import BertConfig, BertEncoder, cli
+from keras_bert import BertEncoder
 from keras_bert.models.classifier import BertClassifier
 
-from harness import tolerance
+from harness import run_command, small_config, tolerance
 
-CONFIG = BertConfig(
-    vocab_size=30,
-    hidden_size=16,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=32,
-    max_position_embeddings=64,
-)
+CONFIG = small_config(vocab_size=30)
 
 
 @pytest.mark.precision
@@ -38,33 +31,17 @@ def test_cli_finetune_with_lora_writes_adapters_and_a_merged_model(
     output = str(tmp_path / "run")
     # With a dev set, the run ends on its best epoch's adapters (kept in best/ meanwhile).
     assert (
-        cli.main(
-            [
-                "finetune",
-                "--task",
-                "classify",
-                "--train",
-                str(tmp_path / "train.tsv"),
-                "--dev",
-                str(tmp_path / "train.tsv"),
-                "--init-checkpoint",
-                base_path,
-                "--vocab-file",
-                tiny_vocab_file,
-                "--seq-length",
-                "16",
-                "--batch-size",
-                "8",
-                "--epochs",
-                "1",
-                "--learning-rate",
-                "1e-3",
-                "--lora-rank",
-                "2",
-                "--no-tensorboard",
-                "--output-dir",
-                output,
-            ]
+        run_command(
+            "finetune --task classify --train {train} --dev {dev} "
+            "--init-checkpoint {init_checkpoint} --vocab-file "
+            "{vocab_file} --seq-length 16 --batch-size 8 --epochs 1 "
+            "--learning-rate 1e-3 --lora-rank 2 --no-tensorboard "
+            "--output-dir {output_dir}",
+            train=tmp_path / "train.tsv",
+            dev=tmp_path / "train.tsv",
+            init_checkpoint=base_path,
+            vocab_file=tiny_vocab_file,
+            output_dir=output,
         )
         == 0
     )

@@ -5,14 +5,13 @@ checkpoint formats load, the paper's search and the CLI run."""
 import dataclasses
 import json
 import os
-import random
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert import BertConfig, BertEncoder, checkpoints, cli, dataset_options
+from keras_bert import BertEncoder, checkpoints, dataset_options
 from keras_bert.datasets import squad
 from keras_bert.datasets.tagging import read_conll
 from keras_bert.models.classifier import BertClassifier
@@ -21,28 +20,16 @@ from keras_bert.training import finetuning, finetuning_run, optimization
 from keras_bert.training.callbacks import ExactResume
 from keras_bert.training.finetuning import FinetuneConfig
 
-CONFIG = BertConfig(
-    vocab_size=30,
-    hidden_size=16,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=32,
-    max_position_embeddings=64,
+from harness import (
+    FINISHED_RUN_FILES,
+    finetune_fields,
+    run_command,
+    run_predict,
+    small_config,
+    write_sentiment,
 )
-FILLER = ["the", "brown", "fox", "dog", "over", "a", "jumps"]
 
-
-def _write_sentiment(path, n, seed):
-    """A sentence starting with `quick` is positive, with `lazy` negative."""
-    rng = random.Random(seed)
-    lines = ["label\tsentence"]
-    for i in range(n):
-        label = ("pos", "neg")[i % 2]
-        words = [rng.choice(FILLER) for _ in range(rng.randrange(2, 9))]
-        words.insert(0, "quick" if label == "pos" else "lazy")
-        lines.append(f"{label}\t{' '.join(words)}")
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
+CONFIG = small_config(vocab_size=30)
 
 
 def _features(n=10, seq_length=24, seed=0):
@@ -84,16 +71,15 @@ def test_every_epoch_is_one_full_pass(bucket_by_length, monkeypatch, tiny_vocab_
             lengths = np.asarray(features["input_mask"]).sum(axis=1)
             assert len(set(np.searchsorted([16, 32], lengths, side="right"))) == 1
     # The command's run: texts read from a file, encoded by the model's preprocessor.
-    train = _write_sentiment(tmp_path / "train.tsv", 70, seed=0)
+    train = write_sentiment(tmp_path / "train.tsv", 70, seed=0)
     config = FinetuneConfig(
-        task="classify",
-        train=train,
-        vocab_file=tiny_vocab_file,
-        seq_length=48,
-        batch_size=8,
-        epochs=3,
-        verbose=0,
-        bucket_by_length=bucket_by_length,
+        **finetune_fields(
+            train=train,
+            vocab_file=tiny_vocab_file,
+            seq_length=48,
+            epochs=3,
+            bucket_by_length=bucket_by_length,
+        )
     )
     texts = [line.split("\t")[1] for line in open(train).read().splitlines()[1:]]
     encoded = BertPreprocessor(tiny_vocab_file, seq_length=48).encode(texts)
@@ -110,32 +96,25 @@ def test_every_epoch_is_one_full_pass(bucket_by_length, monkeypatch, tiny_vocab_
 def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(
     tmp_path, tiny_vocab_file, capsys
 ):
-    train = _write_sentiment(tmp_path / "train.tsv", 192, seed=0)
-    dev = _write_sentiment(tmp_path / "dev.tsv", 32, seed=1)
+    train = write_sentiment(tmp_path / "train.tsv", 192, seed=0)
+    dev = write_sentiment(tmp_path / "dev.tsv", 32, seed=1)
     output = str(tmp_path / "run")
     config = FinetuneConfig(
-        task="classify",
-        train=train,
-        dev=dev,
-        output_dir=output,
-        vocab_file=tiny_vocab_file,
-        preset="tiny",
-        seq_length=16,
-        batch_size=16,
-        learning_rate=1e-4,
-        epochs=10,
-        verbose=0,
-        bucket_by_length=True,
+        **finetune_fields(
+            train=train,
+            dev=dev,
+            output_dir=output,
+            vocab_file=tiny_vocab_file,
+            preset="tiny",
+            batch_size=16,
+            learning_rate=1e-4,
+            epochs=10,
+            bucket_by_length=True,
+        )
     )
     result = finetuning.finetune(config)
     assert result["dev"]["accuracy"] >= 0.9  # chance is 0.5
-    assert sorted(os.listdir(output)) == [
-        "dev_results.json",
-        "finetune_config.json",
-        "logs",
-        "model.keras",
-        "vocab.txt",
-    ]
+    assert sorted(os.listdir(output)) == sorted([*FINISHED_RUN_FILES, "logs"])
     saved = json.load(open(os.path.join(output, "finetune_config.json")))
     assert saved["label_names"] == ["neg", "pos"]
     model = keras.models.load_model(os.path.join(output, "model.keras"))
@@ -156,18 +135,11 @@ def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(
     )
     answers_file = str(tmp_path / "answers.jsonl")
     assert (
-        cli.main(
-            [
-                "predict",
-                "--model-dir",
-                output,
-                "--input",
-                str(inputs),
-                "--output",
-                answers_file,
-                "--batch-size",
-                "7",
-            ]
+        run_command(
+            "predict --model-dir {model_dir} --input {input} --output {output} --batch-size 7",
+            model_dir=output,
+            input=inputs,
+            output=answers_file,
         )
         == 0
     )
@@ -183,20 +155,7 @@ def test_tiny_classifier_learns_and_evaluates_the_same_after_saving(
     )
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n{"txt": "typo"}\n')
-    assert (
-        cli.main(
-            [
-                "predict",
-                "--model-dir",
-                output,
-                "--input",
-                str(bad),
-                "--output",
-                str(tmp_path / "never.jsonl"),
-            ]
-        )
-        == 2
-    )
+    assert run_predict(output, bad, tmp_path / "never.jsonl") == 2
     assert "bad.jsonl, line 2: field(s) ['text'] missing" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "never.jsonl")
 
@@ -239,8 +198,8 @@ def test_paper_search_writes_a_table_and_keeps_the_best(tmp_path, tiny_vocab_fil
         "PAPER_GRID",
         {"batch_size": (16,), "learning_rate": (1e-4, 1e-7), "epochs": (3,)},
     )
-    train = _write_sentiment(tmp_path / "train.tsv", 64, seed=0)
-    dev = _write_sentiment(tmp_path / "dev.tsv", 32, seed=1)
+    train = write_sentiment(tmp_path / "train.tsv", 64, seed=0)
+    dev = write_sentiment(tmp_path / "dev.tsv", 32, seed=1)
     output = str(tmp_path / "search")
     result = finetuning.finetune(
         FinetuneConfig(
@@ -273,30 +232,15 @@ def test_cli_finetune_and_evaluate_tagging_on_wnut16(
     output = str(tmp_path / "tag")
     wnut = os.path.join(datasets_dir, "wnut16")
     assert (
-        cli.main(
-            [
-                "finetune",
-                "--task",
-                "tag",
-                "--train",
-                f"{wnut}/train.conll",
-                "--dev",
-                f"{wnut}/dev.conll",
-                "--vocab-file",
-                real_vocab_file,
-                "--max-train-examples",
-                "64",
-                "--max-dev-examples",
-                "32",
-                "--seq-length",
-                "32",
-                "--batch-size",
-                "16",
-                "--epochs",
-                "1",
-                "--output-dir",
-                output,
-            ]
+        run_command(
+            "finetune --task tag --train {train} --dev {dev} --vocab-file "
+            "{vocab_file} --max-train-examples 64 --max-dev-examples 32 "
+            "--seq-length 32 --batch-size 16 --epochs 1 --output-dir "
+            "{output_dir}",
+            train=f"{wnut}/train.conll",
+            dev=f"{wnut}/dev.conll",
+            vocab_file=real_vocab_file,
+            output_dir=output,
         )
         == 0
     )
@@ -304,16 +248,10 @@ def test_cli_finetune_and_evaluate_tagging_on_wnut16(
     trained = json.load(open(os.path.join(output, "dev_results.json")))
     assert set(trained["dev"]) == {"precision", "recall", "f1"}
     assert (
-        cli.main(
-            [
-                "evaluate",
-                "--model-dir",
-                output,
-                "--data",
-                f"{wnut}/dev.conll",
-                "--max-examples",
-                "32",
-            ]
+        run_command(
+            "evaluate --model-dir {model_dir} --data {data} --max-examples 32",
+            model_dir=output,
+            data=f"{wnut}/dev.conll",
         )
         == 0
     )
@@ -328,20 +266,7 @@ def test_cli_finetune_and_evaluate_tagging_on_wnut16(
     # predict: one line per sentence, the words, tags and entities of `tag`.
     sentences = [" ".join(words) for words in read_conll(f"{wnut}/dev.conll").words[:6]]
     (tmp_path / "sentences.txt").write_text("\n".join(sentences) + "\n")
-    assert (
-        cli.main(
-            [
-                "predict",
-                "--model-dir",
-                output,
-                "--input",
-                str(tmp_path / "sentences.txt"),
-                "--output",
-                str(tmp_path / "tags.jsonl"),
-            ]
-        )
-        == 0
-    )
+    assert run_predict(output, tmp_path / "sentences.txt", tmp_path / "tags.jsonl") == 0
     model, _ = finetuning.load_finetuned(output)
     answers = [json.loads(line) for line in open(tmp_path / "tags.jsonl")]
     assert [a.pop("line") for a in answers] == list(range(1, len(sentences) + 1))
@@ -382,20 +307,7 @@ def test_squad_finetune_on_shipped_samples(tmp_path, datasets_dir, real_vocab_fi
         assert predictions[example.qas_id] == best["text"] != ""
         assert example.context[best["char_start"] : best["char_end"]] == best["text"]
     # predict on the SQuAD file: the model's in-graph answers, one line per question.
-    assert (
-        cli.main(
-            [
-                "predict",
-                "--model-dir",
-                output,
-                "--input",
-                sample,
-                "--output",
-                str(tmp_path / "answers.jsonl"),
-            ]
-        )
-        == 0
-    )
+    assert run_predict(output, sample, tmp_path / "answers.jsonl") == 0
     answers = {a["id"]: a for a in map(json.loads, open(tmp_path / "answers.jsonl"))}
     assert set(answers) == set(predictions)
     for example in examples:
@@ -404,22 +316,21 @@ def test_squad_finetune_on_shipped_samples(tmp_path, datasets_dir, real_vocab_fi
 
 
 def test_finetune_takes_in_memory_data(tmp_path, tiny_vocab_file):
-    train = _write_sentiment(tmp_path / "train.tsv", 64, seed=0)
+    train = write_sentiment(tmp_path / "train.tsv", 64, seed=0)
     rows = [line.split("\t") for line in open(train).read().splitlines()[1:]]
     header = open(train).readline().rstrip("\n").split("\t")
     columns = {name: [row[i] for row in rows] for i, name in enumerate(header)}
     text_column = next(name for name in header if name != "label")
     config = FinetuneConfig(
-        task="classify",
-        vocab_file=tiny_vocab_file,
-        preset="tiny",
-        seq_length=16,
-        batch_size=16,
-        epochs=1,
-        verbose=0,
-        seed=3,
-        text_columns=[text_column],
-        output_dir=str(tmp_path / "memory"),
+        **finetune_fields(
+            vocab_file=tiny_vocab_file,
+            preset="tiny",
+            batch_size=16,
+            epochs=1,
+            seed=3,
+            text_columns=[text_column],
+            output_dir=str(tmp_path / "memory"),
+        )
     )
     from_memory = finetuning.finetune(config, train=columns, dev=columns)
     from_file = finetuning.finetune(
@@ -445,17 +356,15 @@ def test_the_command_and_fit_take_the_same_steps(tmp_path, tiny_vocab_file):
     """`keras-bert finetune`'s run is the task model's own `fit`: the same
     model, optimizer and batches through `model.fit` in a user's script end
     with the same weights (the step is the model's, not a wrapper's)."""
-    train = _write_sentiment(tmp_path / "train.tsv", 40, seed=3)
+    train = write_sentiment(tmp_path / "train.tsv", 40, seed=3)
     config = FinetuneConfig(
-        task="classify",
-        train=train,
-        vocab_file=tiny_vocab_file,
-        seq_length=16,
-        batch_size=8,
-        epochs=2,
-        verbose=0,
-        dropout=0.1,
-        seed=7,
+        **finetune_fields(
+            train=train,
+            vocab_file=tiny_vocab_file,
+            epochs=2,
+            dropout=0.1,
+            seed=7,
+        )
     )
     tokenizer = finetuning.resolve_tokenizer(config)[0]
     task = finetuning.make_task(config)
@@ -488,18 +397,16 @@ def test_the_command_and_fit_take_the_same_steps(tmp_path, tiny_vocab_file):
 
 def test_finetune_says_how_much_of_dev_it_scores(monkeypatch, tiny_vocab_file, tmp_path, capsys):
     """max_dev_examples scores a part of dev: the run says which, and records it."""
-    train = _write_sentiment(tmp_path / "train.tsv", 16, seed=0)
-    dev = _write_sentiment(tmp_path / "dev.tsv", 12, seed=1)
+    train = write_sentiment(tmp_path / "train.tsv", 16, seed=0)
+    dev = write_sentiment(tmp_path / "dev.tsv", 12, seed=1)
     config = FinetuneConfig(
-        task="classify",
-        train=train,
-        dev=dev,
-        vocab_file=tiny_vocab_file,
-        seq_length=16,
-        batch_size=8,
-        epochs=1,
-        verbose=0,
-        max_dev_examples=4,
+        **finetune_fields(
+            train=train,
+            dev=dev,
+            vocab_file=tiny_vocab_file,
+            epochs=1,
+            max_dev_examples=4,
+        )
     )
     monkeypatch.setattr(finetuning, "load_encoder", lambda *args: BertEncoder(CONFIG))
     result = finetuning.finetune(config)

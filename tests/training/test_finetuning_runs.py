@@ -17,25 +17,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert import BertConfig, BertEncoder
+from keras_bert import BertEncoder
 from keras_bert.training import finetuning, finetuning_run
 from keras_bert.training.callbacks import ExactResume
 from keras_bert.training.finetuning import FinetuneConfig
 
+from harness import FINISHED_RUN_FILES, finetune_fields, small_config
 from loopback_cluster import printed_json, run_workers
 from repo_paths import REPO_ROOT
 
 # No dropout anywhere: runs on different devices draw different masks.
-ENCODER = BertConfig(
-    vocab_size=30,
-    hidden_size=16,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=32,
-    max_position_embeddings=64,
-    hidden_dropout_prob=0.0,
-    attention_probs_dropout_prob=0.0,
-)
+ENCODER = small_config(vocab_size=30, dropout=0.0)
 FILLER = ["the", "brown", "fox", "dog", "over", "a", "jumps"]
 EMBEDDING_ROWS = os.path.join(REPO_ROOT, "tests", "fixtures", "embeddings")
 
@@ -104,18 +96,14 @@ def test_resume_keeps_the_best_model_and_the_early_stopping_state(
     all along (a resume that forgot the state would call epoch 2 the best)."""
     train = _sentiment(tmp_path / "train.tsv", 48)
     dev = _sentiment(tmp_path / "dev.tsv", 16, seed=1)
-    fields = dict(
-        task="classify",
+    fields = finetune_fields(
         train=train,
         dev=dev,
         vocab_file=tiny_vocab_file,
         init_checkpoint=_encoder_file(tmp_path),
-        seq_length=16,
-        batch_size=8,
         learning_rate=1e-12,
         epochs=6,
         early_stopping_patience=2,
-        verbose=0,
         checkpoint_every=2,
         dropout=0.0,
         tensorboard=False,
@@ -139,26 +127,17 @@ def test_resume_keeps_the_best_model_and_the_early_stopping_state(
     )
     _assert_same_weights(_weights(output), _weights(str(tmp_path / "whole")), atol=1e-7)
     # Finished: the training state is gone, the model is what remains.
-    assert sorted(os.listdir(output)) == [
-        "dev_results.json",
-        "finetune_config.json",
-        "model.keras",
-        "vocab.txt",
-    ]
+    assert sorted(os.listdir(output)) == FINISHED_RUN_FILES
 
 
 @pytest.mark.precision
 def test_a_checkpoint_resumes_only_its_own_run(tmp_path, tiny_vocab_file, monkeypatch):
     train = _sentiment(tmp_path / "train.tsv", 32)
-    fields = dict(
-        task="classify",
+    fields = finetune_fields(
         train=train,
         vocab_file=tiny_vocab_file,
         preset="tiny",
-        seq_length=16,
-        batch_size=8,
         epochs=2,
-        verbose=0,
         checkpoint_every=1,
         tensorboard=False,
         output_dir=str(tmp_path / "run"),
@@ -218,15 +197,13 @@ def test_accumulation_and_two_micro_batches_equal_one_batch(tmp_path, tiny_vocab
 def test_mixed_precision_fine_tuning(tmp_path, tiny_vocab_file, precision):
     train = _sentiment(tmp_path / "train.tsv", 16)
     config = FinetuneConfig(
-        task="classify",
-        train=train,
-        vocab_file=tiny_vocab_file,
-        preset="tiny",
-        seq_length=16,
-        batch_size=8,
-        epochs=1,
-        verbose=0,
-        mixed_precision=precision,
+        **finetune_fields(
+            train=train,
+            vocab_file=tiny_vocab_file,
+            preset="tiny",
+            epochs=1,
+            mixed_precision=precision,
+        )
     )
     tokenizer = finetuning.resolve_tokenizer(config)[0]
     task = finetuning.make_task(config)
@@ -286,9 +263,7 @@ def test_resume_after_sigkill_ends_with_the_uninterrupted_weights(tmp_path, tiny
     (dropout on), and ends with the uninterrupted run's weights."""
     train = _sentiment(tmp_path / "train.tsv", 640)
     dev = _sentiment(tmp_path / "dev.tsv", 32, seed=1)
-    dropout = BertConfig(
-        **{**ENCODER.to_dict(), "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
-    )
+    dropout = small_config(vocab_size=30)
     arguments = [
         "--task",
         "classify",
@@ -439,9 +414,7 @@ def test_mirrored_two_cpus_equals_one_device(
             real_vocab_file,
             _encoder_file(
                 tmp_path,
-                BertConfig(
-                    **{**ENCODER.to_dict(), "vocab_size": 30522, "max_position_embeddings": 128}
-                ),
+                small_config(vocab_size=30522, max_position_embeddings=128, dropout=0.0),
             ),
         )
     fields = _task_fields(task, tmp_path, datasets_dir, vocab, encoder)
@@ -478,7 +451,7 @@ def test_two_workers_on_loopback_equal_one_device(task, tmp_path, tiny_vocab_fil
         fields = _task_fields(task, tmp_path, None, tiny_vocab_file, _encoder_file(tmp_path))
         fields.update(dev=_sentiment(tmp_path / "dev.tsv", 16, seed=1), checkpoint_every=2)
     else:
-        encoder = _encoder_file(tmp_path, BertConfig(**{**ENCODER.to_dict(), "vocab_size": 30522}))
+        encoder = _encoder_file(tmp_path, small_config(vocab_size=30522, dropout=0.0))
         fields = _task_fields(task, tmp_path, None, real_vocab_file, encoder)
         fields.update(
             dev=os.path.join(EMBEDDING_ROWS, "pairs_dev.tsv"), checkpoint_every=2, epochs=1
@@ -493,12 +466,7 @@ def test_two_workers_on_loopback_equal_one_device(task, tmp_path, tiny_vocab_fil
     )
     results = printed_json(outputs, "RESULT ")
     assert len(results) == 2 and results[0] == results[1] == one["dev"]
-    assert sorted(os.listdir(tmp_path / "cluster")) == [
-        "dev_results.json",
-        "finetune_config.json",
-        "model.keras",
-        "vocab.txt",
-    ]
+    assert sorted(os.listdir(tmp_path / "cluster")) == FINISHED_RUN_FILES
     _assert_same_weights(
         _weights(str(tmp_path / "cluster")), _weights(str(tmp_path / "one")), atol=1e-5
     )

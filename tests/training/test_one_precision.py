@@ -10,22 +10,17 @@ import os
 import keras
 import pytest
 
-from keras_bert import BertConfig, BertEncoder, cli
+from keras_bert import BertEncoder, cli
 from keras_bert.kernels import precision
 from keras_bert.models.classifier import BertClassifier
+
+from harness import small_config
 
 CPUS = {
     "avx2_only": ("avx avx2 fma", "float32"),
     "avx512_bf16": ("avx avx2 fma avx512f avx512_bf16 avx512_vnni", "mixed_bfloat16"),
 }
-CONFIG = BertConfig(
-    vocab_size=30,
-    hidden_size=16,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    intermediate_size=32,
-    max_position_embeddings=32,
-)
+CONFIG = small_config(vocab_size=30, num_hidden_layers=1, max_position_embeddings=32)
 
 
 @pytest.fixture(params=sorted(CPUS))

@@ -9,7 +9,6 @@ import os
 import socket
 import subprocess
 import sys
-import textwrap
 import typing
 
 import numpy as np
@@ -24,17 +23,10 @@ from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.training import pretraining
 
-from harness import tiny_config
+from harness import output_locked_by_another_process, tiny_config
 from repo_paths import REPO_ROOT
 
 ENV = {**os.environ, "PYTHONPATH": REPO_ROOT, "PYTHONDONTWRITEBYTECODE": "1"}
-HOLDER = textwrap.dedent("""
-    import sys
-    from keras_bert import safe_output
-    with safe_output.output_lock(sys.argv[1]):
-        print("locked", flush=True)
-        sys.stdin.readline()
-""")
 
 
 @pytest.fixture(scope="module")
@@ -99,16 +91,18 @@ def _finished_run(model_dir):
     (model_dir / "eval_results.json").write_text(json.dumps({"step": 2, "masked_lm_loss": 3.5}))
 
 
+# Two steps, one checkpoint.
+TWO_STEPS = dict(train_steps=2, warmup_steps=0, checkpoint_every=2)
+
+
 def _config(tmp_path, model_dir):
     return pretraining.load_config(
         None,
         model="tiny",
         train_files=str(tmp_path / "train.tfrecord"),
         model_dir=str(model_dir),
-        train_steps=2,
-        warmup_steps=0,
-        checkpoint_every=2,
         verbose=0,
+        **TWO_STEPS,
     )
 
 
@@ -121,31 +115,19 @@ def test_a_second_pretrain_into_a_locked_model_dir_is_one_line(tmp_path, capsys)
                 model="tiny",
                 train_files=str(tmp_path / "t.tfrecord"),
                 model_dir=str(model_dir),
-                train_steps=2,
-                warmup_steps=0,
-                checkpoint_every=2,
+                **TWO_STEPS,
             )
         )
     )
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(model_dir)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=ENV,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with output_locked_by_another_process(model_dir) as holder_pid:
         assert cli.main(["pretrain", "--config", str(recipe)]) == 2
         error = capsys.readouterr().err.strip().splitlines()
         assert len(error) == 1 and error[0].startswith(
-            f"keras-bert pretrain: error: {model_dir} is in use by process {holder.pid} on "
+            f"keras-bert pretrain: error: {model_dir} is in use by process {holder_pid} on "
             f"{socket.gethostname()}"
         )
         with pytest.raises(OutputInUseError):  # the Python API, without the command's lock
             pretraining.pretrain(_config(tmp_path, model_dir))
-    finally:
-        holder.communicate("done\n")
     assert _files(tmp_path) == ["recipe.json"]
 
 
@@ -171,9 +153,7 @@ def test_model_dir_may_not_be_the_records():
                 model="tiny",
                 train_files=__file__,
                 model_dir=__file__,
-                train_steps=2,
-                warmup_steps=0,
-                checkpoint_every=2,
+                **TWO_STEPS,
             )
         )
 

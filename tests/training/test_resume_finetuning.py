@@ -17,7 +17,7 @@ from keras_bert.training import finetuning
 from keras_bert.training.finetuning import FinetuneConfig, resume_finetuning
 from keras_bert.training.optimization import WarmupLinearDecay
 
-from harness import tolerance
+from harness import finetune_fields, tolerance
 
 ROWS, BATCH, EPOCHS, SEED = 32, 16, 3, 7  # 2 updates an epoch, 6 in all
 
@@ -26,19 +26,16 @@ def test_a_killed_run_continues_in_python_to_the_uninterrupted_weights(
     tmp_path, tiny_vocab_file, monkeypatch
 ):
     train = _sentiment(tmp_path / "train.tsv", ROWS)
-    fields = dict(
-        task="classify",
+    fields = finetune_fields(
         train=train,
         vocab_file=tiny_vocab_file,
         init_checkpoint=_encoder_file(tmp_path),
-        seq_length=16,
         batch_size=BATCH,
         learning_rate=1e-3,
         warmup_proportion=0.5,
         weight_decay=0.01,
         epochs=EPOCHS,
         seed=SEED,
-        verbose=0,
         checkpoint_every=1,
         dropout=0.0,
         tensorboard=False,
@@ -87,16 +84,14 @@ def test_a_killed_run_continues_in_python_to_the_uninterrupted_weights(
 def test_a_run_on_data_in_memory_needs_it_again(tmp_path, tiny_vocab_file, monkeypatch):
     examples = read_text_examples(_sentiment(tmp_path / "train.tsv", 16))
     config = FinetuneConfig(
-        task="classify",
-        vocab_file=tiny_vocab_file,
-        init_checkpoint=_encoder_file(tmp_path),
-        seq_length=16,
-        batch_size=8,
-        epochs=2,
-        verbose=0,
-        checkpoint_every=1,
-        tensorboard=False,
-        output_dir=str(tmp_path / "run"),
+        **finetune_fields(
+            vocab_file=tiny_vocab_file,
+            init_checkpoint=_encoder_file(tmp_path),
+            epochs=2,
+            checkpoint_every=1,
+            tensorboard=False,
+            output_dir=str(tmp_path / "run"),
+        )
     )
     train = (examples.texts_a, examples.labels)
     _crash_after(monkeypatch, 1)

@@ -19,7 +19,7 @@ from keras_bert.config import BertConfig
 from keras_bert.models.encoder import load_encoder_and_heads
 from keras_bert.training import distribute, optimization, pretraining
 
-from harness import tiny_config
+from harness import BERT_DROPOUT, pretrain_fields, run_command, tiny_config
 from synthetic_pretraining import write_records
 
 TINY = tiny_config(vocab_size=32, hidden_size=16, intermediate_size=32, max_position_embeddings=32)
@@ -34,14 +34,14 @@ def data_dir(tmp_path_factory):
     return directory
 
 
-def tiny_config(data_dir, model_dir, **fields):
-    values = dict(
+def tiny_fields(data_dir, model_dir, **fields):
+    """The tiny pretraining run's config fields: 10 steps on the records of
+    `data_dir`, a checkpoint every 5."""
+    values = pretrain_fields(
         model=str(data_dir / "bert_config.json"),
         train_files=str(data_dir / "train.tfrecord"),
         eval_files=str(data_dir / "train.tfrecord"),
         eval_steps=2,
-        seq_length=16,
-        max_predictions_per_seq=4,
         batch_size=8,
         learning_rate=1e-3,
         train_steps=10,
@@ -49,11 +49,12 @@ def tiny_config(data_dir, model_dir, **fields):
         checkpoint_every=5,
         log_every=5,
         model_dir=str(model_dir),
-        jit_compile=False,
-        verbose=0,
     )
-    values.update(fields)
-    return pretraining.load_config(**values)
+    return {**values, **fields}
+
+
+def tiny_config(data_dir, model_dir, **fields):
+    return pretraining.load_config(**tiny_fields(data_dir, model_dir, **fields))
 
 
 # === Optimisers ===
@@ -276,39 +277,14 @@ def test_load_config_from_yaml_with_overrides(tmp_path):
 
 def test_cli_pretrain_checkpoints_logs_exports_and_is_idempotent(data_dir, tmp_path, capsys):
     recipe = tmp_path / "recipe.json"
-    recipe.write_text(
-        json.dumps(
-            dict(
-                model=str(data_dir / "bert_config.json"),
-                train_files=str(data_dir / "train.tfrecord"),
-                eval_files=str(data_dir / "train.tfrecord"),
-                eval_steps=2,
-                seq_length=16,
-                max_predictions_per_seq=4,
-                batch_size=8,
-                learning_rate=1e-3,
-                train_steps=100,
-                warmup_steps=2,
-                checkpoint_every=50,
-                log_every=5,
-                model_dir=str(tmp_path / "run"),
-                jit_compile=False,
-            )
-        )
-    )
+    fields = tiny_fields(data_dir, tmp_path / "run", train_steps=100, checkpoint_every=50)
+    del fields["verbose"]  # the command's progress lines, as a user sees them
+    recipe.write_text(json.dumps(fields))
     assert (
-        cli.main(
-            [
-                "pretrain",
-                "--config",
-                str(recipe),
-                "--set",
-                "train_steps=10",
-                "--set",
-                "checkpoint_every=5",
-                "--set",
-                "verbose=0",
-            ]
+        run_command(
+            "pretrain --config {config} --set train_steps=10 --set "
+            "checkpoint_every=5 --set verbose=0",
+            config=recipe,
         )
         == 0
     )
@@ -431,9 +407,7 @@ def test_resume_draws_the_dropout_masks_of_an_uninterrupted_run(data_dir, tmp_pa
     # Before: with dropout, a resumed run's losses drifted from an uninterrupted
     # run's (the SIGKILL test above runs without dropout): the dropout seed
     # generators were not in the checkpoint, so a resumed run replayed step 0's masks.
-    dropout = BertConfig(
-        **{**TINY.to_dict(), "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
-    )
+    dropout = BertConfig(**{**TINY.to_dict(), **BERT_DROPOUT})
     dropout.to_json_file(str(tmp_path / "bert_config.json"))
     fields = dict(model=str(tmp_path / "bert_config.json"), eval_files=None)
     pretraining.pretrain(tiny_config(data_dir, tmp_path / "whole", **fields))
