@@ -59,8 +59,18 @@ def _source(path: str | PretrainedSource) -> PretrainedSource:
     return path if isinstance(path, PretrainedSource) else resolve(path)
 
 
+class _AroundEncoder(ConfigFields, keras.Model):
+    """What both ELECTRA models save: their encoder whole, then their fields."""
+
+    def get_config(self) -> dict:
+        return {
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            **super().get_config(),
+        }
+
+
 @keras.saving.register_keras_serializable(package="keras_bert")
-class ElectraDiscriminator(ConfigFields, keras.Model):
+class ElectraDiscriminator(_AroundEncoder):
     """ELECTRA's discriminator: a BertEncoder and `ReplacedTokenHead`.
 
     Outputs {"replaced_token_logits": (B, T) float32}: for each token, the
@@ -92,12 +102,6 @@ class ElectraDiscriminator(ConfigFields, keras.Model):
 
     config_fields = ("name",)
 
-    def get_config(self) -> dict:
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            **super().get_config(),
-        }
-
     @classmethod
     def from_pretrained(
         cls, path: str | PretrainedSource, dtype: str | keras.DTypePolicy | None = None
@@ -115,7 +119,7 @@ class ElectraDiscriminator(ConfigFields, keras.Model):
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class ElectraGenerator(ConfigFields, keras.Model):
+class ElectraGenerator(_AroundEncoder):
     """ELECTRA's generator: a BertEncoder and BERT's masked-LM head (dense to
     the embedding width, activation, LayerNorm, then the output layer + bias).
 
@@ -171,12 +175,6 @@ class ElectraGenerator(ConfigFields, keras.Model):
         self.generator_head = generator_head
 
     config_fields = ("tie_embeddings", "head_activation", "name")
-
-    def get_config(self) -> dict:
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            **super().get_config(),
-        }
 
     @classmethod
     def from_pretrained(

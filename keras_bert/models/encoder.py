@@ -33,8 +33,35 @@ if TYPE_CHECKING:
 LAYER_NORM_EPSILON = 1e-12
 
 
+class EncoderConfig:
+    """get_config / from_config of a functional encoder built from a config
+    dataclass (`BertEncoder`, `ModernBertEncoder`): the config, the kernels'
+    choice and the layers' policy (a Functional model keeps none of its own,
+    so a mixed-precision encoder reloads computing as it was built)."""
+
+    token_embedding: Any
+    config: Any
+    fast_kernels: bool
+    name: str
+    trainable: bool
+
+    def get_config(self) -> dict:
+        policy = self.token_embedding.dtype_policy.name
+        return {
+            "config": self.config.to_dict(),
+            "fast_kernels": self.fast_kernels,
+            "dtype": None if policy == "float32" else policy,
+            "name": self.name,
+            "trainable": self.trainable,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict) -> Any:
+        return cls(**config)
+
+
 @keras.saving.register_keras_serializable(package="keras_bert")
-class BertEncoder(keras.Model):
+class BertEncoder(EncoderConfig, keras.Model):
     """BERT (Devlin et al., 2018).
 
     `fast_kernels`: every layer on keras_bert's fast kernels (the default) or
@@ -212,22 +239,6 @@ class BertEncoder(keras.Model):
         frozen features): ids (B, T) -> the first block's input (B, T, H) and
         the attention mask bias (B, 1, 1, T)."""
         return embed_tokens(self, input_ids, input_mask, segment_ids, training=training)
-
-    def get_config(self) -> dict:
-        # The layers' policy (a Functional model keeps none of its own), so a
-        # mixed-precision encoder reloads computing as it was built.
-        policy = self.token_embedding.dtype_policy.name
-        return {
-            "config": self.config.to_dict(),
-            "fast_kernels": self.fast_kernels,
-            "dtype": None if policy == "float32" else policy,
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config: dict) -> BertEncoder:
-        return cls(**config)
 
     @classmethod
     def from_pretrained(

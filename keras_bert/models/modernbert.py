@@ -29,6 +29,7 @@ from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.layers.embeddings import AttentionMaskBias
 from keras_bert.layers.modernbert_block import PreNormBlock, SlidingWindowMaskBias
 from keras_bert.layers.modernbert_heads import PredictionHead, pool_tokens
+from keras_bert.models.encoder import EncoderConfig
 from keras_bert.models.user_inputs import check_model_keywords
 from keras_bert.modernbert_config import ModernBertConfig
 
@@ -37,7 +38,7 @@ MODERNBERT_INPUTS = ("input_ids", "input_mask")
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class ModernBertEncoder(keras.Model):
+class ModernBertEncoder(EncoderConfig, keras.Model):
     """ModernBERT (Warner et al., 2024).
 
     Inputs: `input_ids`, `input_mask`, int32 of shape (B, T), right-padded.
@@ -148,22 +149,6 @@ class ModernBertEncoder(keras.Model):
         self.transformer_blocks = blocks
         self.final_layer_norm = final_layer_norm
         self.pooler = pooler
-
-    def get_config(self) -> dict:
-        # The layers' policy (a Functional model keeps none of its own), so a
-        # mixed-precision encoder reloads computing as it was built.
-        policy = self.token_embedding.dtype_policy.name
-        return {
-            "config": self.config.to_dict(),
-            "fast_kernels": self.fast_kernels,
-            "dtype": None if policy == "float32" else policy,
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config: dict) -> ModernBertEncoder:
-        return cls(**config)
 
     @classmethod
     def from_pretrained(
