@@ -72,10 +72,16 @@ def test_a_command_writes_plain_progress_lines_into_a_log(tmp_path):
     import os
     import shutil
     import subprocess
+    import sys
 
     from keras_bert.assets import AUSTEN_DIR
 
-    keras_bert_command = shutil.which("keras-bert")
+    # The console script of the environment running the tests, even where its
+    # bin/ is not on PATH (python -m pytest from a venv that was not activated).
+    beside_python = os.path.join(os.path.dirname(sys.executable), "keras-bert")
+    keras_bert_command = (
+        beside_python if os.path.exists(beside_python) else shutil.which("keras-bert")
+    )
     assert keras_bert_command, "the keras-bert command is not installed (pip install -e .)"
     result = subprocess.run(
         [

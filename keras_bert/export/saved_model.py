@@ -226,11 +226,10 @@ def export_saved_model(
             if precision is None
             else resolve_precision(precision, "precision")
         )
-        if quantize is not None and policy != "float32":
-            raise ValueError(
-                f"quantize={quantize!r} with precision {policy}: the int8 products "
-                "take float32 activations; export with one of the two"
-            )
+        if remove_padding is None:  # as the task trains (`TextTask.removes_padding`)
+            remove_padding = not jit_compile and getattr(model, "removes_padding", True)
+        # Before the copies below: quantizing a model takes a minute.
+        _check_options(quantize, policy, length_multiple, jit_compile, remove_padding)
         model = precision_copy(model, policy)
         if quantize is not None:
             model = quantized_copy(model, quantize)
@@ -239,30 +238,9 @@ def export_saved_model(
             raise ValueError(
                 f"padding={padding!r}: a {serving.task} export pads with one of {serving.PADDINGS}"
             )
-        if not isinstance(length_multiple, int) or length_multiple < 1:
-            raise ValueError(f"length_multiple must be a positive integer, got {length_multiple!r}")
         serving.padding, serving.length_multiple = padding, length_multiple
         serving.quantize = quantize
-        if not isinstance(jit_compile, bool):
-            raise ValueError(f"jit_compile must be True or False, got {jit_compile!r}")
-        if jit_compile and quantize is not None:
-            raise ValueError(
-                "jit_compile=True with quantize: XLA has no kernel for the "
-                "int8 products; export with one of the two"
-            )
         serving.jit_compile = jit_compile
-        if remove_padding is None:  # as the task trains (`TextTask.removes_padding`)
-            remove_padding = not jit_compile and getattr(model, "removes_padding", True)
-        if not isinstance(remove_padding, bool):
-            raise ValueError(
-                f"remove_padding must be True, False or None (on unless "
-                f"jit_compile), got {remove_padding!r}"
-            )
-        if remove_padding and jit_compile:
-            raise ValueError(
-                "remove_padding=True with jit_compile=True: XLA would compile the "
-                "model once per number of real tokens; pick one"
-            )
         serving.remove_padding = remove_padding
         root = tf.Module()
         # Only what the graphs read: the weights and the assets (see TaskServing).
@@ -291,6 +269,34 @@ def export_saved_model(
             _write_readme(staging, serving, signatures)
         bar.update(2, f"wrote {path}; in Python, load it after `{IMPORT_TEXT_OPS}`")
     return path
+
+
+def _check_options(quantize, policy, length_multiple, jit_compile, remove_padding):
+    """The export's options that do not depend on the task, each error naming its field."""
+    if quantize is not None and policy != "float32":
+        raise ValueError(
+            f"quantize={quantize!r} with precision {policy}: the int8 products "
+            "take float32 activations; export with one of the two"
+        )
+    if not isinstance(length_multiple, int) or length_multiple < 1:
+        raise ValueError(f"length_multiple must be a positive integer, got {length_multiple!r}")
+    if not isinstance(jit_compile, bool):
+        raise ValueError(f"jit_compile must be True or False, got {jit_compile!r}")
+    if jit_compile and quantize is not None:
+        raise ValueError(
+            "jit_compile=True with quantize: XLA has no kernel for the "
+            "int8 products; export with one of the two"
+        )
+    if not isinstance(remove_padding, bool):
+        raise ValueError(
+            f"remove_padding must be True, False or None (on unless "
+            f"jit_compile), got {remove_padding!r}"
+        )
+    if remove_padding and jit_compile:
+        raise ValueError(
+            "remove_padding=True with jit_compile=True: XLA would compile the "
+            "model once per number of real tokens; pick one"
+        )
 
 
 # What a served encoder stores its weights in, per training precision: serving
