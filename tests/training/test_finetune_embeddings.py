@@ -210,6 +210,10 @@ class _Killed(Exception):
     pass
 
 
+# Slow: resuming is one callback for every task family (ExactResume), proven in
+# the fast suite on a classifier (test_python_fit_resume, test_resume_finetuning);
+# this run adds the embedding family's best-on-dev state (80 s on 2 cores).
+@pytest.mark.slow
 def test_killed_after_epoch_1_the_rerun_ends_as_the_uninterrupted_run(tmp_path, monkeypatch):
     """Dropout on, a checkpoint mid-epoch too: the rerun restores the weights,
     the optimizer, the dropout RNG and the best-on-dev state and ends with
