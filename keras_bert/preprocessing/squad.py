@@ -64,6 +64,17 @@ def check_window_room(seq_length: int, max_query_length: int) -> None:
 class SpanFinder:
     """run_squad's windows before the model and its span search after it."""
 
+    # What the windows and the span search are cut and run by (`options()`).
+    OPTIONS = (
+        "version_2_with_negative",
+        "doc_stride",
+        "max_query_length",
+        "max_answer_length",
+        "n_best_size",
+        "null_score_diff_threshold",
+        "max_windows",
+    )
+
     def __init__(
         self,
         tokenizer: BertTokenizer,
@@ -98,15 +109,7 @@ class SpanFinder:
         self.max_windows = max_windows
 
     def options(self) -> dict[str, Any]:
-        return {
-            "version_2_with_negative": self.version_2_with_negative,
-            "doc_stride": self.doc_stride,
-            "max_query_length": self.max_query_length,
-            "max_answer_length": self.max_answer_length,
-            "n_best_size": self.n_best_size,
-            "null_score_diff_threshold": self.null_score_diff_threshold,
-            "max_windows": self.max_windows,
-        }
+        return {name: getattr(self, name) for name in self.OPTIONS}
 
     # === Windows ===
 
