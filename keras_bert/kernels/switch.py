@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from keras_bert.config_fields import keep_config_fields
+
 FAST_KERNELS_ENV = "KERAS_BERT_FAST_KERNELS"
 _ON = ("1", "true", "yes", "on")
 _OFF = ("0", "false", "no", "off")
@@ -72,8 +74,7 @@ class FastKernelsLayer(FastKernelsOption):
     def __init__(self, arguments: dict[str, Any]) -> None:
         """`arguments`: the constructor's `locals()`; its `kwargs` go to the Keras layer."""
         super().__init__(**arguments["kwargs"])
-        for field in self.config_fields:
-            setattr(self, field, arguments[field])
+        keep_config_fields(self, arguments)
         self._init_fast_kernels(arguments["fast_kernels"])
 
     def get_config(self) -> dict:

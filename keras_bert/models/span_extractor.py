@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.config_fields import keep_config_fields
 from keras_bert.datasets import squad
 from keras_bert.layers.task_heads import HEADS, BiLSTMHead, SpanHead
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs
@@ -88,12 +89,9 @@ class BertSpanExtractor(TextTask, keras.Model):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         # === Config ===
-        self.max_query_length = max_query_length
-        self.doc_stride = doc_stride
         self.encoder = encoder
-        self.max_answer_length = max_answer_length
         self.preprocessor = preprocessor
-        self.head = head
+        keep_config_fields(self, locals())
 
     # === Questions in, answers out ===
 
@@ -296,6 +294,11 @@ class BertSpanExtractor(TextTask, keras.Model):
 
     # === Config ===
 
+    # Kept from the constructor's arguments (`keep_config_fields`).
+    max_answer_length: int
+    head: str
+    max_query_length: int
+    doc_stride: int
     config_fields = (
         "max_answer_length",
         "head",
