@@ -25,7 +25,7 @@ from keras_bert.kernels.dense import FastDense
 from keras_bert.kernels.dropout import FastDropout
 from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.kernels.switch import FastKernelsLayer
-from keras_bert.layers.activations import get_activation
+from keras_bert.layers.activations import ActivationOption
 from keras_bert.layers.rotary import inverse_frequencies, rotate, rotation_tables
 
 # Added to the scores of keys a query must not see: as BERT's padding bias,
@@ -139,7 +139,7 @@ class RotarySelfAttention(FastKernelsLayer, keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class GatedFeedForward(FastKernelsLayer, keras.layers.Layer):
+class GatedFeedForward(ActivationOption, FastKernelsLayer, keras.layers.Layer):
     """GeGLU (Shazeer, 2020): one (H, 2F) product split into an input and a
     gate, activation(input) * gate, then (F, H). The gate lets each unit scale
     its own output, which beats a plain GELU layer of the same cost."""
@@ -157,7 +157,6 @@ class GatedFeedForward(FastKernelsLayer, keras.layers.Layer):
         **kwargs: Any,
     ) -> None:
         super().__init__(locals())
-        self.activation_fn = get_activation(activation, self.runs_fast_kernels)
         self.hidden_dropout = FastDropout(
             dropout, dtype=self.dtype_policy, fast_kernels=fast_kernels
         )

@@ -17,7 +17,7 @@ from keras import ops
 from keras_bert.kernels.dense import FastDense
 from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.kernels.switch import FastKernelsLayer
-from keras_bert.layers.activations import get_activation
+from keras_bert.layers.activations import ActivationOption
 from keras_bert.layers.modernbert_block import dense_options
 from keras_bert.layers.pretraining_heads import TiedEmbeddingConfig
 
@@ -33,7 +33,7 @@ def pool_tokens(hidden: tf.Tensor, input_mask: tf.Tensor, pooling: str) -> tf.Te
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class PredictionHead(FastKernelsLayer, keras.layers.Layer):
+class PredictionHead(ActivationOption, FastKernelsLayer, keras.layers.Layer):
     """(..., H) -> (..., H): dense, activation, LayerNorm (HuggingFace's
     `ModernBertPredictionHead`)."""
 
@@ -50,7 +50,6 @@ class PredictionHead(FastKernelsLayer, keras.layers.Layer):
         **kwargs: Any,
     ) -> None:
         super().__init__(locals())
-        self.activation_fn = get_activation(activation, self.runs_fast_kernels)
         self.layer_norm = FastLayerNorm(
             epsilon=norm_epsilon,
             center=norm_bias,

@@ -28,7 +28,7 @@ from keras_bert.kernels.fused_projection import can_fuse, fused_projection, scal
 from keras_bert.kernels.gelu import fast_gelu
 from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.kernels.switch import FastKernelsLayer
-from keras_bert.layers.activations import get_activation
+from keras_bert.layers.activations import ActivationOption
 from keras_bert.layers.packing import row_layout
 
 
@@ -136,7 +136,7 @@ class SelfAttention(FastKernelsLayer, keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class TransformerBlock(FastKernelsLayer, keras.layers.Layer):
+class TransformerBlock(ActivationOption, FastKernelsLayer, keras.layers.Layer):
     """attention -> dropout -> add -> LayerNorm -> FFN (GELU) -> dropout -> add -> LayerNorm.
     `fast_kernels` (`keras_bert.kernels.switch`): the fast or the plain path."""
 
@@ -193,7 +193,6 @@ class TransformerBlock(FastKernelsLayer, keras.layers.Layer):
             name="intermediate",
             **fast,
         )
-        self.intermediate_activation = get_activation(self.activation, self.runs_fast_kernels)
         self.intermediate.build(input_shape)
         self.ffn_output = FastDense(
             hidden, kernel_initializer=init, dtype=policy, name="output", **fast
@@ -251,7 +250,7 @@ class TransformerBlock(FastKernelsLayer, keras.layers.Layer):
             # The exact GELU in the form for the step (`fast_gelu`): fused, compiled or plain.
             intermediate = fast_gelu(intermediate, training, varying_rows=packed)
         else:
-            intermediate = self.intermediate_activation(intermediate)
+            intermediate = self.activation_fn(intermediate)
         feed_forward = self.ffn_output(intermediate)  # (B * Q, H)
         return (
             feed_forward if len(hidden.shape) == 2 else tf.reshape(feed_forward, tf.shape(hidden))
