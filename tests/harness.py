@@ -2,7 +2,8 @@
 
 - configs: `tiny_config` (the tests' encoder), `small_config` (half its width,
   BERT's dropout: the fine-tuning tests'), `tolerance` (bounds from the dtype),
-  `assert_same_values_and_gradients` (a fast kernel against the plain ops);
+  `assert_same_values_and_gradients` (a fast kernel against the plain ops),
+  `assert_same_gradients` (a model's, variable by variable);
 - `run_layer_test`: what every Keras layer must survive (shapes, a config round
   trip, mixed precision, one training step);
 - task models (keras-hub's `run_task_test` / `run_model_saving_test`):
@@ -73,6 +74,21 @@ def assert_same_values_and_gradients(ours, theirs, names, tol):
             atol=tol,
             err_msg=name,
         )
+
+
+def assert_same_gradients(variables, gradients, expected, rtol=1e-4, atol=1e-7):
+    """`gradients` against `expected`, variable by variable (a failure names
+    it); a variable the loss does not reach has None in both."""
+    assert [g is None for g in gradients] == [g is None for g in expected]
+    for variable, got, want in zip(variables, gradients, expected, strict=True):
+        if want is not None:
+            np.testing.assert_allclose(
+                tf.convert_to_tensor(got),
+                tf.convert_to_tensor(want),
+                rtol=rtol,
+                atol=atol,
+                err_msg=variable.path,
+            )
 
 
 def tiny_config(**overrides):
