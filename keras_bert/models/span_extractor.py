@@ -58,11 +58,11 @@ class BertSpanExtractor(TextTask, keras.Model):
     def __init__(
         self,
         encoder: BertEncoder | dict,
-        max_answer_length: int = 30,
+        max_answer_length: int = squad.MAX_ANSWER_LENGTH,
         preprocessor: BertPreprocessor | dict | None = None,
         head: str = "linear",
-        max_query_length: int = 64,
-        doc_stride: int = 128,
+        max_query_length: int = squad.MAX_QUERY_LENGTH,
+        doc_stride: int = squad.DOC_STRIDE,
         **kwargs: Any,
     ) -> None:
         encoder = deserialize_encoder(encoder)
@@ -226,8 +226,8 @@ class BertSpanExtractor(TextTask, keras.Model):
         self,
         dataset: Any,
         version_2_with_negative: bool = False,
-        n_best_size: int = 20,
-        null_score_diff_threshold: float = 0.0,
+        n_best_size: int = squad.N_BEST_SIZE,
+        null_score_diff_threshold: float = squad.NULL_SCORE_DIFF_THRESHOLD,
         batch_size: int | None = None,
         source: str = "",
     ) -> tuple:
@@ -267,8 +267,8 @@ class BertSpanExtractor(TextTask, keras.Model):
         self,
         dataset: Any,
         version_2_with_negative: bool = False,
-        n_best_size: int = 20,
-        null_score_diff_threshold: float = 0.0,
+        n_best_size: int = squad.N_BEST_SIZE,
+        null_score_diff_threshold: float = squad.NULL_SCORE_DIFF_THRESHOLD,
         batch_size: int | None = None,
         source: str = "",
     ) -> dict[str, float]:
