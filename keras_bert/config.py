@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Mapping
+from typing import Any, Mapping, NoReturn
 
 from keras_bert import safe_output, text_files
 
@@ -47,8 +47,58 @@ _SHAPE_FIELDS = (
 )
 
 
+class CheckedConfig:
+    """The checks an encoder's config dataclass runs in `__post_init__`
+    (`BertConfig`, `ModernBertConfig`), each error naming the class and the
+    field, and the head size."""
+
+    hidden_size: int
+    num_attention_heads: int
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def _refuse(self, name: str, problem: str) -> NoReturn:
+        raise ValueError(f"{type(self).__name__}.{name} {problem}")
+
+    def _normalize_activations(self, *names: str) -> None:
+        """Each activation field under its one spelling (`_ACTIVATION_SPELLINGS`)."""
+        for name in names:
+            value = getattr(self, name)
+            object.__setattr__(self, name, _ACTIVATION_SPELLINGS.get(value, value))
+
+    def _check_one_of(self, name: str, choices: tuple[str, ...]) -> None:
+        if getattr(self, name) not in choices:
+            self._refuse(name, f"{getattr(self, name)!r} is not one of {choices}")
+
+    def _check_positive_ints(self, *names: str) -> None:
+        for name in names:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                self._refuse(name, f"must be a positive integer, got {value!r}")
+
+    def _check_heads_divide_hidden_size(self) -> None:
+        if self.hidden_size % self.num_attention_heads:
+            self._refuse(
+                "hidden_size",
+                f"({self.hidden_size}) must be divisible by "
+                f"num_attention_heads ({self.num_attention_heads})",
+            )
+
+    def _check_probabilities(self, *names: str) -> None:
+        for name in names:
+            if not 0.0 <= getattr(self, name) < 1.0:
+                self._refuse(name, f"must be in [0, 1), got {getattr(self, name)!r}")
+
+    def _check_positive(self, *names: str) -> None:
+        for name in names:
+            if getattr(self, name) <= 0:
+                self._refuse(name, f"must be positive, got {getattr(self, name)!r}")
+
+
 @dataclasses.dataclass(frozen=True)
-class BertConfig:
+class BertConfig(CheckedConfig):
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -68,25 +118,11 @@ class BertConfig:
     embedding_size: int | None = None
 
     def __post_init__(self):
-        act = _ACTIVATION_SPELLINGS.get(self.hidden_act, self.hidden_act)
-        object.__setattr__(self, "hidden_act", act)
-        for name in (*_SHAPE_FIELDS, "max_position_embeddings", "type_vocab_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by "
-                f"num_attention_heads ({self.num_attention_heads})"
-            )
-        if self.hidden_act not in ACTIVATIONS:
-            raise ValueError(
-                f"BertConfig.hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}"
-            )
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
+        self._normalize_activations("hidden_act")
+        self._check_positive_ints(*_SHAPE_FIELDS, "max_position_embeddings", "type_vocab_size")
+        self._check_heads_divide_hidden_size()
+        self._check_one_of("hidden_act", ACTIVATIONS)
+        self._check_probabilities("hidden_dropout_prob", "attention_probs_dropout_prob")
         if self.embedding_size is not None:
             if (
                 not isinstance(self.embedding_size, int)
@@ -99,16 +135,8 @@ class BertConfig:
                 )
             if self.embedding_size == self.hidden_size:  # one spelling of "no projection"
                 object.__setattr__(self, "embedding_size", None)
-        if self.attention not in ATTENTIONS:
-            raise ValueError(f"BertConfig.attention {self.attention!r} is not one of {ATTENTIONS}")
-        if self.initializer_range <= 0:
-            raise ValueError(
-                f"BertConfig.initializer_range must be positive, got {self.initializer_range!r}"
-            )
-
-    @property
-    def head_size(self) -> int:
-        return self.hidden_size // self.num_attention_heads
+        self._check_one_of("attention", ATTENTIONS)
+        self._check_positive("initializer_range")
 
     @property
     def embedding_width(self) -> int:

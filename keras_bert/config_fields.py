@@ -5,14 +5,24 @@ constructor's arguments, each kept as an attribute of the same name.
         config_fields = ("scale", "mini_batch_size")
 
 A class that keeps more (a serialized sub-object, a preprocessor) adds it in
-an override that calls `super().get_config()`.
+an override that calls `super().get_config()`. Its constructor keeps the
+fields with `keep_config_fields(self, locals())`.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Mapping, TypeVar
 
 Configured = TypeVar("Configured", bound="ConfigFields")
+
+
+def keep_config_fields(owner: Any, arguments: Mapping[str, Any]) -> None:
+    """Keeps each of `owner.config_fields` that `arguments` (its constructor's
+    `locals()`) holds as the attribute of the same name; `name` and
+    `trainable` arrive in a Keras object's keyword arguments, kept by Keras."""
+    for field in owner.config_fields:
+        if field in arguments:
+            setattr(owner, field, arguments[field])
 
 
 class ConfigFields:

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 # The activations BertConfig knows, under HuggingFace's spellings too (one
 # table for both encoders: "gelu" the exact form, "gelu_pytorch_tanh" the tanh one).
-from keras_bert.config import _ACTIVATION_SPELLINGS, ACTIVATIONS
+from keras_bert.config import ACTIVATIONS, CheckedConfig
 
 POOLINGS = ("cls", "mean")
 _POSITIVE_INTS = (
@@ -35,7 +35,7 @@ GLOBAL_LAYER, LOCAL_LAYER = "full_attention", "sliding_attention"
 
 
 @dataclasses.dataclass(frozen=True)
-class ModernBertConfig:
+class ModernBertConfig(CheckedConfig):
     """Defaults are ModernBERT-base's (answerdotai/ModernBERT-base)."""
 
     vocab_size: int = 50368
@@ -68,44 +68,21 @@ class ModernBertConfig:
     pad_token_id: int = 50283
 
     def __post_init__(self):
-        for name in ("hidden_activation", "classifier_activation"):
-            value = getattr(self, name)
-            object.__setattr__(self, name, _ACTIVATION_SPELLINGS.get(value, value))
-            if getattr(self, name) not in ACTIVATIONS:
-                raise ValueError(f"ModernBertConfig.{name} {value!r} is not one of {ACTIVATIONS}")
-        for name in _POSITIVE_INTS:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(
-                    f"ModernBertConfig.{name} must be a positive integer, got {value!r}"
-                )
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"ModernBertConfig.hidden_size ({self.hidden_size}) must be divisible by "
-                f"num_attention_heads ({self.num_attention_heads})"
-            )
+        self._normalize_activations("hidden_activation", "classifier_activation")
+        self._check_one_of("hidden_activation", ACTIVATIONS)
+        self._check_one_of("classifier_activation", ACTIVATIONS)
+        self._check_positive_ints(*_POSITIVE_INTS)
+        self._check_heads_divide_hidden_size()
         if self.head_size % 2:
             raise ValueError(
                 f"ModernBertConfig: the head size ({self.head_size}) must be even, "
                 "rotary embeddings turn pairs of its dimensions"
             )
-        for name in _PROBABILITIES:
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"ModernBertConfig.{name} must be in [0, 1), got {value!r}")
-        for name in ("initializer_range", "norm_eps", "global_rope_theta", "local_rope_theta"):
-            if getattr(self, name) <= 0:
-                raise ValueError(
-                    f"ModernBertConfig.{name} must be positive, got {getattr(self, name)!r}"
-                )
-        if self.classifier_pooling not in POOLINGS:
-            raise ValueError(
-                f"ModernBertConfig.classifier_pooling {self.classifier_pooling!r} is not one of {POOLINGS}"
-            )
-
-    @property
-    def head_size(self) -> int:
-        return self.hidden_size // self.num_attention_heads
+        self._check_probabilities(*_PROBABILITIES)
+        self._check_positive(
+            "initializer_range", "norm_eps", "global_rope_theta", "local_rope_theta"
+        )
+        self._check_one_of("classifier_pooling", POOLINGS)
 
     @property
     def window_radius(self) -> int:

@@ -1,7 +1,9 @@
 """A shared test harness in the spirit of keras-hub's TestCase:
 
 - configs: `tiny_config` (the tests' encoder), `small_config` (half its width,
-  BERT's dropout: the fine-tuning tests'), `tolerance` (bounds from the dtype);
+  BERT's dropout: the fine-tuning tests'), `tolerance` (bounds from the dtype),
+  `assert_same_values_and_gradients` (a fast kernel against the plain ops),
+  `assert_same_gradients` (a model's, variable by variable);
 - `run_layer_test`: what every Keras layer must survive (shapes, a config round
   trip, mixed precision, one training step);
 - task models (keras-hub's `run_task_test` / `run_model_saving_test`):
@@ -57,6 +59,36 @@ EPSILON = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
 def tolerance(depth, dtype="float32", scale=1.0):
     """The absolute tolerance for values `depth` roundings of `dtype` deep, of size `scale`."""
     return EPSILON[dtype] * depth * scale
+
+
+def assert_same_values_and_gradients(ours, theirs, names, tol):
+    """A fast path's outputs and gradients against the plain ops' (autodiff),
+    one by one (`names`): the same dtype, equal within `tol`, relative and
+    absolute."""
+    for mine, reference, name in zip(ours, theirs, names, strict=True):
+        assert mine.dtype == reference.dtype, name
+        np.testing.assert_allclose(
+            tf.cast(mine, tf.float32),
+            tf.cast(reference, tf.float32),
+            rtol=tol,
+            atol=tol,
+            err_msg=name,
+        )
+
+
+def assert_same_gradients(variables, gradients, expected, rtol=1e-4, atol=1e-7):
+    """`gradients` against `expected`, variable by variable (a failure names
+    it); a variable the loss does not reach has None in both."""
+    assert [g is None for g in gradients] == [g is None for g in expected]
+    for variable, got, want in zip(variables, gradients, expected, strict=True):
+        if want is not None:
+            np.testing.assert_allclose(
+                tf.convert_to_tensor(got),
+                tf.convert_to_tensor(want),
+                rtol=rtol,
+                atol=atol,
+                err_msg=variable.path,
+            )
 
 
 def tiny_config(**overrides):

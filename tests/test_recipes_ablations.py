@@ -24,23 +24,16 @@ def output_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("ablations"))
 
 
+def smoke_table(table, output_dir, *rows):
+    """The ablation `table` at its smoke size, one seed, only `rows`: its markdown."""
+    row_flags = [flag for row in rows for flag in ("--row", row)]
+    ablations().main([table, "--smoke", "--seeds", "0", "--output-dir", output_dir, *row_flags])
+    return open(os.path.join(output_dir, f"{table}.md")).read()
+
+
 @pytest.mark.slow
 def test_objectives_table(output_dir, capsys):
-    ablations().main(
-        [
-            "objectives",
-            "--smoke",
-            "--seeds",
-            "0",
-            "--output-dir",
-            output_dir,
-            "--row",
-            "ltr",
-            "--row",
-            "ltr_bilstm",
-        ]
-    )
-    table = open(os.path.join(output_dir, "objectives.md")).read()
+    table = smoke_table("objectives", output_dir, "ltr", "ltr_bilstm")
     assert (
         "| LTR & No NSP | " in table
         and "| BERT (MLM + NSP) | not run | not run | not run |" in table
@@ -56,37 +49,13 @@ def test_objectives_table(output_dir, capsys):
 
 @pytest.mark.slow
 def test_masking_table(output_dir):
-    ablations().main(
-        [
-            "masking",
-            "--smoke",
-            "--seeds",
-            "0",
-            "--output-dir",
-            output_dir,
-            "--row",
-            "mask0_same0_rnd100",
-        ]
-    )
-    table = open(os.path.join(output_dir, "masking.md")).read()
+    table = smoke_table("masking", output_dir, "mask0_same0_rnd100")
     assert table.count("(n=1)") == 3 and "| 80 / 10 / 10 | not run" in table
 
 
 @pytest.mark.slow
 def test_feature_based_table(output_dir):
-    ablations().main(
-        [
-            "feature_based",
-            "--smoke",
-            "--seeds",
-            "0",
-            "--output-dir",
-            output_dir,
-            "--row",
-            "concat_last_four",
-        ]
-    )
-    table = open(os.path.join(output_dir, "feature_based.md")).read()
+    table = smoke_table("feature_based", output_dir, "concat_last_four")
     assert "| Concat last four hidden | " in table and "(n=1)" in table
 
 

@@ -172,6 +172,18 @@ def read_json(path: str) -> Any:
         ) from None
 
 
+def read_config_json(folder: str, model: str) -> tuple[str, dict[str, Any]]:
+    """(path, values) of a HuggingFace `model` folder's `config.json`, a JSON
+    object; a folder without one, or another JSON value, is refused."""
+    path = os.path.join(folder, "config.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"HuggingFace {model} folder {folder} lacks config.json")
+    values = read_json(path)
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}")
+    return path, values
+
+
 # === Original TF1 checkpoints (google-research/bert) ===
 
 # Optimizer state and bookkeeping in original checkpoints, not model weights
@@ -306,12 +318,7 @@ def read_huggingface_model_type(model_dir: str) -> str:
 
 
 def _read_hf_config_json(model_dir):
-    config_path = os.path.join(model_dir, "config.json")
-    if not os.path.exists(config_path):
-        raise FileNotFoundError(f"HuggingFace BERT folder {model_dir} lacks config.json")
-    hf_config = read_json(config_path)
-    if not isinstance(hf_config, dict):
-        raise ValueError(f"{config_path}: expected a JSON object, got {type(hf_config).__name__}")
+    config_path, hf_config = read_config_json(model_dir, "BERT")
     model_type = hf_config.get("model_type", "bert")
     if model_type not in HF_MODEL_TYPES:
         raise ValueError(
@@ -361,17 +368,27 @@ def read_huggingface(model_dir: str) -> tuple[BertConfig, dict[str, np.ndarray]]
 # === Pretrainer heads (`cls/...`) ===
 
 
+def masked_lm_head_variables(
+    head: keras.layers.Layer, transform: str, output: str
+) -> dict[str, tuple[keras.Variable, bool]]:
+    """Original name -> (variable, stored transposed) of a `MaskedLMHead`: its
+    transform (dense, LayerNorm) under `transform`, its output bias under
+    `output` (BERT's `cls/predictions/...`, ELECTRA's `generator_predictions/...`)."""
+    return {
+        f"{transform}/dense/kernel": (head.dense.kernel, False),
+        f"{transform}/dense/bias": (head.dense.bias, False),
+        f"{transform}/LayerNorm/gamma": (head.layer_norm.gamma, False),
+        f"{transform}/LayerNorm/beta": (head.layer_norm.beta, False),
+        f"{output}/output_bias": (head.output_bias, False),
+    }
+
+
 def head_variables(pretrainer: keras.Model) -> dict[str, tuple[keras.Variable, bool]]:
     """Original TF1 name (`cls/...`) -> the head's Keras variable and whether
     the checkpoint stores it transposed."""
-    head = pretrainer.masked_lm_head
-    names = {
-        "cls/predictions/transform/dense/kernel": (head.dense.kernel, False),
-        "cls/predictions/transform/dense/bias": (head.dense.bias, False),
-        "cls/predictions/transform/LayerNorm/gamma": (head.layer_norm.gamma, False),
-        "cls/predictions/transform/LayerNorm/beta": (head.layer_norm.beta, False),
-        "cls/predictions/output_bias": (head.output_bias, False),
-    }
+    names = masked_lm_head_variables(
+        pretrainer.masked_lm_head, "cls/predictions/transform", "cls/predictions"
+    )
     if pretrainer.next_sentence_head is not None:
         dense = pretrainer.next_sentence_head.dense
         # The original stores output_weights as (2, H); a Dense kernel is (H, 2).
@@ -427,13 +444,7 @@ def generator_head_variables(model: keras.Model) -> dict[str, tuple[keras.Variab
     """Original name -> (variable, stored transposed) of an `ElectraGenerator`'s
     head; its output layer's own table only where it is not the word embeddings."""
     head = model.generator_head
-    names = {
-        "generator_predictions/dense/kernel": (head.dense.kernel, False),
-        "generator_predictions/dense/bias": (head.dense.bias, False),
-        "generator_predictions/LayerNorm/gamma": (head.layer_norm.gamma, False),
-        "generator_predictions/LayerNorm/beta": (head.layer_norm.beta, False),
-        "generator_predictions/output_bias": (head.output_bias, False),
-    }
+    names = masked_lm_head_variables(head, "generator_predictions", "generator_predictions")
     if not model.tie_embeddings:
         names["generator_predictions/output_weights"] = (head.token_embedding.embeddings, False)
     return names

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from keras_bert.checkpoints.load import HF_WEIGHTS_FILE, read_json
+from keras_bert.checkpoints.load import HF_WEIGHTS_FILE, read_config_json
 from keras_bert.modernbert_config import ModernBertConfig
 
 if TYPE_CHECKING:
@@ -30,12 +30,7 @@ HEAD_PREFIXES = ("head.", "decoder.", "classifier.")
 
 def read_config(folder: str) -> tuple[ModernBertConfig, dict[str, Any]]:
     """The ModernBertConfig of a HuggingFace folder, and the raw config.json."""
-    path = os.path.join(folder, "config.json")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"HuggingFace ModernBERT folder {folder} lacks config.json")
-    values = read_json(path)
-    if not isinstance(values, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}")
+    path, values = read_config_json(folder, "ModernBERT")
     if values.get("model_type") != MODEL_TYPE:
         raise ValueError(
             f"{path}: model_type is {values.get('model_type')!r}, not {MODEL_TYPE!r}; "

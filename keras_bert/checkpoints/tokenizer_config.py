@@ -34,13 +34,9 @@ ADDED_TOKENS = "added_tokens.json"
 # BertTokenizer's SPECIAL_TOKENS (not imported: resolving a checkpoint does
 # not load tensorflow-text), and HuggingFace's field for each.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-_NAMED = {
-    "pad_token": "[PAD]",
-    "unk_token": "[UNK]",
-    "cls_token": "[CLS]",
-    "sep_token": "[SEP]",
-    "mask_token": "[MASK]",
-}
+_NAMED = dict(
+    zip(("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"), SPECIAL_TOKENS)
+)
 
 
 def _refuse(path: str, field: str, value: Any, why: str) -> ValueError:

@@ -65,13 +65,12 @@ FULL = QuickstartSize(
     max_passages_per_book=1000,
 )
 # For tests: the same path end to end, on a sliver of the corpus.
-FAST = QuickstartSize(
+FAST = dataclasses.replace(
+    FULL,
     vocab_size=600,
     max_books_chars=60_000,
-    dupe_factor=1,
     pretrain_steps=20,
     model=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64),
-    seq_length=64,
     finetune_epochs=1,
     finetune_learning_rate=1e-4,
     max_passages_per_book=60,

@@ -81,6 +81,14 @@ def _is_whitespace(c):
     return c in (" ", "\t", "\r", "\n") or ord(c) == 0x202F
 
 
+# run_squad.py's defaults (its flags), which every SQuAD entry point takes:
+# the windows (`convert_examples_to_features`) and the answer search (`postprocess`).
+DOC_STRIDE = 128
+MAX_QUERY_LENGTH = 64
+MAX_ANSWER_LENGTH = 30
+N_BEST_SIZE = 20
+NULL_SCORE_DIFF_THRESHOLD = 0.0
+
 # A run of run_squad.py's whitespace (`_is_whitespace`), as a regular
 # expression both Python's `re` and TensorFlow's RE2 read.
 ANSWER_WHITESPACE = "[ \t\r\n\u202f]+"
@@ -306,8 +314,8 @@ def convert_examples_to_features(
     examples: Sequence[SquadExample],
     tokenizer: BertTokenizer,
     max_seq_length: int = 384,
-    doc_stride: int = 128,
-    max_query_length: int = 64,
+    doc_stride: int = DOC_STRIDE,
+    max_query_length: int = MAX_QUERY_LENGTH,
     is_training: bool = False,
 ) -> list[SquadFeature]:
     """`SquadExample`s -> windowed `SquadFeature`s (run_squad.py's conversion)."""
@@ -446,10 +454,10 @@ def postprocess(
     features: Sequence[SquadFeature],
     start_logits: np.ndarray,
     end_logits: np.ndarray,
-    n_best_size: int = 20,
-    max_answer_length: int = 30,
+    n_best_size: int = N_BEST_SIZE,
+    max_answer_length: int = MAX_ANSWER_LENGTH,
     version_2_with_negative: bool = False,
-    null_score_diff_threshold: float = 0.0,
+    null_score_diff_threshold: float = NULL_SCORE_DIFF_THRESHOLD,
 ) -> tuple[dict[str, str], dict[str, float], dict[str, list[dict[str, Any]]]]:
     """Logits (N, T) of every window -> answers (run_squad.py's `write_predictions`).
 

@@ -452,19 +452,10 @@ def export_model_dir(
         )
         model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)
         options = {}
-        if saved.get("task") == "squad":
-            options = {
-                key: saved[key]
-                for key in (
-                    "version_2_with_negative",
-                    "doc_stride",
-                    "max_query_length",
-                    "max_answer_length",
-                    "n_best_size",
-                    "null_score_diff_threshold",
-                )
-                if key in saved
-            }
+        if saved.get("task") == "squad":  # the run's span options, those it saved
+            from keras_bert.preprocessing.squad import SpanFinder
+
+            options = {key: saved[key] for key in SpanFinder.OPTIONS if key in saved}
         if saved.get("multi_label"):  # the run's threshold, unless given
             options["threshold"] = saved.get("threshold", 0.5)
         options.update(task_options)

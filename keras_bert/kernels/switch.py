@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from keras_bert.config_fields import keep_config_fields
+
 FAST_KERNELS_ENV = "KERAS_BERT_FAST_KERNELS"
 _ON = ("1", "true", "yes", "on")
 _OFF = ("0", "false", "no", "off")
@@ -53,6 +55,33 @@ class FastKernelsOption:
 
     def _fast_kernels_config(self, config: dict[str, Any]) -> dict[str, Any]:
         return {**config, "fast_kernels": self.fast_kernels}
+
+
+class FastKernelsLayer(FastKernelsOption):
+    """Mixin for keras_bert's own layers with a fast path: the constructor
+    arguments named in `config_fields` kept as attributes of the same name,
+    and the config Keras' own, then those, then `fast_kernels`.
+
+        class GatedFeedForward(FastKernelsLayer, keras.layers.Layer):
+            config_fields = ("intermediate_size", "activation", ...)
+
+            def __init__(self, intermediate_size, activation="gelu", ..., **kwargs):
+                super().__init__(locals())
+    """
+
+    config_fields: tuple[str, ...] = ()
+
+    def __init__(self, arguments: dict[str, Any]) -> None:
+        """`arguments`: the constructor's `locals()`; its `kwargs` go to the Keras layer."""
+        super().__init__(**arguments["kwargs"])
+        keep_config_fields(self, arguments)
+        self._init_fast_kernels(arguments["fast_kernels"])
+
+    def get_config(self) -> dict:
+        # super() is the Keras layer this mixin comes before.
+        config = super().get_config()  # type: ignore[misc]
+        config.update({field: getattr(self, field) for field in self.config_fields})
+        return self._fast_kernels_config(config)
 
 
 class FastKerasLayer(FastKernelsOption):

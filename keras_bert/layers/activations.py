@@ -25,3 +25,15 @@ def get_activation(name: str, fast_kernels: bool = True) -> Callable[[tf.Tensor]
     if name == "gelu_approximate":
         return lambda x: keras.activations.gelu(x, approximate=True)
     return keras.activations.get(name)
+
+
+class ActivationOption:
+    """Mixin for a layer with an activation by name (`activation`) and a fast
+    path (`runs_fast_kernels`): `activation_fn`, the function it names."""
+
+    activation: str
+    runs_fast_kernels: bool
+
+    @property
+    def activation_fn(self) -> Callable[[tf.Tensor], tf.Tensor]:
+        return get_activation(self.activation, self.runs_fast_kernels)

@@ -24,13 +24,25 @@ from keras import ops
 from keras_bert.kernels.dense import FastDense
 from keras_bert.kernels.dropout import FastDropout
 from keras_bert.kernels.layer_norm import FastLayerNorm
-from keras_bert.kernels.switch import FastKernelsOption
-from keras_bert.layers.activations import get_activation
+from keras_bert.kernels.switch import FastKernelsLayer
+from keras_bert.layers.activations import ActivationOption
 from keras_bert.layers.rotary import inverse_frequencies, rotate, rotation_tables
 
 # Added to the scores of keys a query must not see: as BERT's padding bias,
 # it vanishes after softmax (exp(-10000) is 0 in float32) yet stays finite in float16.
 MASKED_SCORE = -10000.0
+
+
+def dense_options(layer: Any) -> dict[str, Any]:
+    """A FastDense's arguments inside `layer` (one with `use_bias`,
+    `initializer_range` and `fast_kernels`): its bias choice, BERT's
+    truncated-normal initialiser, its dtype policy and kernels."""
+    return dict(
+        use_bias=layer.use_bias,
+        kernel_initializer=keras.initializers.TruncatedNormal(stddev=layer.initializer_range),
+        dtype=layer.dtype_policy,
+        fast_kernels=layer.fast_kernels,
+    )
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -59,10 +71,19 @@ class SlidingWindowMaskBias(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class RotarySelfAttention(FastKernelsOption, keras.layers.Layer):
+class RotarySelfAttention(FastKernelsLayer, keras.layers.Layer):
     """Multi-head self-attention with rotary positions: one (H, 3H) product
     for query, key and value (the checkpoints' `Wqkv`), the queries and keys
     turned, scaled dot products plus the mask bias, the output projection."""
+
+    config_fields = (
+        "num_heads",
+        "head_size",
+        "rope_theta",
+        "use_bias",
+        "dropout",
+        "initializer_range",
+    )
 
     def __init__(
         self,
@@ -75,23 +96,11 @@ class RotarySelfAttention(FastKernelsOption, keras.layers.Layer):
         fast_kernels: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self._init_fast_kernels(fast_kernels)
-        self.num_heads = num_heads
-        self.head_size = head_size
-        self.rope_theta = rope_theta
-        self.use_bias = use_bias
-        self.dropout = dropout
-        self.initializer_range = initializer_range
+        super().__init__(locals())
         hidden = num_heads * head_size
-        common = dict(
-            use_bias=use_bias,
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-            dtype=self.dtype_policy,
-            fast_kernels=fast_kernels,
-        )
-        self.qkv = FastDense(3 * hidden, name="qkv", **common)
-        self.attention_output = FastDense(hidden, name="output", **common)
+        dense = dense_options(self)
+        self.qkv = FastDense(3 * hidden, name="qkv", **dense)
+        self.attention_output = FastDense(hidden, name="output", **dense)
         self.probs_dropout = FastDropout(
             dropout, dtype=self.dtype_policy, fast_kernels=fast_kernels
         )
@@ -128,25 +137,14 @@ class RotarySelfAttention(FastKernelsOption, keras.layers.Layer):
     def compute_output_shape(self, hidden_shape: tuple, mask_bias_shape: tuple) -> tuple:
         return hidden_shape
 
-    def get_config(self) -> dict:
-        return self._fast_kernels_config(
-            {
-                **super().get_config(),
-                "num_heads": self.num_heads,
-                "head_size": self.head_size,
-                "rope_theta": self.rope_theta,
-                "use_bias": self.use_bias,
-                "dropout": self.dropout,
-                "initializer_range": self.initializer_range,
-            }
-        )
-
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class GatedFeedForward(FastKernelsOption, keras.layers.Layer):
+class GatedFeedForward(ActivationOption, FastKernelsLayer, keras.layers.Layer):
     """GeGLU (Shazeer, 2020): one (H, 2F) product split into an input and a
     gate, activation(input) * gate, then (F, H). The gate lets each unit scale
     its own output, which beats a plain GELU layer of the same cost."""
+
+    config_fields = ("intermediate_size", "activation", "use_bias", "dropout", "initializer_range")
 
     def __init__(
         self,
@@ -158,28 +156,16 @@ class GatedFeedForward(FastKernelsOption, keras.layers.Layer):
         fast_kernels: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self._init_fast_kernels(fast_kernels)
-        self.intermediate_size = intermediate_size
-        self.activation = activation
-        self.use_bias = use_bias
-        self.dropout = dropout
-        self.initializer_range = initializer_range
-        self.activation_fn = get_activation(activation, self.runs_fast_kernels)
+        super().__init__(locals())
         self.hidden_dropout = FastDropout(
             dropout, dtype=self.dtype_policy, fast_kernels=fast_kernels
         )
 
     def build(self, hidden_shape: tuple) -> None:
-        common = dict(
-            use_bias=self.use_bias,
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range),
-            dtype=self.dtype_policy,
-            fast_kernels=self.fast_kernels,
-        )
-        self.input_and_gate = FastDense(2 * self.intermediate_size, name="input_and_gate", **common)
+        dense = dense_options(self)
+        self.input_and_gate = FastDense(2 * self.intermediate_size, name="input_and_gate", **dense)
         self.input_and_gate.build(hidden_shape)
-        self.ffn_output = FastDense(hidden_shape[-1], name="output", **common)
+        self.ffn_output = FastDense(hidden_shape[-1], name="output", **dense)
         self.ffn_output.build(hidden_shape[:-1] + (self.intermediate_size,))
 
     def call(self, hidden: tf.Tensor, training: bool | None = None) -> tf.Tensor:
@@ -191,26 +177,29 @@ class GatedFeedForward(FastKernelsOption, keras.layers.Layer):
     def compute_output_shape(self, hidden_shape: tuple) -> tuple:
         return hidden_shape
 
-    def get_config(self) -> dict:
-        return self._fast_kernels_config(
-            {
-                **super().get_config(),
-                "intermediate_size": self.intermediate_size,
-                "activation": self.activation,
-                "use_bias": self.use_bias,
-                "dropout": self.dropout,
-                "initializer_range": self.initializer_range,
-            }
-        )
-
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class PreNormBlock(FastKernelsOption, keras.layers.Layer):
+class PreNormBlock(FastKernelsLayer, keras.layers.Layer):
     """hidden + attention(LayerNorm(hidden)), then + feed_forward(LayerNorm(.)).
 
     `attention_norm=False` for the first block: the embeddings' LayerNorm
     already normalised its input (as ModernBERT, whose first block has none).
     """
+
+    config_fields = (
+        "num_heads",
+        "intermediate_size",
+        "rope_theta",
+        "activation",
+        "attention_norm",
+        "attention_bias",
+        "mlp_bias",
+        "norm_bias",
+        "norm_epsilon",
+        "attention_dropout",
+        "mlp_dropout",
+        "initializer_range",
+    )
 
     def __init__(
         self,
@@ -229,20 +218,7 @@ class PreNormBlock(FastKernelsOption, keras.layers.Layer):
         fast_kernels: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self._init_fast_kernels(fast_kernels)
-        self.num_heads = num_heads
-        self.intermediate_size = intermediate_size
-        self.rope_theta = rope_theta
-        self.activation = activation
-        self.attention_norm = attention_norm
-        self.attention_bias = attention_bias
-        self.mlp_bias = mlp_bias
-        self.norm_bias = norm_bias
-        self.norm_epsilon = norm_epsilon
-        self.attention_dropout = attention_dropout
-        self.mlp_dropout = mlp_dropout
-        self.initializer_range = initializer_range
+        super().__init__(locals())
 
     def build(self, hidden_shape: tuple, mask_bias_shape: tuple | None = None) -> None:
         hidden = hidden_shape[-1]
@@ -250,6 +226,7 @@ class PreNormBlock(FastKernelsOption, keras.layers.Layer):
             raise ValueError(f"hidden size {hidden} is not divisible by {self.num_heads} heads")
         common = dict(dtype=self.dtype_policy, fast_kernels=self.fast_kernels)
         norm = dict(epsilon=self.norm_epsilon, center=self.norm_bias, **common)
+        sublayer = dict(initializer_range=self.initializer_range, **common)
         self.attention_layer_norm = (
             FastLayerNorm(name="attention_layer_norm", **norm) if self.attention_norm else None
         )
@@ -259,9 +236,8 @@ class PreNormBlock(FastKernelsOption, keras.layers.Layer):
             self.rope_theta,
             use_bias=self.attention_bias,
             dropout=self.attention_dropout,
-            initializer_range=self.initializer_range,
             name="attention",
-            **common,
+            **sublayer,
         )
         self.mlp_layer_norm = FastLayerNorm(name="mlp_layer_norm", **norm)
         self.feed_forward = GatedFeedForward(
@@ -269,9 +245,8 @@ class PreNormBlock(FastKernelsOption, keras.layers.Layer):
             activation=self.activation,
             use_bias=self.mlp_bias,
             dropout=self.mlp_dropout,
-            initializer_range=self.initializer_range,
             name="feed_forward",
-            **common,
+            **sublayer,
         )
         for layer in (self.attention_layer_norm, self.mlp_layer_norm, self.feed_forward):
             if layer is not None:
@@ -288,22 +263,3 @@ class PreNormBlock(FastKernelsOption, keras.layers.Layer):
 
     def compute_output_shape(self, hidden_shape: tuple, mask_bias_shape: tuple) -> tuple:
         return hidden_shape
-
-    def get_config(self) -> dict:
-        return self._fast_kernels_config(
-            {
-                **super().get_config(),
-                "num_heads": self.num_heads,
-                "intermediate_size": self.intermediate_size,
-                "rope_theta": self.rope_theta,
-                "activation": self.activation,
-                "attention_norm": self.attention_norm,
-                "attention_bias": self.attention_bias,
-                "mlp_bias": self.mlp_bias,
-                "norm_bias": self.norm_bias,
-                "norm_epsilon": self.norm_epsilon,
-                "attention_dropout": self.attention_dropout,
-                "mlp_dropout": self.mlp_dropout,
-                "initializer_range": self.initializer_range,
-            }
-        )

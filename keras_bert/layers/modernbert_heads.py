@@ -16,8 +16,10 @@ from keras import ops
 
 from keras_bert.kernels.dense import FastDense
 from keras_bert.kernels.layer_norm import FastLayerNorm
-from keras_bert.kernels.switch import FastKernelsOption
-from keras_bert.layers.activations import get_activation
+from keras_bert.kernels.switch import FastKernelsLayer
+from keras_bert.layers.activations import ActivationOption
+from keras_bert.layers.modernbert_block import dense_options
+from keras_bert.layers.pretraining_heads import TiedEmbeddingConfig
 
 
 def pool_tokens(hidden: tf.Tensor, input_mask: tf.Tensor, pooling: str) -> tf.Tensor:
@@ -31,9 +33,11 @@ def pool_tokens(hidden: tf.Tensor, input_mask: tf.Tensor, pooling: str) -> tf.Te
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class PredictionHead(FastKernelsOption, keras.layers.Layer):
+class PredictionHead(ActivationOption, FastKernelsLayer, keras.layers.Layer):
     """(..., H) -> (..., H): dense, activation, LayerNorm (HuggingFace's
     `ModernBertPredictionHead`)."""
+
+    config_fields = ("activation", "use_bias", "norm_bias", "norm_epsilon", "initializer_range")
 
     def __init__(
         self,
@@ -45,14 +49,7 @@ class PredictionHead(FastKernelsOption, keras.layers.Layer):
         fast_kernels: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self._init_fast_kernels(fast_kernels)
-        self.activation = activation
-        self.use_bias = use_bias
-        self.norm_bias = norm_bias
-        self.norm_epsilon = norm_epsilon
-        self.initializer_range = initializer_range
-        self.activation_fn = get_activation(activation, self.runs_fast_kernels)
+        super().__init__(locals())
         self.layer_norm = FastLayerNorm(
             epsilon=norm_epsilon,
             center=norm_bias,
@@ -62,14 +59,7 @@ class PredictionHead(FastKernelsOption, keras.layers.Layer):
         )
 
     def build(self, hidden_shape: tuple) -> None:
-        self.dense = FastDense(
-            hidden_shape[-1],
-            use_bias=self.use_bias,
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range),
-            dtype=self.dtype_policy,
-            name="dense",
-            fast_kernels=self.fast_kernels,
-        )
+        self.dense = FastDense(hidden_shape[-1], name="dense", **dense_options(self))
         self.dense.build(hidden_shape)
         self.layer_norm.build(hidden_shape)
 
@@ -79,21 +69,9 @@ class PredictionHead(FastKernelsOption, keras.layers.Layer):
     def compute_output_shape(self, hidden_shape: tuple) -> tuple:
         return hidden_shape
 
-    def get_config(self) -> dict:
-        return self._fast_kernels_config(
-            {
-                **super().get_config(),
-                "activation": self.activation,
-                "use_bias": self.use_bias,
-                "norm_bias": self.norm_bias,
-                "norm_epsilon": self.norm_epsilon,
-                "initializer_range": self.initializer_range,
-            }
-        )
-
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class ModernBertMaskedLMHead(PredictionHead):
+class ModernBertMaskedLMHead(TiedEmbeddingConfig, PredictionHead):
     """(B, T, H) -> logits (B, T, V): the prediction head, then the token
     embedding table as the output layer (tied, as HuggingFace's
     `ModernBertForMaskedLM`), plus a bias of its own when `decoder_bias`."""
@@ -133,19 +111,4 @@ class ModernBertMaskedLMHead(PredictionHead):
         return (*hidden_shape[:-1], self.token_embedding.input_dim)
 
     def get_config(self) -> dict:
-        # The embedding layer is the encoder's: the masked-LM model passes it
-        # again when rebuilt; serialized here too, so the head rebuilds alone.
-        return {
-            **super().get_config(),
-            "token_embedding": keras.saving.serialize_keras_object(self.token_embedding),
-            "decoder_bias": self.decoder_bias,
-        }
-
-    @classmethod
-    def from_config(cls, config: dict) -> ModernBertMaskedLMHead:
-        config = dict(config)
-        if isinstance(config.get("token_embedding"), dict):
-            config["token_embedding"] = keras.saving.deserialize_keras_object(
-                config["token_embedding"]
-            )
-        return cls(**config)
+        return {**super().get_config(), "decoder_bias": self.decoder_bias}

@@ -18,13 +18,37 @@ from keras_bert.kernels.masked_lm_loss import (
     plain_cross_entropy_and_prediction,
     tied_output_cross_entropy,
 )
-from keras_bert.kernels.switch import FastKernelsOption
+from keras_bert.kernels.switch import FastKernelsLayer
 from keras_bert.layers.activations import get_activation
 from keras_bert.layers.packing import gather_positions
 
 
+class TiedEmbeddingConfig:
+    """Mixin for a head whose output layer is the encoder's token embedding
+    (`token_embedding`), shared: the model passes the encoder's again when it
+    is rebuilt from its own config. The head's config still holds it (as
+    keras-hub's MaskedLMHead), so that from_config(get_config()) builds a head
+    on its own. It comes before the head's base class."""
+
+    token_embedding: keras.layers.Embedding
+
+    def get_config(self) -> dict:
+        config = super().get_config()  # type: ignore[misc]
+        config["token_embedding"] = keras.saving.serialize_keras_object(self.token_embedding)
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict) -> Any:
+        config = dict(config)
+        if isinstance(config.get("token_embedding"), dict):
+            config["token_embedding"] = keras.saving.deserialize_keras_object(
+                config["token_embedding"]
+            )
+        return cls(**config)
+
+
 @keras.saving.register_keras_serializable(package="keras_bert")
-class MaskedLMHead(FastKernelsOption, keras.layers.Layer):
+class MaskedLMHead(TiedEmbeddingConfig, FastKernelsLayer, keras.layers.Layer):
     """dense + activation + LayerNorm, then logits against the token embedding table.
 
     The output projection is tied to `token_embedding.embeddings` (V, H) and has
@@ -32,6 +56,8 @@ class MaskedLMHead(FastKernelsOption, keras.layers.Layer):
     only at the masked positions: P of T per sequence, so the (H x V) product
     costs P/T of what it would over the whole sequence.
     """
+
+    config_fields = ("token_embedding", "activation", "initializer_range", "layer_norm_epsilon")
 
     def __init__(
         self,
@@ -42,14 +68,7 @@ class MaskedLMHead(FastKernelsOption, keras.layers.Layer):
         fast_kernels: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        # === Config ===
-        self._init_fast_kernels(fast_kernels)
-        self.token_embedding = token_embedding
-        self.activation = activation
-        self.initializer_range = initializer_range
-        self.layer_norm_epsilon = layer_norm_epsilon
-
+        super().__init__(locals())
         # === Layers ===
         init = keras.initializers.TruncatedNormal(stddev=initializer_range)
         self.dense = keras.layers.Dense(
@@ -138,35 +157,13 @@ class MaskedLMHead(FastKernelsOption, keras.layers.Layer):
         )
         return (rows[0], rows[1], self.token_embedding.input_dim)
 
-    def get_config(self) -> dict:
-        # The embedding layer is shared with the encoder: the pretrainer passes
-        # the encoder's again when it is rebuilt from its own config. The head's
-        # config still holds it (as keras-hub's MaskedLMHead), so that
-        # from_config(get_config()) builds a head on its own.
-        config = super().get_config()
-        config.update(
-            {
-                "token_embedding": keras.saving.serialize_keras_object(self.token_embedding),
-                "activation": self.activation,
-                "initializer_range": self.initializer_range,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-            }
-        )
-        return self._fast_kernels_config(config)
 
-    @classmethod
-    def from_config(cls, config: dict) -> MaskedLMHead:
-        config = dict(config)
-        if isinstance(config.get("token_embedding"), dict):
-            config["token_embedding"] = keras.saving.deserialize_keras_object(
-                config["token_embedding"]
-            )
-        return cls(**config)
+class TwoLogitHead(keras.layers.Layer):
+    """(..., H) -> (..., 2): one Dense layer of two units (named `dense_name`),
+    BERT's truncated-normal initialiser; the base of the next-sentence head
+    and the span head."""
 
-
-@keras.saving.register_keras_serializable(package="keras_bert")
-class NextSentenceHead(keras.layers.Layer):
-    """pooled_output (B, H) -> 2 logits: is-next / random (NSP) or in-order / swapped (SOP)."""
+    dense_name = "dense"
 
     def __init__(self, initializer_range: float = 0.02, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -177,17 +174,24 @@ class NextSentenceHead(keras.layers.Layer):
             2,
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
             dtype=self.dtype_policy,
-            name="seq_relationship",
+            name=self.dense_name,
         )
 
-    def build(self, pooled_output_shape: tuple) -> None:
-        self.dense.build(pooled_output_shape)
+    def build(self, input_shape: tuple) -> None:
+        self.dense.build(input_shape)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "initializer_range": self.initializer_range}
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class NextSentenceHead(TwoLogitHead):
+    """pooled_output (B, H) -> 2 logits: is-next / random (NSP) or in-order / swapped (SOP)."""
+
+    dense_name = "seq_relationship"
 
     def call(self, pooled_output: tf.Tensor) -> tf.Tensor:
         return ops.cast(self.dense(pooled_output), "float32")  # (B, 2)
 
     def compute_output_shape(self, pooled_output_shape: tuple) -> tuple:
         return (pooled_output_shape[0], 2)
-
-    def get_config(self) -> dict:
-        return {**super().get_config(), "initializer_range": self.initializer_range}

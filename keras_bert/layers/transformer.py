@@ -27,15 +27,17 @@ from keras_bert.kernels.dropout import FastDropout
 from keras_bert.kernels.fused_projection import can_fuse, fused_projection, scaled
 from keras_bert.kernels.gelu import fast_gelu
 from keras_bert.kernels.layer_norm import FastLayerNorm
-from keras_bert.kernels.switch import FastKernelsOption
-from keras_bert.layers.activations import get_activation
+from keras_bert.kernels.switch import FastKernelsLayer
+from keras_bert.layers.activations import ActivationOption
 from keras_bert.layers.packing import row_layout
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class SelfAttention(FastKernelsOption, keras.layers.Layer):
+class SelfAttention(FastKernelsLayer, keras.layers.Layer):
     """Multi-head scaled dot-product self-attention with an additive mask bias.
     `fast_kernels` (`keras_bert.kernels.switch`): the fast or the plain path."""
+
+    config_fields = ("num_heads", "head_size", "dropout", "initializer_range")
 
     def __init__(
         self,
@@ -46,13 +48,8 @@ class SelfAttention(FastKernelsOption, keras.layers.Layer):
         fast_kernels: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self._init_fast_kernels(fast_kernels)
+        super().__init__(locals())
         fast = {"fast_kernels": fast_kernels}
-        self.num_heads = num_heads
-        self.head_size = head_size
-        self.dropout = dropout
-        self.initializer_range = initializer_range
         hidden = num_heads * head_size
         init = keras.initializers.TruncatedNormal(stddev=initializer_range)
         # Separate H x H projections, the layout of the original checkpoints.
@@ -137,22 +134,21 @@ class SelfAttention(FastKernelsOption, keras.layers.Layer):
     ) -> tuple:
         return hidden_shape if query_hidden_shape is None else query_hidden_shape
 
-    def get_config(self) -> dict:
-        return self._fast_kernels_config(
-            {
-                **super().get_config(),
-                "num_heads": self.num_heads,
-                "head_size": self.head_size,
-                "dropout": self.dropout,
-                "initializer_range": self.initializer_range,
-            }
-        )
-
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class TransformerBlock(FastKernelsOption, keras.layers.Layer):
+class TransformerBlock(ActivationOption, FastKernelsLayer, keras.layers.Layer):
     """attention -> dropout -> add -> LayerNorm -> FFN (GELU) -> dropout -> add -> LayerNorm.
     `fast_kernels` (`keras_bert.kernels.switch`): the fast or the plain path."""
+
+    config_fields = (
+        "num_heads",
+        "intermediate_size",
+        "activation",
+        "dropout",
+        "attention_dropout",
+        "initializer_range",
+        "layer_norm_epsilon",
+    )
 
     def __init__(
         self,
@@ -166,15 +162,7 @@ class TransformerBlock(FastKernelsOption, keras.layers.Layer):
         fast_kernels: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self._init_fast_kernels(fast_kernels)
-        self.num_heads = num_heads
-        self.intermediate_size = intermediate_size
-        self.activation = activation
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.initializer_range = initializer_range
-        self.layer_norm_epsilon = layer_norm_epsilon
+        super().__init__(locals())
 
     def build(self, hidden_shape: tuple, mask_bias_shape: tuple | None = None) -> None:
         input_shape = hidden_shape  # (B, T, H)
@@ -205,7 +193,6 @@ class TransformerBlock(FastKernelsOption, keras.layers.Layer):
             name="intermediate",
             **fast,
         )
-        self.intermediate_activation = get_activation(self.activation, self.runs_fast_kernels)
         self.intermediate.build(input_shape)
         self.ffn_output = FastDense(
             hidden, kernel_initializer=init, dtype=policy, name="output", **fast
@@ -263,7 +250,7 @@ class TransformerBlock(FastKernelsOption, keras.layers.Layer):
             # The exact GELU in the form for the step (`fast_gelu`): fused, compiled or plain.
             intermediate = fast_gelu(intermediate, training, varying_rows=packed)
         else:
-            intermediate = self.intermediate_activation(intermediate)
+            intermediate = self.activation_fn(intermediate)
         feed_forward = self.ffn_output(intermediate)  # (B * Q, H)
         return (
             feed_forward if len(hidden.shape) == 2 else tf.reshape(feed_forward, tf.shape(hidden))
@@ -278,17 +265,3 @@ class TransformerBlock(FastKernelsOption, keras.layers.Layer):
         if query_positions_shape is None:
             return hidden_shape
         return (hidden_shape[0], query_positions_shape[1], hidden_shape[2])
-
-    def get_config(self) -> dict:
-        return self._fast_kernels_config(
-            {
-                **super().get_config(),
-                "num_heads": self.num_heads,
-                "intermediate_size": self.intermediate_size,
-                "activation": self.activation,
-                "dropout": self.dropout,
-                "attention_dropout": self.attention_dropout,
-                "initializer_range": self.initializer_range,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-            }
-        )

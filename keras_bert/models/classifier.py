@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert import features
+from keras_bert.config_fields import keep_config_fields
 from keras_bert.dataset_options import split_validation
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.modernbert import ModernBertEncoder
@@ -27,7 +28,7 @@ from keras_bert.models.text_task import TextTask, batches, deserialize_preproces
 from keras_bert.models.unpadded import UNPADDED_CALL_ARGUMENTS
 from keras_bert.models.user_inputs import (
     check_class_indices,
-    check_number,
+    check_labels,
     check_one_label_per_text,
     check_scores,
     check_texts,
@@ -156,9 +157,7 @@ class BertClassifier(TextTask, keras.Model):
         if not isinstance(encoder, ModernBertEncoder):  # its config dict loads as itself too
             encoder = deserialize_encoder(encoder)
         preprocessor = deserialize_preprocessor(preprocessor)
-        num_classes = check_number(num_classes, "num_classes")
-        if label_names is not None and len(label_names) != num_classes:
-            raise ValueError(f"{len(label_names)} label_names for num_classes={num_classes}")
+        num_classes, label_names = check_labels(num_classes, label_names, "num_classes")
         if not isinstance(multi_label, bool):
             raise ValueError(f"multi_label must be True or False, got {multi_label!r}")
         if multi_label and num_classes < 2:
@@ -205,13 +204,9 @@ class BertClassifier(TextTask, keras.Model):
 
         # === Config ===
         self.encoder = encoder
-        self.num_classes = num_classes
-        self.dropout = dropout
-        self.label_names = list(label_names) if label_names is not None else None
         self.preprocessor = preprocessor
-        self.activation = activation
-        self.trained_on_pairs = None if trained_on_pairs is None else bool(trained_on_pairs)
-        self.multi_label = multi_label
+        trained_on_pairs = None if trained_on_pairs is None else bool(trained_on_pairs)
+        keep_config_fields(self, locals())
         self._warned_about_pairs = False
 
     # === Text in, answers out ===
@@ -610,6 +605,13 @@ class BertClassifier(TextTask, keras.Model):
 
     # === Config ===
 
+    # Kept from the constructor's arguments (`keep_config_fields`).
+    num_classes: int
+    dropout: float
+    label_names: list[str] | None
+    activation: str | None
+    trained_on_pairs: bool | None
+    multi_label: bool
     config_fields = (
         "num_classes",
         "dropout",

@@ -91,19 +91,14 @@ class BertEncoder(EncoderConfig, keras.Model):
         fast = {"fast_kernels": fast_kernels}
 
         # === Layers ===
-        token_embedding = keras.layers.Embedding(
-            config.vocab_size,
-            config.embedding_width,
-            embeddings_initializer=init,
-            dtype=dtype,
-            name="token_embedding",
-        )
-        segment_embedding = keras.layers.Embedding(
-            config.type_vocab_size,
-            config.embedding_width,
-            embeddings_initializer=init,
-            dtype=dtype,
-            name="segment_embedding",
+        token_embedding, segment_embedding = (
+            keras.layers.Embedding(
+                rows, config.embedding_width, embeddings_initializer=init, dtype=dtype, name=name
+            )
+            for rows, name in (
+                (config.vocab_size, "token_embedding"),
+                (config.type_vocab_size, "segment_embedding"),
+            )
         )
         position_embedding = PositionEmbedding(
             config.max_position_embeddings, initializer=init, dtype=dtype, name="position_embedding"
@@ -222,10 +217,10 @@ class BertEncoder(EncoderConfig, keras.Model):
         inputs: Any,
         training: bool | None = None,
         mask: Any = None,
-        remove_padding: bool | None = None,
-        read_positions: Any = None,
+        **call_context: Any,
     ) -> Any:
-        # The same shapes either way (the padding's rows come back, as 0).
+        # The same shapes either way (the padding's rows come back, as 0):
+        # `call`'s `remove_padding` and `read_positions` change no shape.
         return super().compute_output_spec(inputs, training=training, mask=mask)
 
     def embed(

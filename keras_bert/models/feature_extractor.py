@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import keras
 
+from keras_bert.config_fields import keep_config_fields
 from keras_bert.dataset_options import are_arrays, array_batches, default_batch_size
 from keras_bert.layers.pooling import WeightedLayerSum
 from keras_bert.layers.sentence_pooling import L2Normalize, SentencePooling
@@ -183,9 +184,8 @@ class BertFeatureExtractor(TextTask, keras.Model):
 
         # === Config ===
         self.encoder = encoder
-        self.num_top_layers = num_top_layers
-        self.feature = feature
         self.preprocessor = preprocessor
+        keep_config_fields(self, locals())
 
     outputs_logits = False  # features, not scores
 
@@ -219,4 +219,7 @@ class BertFeatureExtractor(TextTask, keras.Model):
 
     # === Config ===
 
+    # Kept from the constructor's arguments (`keep_config_fields`).
+    num_top_layers: int
+    feature: str | None
     config_fields = ("num_top_layers", "feature", "name")

@@ -37,6 +37,26 @@ from keras_bert.modernbert_config import ModernBertConfig
 MODERNBERT_INPUTS = ("input_ids", "input_mask")
 
 
+def norm_options(config: ModernBertConfig) -> dict[str, Any]:
+    """What every block and head takes from the config alike: the LayerNorms'
+    bias and epsilon, the initialiser's stddev."""
+    return dict(
+        norm_bias=config.norm_bias,
+        norm_epsilon=config.norm_eps,
+        initializer_range=config.initializer_range,
+    )
+
+
+def prediction_head_options(config: ModernBertConfig) -> dict[str, Any]:
+    """A `PredictionHead`'s arguments from the config: the pooler's and the
+    masked-LM head's (HuggingFace's `classifier_*` fields serve both)."""
+    return dict(
+        activation=config.classifier_activation,
+        use_bias=config.classifier_bias,
+        **norm_options(config),
+    )
+
+
 @keras.saving.register_keras_serializable(package="keras_bert")
 class ModernBertEncoder(EncoderConfig, keras.Model):
     """ModernBERT (Warner et al., 2024).
@@ -62,7 +82,7 @@ class ModernBertEncoder(EncoderConfig, keras.Model):
         if isinstance(config, dict):
             config = ModernBertConfig.from_dict(config)
         dtype = precision.resolve_auto(dtype)
-        fast = {"fast_kernels": fast_kernels}
+        fast: dict[str, Any] = {"fast_kernels": fast_kernels}
         norm: dict[str, Any] = {
             "epsilon": config.norm_eps,
             "center": config.norm_bias,
@@ -97,27 +117,18 @@ class ModernBertEncoder(EncoderConfig, keras.Model):
                 attention_norm=i > 0,  # the embeddings' LayerNorm feeds the first
                 attention_bias=config.attention_bias,
                 mlp_bias=config.mlp_bias,
-                norm_bias=config.norm_bias,
-                norm_epsilon=config.norm_eps,
                 attention_dropout=config.attention_dropout,
                 mlp_dropout=config.mlp_dropout,
-                initializer_range=config.initializer_range,
                 dtype=dtype,
                 name=f"transformer_layer_{i}",
+                **norm_options(config),
                 **fast,
             )
             for i in range(config.num_hidden_layers)
         ]
         final_layer_norm = FastLayerNorm(name="final_layer_norm", **norm)
         pooler = PredictionHead(
-            activation=config.classifier_activation,
-            use_bias=config.classifier_bias,
-            norm_bias=config.norm_bias,
-            norm_epsilon=config.norm_eps,
-            initializer_range=config.initializer_range,
-            dtype=dtype,
-            name="pooler",
-            **fast,
+            dtype=dtype, name="pooler", **prediction_head_options(config), **fast
         )
 
         # === Functional Model ===

@@ -16,6 +16,7 @@ from keras_bert.models.modernbert import (
     MODERNBERT_INPUTS,
     ModernBertEncoder,
     load_encoder_and_heads,
+    prediction_head_options,
 )
 from keras_bert.models.user_inputs import check_model_keywords
 
@@ -38,14 +39,10 @@ class ModernBertMaskedLM(keras.Model):
         head = ModernBertMaskedLMHead(
             encoder.token_embedding,
             decoder_bias=config.decoder_bias,
-            activation=config.classifier_activation,
-            use_bias=config.classifier_bias,
-            norm_bias=config.norm_bias,
-            norm_epsilon=config.norm_eps,
-            initializer_range=config.initializer_range,
             dtype=encoder.token_embedding.dtype_policy,
             fast_kernels=encoder.fast_kernels,
             name="masked_lm",
+            **prediction_head_options(config),
         )
 
         # === Functional Model ===

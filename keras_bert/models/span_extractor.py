@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.config_fields import keep_config_fields
 from keras_bert.datasets import squad
 from keras_bert.layers.task_heads import HEADS, BiLSTMHead, SpanHead
 from keras_bert.models.classifier import deserialize_encoder, encoder_inputs
@@ -57,11 +58,11 @@ class BertSpanExtractor(TextTask, keras.Model):
     def __init__(
         self,
         encoder: BertEncoder | dict,
-        max_answer_length: int = 30,
+        max_answer_length: int = squad.MAX_ANSWER_LENGTH,
         preprocessor: BertPreprocessor | dict | None = None,
         head: str = "linear",
-        max_query_length: int = 64,
-        doc_stride: int = 128,
+        max_query_length: int = squad.MAX_QUERY_LENGTH,
+        doc_stride: int = squad.DOC_STRIDE,
         **kwargs: Any,
     ) -> None:
         encoder = deserialize_encoder(encoder)
@@ -88,12 +89,9 @@ class BertSpanExtractor(TextTask, keras.Model):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         # === Config ===
-        self.max_query_length = max_query_length
-        self.doc_stride = doc_stride
         self.encoder = encoder
-        self.max_answer_length = max_answer_length
         self.preprocessor = preprocessor
-        self.head = head
+        keep_config_fields(self, locals())
 
     # === Questions in, answers out ===
 
@@ -228,8 +226,8 @@ class BertSpanExtractor(TextTask, keras.Model):
         self,
         dataset: Any,
         version_2_with_negative: bool = False,
-        n_best_size: int = 20,
-        null_score_diff_threshold: float = 0.0,
+        n_best_size: int = squad.N_BEST_SIZE,
+        null_score_diff_threshold: float = squad.NULL_SCORE_DIFF_THRESHOLD,
         batch_size: int | None = None,
         source: str = "",
     ) -> tuple:
@@ -269,8 +267,8 @@ class BertSpanExtractor(TextTask, keras.Model):
         self,
         dataset: Any,
         version_2_with_negative: bool = False,
-        n_best_size: int = 20,
-        null_score_diff_threshold: float = 0.0,
+        n_best_size: int = squad.N_BEST_SIZE,
+        null_score_diff_threshold: float = squad.NULL_SCORE_DIFF_THRESHOLD,
         batch_size: int | None = None,
         source: str = "",
     ) -> dict[str, float]:
@@ -296,6 +294,11 @@ class BertSpanExtractor(TextTask, keras.Model):
 
     # === Config ===
 
+    # Kept from the constructor's arguments (`keep_config_fields`).
+    max_answer_length: int
+    head: str
+    max_query_length: int
+    doc_stride: int
     config_fields = (
         "max_answer_length",
         "head",

@@ -12,6 +12,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.config_fields import keep_config_fields
 from keras_bert.datasets.entity_f1 import EntityF1
 from keras_bert.datasets.tagging import TaggedSentences, decode_tags, encode_tagged
 from keras_bert.features import ENCODER_INPUTS
@@ -21,7 +22,7 @@ from keras_bert.models.classifier import deserialize_encoder, encoder_inputs
 from keras_bert.models.feature_extractor import FrozenTokenFeatures
 from keras_bert.models.global_batch import global_weight_sum
 from keras_bert.models.text_task import TextTask, batches, deserialize_preprocessor
-from keras_bert.models.user_inputs import check_number
+from keras_bert.models.user_inputs import check_labels
 from keras_bert.preprocessing.preprocessor import is_text
 from keras_bert.preprocessing.tagging import WordTagger, tag_names, whitespace_words
 from keras_bert.preprocessing.text_ops import clean_utf8
@@ -82,9 +83,7 @@ class BertTokenClassifier(TextTask, keras.Model):
                     "['O', 'B-PER', 'I-PER']) or num_labels"
                 )
             num_labels = len(label_names)
-        num_labels = check_number(num_labels, "num_labels")
-        if label_names is not None and len(label_names) != num_labels:
-            raise ValueError(f"{len(label_names)} label_names for num_labels={num_labels}")
+        num_labels, label_names = check_labels(num_labels, label_names, "num_labels")
         if head not in HEADS:
             raise ValueError(f"head must be one of {HEADS}, got {head!r}")
         # The new head from a plain normal (HuggingFace's token-classification head), not
@@ -113,13 +112,8 @@ class BertTokenClassifier(TextTask, keras.Model):
 
         # === Config ===
         self.encoder = encoder
-        self.num_labels = num_labels
-        self.dropout = dropout
-        self.label_names = list(label_names) if label_names is not None else None
         self.preprocessor = preprocessor
-        self.head = head
-        self.head_layers = head_layers
-        self.feature = feature
+        keep_config_fields(self, locals())
 
     def read_positions(self, x: Any, y: Any = None, sample_weight: Any = None) -> tf.Tensor | None:
         """The labelled pieces (weight > 0): the loss and metrics read no other
@@ -370,6 +364,13 @@ class BertTokenClassifier(TextTask, keras.Model):
 
     # === Config ===
 
+    # Kept from the constructor's arguments (`keep_config_fields`).
+    num_labels: int
+    dropout: float
+    label_names: list[str] | None
+    head: str
+    head_layers: int
+    feature: str | None
     config_fields = (
         "num_labels",
         "dropout",

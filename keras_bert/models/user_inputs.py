@@ -88,6 +88,17 @@ def check_number(value: Any, argument: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def check_labels(
+    number: Any, label_names: Sequence[str] | None, argument: str
+) -> tuple[int, list[str] | None]:
+    """A task's count of labels (`num_classes`, `num_labels`; `check_number`)
+    and its optional `label_names`, as many, as a list."""
+    number = check_number(number, argument)
+    if label_names is not None and len(label_names) != number:
+        raise ValueError(f"{len(label_names)} label_names for {argument}={number}")
+    return number, None if label_names is None else list(label_names)
+
+
 def check_text_rows(rows: Sequence[Any], argument: str = "x") -> None:
     """Every row of a list of texts a string: `None`, numbers and other objects
     are named by position; an empty list is refused. (A lone surrogate is not

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import tensorflow as tf
 
+from keras_bert.datasets import squad
 from keras_bert.datasets.squad import ANSWER_WHITESPACE
 from keras_bert.preprocessing.text_ops import char_offsets, clean_utf8, surface_text
 from keras_bert.preprocessing.traced import traced_pack, traced_tokenizer
@@ -64,16 +65,27 @@ def check_window_room(seq_length: int, max_query_length: int) -> None:
 class SpanFinder:
     """run_squad's windows before the model and its span search after it."""
 
+    # What the windows and the span search are cut and run by (`options()`).
+    OPTIONS = (
+        "version_2_with_negative",
+        "doc_stride",
+        "max_query_length",
+        "max_answer_length",
+        "n_best_size",
+        "null_score_diff_threshold",
+        "max_windows",
+    )
+
     def __init__(
         self,
         tokenizer: BertTokenizer,
         seq_length: int,
         version_2_with_negative: bool = False,
-        doc_stride: int = 128,
-        max_query_length: int = 64,
-        max_answer_length: int = 30,
-        n_best_size: int = 20,
-        null_score_diff_threshold: float = 0.0,
+        doc_stride: int = squad.DOC_STRIDE,
+        max_query_length: int = squad.MAX_QUERY_LENGTH,
+        max_answer_length: int = squad.MAX_ANSWER_LENGTH,
+        n_best_size: int = squad.N_BEST_SIZE,
+        null_score_diff_threshold: float = squad.NULL_SCORE_DIFF_THRESHOLD,
         max_windows: int = 64,
     ) -> None:
         self.tokenizer = tokenizer
@@ -98,15 +110,7 @@ class SpanFinder:
         self.max_windows = max_windows
 
     def options(self) -> dict[str, Any]:
-        return {
-            "version_2_with_negative": self.version_2_with_negative,
-            "doc_stride": self.doc_stride,
-            "max_query_length": self.max_query_length,
-            "max_answer_length": self.max_answer_length,
-            "n_best_size": self.n_best_size,
-            "null_score_diff_threshold": self.null_score_diff_threshold,
-            "max_windows": self.max_windows,
-        }
+        return {name: getattr(self, name) for name in self.OPTIONS}
 
     # === Windows ===
 

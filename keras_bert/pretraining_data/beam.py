@@ -73,7 +73,6 @@ from keras_bert.pretraining_data.workers import COUNTED, process_block
 
 if TYPE_CHECKING:
     from keras_bert.pretraining_data.options import PretrainingOptions
-    from keras_bert.pretraining_data.workers import BlockResult
 
 # Block index = file number * FILE_BLOCKS + block number within the file.
 FILE_BLOCKS = 1 << 32
@@ -100,14 +99,6 @@ def read_statistics(stats: ReadStats) -> dict[str, Any]:
         "invalid_utf8_examples": stats.invalid_utf8_examples,
         "empty_files": stats.empty_files,
     }
-
-
-def block_statistics(result: BlockResult) -> dict[str, int]:
-    """A `BlockResult`'s counts, named as in `Summary`."""
-    stats = {name: getattr(result, name) for name in COUNTED}
-    stats["tokens"] = result.instance_tokens
-    stats["truncated_instances"] = result.truncated
-    return stats
 
 
 def merge_statistics(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,7 +145,7 @@ class CreateRecords(beam.DoFn):
             return
         result = process_block(block, self.options, self._vocab, self._encoder)
         yield from result.records
-        yield beam.pvalue.TaggedOutput(STATS, block_statistics(result))
+        yield beam.pvalue.TaggedOutput(STATS, dict(result.counts))  # named as in `Summary`
 
 
 class MergeStatistics(beam.CombineFn):
@@ -364,7 +355,7 @@ def create_pretraining_data_beam(
 
             shutil.rmtree(local_temp, ignore_errors=True)
 
-    counts = ("input_files", *COUNTED, "tokens", "truncated_instances", "invalid_utf8_lines")
+    counts = ("input_files", *COUNTED, "invalid_utf8_lines")
     lists = ("invalid_utf8_examples", "empty_files")
     summary = Summary(
         output_files=outputs,

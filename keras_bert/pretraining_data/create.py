@@ -77,9 +77,7 @@ class Summary:
 
     def add(self, result: BlockResult) -> None:
         for name in COUNTED:
-            setattr(self, name, getattr(self, name) + getattr(result, name))
-        self.tokens += result.instance_tokens
-        self.truncated_instances += result.truncated
+            setattr(self, name, getattr(self, name) + result.counts[name])
 
     def to_text(self, options: PretrainingOptions) -> str:
         def share(part, whole):

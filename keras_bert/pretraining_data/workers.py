@@ -17,16 +17,18 @@ if TYPE_CHECKING:
     import multiprocessing.pool
 
 
-# The counts a `BlockResult` and a run's `Summary` both keep, by the same names.
+# The counts of a `BlockResult`, named as the fields of a run's `Summary`.
 COUNTED = (
     "documents",
     "instances",
+    "tokens",  # word pieces in the instances
     "candidates",
     "masked",
     "replaced_by_mask",
     "kept",
     "replaced_by_random",
     "next_sentence_positive",
+    "truncated_instances",
 )
 
 
@@ -34,16 +36,7 @@ COUNTED = (
 class BlockResult:
     index: int
     records: list
-    documents: int = 0
-    instances: int = 0
-    instance_tokens: int = 0
-    candidates: int = 0
-    masked: int = 0
-    replaced_by_mask: int = 0
-    kept: int = 0
-    replaced_by_random: int = 0
-    next_sentence_positive: int = 0
-    truncated: int = 0
+    counts: dict[str, int]  # by `COUNTED`'s names
 
 
 def process_block(
@@ -54,29 +47,30 @@ def process_block(
     rng = random.Random(seed)
     np_rng = np.random.Generator(np.random.PCG64(seed))
     instances = create_instances(block, options, vocab, rng)
-    result = BlockResult(
-        index=block.index,
-        records=[],
+    counts = dict.fromkeys(COUNTED, 0)
+    counts.update(
         documents=block.num_documents,
         instances=len(instances.lengths),
-        instance_tokens=int(instances.lengths.sum()),
+        tokens=int(instances.lengths.sum()),
         next_sentence_positive=int(instances.next_sentence_labels.sum()),
-        truncated=instances.truncated,
+        truncated_instances=instances.truncated,
     )
     masked = None
     if options.mask and len(instances.lengths):
         masked = mask_instances(instances.input_ids, instances.lengths, options, vocab, np_rng)
-        result.candidates = masked.candidates
-        result.masked = int(masked.masked_lm_weights.sum())
-        result.replaced_by_mask = masked.replaced_by_mask
-        result.kept = masked.kept
-        result.replaced_by_random = masked.replaced_by_random
+        counts.update(
+            candidates=masked.candidates,
+            masked=int(masked.masked_lm_weights.sum()),
+            replaced_by_mask=masked.replaced_by_mask,
+            kept=masked.kept,
+            replaced_by_random=masked.replaced_by_random,
+        )
     else:
         ids = instances.input_ids
         real = np.arange(ids.shape[1])[np.newaxis] < instances.lengths[:, np.newaxis]
-        result.candidates = int((real & (ids != vocab.cls_id) & (ids != vocab.sep_id)).sum())
-    result.records = encode_instances(instances, masked, options, encoder)
-    return result
+        counts["candidates"] = int((real & (ids != vocab.cls_id) & (ids != vocab.sep_id)).sum())
+    records = encode_instances(instances, masked, options, encoder)
+    return BlockResult(block.index, records, counts)
 
 
 def _ignore_interrupts():

@@ -34,7 +34,7 @@ import tensorflow as tf
 from keras_bert import features, safe_output
 from keras_bert.checkpoints.source import resolve, tokenizer_options, tokenizer_settings
 from keras_bert.config import BertConfig
-from keras_bert.datasets import readers
+from keras_bert.datasets import readers, squad
 from keras_bert.errors import UserError
 from keras_bert.kernels import precision
 from keras_bert.models.encoder import BertEncoder
@@ -110,11 +110,11 @@ class FinetuneConfig:
     threshold: float = 0.5  # multi-label: a label is predicted above this probability
     # SQuAD.
     version_2_with_negative: bool = False
-    doc_stride: int = 128
-    max_query_length: int = 64
-    max_answer_length: int = 30
-    n_best_size: int = 20
-    null_score_diff_threshold: float = 0.0
+    doc_stride: int = squad.DOC_STRIDE
+    max_query_length: int = squad.MAX_QUERY_LENGTH
+    max_answer_length: int = squad.MAX_ANSWER_LENGTH
+    n_best_size: int = squad.N_BEST_SIZE
+    null_score_diff_threshold: float = squad.NULL_SCORE_DIFF_THRESHOLD
     # Embeddings (text_columns picks the 2-3 text columns, label_column a score column).
     embedding_loss: str = "auto"  # one of EMBEDDING_LOSSES
     loss_scale: float = 20.0  # the contrastive losses' scale (sentence-transformers')

@@ -14,6 +14,8 @@ from keras_bert.kernels.dropout import FastDropout, dropout_16_bit
 from keras_bert.kernels.gelu import gelu_exact, gelu_exact_compiled, gelu_exact_fused
 from keras_bert.layers import TransformerBlock
 
+from harness import assert_same_values_and_gradients
+
 
 def _values_and_gradients(fn, x, upstream, jit_compile=False):
     @tf.function(jit_compile=jit_compile)
@@ -40,15 +42,7 @@ def test_gelu_equals_keras_exact_gelu_with_autodiff(gelu, dtype, jit_compile):
         lambda v: keras.activations.gelu(v, approximate=False), x, upstream, jit_compile
     )
     tolerance = 1e-6 if dtype == "float32" else 1e-2
-    for mine, reference, name in zip(ours, theirs, ("gelu", "d_x")):
-        assert mine.dtype == reference.dtype, name
-        np.testing.assert_allclose(
-            tf.cast(mine, tf.float32),
-            tf.cast(reference, tf.float32),
-            rtol=tolerance,
-            atol=tolerance,
-            err_msg=name,
-        )
+    assert_same_values_and_gradients(ours, theirs, ("gelu", "d_x"), tolerance)
 
 
 def test_fused_gelu_after_its_product_is_the_exact_gelu():

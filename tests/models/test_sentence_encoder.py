@@ -115,6 +115,25 @@ def _write_json(path, value):
         json.dump(value, f)
 
 
+# sentence-transformers 6's module types, by the folder name's kind (`2_Dense`).
+_ST6 = "sentence_transformers.base.modules."
+_ST6_TYPES = {
+    "Pooling": "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
+    "Dense": _ST6 + "dense.Dense",
+    "Normalize": _ST6 + "normalize.Normalize",
+}
+
+
+def _write_st6_modules(folder, *paths):
+    """sentence-transformers 6's modules.json: the Transformer in the folder
+    itself, then a module per folder of `paths` (`1_Pooling`, `2_Dense`, ...)."""
+    modules = [{"idx": 0, "name": "0", "path": "", "type": _ST6 + "transformer.Transformer"}]
+    for i, path in enumerate(paths, 1):
+        kind = path.split("_", 1)[1]
+        modules.append({"idx": i, "name": str(i), "path": path, "type": _ST6_TYPES[kind]})
+    _write_json(folder / "modules.json", modules)
+
+
 def test_dense_and_normalize_modules_of_a_folder(tmp_path, minilm_path, minilm_encoder, texts):
     """A folder as sentence-transformers writes one with Dense modules: the
     Transformer in 0_Transformer, max pooling, Dense 384->16 tanh, Dense 16->8
@@ -203,20 +222,7 @@ def test_a_folder_as_sentence_transformers_6_writes_it(
         folder / "1_Pooling" / "config.json",
         {"embedding_dimension": 384, "pooling_mode": ["mean", "cls"], "include_prompt": True},
     )
-    prefix = "sentence_transformers.base.modules."
-    _write_json(
-        folder / "modules.json",
-        [
-            {"idx": 0, "name": "0", "path": "", "type": prefix + "transformer.Transformer"},
-            {
-                "idx": 1,
-                "name": "1",
-                "path": "1_Pooling",
-                "type": "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
-            },
-            {"idx": 2, "name": "2", "path": "2_Normalize", "type": prefix + "normalize.Normalize"},
-        ],
-    )
+    _write_st6_modules(folder, "1_Pooling", "2_Normalize")
     model = BertSentenceEncoder.from_pretrained(str(folder))
     assert model.pooling == ("mean", "cls") and model.normalize
     assert model.preprocessor.seq_length == 36
@@ -364,22 +370,7 @@ def _residual_folder(folder, minilm_path, **changes):
         _write_json(folder / name, value)
     for path, tensors in weights.items():
         save_file(tensors, str(folder / path / "model.safetensors"))
-    prefix = "sentence_transformers.base.modules."
-    _write_json(
-        folder / "modules.json",
-        [
-            {"idx": 0, "name": "0", "path": "", "type": prefix + "transformer.Transformer"},
-            {
-                "idx": 1,
-                "name": "1",
-                "path": "1_Pooling",
-                "type": "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
-            },
-            {"idx": 2, "name": "2", "path": "2_Dense", "type": prefix + "dense.Dense"},
-            {"idx": 3, "name": "3", "path": "3_Dense", "type": prefix + "dense.Dense"},
-            {"idx": 4, "name": "4", "path": "4_Normalize", "type": prefix + "normalize.Normalize"},
-        ],
-    )
+    _write_st6_modules(folder, "1_Pooling", "2_Dense", "3_Dense", "4_Normalize")
     return weights
 
 

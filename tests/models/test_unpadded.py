@@ -18,7 +18,7 @@ from keras_bert.models.classifier import BertClassifier
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.token_classifier import BertTokenClassifier
 
-from harness import BERT_DROPOUT, tiny_config
+from harness import BERT_DROPOUT, assert_same_gradients, tiny_config
 
 # Different products over the same rows: float32 rounding only.
 TOLERANCE = 1e-5
@@ -38,6 +38,33 @@ def random_encoder(attention="bidirectional", seed=0):
             **BERT_DROPOUT,
         )
     )
+
+
+def no_dropout_copy(encoder):
+    config = encoder.get_config()
+    copy = BertEncoder.from_config(
+        {
+            **config,
+            "config": {
+                **config["config"],
+                "hidden_dropout_prob": 0.0,
+                "attention_probs_dropout_prob": 0.0,
+            },
+        }
+    )
+    copy.set_weights(encoder.get_weights())
+    return copy
+
+
+def outputs_and_gradients(encoder, features, weights, **arguments):
+    """The encoder's training outputs and the gradients of a loss on the last
+    layer at `weights`' positions (B, T, 1) and on the pooled output."""
+    with tf.GradientTape() as tape:
+        outputs = encoder(features, training=True, **arguments)
+        loss = tf.reduce_sum(tf.square(outputs["sequence_output"]) * weights) + tf.reduce_sum(
+            outputs["pooled_output"]
+        )
+    return outputs, tape.gradient(loss, encoder.trainable_variables)
 
 
 def ragged_batch(lengths, width, seed=0, pair_from=None):
@@ -164,40 +191,13 @@ def test_read_positions_need_the_unpadded_call():
 
 def test_gradients_match_the_padded_model():
     """A loss on real positions only: the same gradient for every weight."""
-    encoder = random_encoder()
-    encoder_config = encoder.get_config()
-    no_dropout = BertEncoder.from_config(
-        {
-            **encoder_config,
-            "config": {
-                **encoder_config["config"],
-                "hidden_dropout_prob": 0.0,
-                "attention_probs_dropout_prob": 0.0,
-            },
-        }
-    )
-    no_dropout.set_weights(encoder.get_weights())
+    encoder = no_dropout_copy(random_encoder())
     # width 11: attention spans the first 8 positions alone (`TokenPacking.span`)
     features = ragged_batch([8, 3, 6], width=11, pair_from=4)
     weights = tf.constant(features["input_mask"], tf.float32)[..., None]
-
-    def gradients(**arguments):
-        with tf.GradientTape() as tape:
-            outputs = no_dropout(features, training=True, **arguments)
-            loss = tf.reduce_sum(tf.square(outputs["sequence_output"]) * weights) + tf.reduce_sum(
-                outputs["pooled_output"]
-            )
-        return tape.gradient(loss, no_dropout.trainable_variables)
-
-    padded, unpadded = gradients(), gradients(remove_padding=True)
-    for variable, a, b in zip(no_dropout.trainable_variables, padded, unpadded):
-        np.testing.assert_allclose(
-            tf.convert_to_tensor(b),
-            tf.convert_to_tensor(a),
-            atol=1e-4,
-            rtol=1e-4,
-            err_msg=variable.path,
-        )
+    _, padded = outputs_and_gradients(encoder, features, weights)
+    _, unpadded = outputs_and_gradients(encoder, features, weights, remove_padding=True)
+    assert_same_gradients(encoder.trainable_variables, unpadded, padded, atol=1e-4)
 
 
 def test_packed_training_compiles_no_kernel_per_row_count():
@@ -270,22 +270,6 @@ def test_attention_spans_up_to_the_last_real_position():
     assert queries.unpack_heads(tf.zeros([3, 6]), 2).shape == (3, 2, 4, 3)
 
 
-def no_dropout_copy(encoder):
-    config = encoder.get_config()
-    copy = BertEncoder.from_config(
-        {
-            **config,
-            "config": {
-                **config["config"],
-                "hidden_dropout_prob": 0.0,
-                "attention_probs_dropout_prob": 0.0,
-            },
-        }
-    )
-    copy.set_weights(encoder.get_weights())
-    return copy
-
-
 @pytest.mark.parametrize("attention", ["bidirectional", "left_to_right"])
 def test_read_positions_give_the_padded_model_there_and_its_gradients(attention):
     """The last block on the read positions alone (training: the fast kernels):
@@ -298,17 +282,9 @@ def test_read_positions_give_the_padded_model_there_and_its_gradients(attention)
     read[3, 4] = 1  # a padding position: not computed, as nothing real is there
     weights = tf.constant(read * features["input_mask"], tf.float32)[..., None]
 
-    def run(**arguments):
-        with tf.GradientTape() as tape:
-            outputs = encoder(features, training=True, **arguments)
-            loss = tf.reduce_sum(tf.square(outputs["sequence_output"]) * weights) + tf.reduce_sum(
-                outputs["pooled_output"]
-            )
-        return outputs, tape.gradient(loss, encoder.trainable_variables)
-
-    (padded, padded_gradients), (unpadded, unpadded_gradients) = (
-        run(),
-        run(remove_padding=True, read_positions=tf.constant(read)),
+    padded, padded_gradients = outputs_and_gradients(encoder, features, weights)
+    unpadded, unpadded_gradients = outputs_and_gradients(
+        encoder, features, weights, remove_padding=True, read_positions=tf.constant(read)
     )
     computed = (read * features["input_mask"]).astype(bool)
     computed[:, 0] = True  # the pooler's row: [CLS], or left to right the last real one
@@ -321,14 +297,9 @@ def test_read_positions_give_the_padded_model_there_and_its_gradients(attention)
         padded["encoder_outputs"][:-1], unpadded["encoder_outputs"][:-1]
     ):
         assert_same_at_real_positions(layer_padded, layer_unpadded, features["input_mask"])
-    for variable, a, b in zip(encoder.trainable_variables, padded_gradients, unpadded_gradients):
-        np.testing.assert_allclose(
-            tf.convert_to_tensor(b),
-            tf.convert_to_tensor(a),
-            atol=1e-4,
-            rtol=1e-4,
-            err_msg=variable.path,
-        )
+    assert_same_gradients(
+        encoder.trainable_variables, unpadded_gradients, padded_gradients, atol=1e-4
+    )
 
 
 def test_classifier_and_tagger_steps_read_their_positions():
