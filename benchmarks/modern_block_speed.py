@@ -20,29 +20,19 @@ Writes benchmarks/results/modern_block_speed.{md,json} (`results_file`).
 
 import argparse
 import os
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from keras_bert.cli.startup import use_fast_cpu_training_settings  # noqa: E402
 
 use_fast_cpu_training_settings()  # before TensorFlow loads: it reads them once
 
-import results_file  # noqa: E402
-
-WARMUP_STEPS = 2
+import step_timing  # noqa: E402
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hidden", type=int, default=384)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--heads", type=int, default=6)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--length", type=int, default=128)
+    step_timing.add_arguments(parser, "modern_block_speed", hidden=384, heads=6, batch=16, steps=5)
     parser.add_argument("--local-attention", type=int, default=128)
-    parser.add_argument("--windows", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=5)
-    results_file.add_arguments(parser, "modern_block_speed")
     return parser.parse_args(argv)
 
 
@@ -114,61 +104,23 @@ def measure(args):
     sides = {}
     for name, encoder in encoders(args).items():
         step, features = train_step(encoder), batch(encoder, args)
-        for _ in range(WARMUP_STEPS):
-            step(features).numpy()
-        sides[name] = (step, features)
-    names = list(sides)
-    per_window = {name: [] for name in names}
-    for window in range(args.windows):
-        order = names[window % 2 :] + names[: window % 2]
-        for name in order:
-            step, features = sides[name]
-            start = time.perf_counter()
-            for _ in range(args.steps):
-                step(features).numpy()
-            per_window[name].append((time.perf_counter() - start) / args.steps)
-    return per_window
+        sides[name] = lambda step=step, features=features: step(features).numpy()
+    return step_timing.time_alternating(sides, args.windows, args.steps)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    per_window = measure(args)
-    best = {name: min(times) for name, times in per_window.items()}
-    ratio = best["modernbert"] / best["bert"]
-    window_ratios = [m / b for m, b in zip(per_window["modernbert"], per_window["bert"])]
-    table = "\n".join(
-        [
-            "| encoder | best step, ms | windows, ms |",
-            "|---|---|---|",
-            *(
-                f"| {name} | {1000 * best[name]:.1f} | "
-                + ", ".join(f"{1000 * t:.1f}" for t in per_window[name])
-                + " |"
-                for name in per_window
-            ),
-            "",
-            f"ModernBERT / BERT step time: {ratio:.3f} (per window: "
-            + ", ".join(f"{r:.3f}" for r in window_ratios)
-            + ")",
-        ]
+    step_timing.report(
+        args,
+        argv,
+        measure(args),
+        "modernbert",
+        "bert",
+        column="encoder",
+        label="ModernBERT / BERT step time",
+        title="A ModernBERT-style training step against BERT's",
+        details="float32, dropout 0.",
     )
-    print(table)
-    if not args.no_results:
-        results_file.write(
-            args.results_name,
-            "A ModernBERT-style training step against BERT's",
-            table=table,
-            argv=argv,
-            figures={
-                "seconds_per_step": per_window,
-                "best": best,
-                "ratio": ratio,
-                "shape": vars(args) | {"results_dir": None},
-            },
-            method=f"{args.steps} timed steps per window, best of {args.windows} windows, "
-            f"hidden {args.hidden}, {args.layers} layers, {args.heads} heads, batch "
-            f"{args.batch} x {args.length}, float32, dropout 0.",
-        )
 
 
 if __name__ == "__main__":

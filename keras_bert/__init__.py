@@ -72,6 +72,7 @@ _LAZY_CLASSES = {
     "BertPretrainer": "keras_bert.models.pretrainer",
     "ElectraDiscriminator": "keras_bert.models.electra",
     "ElectraGenerator": "keras_bert.models.electra",
+    "ElectraPretrainer": "keras_bert.models.electra_pretrainer",
     "BertPreprocessor": "keras_bert.preprocessing.preprocessor",
     "BertTokenizer": "keras_bert.text.tokenizer",
 }

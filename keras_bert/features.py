@@ -28,6 +28,9 @@ OBJECTIVES = ("nsp", "sop", "none")
 # position of a left-to-right encoder (the paper's "LTR & No NSP"), from the
 # same records (`keras_bert.pretraining_data.next_token`).
 PRETRAINER_OBJECTIVES = OBJECTIVES + ("lm",)
+# What a pretraining run can train: also "electra", replaced-token detection
+# (`keras_bert.models.electra_pretrainer`), from the masked-LM records.
+PRETRAINING_RUN_OBJECTIVES = PRETRAINER_OBJECTIVES + ("electra",)
 
 
 def pretraining_feature_spec(

@@ -23,8 +23,10 @@ import contextlib
 import inspect
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import keras
 import numpy as np
@@ -671,7 +673,66 @@ def write_sentiment(path, n, seed):
 PRETRAIN_FIELDS = dict(seq_length=16, max_predictions_per_seq=4, jit_compile=False, verbose=0)
 
 
+# A short pretraining run of the tests: 10 steps of 8 sequences, a
+# checkpoint and a log record every 5.
+SHORT_RUN = dict(
+    batch_size=8,
+    learning_rate=1e-3,
+    train_steps=10,
+    warmup_steps=2,
+    checkpoint_every=5,
+    log_every=5,
+)
+
+
 def pretrain_fields(**fields):
     """PRETRAIN_FIELDS with `fields` added or replaced: a pretraining
     config's fields (model, train_files, batch_size, steps ...)."""
     return {**PRETRAIN_FIELDS, **fields}
+
+
+def assert_same_logs(logged, expected, metrics, what):
+    """Two runs' train_log.jsonl records (lists of dicts) give each metric
+    the same values step by step, to float32 summation order (two
+    half-batch sums all-reduced instead of one)."""
+    for metric in metrics:
+        np.testing.assert_allclose(
+            [r[metric] for r in logged],
+            [r[metric] for r in expected],
+            rtol=2e-6,
+            atol=1e-6,
+            err_msg=f"{what}: {metric}",
+        )
+
+
+def pretrain_process(recipe, model_dir, *flags):
+    """`keras-bert pretrain --config RECIPE FLAGS --set model_dir=MODEL_DIR` in
+    a new process, running: its Popen (stdout and stderr together, text)."""
+    from repo_paths import REPO_ROOT
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "keras_bert.cli", "pretrain", "--config", str(recipe), *flags]
+        + ["--set", f"model_dir={model_dir}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": REPO_ROOT, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+
+
+def kill_after_checkpoint(process, model_dir, step, timeout=300):
+    """SIGKILLs the pretraining `process` once the latest checkpoint in
+    `model_dir` is at `step` or later (a kill at any moment after it) and
+    returns that checkpoint's step; fails if the process ends first."""
+    index = os.path.join(model_dir, "checkpoints")
+    deadline = time.time() + timeout
+    while time.time() < deadline and process.poll() is None:
+        state = tf.train.get_checkpoint_state(index) if os.path.exists(index) else None
+        if state and int(state.model_checkpoint_path.rsplit("-", 1)[1]) >= step:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "training finished before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    return int(tf.train.get_checkpoint_state(index).model_checkpoint_path.rsplit("-", 1)[1])

@@ -18,6 +18,7 @@ SCRIPTS = (
     "bbc_retrieval",
     "command_vs_fit",
     "cpu_serving",
+    "electra_step",
     "first_step",
     "finetuning",
     "gpu",

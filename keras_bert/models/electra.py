@@ -41,7 +41,8 @@ from keras_bert.layers.pretraining_heads import MaskedLMHead
 from keras_bert.models.encoder import BertEncoder, load_encoder_and_heads
 
 
-def _checked_encoder(encoder: BertEncoder | dict, model: str) -> BertEncoder:
+def checked_encoder(encoder: BertEncoder | dict, model: str) -> BertEncoder:
+    """`encoder`, rebuilt if it is a serialized config; anything else refused naming `model`."""
     if isinstance(encoder, dict):
         encoder = keras.saving.deserialize_keras_object(encoder)
     if not isinstance(encoder, BertEncoder):
@@ -57,6 +58,33 @@ def _encoder_inputs() -> dict[str, keras.KerasTensor]:
 
 def _source(path: str | PretrainedSource) -> PretrainedSource:
     return path if isinstance(path, PretrainedSource) else resolve(path)
+
+
+def discriminator_head(encoder: BertEncoder) -> ReplacedTokenHead:
+    """ELECTRA's replaced-token head on `encoder`'s outputs."""
+    config = encoder.config
+    return ReplacedTokenHead(
+        config.hidden_size,
+        activation=config.hidden_act,
+        initializer_range=config.initializer_range,
+        dtype=encoder.dtype_policy,
+        name="discriminator_predictions",
+    )
+
+
+def generator_head(
+    encoder: BertEncoder, output_table: keras.layers.Embedding, activation: str
+) -> MaskedLMHead:
+    """ELECTRA's generator head (BERT's masked-LM head) on `encoder`'s outputs,
+    its output layer `output_table` (V, E)."""
+    return MaskedLMHead(
+        output_table,
+        activation=activation,
+        initializer_range=encoder.config.initializer_range,
+        dtype=encoder.dtype_policy,
+        fast_kernels=encoder.fast_kernels,
+        name="generator_predictions",
+    )
 
 
 class _AroundEncoder(ConfigFields, keras.Model):
@@ -78,27 +106,20 @@ class ElectraDiscriminator(_AroundEncoder):
     """
 
     def __init__(self, encoder: BertEncoder | dict, **kwargs: Any) -> None:
-        encoder = _checked_encoder(encoder, "ElectraDiscriminator")
-        config = encoder.config
+        encoder = checked_encoder(encoder, "ElectraDiscriminator")
 
         # === Layers ===
-        discriminator_head = ReplacedTokenHead(
-            config.hidden_size,
-            activation=config.hidden_act,
-            initializer_range=config.initializer_range,
-            dtype=encoder.dtype_policy,
-            name="discriminator_predictions",
-        )
+        head = discriminator_head(encoder)
 
         # === Functional Model ===
         inputs = _encoder_inputs()
         sequence_output = encoder(inputs)["sequence_output"]  # (B, T, H)
-        outputs = {"replaced_token_logits": discriminator_head(sequence_output)}  # (B, T)
+        outputs = {"replaced_token_logits": head(sequence_output)}  # (B, T)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         # === Config ===
         self.encoder = encoder
-        self.discriminator_head = discriminator_head
+        self.discriminator_head = head
 
     config_fields = ("name",)
 
@@ -137,7 +158,7 @@ class ElectraGenerator(_AroundEncoder):
         head_activation: str | None = None,
         **kwargs: Any,
     ) -> None:
-        encoder = _checked_encoder(encoder, "ElectraGenerator")
+        encoder = checked_encoder(encoder, "ElectraGenerator")
         config = encoder.config
 
         # === Layers ===
@@ -152,27 +173,20 @@ class ElectraGenerator(_AroundEncoder):
                 dtype=encoder.dtype_policy,
                 name="output_embedding",
             )
-        generator_head = MaskedLMHead(
-            output_table,
-            activation=head_activation or config.hidden_act,
-            initializer_range=config.initializer_range,
-            dtype=encoder.dtype_policy,
-            fast_kernels=encoder.fast_kernels,
-            name="generator_predictions",
-        )
+        head = generator_head(encoder, output_table, head_activation or config.hidden_act)
 
         # === Functional Model ===
         inputs = _encoder_inputs()
         sequence_output = encoder(inputs)["sequence_output"]  # (B, T, H)
         # Without positions the head reads every row: (B, T, V).
-        outputs = {"masked_lm_logits": generator_head(sequence_output)}
+        outputs = {"masked_lm_logits": head(sequence_output)}
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         # === Config ===
         self.encoder = encoder
         self.tie_embeddings = tie_embeddings
         self.head_activation = head_activation
-        self.generator_head = generator_head
+        self.generator_head = head
 
     config_fields = ("tie_embeddings", "head_activation", "name")
 

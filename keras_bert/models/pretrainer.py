@@ -5,8 +5,8 @@ the dataset dicts of `keras_bert.pretraining_data.inputs` as they are (no `y`, n
 argument): the labels (`masked_lm_ids`, `masked_lm_weights`,
 `next_sentence_labels`) are read from the same dict as the inputs.
 
-The model says what its loss is: `compute_loss` (from the logits, for
-`evaluate`) and `update_normaliser` / `update_loss` (the training loss of a
+The model says what its loss is: `outputs_loss` (from the logits, for
+`evaluate`'s `compute_loss`) and `update_normaliser` / `update_loss` (the training loss of a
 micro-batch, from the hidden states). The training step itself (gradient
 tape, accumulation, loss scaling, global-batch metrics under tf.distribute)
 is `keras_bert.models.update_step.UpdateStep`, the one the task models train
@@ -36,14 +36,30 @@ from keras_bert.models.update_step import UpdateStep
 MODEL_INPUTS = features.ENCODER_INPUTS + ("masked_lm_positions",)
 
 
-def _model_inputs(features_dict):
-    """Dataset elements also hold the labels: keep only the model's inputs."""
-    missing = [name for name in MODEL_INPUTS if name not in features_dict]
+def model_inputs(features_dict, names=MODEL_INPUTS, model="BertPretrainer"):
+    """Dataset elements also hold the labels: keep only the model's inputs `names`."""
+    missing = [name for name in names if name not in features_dict]
     if missing:
-        raise ValueError(
-            f"BertPretrainer inputs lack feature(s) {missing}; got {sorted(features_dict)}"
-        )
-    return {name: features_dict[name] for name in MODEL_INPUTS}
+        raise ValueError(f"{model} inputs lack feature(s) {missing}; got {sorted(features_dict)}")
+    return {name: features_dict[name] for name in names}
+
+
+def masked_lm_share(model, x, per_prediction, predicted, masked_lm_total):
+    """This batch's share of an update's masked-LM loss: the cross-entropy
+    (B, P) summed with `masked_lm_weights` over `masked_lm_total` (the weights
+    of the whole update); updates `model`'s masked_lm_loss and
+    masked_lm_accuracy trackers with this batch."""
+    weights = ops.cast(x["masked_lm_weights"], "float32")  # (B, P)
+    ids = x["masked_lm_ids"]  # (B, P)
+    local_weight = ops.sum(weights)
+    correct = ops.cast(ops.equal(predicted, ops.cast(ids, "int32")), "float32")
+    # Per-replica means weighted by their share: the global weighted mean.
+    model.masked_lm_loss_tracker.update_state(
+        ops.sum(per_prediction * weights) / ops.maximum(local_weight, 1e-5),
+        sample_weight=local_weight,
+    )
+    model.masked_lm_accuracy_tracker.update_state(correct, sample_weight=weights)
+    return ops.sum(per_prediction * weights) / masked_lm_total
 
 
 def _encode_cls_and_masked(encoder, inputs, training=None):
@@ -63,8 +79,28 @@ def _encode_cls_and_masked(encoder, inputs, training=None):
     ]  # (B, 1 + P, H)
 
 
+class LabelsInFeatures:
+    """Keras' `compute_loss` (`evaluate`'s) for a model whose labels are in the
+    feature dict `x` (the pretrainers): its `outputs_loss(x, y_pred)`."""
+
+    def compute_loss(
+        self,
+        x: Mapping[str, tf.Tensor] | None = None,
+        y: Any = None,
+        y_pred: Mapping[str, tf.Tensor] | None = None,
+        sample_weight: Any = None,
+        training: bool = True,
+    ) -> tf.Tensor:
+        if x is None or y_pred is None:  # Keras' signature allows None; the labels are in x
+            raise ValueError(
+                f"{type(self).__name__}.compute_loss needs x (the feature dict, which "
+                "holds the labels) and y_pred"
+            )
+        return self.outputs_loss(x, y_pred)
+
+
 @keras.saving.register_keras_serializable(package="keras_bert")
-class BertPretrainer(UpdateStep, ConfigFields, keras.Model):
+class BertPretrainer(LabelsInFeatures, UpdateStep, ConfigFields, keras.Model):
     """Masked LM (+ next-sentence or sentence-order prediction) over a BertEncoder.
 
     Outputs: `masked_lm_logits` (B, P, V) and, unless `objective` is "none"
@@ -146,7 +182,7 @@ class BertPretrainer(UpdateStep, ConfigFields, keras.Model):
     def call(
         self, inputs: Mapping[str, tf.Tensor], training: bool | None = None, mask=None
     ) -> dict[str, tf.Tensor]:
-        return super().call(_model_inputs(inputs), training=training)
+        return super().call(model_inputs(inputs), training=training)
 
     # === Losses and metrics ===
 
@@ -174,13 +210,11 @@ class BertPretrainer(UpdateStep, ConfigFields, keras.Model):
 
         The model's layers run one by one rather than through `self(...)`: the
         loss reads the masked-LM head's hidden states, not its logits
-        (`MaskedLMHead.loss_and_prediction`); values equal `compute_loss`'s.
+        (`MaskedLMHead.loss_and_prediction`); values equal `outputs_loss`'s.
         """
         if normaliser is None:
             normaliser = self.update_normaliser(x)
-        last = _encode_cls_and_masked(
-            self.encoder, _model_inputs(x), training=True
-        )  # (B, 1 + P, H)
+        last = _encode_cls_and_masked(self.encoder, model_inputs(x), training=True)  # (B, 1 + P, H)
         per_prediction, predicted = self.masked_lm_head.loss_and_prediction(
             last[:, 1:, :], x["masked_lm_ids"]
         )  # (B, P), (B, P)
@@ -193,26 +227,16 @@ class BertPretrainer(UpdateStep, ConfigFields, keras.Model):
             x, per_prediction, predicted, next_sentence_logits, normaliser, micro_batches
         ), None
 
-    def compute_loss(
-        self,
-        x: Mapping[str, tf.Tensor] | None = None,
-        y: Any = None,
-        y_pred: Mapping[str, tf.Tensor] | None = None,
-        sample_weight: Any = None,
-        training: bool = True,
+    def outputs_loss(
+        self, x: Mapping[str, tf.Tensor], y_pred: Mapping[str, tf.Tensor]
     ) -> tf.Tensor:
-        """Loss of one (per-replica) batch, scaled for tf.distribute.
+        """Loss of one (per-replica) batch from its outputs, scaled for tf.distribute.
 
-        The labels come from `x` (the feature dict). Under a strategy, Keras
-        sums the replicas' gradients, so each replica returns its share of the
-        global-batch loss: the masked-LM sum over the global weight sum, and
-        the next-sentence mean divided by the number of replicas.
+        Under a strategy, Keras sums the replicas' gradients, so each replica
+        returns its share of the global-batch loss: the masked-LM sum over the
+        global weight sum, and the next-sentence mean divided by the number of
+        replicas.
         """
-        if x is None or y_pred is None:  # Keras' signature allows None; the labels are in x
-            raise ValueError(
-                "BertPretrainer.compute_loss needs x (the feature dict, which "
-                "holds the labels) and y_pred"
-            )
         masked_lm_total = self.update_normaliser(x)
         per_prediction, predicted = loss_and_prediction(
             y_pred["masked_lm_logits"],
@@ -233,18 +257,7 @@ class BertPretrainer(UpdateStep, ConfigFields, keras.Model):
         `masked_lm_total` (the weights of the whole update), plus the
         next-sentence mean over replicas x `micro_batches` equal batches."""
         shares = tf.distribute.get_strategy().num_replicas_in_sync * micro_batches
-        weights = ops.cast(x["masked_lm_weights"], "float32")  # (B, P)
-        ids = x["masked_lm_ids"]  # (B, P)
-        local_weight = ops.sum(weights)
-        masked_lm_loss = ops.sum(per_prediction * weights) / masked_lm_total
-        correct = ops.cast(ops.equal(predicted, ops.cast(ids, "int32")), "float32")
-        # Per-replica means weighted by their share: the global weighted mean.
-        self.masked_lm_loss_tracker.update_state(
-            ops.sum(per_prediction * weights) / ops.maximum(local_weight, 1e-5),
-            sample_weight=local_weight,
-        )
-        self.masked_lm_accuracy_tracker.update_state(correct, sample_weight=weights)
-        total = masked_lm_loss
+        total = masked_lm_share(self, x, per_prediction, predicted, masked_lm_total)
         if next_sentence_logits is not None:
             labels = ops.reshape(x[features.NEXT_SENTENCE_LABELS], (-1,))  # (B,)
             nsp_logits = next_sentence_logits  # (B, 2)

@@ -46,6 +46,15 @@ from keras_bert.layers.pooling import last_real_positions
 UNPADDED_CALL_ARGUMENTS = ("remove_padding", "read_positions")
 
 
+def may_pack_padding(model) -> bool:
+    """Whether `model`'s training step may pack the padding out: not where
+    shapes must be static (XLA, TPUs), nor across workers (the embeddings'
+    sparse gradients are all-gathered, which needs one shape on every worker)."""
+    strategy = tf.distribute.get_strategy()
+    static = (tf.distribute.TPUStrategy, tf.distribute.MultiWorkerMirroredStrategy)
+    return not (bool(getattr(model, "jit_compile", False)) or isinstance(strategy, static))
+
+
 def read_rows(read_positions: tf.Tensor, input_mask: tf.Tensor, attention: str) -> tf.Tensor:
     """(B, T) int32, 1 at the real positions read and at the pooler's row (left to
     right the last real token; [CLS] `TokenPacking` keeps anyway)."""

@@ -41,10 +41,15 @@ from typing import Any, Sequence
 import keras
 import tensorflow as tf
 
-from keras_bert import safe_output
+from keras_bert import features, safe_output
 from keras_bert.checkpoints import encoder_variables, head_variables
 from keras_bert.config import BertConfig
 from keras_bert.kernels import precision
+from keras_bert.models.electra_pretrainer import (
+    GENERATOR_FOLDER,
+    ElectraPretrainer,
+    electra_generator_config,
+)
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.models.strategy_run_fit import metric_values, runs_custom_loop
@@ -78,7 +83,9 @@ class PretrainConfig:
     # init_checkpoint (whose own config is used).
     model: str | None = "base"
     init_checkpoint: str = None  # HuggingFace / TF1 checkpoint, or an earlier phase's export/
-    objective: str = "nsp"  # "nsp", "sop", "none" or "lm" (next token, left_to_right attention)
+    # "nsp", "sop", "none", "lm" (next token, left_to_right attention) or
+    # "electra" (replaced-token detection: the model is the discriminator)
+    objective: str = "nsp"
     attention: str = None  # "left_to_right" or "bidirectional" overrides the model's; null keeps it
     # === Data ===
     train_files: str = None  # comma-separated TFRecord patterns (local or gs://)
@@ -98,6 +105,13 @@ class PretrainConfig:
     random_token_rate: float = 0.1
     keep_token_rate: float = 0.1
     whole_word_mask: bool = False
+    # === ELECTRA (objective electra) ===
+    # The generator's hidden size as a fraction of the model's (ELECTRA's
+    # 0.25; heads of 64, feed-forward 4x), its layers (null: the model's),
+    # and the weight of the discriminator's loss beside the generator's.
+    generator_hidden_size: float = 0.25
+    generator_num_layers: int | None = None
+    discriminator_weight: float = 50.0
     # === Optimisation ===
     optimizer: str = "adamw"  # "adamw" or "lamb"
     learning_rate: float = 1e-4
@@ -129,8 +143,14 @@ class PretrainConfig:
 
     def __post_init__(self):
         check_finite_fields(self, non_negative=("learning_rate", "weight_decay", "clipnorm"))
+        if self.objective not in features.PRETRAINING_RUN_OBJECTIVES:
+            raise ValueError(
+                f"config field objective must be one of {features.PRETRAINING_RUN_OBJECTIVES}, "
+                f"got {self.objective!r}"
+            )
         check_positive_int_fields(
             self,
+            optional=("generator_num_layers",),
             required=(
                 "seq_length",
                 "max_predictions_per_seq",
@@ -169,6 +189,27 @@ class PretrainConfig:
         if not self.model_dir:
             raise ValueError("config field model_dir is required")
         self._check_masking_fields()
+        self._check_electra_fields()
+
+    def _check_electra_fields(self) -> None:
+        if self.objective != "electra":
+            changed = [name for name in _ELECTRA_FIELDS if getattr(self, name) != _DEFAULTS[name]]
+            if changed:
+                raise ValueError(
+                    f"config field(s) {', '.join(changed)} apply to objective electra only "
+                    f"(the objective is {self.objective!r})"
+                )
+            return
+        if not 0 < self.generator_hidden_size <= 1:
+            raise ValueError(
+                "config field generator_hidden_size must be a fraction in (0, 1] of the "
+                f"model's hidden size (ELECTRA's 0.25), got {self.generator_hidden_size!r}"
+            )
+        if self.discriminator_weight <= 0:
+            raise ValueError(
+                "config field discriminator_weight must be > 0 (ELECTRA's 50), "
+                f"got {self.discriminator_weight!r}"
+            )
 
     def _check_masking_fields(self) -> None:
         if not 0.0 <= self.masked_lm_prob <= 1.0:
@@ -209,6 +250,7 @@ _DYNAMIC_MASKING_FIELDS = (
     *MASKING_MIX_FIELDS,
     "whole_word_mask",
 )
+_ELECTRA_FIELDS = ("generator_hidden_size", "generator_num_layers", "discriminator_weight")
 _DEFAULTS = {field.name: field.default for field in dataclasses.fields(PretrainConfig)}
 
 
@@ -227,6 +269,8 @@ def load_config(
             "clipnorm",
             "masked_lm_prob",
             *MASKING_MIX_FIELDS,
+            "generator_hidden_size",
+            "discriminator_weight",
         ),
         **fields,
     )
@@ -249,13 +293,22 @@ def _with_next_sentence(config: PretrainConfig) -> bool:
     return config.objective in ("nsp", "sop")
 
 
-def build_model(config: PretrainConfig) -> BertPretrainer:
+def build_model(config: PretrainConfig) -> BertPretrainer | ElectraPretrainer:
     """The pretrainer of a run, inside the current strategy scope."""
     dtype = distribute.model_dtype(config.mixed_precision)
     if config.init_checkpoint:
-        pretrainer = BertPretrainer.from_pretrained(
-            config.init_checkpoint, objective=config.objective, dtype=dtype
-        )
+        if config.objective == "electra":
+            pretrainer = ElectraPretrainer.from_pretrained(
+                config.init_checkpoint,
+                config.generator_hidden_size,
+                config.generator_num_layers,
+                config.discriminator_weight,
+                dtype=dtype,
+            )
+        else:
+            pretrainer = BertPretrainer.from_pretrained(
+                config.init_checkpoint, objective=config.objective, dtype=dtype
+            )
         if pretrainer.encoder.config.max_position_embeddings < config.seq_length:
             raise ValueError(
                 f"{config.init_checkpoint}: max_position_embeddings "
@@ -263,9 +316,15 @@ def build_model(config: PretrainConfig) -> BertPretrainer:
                 f"{config.seq_length}"
             )
         return pretrainer
-    return BertPretrainer(
-        BertEncoder(bert_config_of(config), dtype=dtype), objective=config.objective
-    )
+    encoder = BertEncoder(bert_config_of(config), dtype=dtype)
+    if config.objective == "electra":
+        generator = electra_generator_config(
+            encoder.config, config.generator_hidden_size, config.generator_num_layers
+        )
+        return ElectraPretrainer(
+            encoder, generator, discriminator_weight=config.discriminator_weight
+        )
+    return BertPretrainer(encoder, objective=config.objective)
 
 
 def build_optimizer(config: PretrainConfig) -> keras.optimizers.Optimizer:
@@ -366,28 +425,49 @@ def export_tf1(pretrainer: BertPretrainer, directory: str) -> str:
             if not transposed
         }
     )
-    tensors = {
-        name: tf.convert_to_tensor(keras.ops.convert_to_numpy(v)) for name, v in named.items()
-    }
     if pretrainer.next_sentence_head is not None:
         kernel = pretrainer.next_sentence_head.dense.kernel
-        tensors["cls/seq_relationship/output_weights"] = tf.transpose(
+        named["cls/seq_relationship/output_weights"] = tf.transpose(
             keras.ops.convert_to_numpy(kernel)
         )
-    names = sorted(tensors)
     with safe_output.replacing(directory, folder=True) as staging:
-        tf.io.gfile.makedirs(staging)
-        tf.raw_ops.SaveV2(
-            prefix=os.path.join(staging, "bert_model.ckpt"),
-            tensor_names=names,
-            shape_and_slices=[""] * len(names),
-            tensors=[tf.cast(tensors[n], tf.float32) for n in names],
-        )
-        safe_output.write_text(
-            os.path.join(staging, "checkpoint"), 'model_checkpoint_path: "bert_model.ckpt"\n'
-        )
-        pretrainer.encoder.config.to_json_file(os.path.join(staging, "bert_config.json"))
+        _write_tf1_folder(staging, named, pretrainer.encoder.config)
     return directory
+
+
+def export_electra(pretrainer: ElectraPretrainer, directory: str) -> str:
+    """Writes the discriminator with google-research/electra's names and its
+    `bert_config.json`, so `BertEncoder.from_pretrained(directory)` (hence
+    every task model's) and `ElectraDiscriminator.from_pretrained` read it,
+    and the generator in `generator/` (the same layout, its embeddings
+    copies of the discriminator's) for `ElectraGenerator.from_pretrained`
+    and `ElectraPretrainer.from_pretrained(directory)` (the next phase).
+    Written whole or not at all, as `export_tf1`."""
+    discriminator, generator = pretrainer.original_variables()
+    with safe_output.replacing(directory, folder=True) as staging:
+        _write_tf1_folder(staging, discriminator, pretrainer.encoder.config)
+        _write_tf1_folder(
+            os.path.join(staging, GENERATOR_FOLDER), generator, pretrainer.generator_config
+        )
+    return directory
+
+
+def _write_tf1_folder(folder, variables, bert_config):
+    """`variables` (original name -> variable or array) as the TF1 checkpoint
+    `bert_model.ckpt` in `folder`, with its `checkpoint` index and `bert_config.json`."""
+    tensors = {name: keras.ops.convert_to_numpy(v) for name, v in variables.items()}
+    names = sorted(tensors)
+    tf.io.gfile.makedirs(folder)
+    tf.raw_ops.SaveV2(
+        prefix=os.path.join(folder, "bert_model.ckpt"),
+        tensor_names=names,
+        shape_and_slices=[""] * len(names),
+        tensors=[tf.cast(tensors[n], tf.float32) for n in names],
+    )
+    safe_output.write_text(
+        os.path.join(folder, "checkpoint"), 'model_checkpoint_path: "bert_model.ckpt"\n'
+    )
+    bert_config.to_json_file(os.path.join(folder, "bert_config.json"))
 
 
 # === Checkpoints each epoch ===
@@ -487,11 +567,15 @@ def _pretrain_locked(config: PretrainConfig) -> dict[str, float]:
         return {name: value for name, value in done.items() if name != "step"}
     # Checked before model_dir is made: a run refused here leaves nothing behind.
     if not config.init_checkpoint:
-        positions = bert_config_of(config).max_position_embeddings
-        if positions < config.seq_length:
+        bert_config = bert_config_of(config)
+        if bert_config.max_position_embeddings < config.seq_length:
             raise ValueError(
-                f"{config.model}: max_position_embeddings {positions} < the "
-                f"config's seq_length {config.seq_length}"
+                f"{config.model}: max_position_embeddings {bert_config.max_position_embeddings} "
+                f"< the config's seq_length {config.seq_length}"
+            )
+        if config.objective == "electra":  # a width its heads cannot split is refused
+            electra_generator_config(
+                bert_config, config.generator_hidden_size, config.generator_num_layers
             )
     # The strategy before the records are read: multi-worker collectives must be
     # configured before TensorFlow's runtime starts, which reading a record does.
@@ -588,7 +672,8 @@ def _pretrain(config, strategy):
     if config.eval_files:
         results = evaluate(strategy, pretrainer, config, custom_loop)
     if chief:
-        export_tf1(pretrainer, os.path.join(config.model_dir, "export"))
+        export = export_electra if config.objective == "electra" else export_tf1
+        export(pretrainer, os.path.join(config.model_dir, "export"))
         record = {
             "step": optimizer_step(pretrainer.optimizer),
             **{k: float(v) for k, v in results.items()},

@@ -16,7 +16,7 @@ from keras_bert.config import BertConfig
 from keras_bert.pretraining_data import inputs
 from keras_bert.training import distribute, pretraining
 
-from harness import pretrain_fields, small_config
+from harness import assert_same_logs, pretrain_fields, small_config
 from loopback_cluster import printed_json, run_workers
 from repo_paths import REPO_ROOT
 from synthetic_pretraining import write_records
@@ -226,14 +226,7 @@ def test_mirrored_two_cpus_follows_the_one_device_trajectory(tmp_path):
             "masked_lm_accuracy",
             "next_sentence_accuracy",
         ] + (["loss"] if "custom" not in name else [])
-        for metric in metrics:
-            np.testing.assert_allclose(
-                [r[metric] for r in logged],
-                [r[metric] for r in one],
-                rtol=2e-6,
-                atol=1e-6,
-                err_msg=f"{name}: {metric}",
-            )
+        assert_same_logs(logged, one, metrics, name)
 
 
 WORKER_SCRIPT = textwrap.dedent("""

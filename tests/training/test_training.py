@@ -4,10 +4,6 @@ after SIGKILL (a real subprocess)."""
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 
 import keras
 import numpy as np
@@ -19,7 +15,15 @@ from keras_bert.config import BertConfig
 from keras_bert.models.encoder import load_encoder_and_heads
 from keras_bert.training import distribute, optimization, pretraining
 
-from harness import BERT_DROPOUT, pretrain_fields, run_command, tiny_config
+from harness import (
+    BERT_DROPOUT,
+    SHORT_RUN,
+    kill_after_checkpoint,
+    pretrain_fields,
+    pretrain_process,
+    run_command,
+    tiny_config,
+)
 from synthetic_pretraining import write_records
 
 TINY = tiny_config(vocab_size=32, hidden_size=16, intermediate_size=32, max_position_embeddings=32)
@@ -42,13 +46,8 @@ def tiny_fields(data_dir, model_dir, **fields):
         train_files=str(data_dir / "train.tfrecord"),
         eval_files=str(data_dir / "train.tfrecord"),
         eval_steps=2,
-        batch_size=8,
-        learning_rate=1e-3,
-        train_steps=10,
-        warmup_steps=2,
-        checkpoint_every=5,
-        log_every=5,
         model_dir=str(model_dir),
+        **SHORT_RUN,
     )
     return {**values, **fields}
 
@@ -337,24 +336,6 @@ def test_two_phases_start_from_the_first_phase(data_dir, tmp_path):
 # === Resume after SIGKILL ===
 
 
-def _launch(recipe, model_dir):
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "keras_bert.cli",
-            "pretrain",
-            "--config",
-            str(recipe),
-            "--set",
-            f"model_dir={model_dir}",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
 def _export(model_dir):
     reader = tf.train.load_checkpoint(os.path.join(model_dir, "export", "bert_model.ckpt"))
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
@@ -369,23 +350,11 @@ def test_resume_after_sigkill_loses_and_repeats_no_step(data_dir, tmp_path):
         "train_steps: 300\nwarmup_steps: 30\ncheckpoint_every: 20\nlog_every: 20\n"
         "jit_compile: false\nverbose: 0\nseed: 7\n"
     )
-    reference = _launch(recipe, tmp_path / "reference")
-    interrupted = _launch(recipe, tmp_path / "interrupted")
-    index = tmp_path / "interrupted" / "checkpoints" / "checkpoint"
-    deadline = time.time() + 300
-    while time.time() < deadline and interrupted.poll() is None:
-        state = tf.train.get_checkpoint_state(str(index.parent)) if index.exists() else None
-        if state and int(state.model_checkpoint_path.rsplit("-", 1)[1]) >= 100:
-            break
-        time.sleep(0.05)
-    assert interrupted.poll() is None, "training finished before it could be killed"
-    interrupted.send_signal(signal.SIGKILL)
-    interrupted.wait()
-    killed_at = int(
-        tf.train.get_checkpoint_state(str(index.parent)).model_checkpoint_path.rsplit("-", 1)[1]
-    )
+    reference = pretrain_process(recipe, tmp_path / "reference")
+    interrupted = pretrain_process(recipe, tmp_path / "interrupted")
+    killed_at = kill_after_checkpoint(interrupted, tmp_path / "interrupted", 100)
     assert 100 <= killed_at < 300
-    resumed = _launch(recipe, tmp_path / "interrupted")
+    resumed = pretrain_process(recipe, tmp_path / "interrupted")
     output = resumed.communicate(timeout=600)[0]
     assert resumed.returncode == 0, output
     assert f"at step {killed_at}" in output
