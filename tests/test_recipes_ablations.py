@@ -62,3 +62,50 @@ def test_feature_based_table(output_dir):
 def test_unknown_row_is_named(output_dir):
     with pytest.raises(SystemExit, match="unknown --row"):
         ablations().main(["masking", "--smoke", "--row", "mask50", "--output-dir", output_dir])
+
+
+def successors():
+    sys.path.insert(0, os.path.join(REPO_ROOT, "recipes", "ablations"))
+    path = os.path.join(REPO_ROOT, "recipes", "ablations", "successors.py")
+    spec = importlib.util.spec_from_file_location("recipe_successors", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_successor_gets_the_pretraining_flops_of_bert_mlm15():
+    recipe = successors()
+    size, vocab = recipe.ablations.DEFAULT, 4000
+    base = recipe.ROWS[0]
+    budget = size.pretrain_steps * recipe.training_flops(base, size.model, size.seq_length, vocab)
+    for row in recipe.ROWS:
+        per_step = recipe.training_flops(row, size.model, size.seq_length, vocab)
+        steps = recipe.equal_compute_steps(row, size, vocab)
+        assert abs(steps * per_step - budget) <= per_step / 2, row.name
+    # The rows cost what their parts say: more predictions, a generator, a gated block.
+    costs = {row.name: recipe.training_flops(row, size.model, 64, vocab) for row in recipe.ROWS}
+    assert costs["bert_mlm15"] < costs["electra"] < costs["bert_mlm40"]
+    assert costs["modernbert_mlm30"] > costs["bert_mlm40"]
+
+
+@pytest.mark.slow
+def test_successors_table(tmp_path):
+    output_dir = str(tmp_path)  # its own corpus: the quickstart's, held-out chapters apart
+    recipe = successors()
+    recipe.main(
+        [
+            "--smoke",
+            "--seeds",
+            "0",
+            "--output-dir",
+            output_dir,
+            "--row",
+            "bert_mlm15",
+            "--row",
+            "electra",
+        ]
+    )
+    table = open(os.path.join(output_dir, "successors.md")).read()
+    assert table.count("(n=1)") == 4 and "discriminator_accuracy" in table
+    assert os.path.exists(os.path.join(output_dir, "successors.png"))
