@@ -234,6 +234,10 @@ print(json.dumps(results))
 """
 
 
+# Slow (a fresh process tracing two fits through the loaded graph, 20-90 s on 2
+# cores): the fast tests above call the export through TFSMLayer inside Keras
+# models; this one trains through it.
+@pytest.mark.slow
 def test_a_head_trains_on_the_export_through_tfsm_layer_in_a_fresh_process(tmp_path):
     script = tmp_path / "head_on_the_export.py"
     script.write_text(HEAD_ON_THE_EXPORT)
