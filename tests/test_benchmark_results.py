@@ -25,6 +25,7 @@ SCRIPTS = (
     "finetuning_parity",
     "inference",
     "int8_accuracy",
+    "int8_kernels",
     "precision_speedup",
     "pretraining_data",
     "pretraining_throughput",
