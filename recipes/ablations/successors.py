@@ -178,6 +178,7 @@ def _model_fields(row: Successor, model_dir: str, size, data) -> dict:
                 "num_attention_heads": size.model["num_attention_heads"],
                 "intermediate_size": size.model["intermediate_size"],
                 "max_position_embeddings": size.seq_length,
+                "pad_token_id": 0,  # the learned vocabulary's [PAD]
             },
         }
     bert_config = os.path.join(model_dir, "bert_config.json")
