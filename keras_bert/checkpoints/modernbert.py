@@ -89,6 +89,15 @@ def prediction_head_variables(head: Any) -> dict[str, tuple[keras.Variable, bool
     return _dense("head.dense", head.dense) | _norm("head.norm", head.layer_norm)
 
 
+def masked_lm_head_variables(head: Any) -> dict[str, tuple[keras.Variable, bool]]:
+    """`head.*` and `decoder.bias` -> a `ModernBertMaskedLMHead`'s variables
+    (its output layer's weight is the token embedding table, tied)."""
+    names = prediction_head_variables(head)
+    if head.output_bias is not None:
+        names["decoder.bias"] = (head.output_bias, False)
+    return names
+
+
 def assign(
     targets: Mapping[str, tuple[keras.Variable, bool]],
     tensors: Mapping[str, np.ndarray],
@@ -135,3 +144,4 @@ def assign_encoder_weights(
         targets |= prediction_head_variables(encoder.pooler)
     assign(targets, tensors, source)
     return {name: value for name, value in tensors.items() if name not in targets}
+
