@@ -15,12 +15,25 @@ import pytest
 import yaml
 from safetensors.numpy import load_file
 
-from keras_bert import BertClassifier, ModernBertConfig, ModernBertEncoder, ModernBertPretrainer
+from keras_bert import (
+    BertClassifier,
+    BertEncoder,
+    ModernBertConfig,
+    ModernBertEncoder,
+    ModernBertPretrainer,
+)
 from keras_bert.checkpoints.modernbert import read_config
 from keras_bert.pretraining_data import inputs
 from keras_bert.training import modernbert_pretraining, pretraining
 
-from harness import command_process, pretrain_fields
+from conftest import TINY_VOCAB
+from harness import (
+    SENTIMENT_FILLER,
+    SHORT_RUN,
+    assert_same_logs,
+    command_process,
+    pretrain_fields,
+)
 from repo_paths import REPO_ROOT, TESTS_DIR
 from synthetic_pretraining import write_records
 
@@ -43,19 +56,14 @@ def modern_fields(data_dir, model_dir, **fields):
     """A tiny ModernBERT run: 10 steps of 8 sequences, a checkpoint every 5,
     every step logged."""
     values = pretrain_fields(
+        **SHORT_RUN,
         architecture="modernbert",
         objective="none",
         modernbert_config=CONFIG_JSON,
         train_files=str(data_dir / "train.tfrecord"),
         model_dir=str(model_dir),
-        batch_size=8,
-        learning_rate=1e-3,
-        train_steps=10,
-        warmup_steps=2,
-        checkpoint_every=5,
-        log_every=1,
     )
-    return {**values, **fields}
+    return {**values, "log_every": 1, **fields}
 
 
 def exported(model_dir):
@@ -144,18 +152,34 @@ def test_cli_run_in_a_fresh_process_exports_what_fine_tuning_reads(data_dir, tmp
     again = pretrainer.evaluate(evaluation, steps=2, return_dict=True, verbose=0)
     assert again["masked_lm_loss"] == pytest.approx(results["masked_lm_loss"], rel=1e-5)
 
-    # Fine-tuning: a classifier on the exported encoder learns whether id 7 occurs.
+    # Fine-tuning on text, as from a BERT run: the task model from the run's
+    # folder, with the records' vocabulary (a sentence starting with quick is pos).
+    vocab_file = tmp_path / "vocab.txt"
+    unused = [f"[unused{i}]" for i in range(TINY.vocab_size - len(TINY_VOCAB))]
+    vocab_file.write_text("\n".join(TINY_VOCAB + unused) + "\n")
     keras.utils.set_random_seed(0)
-    classifier = BertClassifier(ModernBertEncoder.from_pretrained(export), 2, dropout=0.0)
+    classifier = BertClassifier.from_pretrained(
+        str(run_dir),
+        num_classes=2,
+        label_names=["neg", "pos"],
+        vocab_file=str(vocab_file),
+        seq_length=16,
+        dropout=0.0,
+    )
+    assert isinstance(classifier.encoder, ModernBertEncoder)
     classifier.compile(optimizer=keras.optimizers.Adam(3e-3))
     rng = np.random.default_rng(0)
-    ids = rng.integers(8, 256, (16, 12)).astype("int32")
-    labels = np.arange(16) % 2
-    ids[labels == 1, 3] = 7
-    x = {"input_ids": ids, "input_mask": np.ones_like(ids)}
-    before = classifier.evaluate(x, labels, verbose=0, return_dict=True)["loss"]
-    classifier.fit(x, labels, epochs=10, batch_size=8, verbose=0)
-    assert classifier.evaluate(x, labels, verbose=0, return_dict=True)["loss"] < 0.8 * before
+    labels = ["pos", "neg"] * 8
+    texts = [
+        " ".join(["quick" if label == "pos" else "lazy", *rng.choice(SENTIMENT_FILLER, 4)])
+        for label in labels
+    ]
+    before = classifier.evaluate(texts, labels, verbose=0, return_dict=True)["loss"]
+    classifier.fit(texts, labels, epochs=10, batch_size=8, verbose=0)
+    assert classifier.evaluate(texts, labels, verbose=0, return_dict=True)["loss"] < 0.8 * before
+    # The BERT encoder's loaders name the one that reads it.
+    with pytest.raises(ValueError, match="ModernBERT checkpoint; .*ModernBertEncoder"):
+        BertEncoder.from_pretrained(str(run_dir))
 
     # A second phase starts from the export (learning rate 0 keeps its weights).
     phase2 = modern_fields(
@@ -260,15 +284,12 @@ def test_mirrored_two_cpus_follow_the_one_device_run(data_dir, tmp_path):
     )
     assert run.returncode == 0, run.stdout + run.stderr
 
-    def metrics(name):  # (step, loss, masked_lm_loss, masked_lm_accuracy) of every step
-        names = ("step", "loss", "masked_lm_loss", "masked_lm_accuracy")
-        return np.array([[record[n] for n in names] for record in logged(tmp_path / name)])
-
-    one, expected = metrics("one"), exported(tmp_path / "one")
-    assert list(one[:, 0]) == list(range(1, 11))
+    one, expected = logged(tmp_path / "one"), exported(tmp_path / "one")
     for name in ("two", "accumulate"):
+        steps = logged(tmp_path / name)
+        assert [r["step"] for r in steps] == [r["step"] for r in one] == list(range(1, 11))
         # The logged metrics are the global batch's, not replica 0's.
-        np.testing.assert_allclose(metrics(name), one, rtol=2e-6, atol=1e-6, err_msg=name)
+        assert_same_logs(steps, one, ("loss", "masked_lm_loss", "masked_lm_accuracy"), name)
         actual = exported(tmp_path / name)
         for variable in expected:
             # float32 sums in another order (the all-reduce of two half-batch gradients).
