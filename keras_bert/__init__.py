@@ -69,6 +69,7 @@ _LAZY_CLASSES = {
     "ModernBertConfig": "keras_bert.modernbert_config",
     "ModernBertEncoder": "keras_bert.models.modernbert",
     "ModernBertMaskedLM": "keras_bert.models.modernbert_masked_lm",
+    "ModernBertPretrainer": "keras_bert.models.modernbert_pretrainer",
     "BertPretrainer": "keras_bert.models.pretrainer",
     "ElectraDiscriminator": "keras_bert.models.electra",
     "ElectraGenerator": "keras_bert.models.electra",

@@ -36,6 +36,7 @@ SERIALIZABLE = {
     "BertPretrainer": "keras_bert.models.pretrainer",
     "ModernBertEncoder": "keras_bert.models.modernbert",
     "ModernBertMaskedLM": "keras_bert.models.modernbert_masked_lm",
+    "ModernBertPretrainer": "keras_bert.models.modernbert_pretrainer",
     "ElectraDiscriminator": "keras_bert.models.electra",
     "ElectraGenerator": "keras_bert.models.electra",
     "ElectraPretrainer": "keras_bert.models.electra_pretrainer",

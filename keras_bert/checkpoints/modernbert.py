@@ -89,6 +89,15 @@ def prediction_head_variables(head: Any) -> dict[str, tuple[keras.Variable, bool
     return _dense("head.dense", head.dense) | _norm("head.norm", head.layer_norm)
 
 
+def masked_lm_head_variables(head: Any) -> dict[str, tuple[keras.Variable, bool]]:
+    """`head.*` and `decoder.bias` -> a `ModernBertMaskedLMHead`'s variables
+    (its output layer's weight is the token embedding table, tied)."""
+    names = prediction_head_variables(head)
+    if head.output_bias is not None:
+        names["decoder.bias"] = (head.output_bias, False)
+    return names
+
+
 def assign(
     targets: Mapping[str, tuple[keras.Variable, bool]],
     tensors: Mapping[str, np.ndarray],
@@ -135,3 +144,35 @@ def assign_encoder_weights(
         targets |= prediction_head_variables(encoder.pooler)
     assign(targets, tensors, source)
     return {name: value for name, value in tensors.items() if name not in targets}
+
+
+def write_masked_lm_folder(directory: str, encoder: keras.Model, head: Any) -> str:
+    """Writes `encoder` and its masked-LM `head` as a HuggingFace
+    `ModernBertForMaskedLM` folder (config.json + model.safetensors, float32,
+    the encoder's tensors under `model.`), which `ModernBertEncoder`,
+    `ModernBertMaskedLM` and `ModernBertPretrainer.from_pretrained` read. The
+    folder is written beside `directory` and renamed into place whole: a
+    failed or killed write leaves the previous one."""
+    import keras  # Imported here: reading a folder needs no Keras.
+    from safetensors.numpy import save
+
+    from keras_bert import safe_output
+
+    targets = {f"model.{name}": target for name, target in encoder_variables(encoder).items()}
+    targets |= masked_lm_head_variables(head)
+    tensors = {}
+    for name, (variable, transposed) in targets.items():
+        value = keras.ops.convert_to_numpy(variable).astype(np.float32)
+        tensors[name] = np.ascontiguousarray(value.T if transposed else value)
+    values = {
+        **encoder.config.to_dict(),
+        "model_type": MODEL_TYPE,
+        "architectures": ["ModernBertForMaskedLM"],
+        "tie_word_embeddings": True,
+    }
+    with safe_output.replacing(directory, folder=True) as staging:
+        safe_output.write_bytes(
+            os.path.join(staging, HF_WEIGHTS_FILE), save(tensors, metadata={"format": "pt"})
+        )
+        safe_output.write_json(os.path.join(staging, "config.json"), values)
+    return directory

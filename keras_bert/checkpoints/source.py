@@ -2,7 +2,9 @@
 
 A source is any of
   huggingface      a folder with config.json + model.safetensors (+ vocab.txt,
-                   tokenizer_config.json), BERT's or ELECTRA's;
+                   tokenizer_config.json), BERT's, ELECTRA's or ModernBERT's
+                   (a ModernBertConfig: `ModernBertEncoder` reads it, also a
+                   `keras-bert pretrain` model_dir of `architecture: modernbert`);
   tf1              an original google-research/bert folder (bert_config.json,
                    vocab.txt, bert_model.ckpt.*), its checkpoint prefix, or a
                    `keras-bert pretrain` model_dir (its export/ folder);
@@ -30,7 +32,7 @@ import tensorflow as tf
 
 from keras_bert import safe_output
 from keras_bert.assets import VOCAB_FILE
-from keras_bert.checkpoints import caches
+from keras_bert.checkpoints import caches, modernbert
 from keras_bert.checkpoints.casing import (
     Casing,
     casing_from_tf1_name,
@@ -42,6 +44,7 @@ from keras_bert.checkpoints.load import (
     HF_WEIGHTS_FILE,
     POOLER_TENSORS,
     is_electra_tf1_checkpoint,
+    read_config_json,
     read_huggingface_config,
     read_huggingface_model_type,
     read_huggingface_tensors,
@@ -50,11 +53,14 @@ from keras_bert.checkpoints.load import (
 )
 from keras_bert.checkpoints.tokenizer_config import read_tokenizer_options
 from keras_bert.config import BertConfig
+from keras_bert.modernbert_config import ModernBertConfig
 
 KINDS = ("huggingface", "tf1", "keras", "finetune_output")
 FINETUNE_CONFIG = "finetune_config.json"
 FINETUNE_MODEL = "model.keras"
 VOCAB = "vocab.txt"
+# What a `keras-bert pretrain` model_dir's export/ holds beside its weights.
+_EXPORT_CONFIGS = ("bert_config.json", "config.json")
 # Weights files HuggingFace also writes, which we do not read: named in the error.
 _HF_OTHER_WEIGHTS = ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack")
 _LAYOUTS = (
@@ -62,7 +68,7 @@ _LAYOUTS = (
     "folder (bert_config.json + bert_model.ckpt.*) or its checkpoint prefix "
     "(.../bert_model.ckpt), a .keras file, a `keras-bert finetune` output folder "
     f"({FINETUNE_CONFIG} + {FINETUNE_MODEL}) or a `keras-bert pretrain` model_dir "
-    "(export/bert_config.json)"
+    "(export/bert_config.json, or export/config.json for architecture modernbert)"
 )
 
 
@@ -72,7 +78,7 @@ class PretrainedSource:
 
     path: str  # as given
     kind: str  # one of KINDS
-    config: BertConfig
+    config: BertConfig | ModernBertConfig
     weights: str  # model.safetensors, TF1 prefix or .keras file
     vocab_file: str | None  # the source's own vocabulary, if it has one
     stated_casing: Casing | None  # what the source says beside its vocabulary
@@ -93,6 +99,11 @@ class PretrainedSource:
     def read_tensors(self) -> dict[str, np.ndarray]:
         """Canonical tensors (original TF1 names) of a HuggingFace or TF1 source.
         A `.keras` file holds a Keras model: `BertEncoder.from_pretrained` loads it."""
+        if isinstance(self.config, ModernBertConfig):
+            raise ValueError(
+                f"{self.path}: a ModernBERT checkpoint; its encoder is a ModernBertEncoder "
+                "(ModernBertEncoder.from_pretrained; BertClassifier.from_pretrained builds on it)"
+            )
         if self.kind == "huggingface":
             return read_huggingface_tensors(self.weights)
         if self.kind == "tf1":
@@ -179,8 +190,9 @@ def _resolve_folder(folder: str, given: str) -> PretrainedSource:
                 "(bert_model.ckpt.index or a `checkpoint` file)"
             )
         return _tf1_prefix(prefix, given)
-    # A `keras-bert pretrain` model_dir: its export/ folder is the original layout.
-    if os.path.exists(os.path.join(folder, "export", "bert_config.json")):
+    # A `keras-bert pretrain` model_dir: its export/ folder is the original
+    # layout, or HuggingFace's (architecture modernbert).
+    if any(os.path.exists(os.path.join(folder, "export", name)) for name in _EXPORT_CONFIGS):
         return _resolve_folder(os.path.join(folder, "export"), given)
     # A finetune or pretrain writing here: its checkpoints/ and logs/ are not a model yet.
     safe_output.check_not_in_progress(folder)
@@ -198,15 +210,20 @@ def _huggingface(folder: str, given: str) -> PretrainedSource:
             else ""
         )
         raise FileNotFoundError(f"HuggingFace BERT folder {folder} lacks {HF_WEIGHTS_FILE}{hint}")
+    if read_config_json(folder, "BERT")[1].get("model_type") == modernbert.MODEL_TYPE:
+        config, untrained = modernbert.read_config(folder)[0], ()
+    else:
+        config = read_huggingface_config(folder)
+        untrained = POOLER_TENSORS if read_huggingface_model_type(folder) == "electra" else ()
     return PretrainedSource(
         path=given,
         kind="huggingface",
-        config=read_huggingface_config(folder),
+        config=config,
         weights=weights,
         vocab_file=_vocab_beside(folder),
         stated_casing=casing_from_tokenizer_config(os.path.join(folder, "tokenizer_config.json")),
         tokenizer_options=read_tokenizer_options(folder),
-        untrained=POOLER_TENSORS if read_huggingface_model_type(folder) == "electra" else (),
+        untrained=untrained,
     )
 
 

@@ -19,6 +19,7 @@ from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.kernels.switch import FastKernelsLayer
 from keras_bert.layers.activations import ActivationOption
 from keras_bert.layers.modernbert_block import dense_options
+from keras_bert.layers.packing import gather_positions
 from keras_bert.layers.pretraining_heads import TiedEmbeddingConfig
 
 
@@ -74,7 +75,8 @@ class PredictionHead(ActivationOption, FastKernelsLayer, keras.layers.Layer):
 class ModernBertMaskedLMHead(TiedEmbeddingConfig, PredictionHead):
     """(B, T, H) -> logits (B, T, V): the prediction head, then the token
     embedding table as the output layer (tied, as HuggingFace's
-    `ModernBertForMaskedLM`), plus a bias of its own when `decoder_bias`."""
+    `ModernBertForMaskedLM`), plus a bias of its own when `decoder_bias`.
+    With `masked_lm_positions` (B, P), at those positions only: (B, P, V)."""
 
     def __init__(
         self,
@@ -86,7 +88,7 @@ class ModernBertMaskedLMHead(TiedEmbeddingConfig, PredictionHead):
         self.token_embedding = token_embedding
         self.decoder_bias = decoder_bias
 
-    def build(self, hidden_shape: tuple) -> None:
+    def build(self, hidden_shape: tuple, masked_lm_positions_shape: tuple | None = None) -> None:
         if not self.token_embedding.built:  # one rebuilt by from_config, not yet shared
             self.token_embedding.build()
         super().build(hidden_shape)
@@ -98,8 +100,10 @@ class ModernBertMaskedLMHead(TiedEmbeddingConfig, PredictionHead):
             else None
         )
 
-    def call(self, hidden: tf.Tensor) -> tf.Tensor:
-        transformed = super().call(hidden)  # (B, T, H)
+    def call(self, hidden: tf.Tensor, masked_lm_positions: tf.Tensor | None = None) -> tf.Tensor:
+        if masked_lm_positions is not None:  # the (H x V) product at P of T positions
+            hidden = gather_positions(hidden, masked_lm_positions)  # (B, P, H)
+        transformed = super().call(hidden)  # (B, T, H), or (B, P, H)
         table = ops.cast(self.token_embedding.embeddings, transformed.dtype)  # (V, H)
         # Logits in float32: the softmax over the vocabulary loses too much in 16 bits.
         logits = ops.cast(ops.einsum("bth,vh->btv", transformed, table), "float32")
@@ -107,8 +111,11 @@ class ModernBertMaskedLMHead(TiedEmbeddingConfig, PredictionHead):
             logits = logits + ops.cast(self.output_bias, "float32")
         return logits  # (B, T, V)
 
-    def compute_output_shape(self, hidden_shape: tuple) -> tuple:
-        return (*hidden_shape[:-1], self.token_embedding.input_dim)
+    def compute_output_shape(
+        self, hidden_shape: tuple, masked_lm_positions_shape: tuple | None = None
+    ) -> tuple:
+        rows = hidden_shape[:-1] if masked_lm_positions_shape is None else masked_lm_positions_shape
+        return (*rows, self.token_embedding.input_dim)
 
     def get_config(self) -> dict:
         return {**super().get_config(), "decoder_bias": self.decoder_bias}

@@ -17,12 +17,14 @@ L = number of layers.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping
 
 import keras
 import numpy as np
 
 from keras_bert.checkpoints import modernbert as checkpoint
+from keras_bert.checkpoints.source import PretrainedSource
 from keras_bert.kernels import precision
 from keras_bert.kernels.dropout import FastDropout
 from keras_bert.kernels.layer_norm import FastLayerNorm
@@ -163,19 +165,22 @@ class ModernBertEncoder(EncoderConfig, keras.Model):
 
     @classmethod
     def from_pretrained(
-        cls, folder: str, dtype: str | keras.DTypePolicy | None = None
+        cls, folder: str | PretrainedSource, dtype: str | keras.DTypePolicy | None = None
     ) -> ModernBertEncoder:
         """The encoder of a HuggingFace ModernBERT folder (config.json +
         model.safetensors): `ModernBertModel`, or a task model's encoder (its
-        pooler too where the checkpoint's head is a classifier's)."""
+        pooler too where the checkpoint's head is a classifier's), or a
+        `keras-bert pretrain` run's export/."""
         return load_encoder_and_heads(folder, dtype)[0]
 
 
 def load_encoder_and_heads(
-    folder: str, dtype: str | keras.DTypePolicy | None = None
+    folder: str | PretrainedSource, dtype: str | keras.DTypePolicy | None = None
 ) -> tuple[ModernBertEncoder, dict[str, np.ndarray], Mapping[str, Any]]:
     """`ModernBertEncoder.from_pretrained`, the task-head tensors left
     (HuggingFace names, `head.*`, `decoder.*`, ...) and the raw config.json."""
+    if isinstance(folder, PretrainedSource):  # resolved: the folder of its weights
+        folder = os.path.dirname(folder.weights)
     config, raw_config = checkpoint.read_config(folder)
     encoder = ModernBertEncoder(config, dtype=dtype)
     heads = checkpoint.assign_encoder_weights(

@@ -49,6 +49,7 @@ from keras_bert.dataset_options import (
 from keras_bert.models import lora
 from keras_bert.models.batch_trimming import trim_features_batch
 from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.modernbert import ModernBertEncoder
 from keras_bert.models.update_step import UpdateStep
 from keras_bert.models.user_inputs import (
     accepted_keywords,
@@ -59,6 +60,7 @@ from keras_bert.models.user_inputs import (
     check_vocabulary_fits,
     refuse_rows_that_are_not_text,
 )
+from keras_bert.modernbert_config import ModernBertConfig
 from keras_bert.preprocessing.preprocessor import BertPreprocessor, is_text, is_text_spec
 
 # keras-hub's task default; the paper's fine-tuning range is 2e-5 to 5e-5.
@@ -134,7 +136,11 @@ class TextTask(UpdateStep, ConfigFields):
             saved = keras_saved_config(source.weights)
             if saved.get("class_name") == cls.__name__:
                 return cls._load_whole(source, seq_length, lowercase, vocab_file)
-        encoder = BertEncoder.from_pretrained(source, dtype=dtype)
+        # A ModernBERT checkpoint (a ModernBertConfig) builds its own encoder.
+        modern = isinstance(source.config, ModernBertConfig)
+        encoder = (ModernBertEncoder if modern else BertEncoder).from_pretrained(
+            source, dtype=dtype
+        )
         preprocessor = cls._preprocessor_for(source, encoder, seq_length, lowercase, vocab_file)
         model = cls(encoder, preprocessor=preprocessor, **model_kwargs)
         # An original run_classifier.py / run_squad.py checkpoint keeps its fine-tuned head.

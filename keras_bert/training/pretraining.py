@@ -51,13 +51,14 @@ from keras_bert.models.electra_pretrainer import (
     electra_generator_config,
 )
 from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.modernbert_pretrainer import ModernBertPretrainer
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.models.strategy_run_fit import metric_values, runs_custom_loop
 from keras_bert.pretraining_data import inputs
 from keras_bert.pretraining_data.next_token import next_token_targets
 from keras_bert.pretraining_data.options import MASKING_MIX_FIELDS, check_masking_mix
 from keras_bert.progress import keras_verbose
-from keras_bert.training import distribute
+from keras_bert.training import distribute, modernbert_pretraining
 from keras_bert.training.callbacks import StopOnNonFiniteLoss, TrainLog
 from keras_bert.training.checkpointing import (
     CheckpointWriter,
@@ -87,6 +88,11 @@ class PretrainConfig:
     # "electra" (replaced-token detection: the model is the discriminator)
     objective: str = "nsp"
     attention: str = None  # "left_to_right" or "bidirectional" overrides the model's; null keeps it
+    # "bert", or "modernbert": a ModernBertEncoder (keras_bert.training.modernbert_pretraining),
+    # masked LM only (objective none), its config modernbert_config: a preset
+    # (null: base), a config JSON file or the fields themselves.
+    architecture: str = "bert"
+    modernbert_config: str | dict | None = None
     # === Data ===
     train_files: str = None  # comma-separated TFRecord patterns (local or gs://)
     eval_files: str = None
@@ -190,6 +196,7 @@ class PretrainConfig:
             raise ValueError("config field model_dir is required")
         self._check_masking_fields()
         self._check_electra_fields()
+        modernbert_pretraining.check_architecture_fields(self)
 
     def _check_electra_fields(self) -> None:
         if self.objective != "electra":
@@ -293,9 +300,13 @@ def _with_next_sentence(config: PretrainConfig) -> bool:
     return config.objective in ("nsp", "sop")
 
 
-def build_model(config: PretrainConfig) -> BertPretrainer | ElectraPretrainer:
+def build_model(
+    config: PretrainConfig,
+) -> BertPretrainer | ElectraPretrainer | ModernBertPretrainer:
     """The pretrainer of a run, inside the current strategy scope."""
     dtype = distribute.model_dtype(config.mixed_precision)
+    if config.architecture == modernbert_pretraining.MODERNBERT:
+        return modernbert_pretraining.build_pretrainer(config, dtype)
     if config.init_checkpoint:
         if config.objective == "electra":
             pretrainer = ElectraPretrainer.from_pretrained(
@@ -566,7 +577,10 @@ def _pretrain_locked(config: PretrainConfig) -> dict[str, float]:
         )
         return {name: value for name, value in done.items() if name != "step"}
     # Checked before model_dir is made: a run refused here leaves nothing behind.
-    if not config.init_checkpoint:
+    if config.architecture == modernbert_pretraining.MODERNBERT:
+        if not config.init_checkpoint:
+            modernbert_pretraining.modernbert_config_of(config)  # rotary: no position limit
+    elif not config.init_checkpoint:
         bert_config = bert_config_of(config)
         if bert_config.max_position_embeddings < config.seq_length:
             raise ValueError(
@@ -672,7 +686,10 @@ def _pretrain(config, strategy):
     if config.eval_files:
         results = evaluate(strategy, pretrainer, config, custom_loop)
     if chief:
-        export = export_electra if config.objective == "electra" else export_tf1
+        if config.architecture == modernbert_pretraining.MODERNBERT:
+            export = modernbert_pretraining.export
+        else:
+            export = export_electra if config.objective == "electra" else export_tf1
         export(pretrainer, os.path.join(config.model_dir, "export"))
         record = {
             "step": optimizer_step(pretrainer.optimizer),
