@@ -140,21 +140,24 @@ def _check_generator(discriminator: BertConfig, generator: BertConfig) -> None:
             )
 
 
+# The discriminator's layers the generator reads (ELECTRA's tied embeddings).
+SHARED_EMBEDDING_LAYERS = (
+    "token_embedding",
+    "segment_embedding",
+    "position_embedding",
+    "embeddings_layer_norm",
+)
+
+
 def _on_shared_embeddings(generator: BertEncoder, discriminator: BertEncoder) -> EncoderLayers:
     """The generator's layers, its embeddings the discriminator's (the same
     variables); its own projection to its width and its blocks."""
-    return EncoderLayers(
-        config=generator.config,
-        token_embedding=discriminator.token_embedding,
-        segment_embedding=discriminator.segment_embedding,
-        position_embedding=discriminator.position_embedding,
-        embeddings_layer_norm=discriminator.embeddings_layer_norm,
-        embeddings_dropout=generator.embeddings_dropout,
-        attention_mask_bias=generator.attention_mask_bias,
-        transformer_blocks=generator.transformer_blocks,
-        pooler=generator.pooler,  # ELECTRA's generator has none: never called
-        embeddings_projection=generator.embeddings_projection,
-    )
+    # The pooler is the generator's own: ELECTRA's generator has none, never called.
+    layers = {
+        field.name: getattr(generator, field.name) for field in dataclasses.fields(EncoderLayers)
+    }
+    layers.update({name: getattr(discriminator, name) for name in SHARED_EMBEDDING_LAYERS})
+    return EncoderLayers(**layers)
 
 
 def _generator_model(layers: EncoderLayers) -> keras.Model:

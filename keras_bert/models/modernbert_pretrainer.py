@@ -29,14 +29,13 @@ import tensorflow as tf
 from keras_bert import features
 from keras_bert.config_fields import ConfigFields
 from keras_bert.kernels.masked_lm_loss import loss_and_prediction
-from keras_bert.models.global_batch import global_weight_sum
 from keras_bert.models.modernbert import (
     MODERNBERT_INPUTS,
     ModernBertEncoder,
     load_encoder_and_heads,
 )
 from keras_bert.models.modernbert_masked_lm import encoder_and_masked_lm_head, load_masked_lm_head
-from keras_bert.models.pretrainer import LabelsInFeatures, masked_lm_share, model_inputs
+from keras_bert.models.pretrainer import MaskedLMUpdates, masked_lm_share, model_inputs
 from keras_bert.models.update_step import UpdateStep
 
 MASKED_LM_POSITIONS = features.MASKED_LM_FEATURES[0]
@@ -44,7 +43,7 @@ MODEL_INPUTS = MODERNBERT_INPUTS + (MASKED_LM_POSITIONS,)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class ModernBertPretrainer(LabelsInFeatures, UpdateStep, ConfigFields, keras.Model):
+class ModernBertPretrainer(MaskedLMUpdates, UpdateStep, ConfigFields, keras.Model):
     """Masked LM over a ModernBertEncoder, at the masked positions only.
 
     Inputs: `input_ids`, `input_mask` (B, T) and `masked_lm_positions` (B, P),
@@ -88,13 +87,6 @@ class ModernBertPretrainer(LabelsInFeatures, UpdateStep, ConfigFields, keras.Mod
         )
 
     # === Losses and metrics ===
-
-    def update_normaliser(
-        self, x: Mapping[str, tf.Tensor], y: Any = None, sample_weight: Any = None
-    ) -> tf.Tensor:
-        """The masked_lm_weights of the update's whole batch (all micro-batches,
-        all replicas), read from this replica's share `x`."""
-        return global_weight_sum(x["masked_lm_weights"])
 
     def update_loss(
         self,

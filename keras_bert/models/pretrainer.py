@@ -99,8 +99,20 @@ class LabelsInFeatures:
         return self.outputs_loss(x, y_pred)
 
 
+class MaskedLMUpdates(LabelsInFeatures):
+    """A masked-LM pretrainer's update normaliser (BERT's and ModernBERT's)."""
+
+    def update_normaliser(
+        self, x: Mapping[str, tf.Tensor], y: Any = None, sample_weight: Any = None
+    ) -> tf.Tensor:
+        """What normalises the masked-LM loss of one optimizer update: the
+        masked_lm_weights of its whole batch (all micro-batches, all replicas),
+        read from this replica's share `x`."""
+        return global_weight_sum(x["masked_lm_weights"])
+
+
 @keras.saving.register_keras_serializable(package="keras_bert")
-class BertPretrainer(LabelsInFeatures, UpdateStep, ConfigFields, keras.Model):
+class BertPretrainer(MaskedLMUpdates, UpdateStep, ConfigFields, keras.Model):
     """Masked LM (+ next-sentence or sentence-order prediction) over a BertEncoder.
 
     Outputs: `masked_lm_logits` (B, P, V) and, unless `objective` is "none"
@@ -185,14 +197,6 @@ class BertPretrainer(LabelsInFeatures, UpdateStep, ConfigFields, keras.Model):
         return super().call(model_inputs(inputs), training=training)
 
     # === Losses and metrics ===
-
-    def update_normaliser(
-        self, x: Mapping[str, tf.Tensor], y: Any = None, sample_weight: Any = None
-    ) -> tf.Tensor:
-        """What normalises the masked-LM loss of one optimizer update: the
-        masked_lm_weights of its whole batch (all micro-batches, all replicas),
-        read from this replica's share `x`."""
-        return global_weight_sum(x["masked_lm_weights"])
 
     def update_loss(
         self,

@@ -15,7 +15,7 @@ frequency). With `num_unused=0` (default) the special ids are 0-4; with
 """
 
 import collections
-from typing import Sequence
+from typing import Any, Sequence
 
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
@@ -83,28 +83,11 @@ def _check_text(path, probe=1 << 16):
             raise text_files.not_utf8(path, head, e) from None
 
 
-def learn_vocabulary(
-    files: str | Sequence[str],
-    vocab_size: int,
-    lowercase: bool = True,
-    output: str | None = None,
-    num_unused: int = 0,
-    max_unique_chars: int = 1000,
-    max_token_length: int = 50,
-    min_count: int = 2,
-) -> list[str]:
-    """Learns a WordPiece vocabulary of at most `vocab_size` tokens; see
-    `learn_vocabulary_and_counts` for the arguments."""
-    return learn_vocabulary_and_counts(
-        files,
-        vocab_size,
-        lowercase,
-        output,
-        num_unused,
-        max_unique_chars,
-        max_token_length,
-        min_count,
-    )[0]
+def learn_vocabulary(files: str | Sequence[str], vocab_size: int, **options: Any) -> list[str]:
+    """Learns a WordPiece vocabulary of at most `vocab_size` tokens; the
+    options (`lowercase`, `output`, `num_unused`, `max_unique_chars`,
+    `max_token_length`, `min_count`) are `learn_vocabulary_and_counts`'s."""
+    return learn_vocabulary_and_counts(files, vocab_size, **options)[0]
 
 
 def learn_vocabulary_and_counts(
