@@ -93,19 +93,9 @@ def test_every_successor_gets_the_pretraining_flops_of_bert_mlm15():
 def test_successors_table(tmp_path):
     output_dir = str(tmp_path)  # its own corpus: the quickstart's, held-out chapters apart
     recipe = successors()
-    recipe.main(
-        [
-            "--smoke",
-            "--seeds",
-            "0",
-            "--output-dir",
-            output_dir,
-            "--row",
-            "bert_mlm15",
-            "--row",
-            "electra",
-        ]
-    )
+    rows = ["--row", "bert_mlm15", "--row", "electra", "--row", "modernbert_mlm30"]
+    recipe.main(["--smoke", "--seeds", "0", "--output-dir", output_dir, *rows])
     table = open(os.path.join(output_dir, "successors.md")).read()
-    assert table.count("(n=1)") == 4 and "discriminator_accuracy" in table
+    assert table.count("(n=1)") == 6 and "discriminator_accuracy" in table
+    assert "| BERT, MLM 40 % | not run |" in table
     assert os.path.exists(os.path.join(output_dir, "successors.png"))
