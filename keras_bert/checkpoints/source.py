@@ -96,14 +96,20 @@ class PretrainedSource:
             return self.stated_casing
         return casing_from_vocabulary(self.vocab_file) if self.vocab_file else None
 
-    def read_tensors(self) -> dict[str, np.ndarray]:
-        """Canonical tensors (original TF1 names) of a HuggingFace or TF1 source.
-        A `.keras` file holds a Keras model: `BertEncoder.from_pretrained` loads it."""
+    def bert_config(self) -> BertConfig:
+        """The source's BertConfig; a ModernBERT source is refused, naming the
+        encoder that reads it."""
         if isinstance(self.config, ModernBertConfig):
             raise ValueError(
                 f"{self.path}: a ModernBERT checkpoint; its encoder is a ModernBertEncoder "
                 "(ModernBertEncoder.from_pretrained; BertClassifier.from_pretrained builds on it)"
             )
+        return self.config
+
+    def read_tensors(self) -> dict[str, np.ndarray]:
+        """Canonical tensors (original TF1 names) of a HuggingFace or TF1 source.
+        A `.keras` file holds a Keras model: `BertEncoder.from_pretrained` loads it."""
+        self.bert_config()
         if self.kind == "huggingface":
             return read_huggingface_tensors(self.weights)
         if self.kind == "tf1":

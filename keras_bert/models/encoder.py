@@ -372,7 +372,7 @@ def load_encoder_and_heads(
         tensors = source.read_tensors()
     else:
         tensors = _keras_model_tensors(source.weights)
-    encoder = BertEncoder(source.config, dtype=dtype)
+    encoder = BertEncoder(source.bert_config(), dtype=dtype)
     heads = assign_encoder_weights(
         encoder, tensors, source=source.weights, untrained=source.untrained
     )

@@ -98,6 +98,10 @@ class LabelsInFeatures:
             )
         return self.outputs_loss(x, y_pred)
 
+    def outputs_loss(self, x: Mapping[str, tf.Tensor], y_pred: Any) -> tf.Tensor:
+        """The loss of batch `x` from the model's outputs: each pretrainer's own."""
+        raise NotImplementedError(f"{type(self).__name__} defines no outputs_loss")
+
 
 class MaskedLMUpdates(LabelsInFeatures):
     """A masked-LM pretrainer's update normaliser (BERT's and ModernBERT's)."""
