@@ -1,9 +1,13 @@
 """benchmarks/int8_kernels.py: a small run names the ops of a Keras int8 Dense
 and times the three products (its options: tests/test_benchmark_results.py)."""
 
+import pytest
+
 from repo_paths import benchmark_script
 
 
+# Slow: a benchmark's own run, checked before its figures are quoted.
+@pytest.mark.slow
 def test_a_small_run_names_the_int8_ops_and_times_each_product(capsys):
     script = benchmark_script("int8_kernels")
     ops = script.quantized_dense_ops()

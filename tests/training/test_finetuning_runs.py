@@ -130,7 +130,10 @@ def test_resume_keeps_the_best_model_and_the_early_stopping_state(
     assert sorted(os.listdir(output)) == FINISHED_RUN_FILES
 
 
+# Slow (four runs, 30 s on 2 cores): the fast suite keeps resuming itself
+# (test_python_fit_resume, test_resume_finetuning).
 @pytest.mark.precision
+@pytest.mark.slow
 def test_a_checkpoint_resumes_only_its_own_run(tmp_path, tiny_vocab_file, monkeypatch):
     train = _sentiment(tmp_path / "train.tsv", 32)
     fields = finetune_fields(

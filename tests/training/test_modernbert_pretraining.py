@@ -219,6 +219,9 @@ KILLED_RUN = textwrap.dedent("""
 """)
 
 
+# Slow: the resume mechanism is the driver's, for every architecture (the MLM
+# and ELECTRA kills in tests/training); this one kills a ModernBERT run.
+@pytest.mark.slow
 def test_resume_after_sigkill_ends_with_the_uninterrupted_weights(data_dir, tmp_path, capsys):
     # Dropout on: the resumed run must also draw the masks the uninterrupted one draws.
     fields = modern_fields(
