@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, TypeVar
 
+import keras
+
 Configured = TypeVar("Configured", bound="ConfigFields")
 
 
@@ -37,3 +39,14 @@ class ConfigFields:
     @classmethod
     def from_config(cls: type[Configured], config: dict[str, Any]) -> Configured:
         return cls(**config)
+
+
+class EncoderConfigFields(ConfigFields):
+    """Mixin for a model built around `self.encoder` (the pretrainers, ELECTRA's
+    heads): its config is the encoder, serialized whole, then `config_fields`."""
+
+    def get_config(self) -> dict:
+        return {
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            **super().get_config(),
+        }

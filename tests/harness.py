@@ -705,6 +705,45 @@ def assert_same_logs(logged, expected, metrics, what):
         )
 
 
+# Pretraining runs of one global batch of 8, each in `folder/NAME`: on one
+# device ("one"), as 2 MirroredStrategy replicas of 4 on 2 logical CPUs ("two")
+# and as 2 replicas each accumulating 2 micro-batches of 2 ("accumulate").
+_MIRRORED_PRETRAINING = """
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, sys.argv[2])
+from keras_bert.training import pretraining
+fields = json.loads(sys.argv[1])
+runs = {"one": ("one_device", {}), "two": ("mirrored", {}),
+        "accumulate": ("mirrored", {"batch_size": 4, "gradient_accumulation_steps": 2})}
+for name in sys.argv[4].split(","):
+    strategy, extra = runs[name]
+    pretraining.pretrain(pretraining.load_config(
+        **{**fields, **extra}, strategy=strategy, model_dir=sys.argv[3] + "/" + name,
+        devices=["/cpu:0", "/cpu:1"] if strategy == "mirrored" else None))
+"""
+
+
+def run_mirrored_pretraining(fields, folder, timeout=600):
+    """Pretrains the config `fields` (batch_size 8) one device, two replicas
+    and two replicas accumulating, into folder/one, folder/two and
+    folder/accumulate. Each MirroredStrategy gets a process of its own: a
+    second one in a process meets the first's collectives (TF 2.20 aborts)."""
+    from repo_paths import REPO_ROOT
+
+    for runs in ("one,two", "accumulate"):
+        run = subprocess.run(
+            [sys.executable, "-c", _MIRRORED_PRETRAINING, json.dumps(fields), REPO_ROOT]
+            + [str(folder), runs],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+
+
 def pretrain_process(recipe, model_dir, *flags):
     """`keras-bert pretrain --config RECIPE FLAGS --set model_dir=MODEL_DIR` in
     a new process, running: its Popen (stdout and stderr together, text)."""

@@ -34,7 +34,7 @@ from keras_bert.checkpoints.load import (
     read_json,
 )
 from keras_bert.checkpoints.source import PretrainedSource, resolve
-from keras_bert.config_fields import ConfigFields
+from keras_bert.config_fields import EncoderConfigFields
 from keras_bert.features import ENCODER_INPUTS
 from keras_bert.layers.electra_heads import ReplacedTokenHead
 from keras_bert.layers.pretraining_heads import MaskedLMHead
@@ -87,14 +87,8 @@ def generator_head(
     )
 
 
-class _AroundEncoder(ConfigFields, keras.Model):
+class _AroundEncoder(EncoderConfigFields, keras.Model):
     """What both ELECTRA models save: their encoder whole, then their fields."""
-
-    def get_config(self) -> dict:
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            **super().get_config(),
-        }
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")

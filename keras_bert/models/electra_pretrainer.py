@@ -46,7 +46,7 @@ from keras_bert.checkpoints.load import (
 )
 from keras_bert.checkpoints.source import PretrainedSource, resolve
 from keras_bert.config import BertConfig
-from keras_bert.config_fields import ConfigFields
+from keras_bert.config_fields import EncoderConfigFields
 from keras_bert.kernels.masked_lm_loss import loss_and_prediction
 from keras_bert.layers.electra_heads import ReplacedTokenHead, ReplacedTokens
 from keras_bert.layers.packing import TokenPacking
@@ -211,7 +211,7 @@ def _forward(parts, inputs, draws=None, training=None, packing=None):
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class ElectraPretrainer(LabelsInFeatures, UpdateStep, ConfigFields, keras.Model):
+class ElectraPretrainer(LabelsInFeatures, UpdateStep, EncoderConfigFields, keras.Model):
     """ELECTRA's generator and discriminator, trained together.
 
     `encoder`: the discriminator, the BertEncoder being pretrained (what
@@ -415,11 +415,7 @@ class ElectraPretrainer(LabelsInFeatures, UpdateStep, ConfigFields, keras.Model)
     config_fields = ("discriminator_weight", "name")
 
     def get_config(self) -> dict:
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "generator_config": self.generator_config.to_dict(),
-            **super().get_config(),
-        }
+        return {**super().get_config(), "generator_config": self.generator_config.to_dict()}
 
     @classmethod
     def from_pretrained(

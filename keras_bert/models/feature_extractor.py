@@ -168,7 +168,7 @@ class BertFeatureExtractor(TextTask, keras.Model):
         normalize = L2Normalize(dtype="float32", name="normalize")
 
         # === Functional Model ===
-        inputs = encoder_inputs()
+        inputs = encoder_inputs(encoder)
         outputs = encoder(inputs)
         top = outputs["encoder_outputs"][-num_top_layers:]  # K x (B, T, H)
         token_features = concat(top) if num_top_layers > 1 else top[0]  # (B, T, K*H)

@@ -27,7 +27,7 @@ import keras
 import tensorflow as tf
 
 from keras_bert import features
-from keras_bert.config_fields import ConfigFields
+from keras_bert.config_fields import EncoderConfigFields
 from keras_bert.kernels.masked_lm_loss import loss_and_prediction
 from keras_bert.models.modernbert import (
     MODERNBERT_INPUTS,
@@ -43,7 +43,7 @@ MODEL_INPUTS = MODERNBERT_INPUTS + (MASKED_LM_POSITIONS,)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class ModernBertPretrainer(MaskedLMUpdates, UpdateStep, ConfigFields, keras.Model):
+class ModernBertPretrainer(MaskedLMUpdates, UpdateStep, EncoderConfigFields, keras.Model):
     """Masked LM over a ModernBertEncoder, at the masked positions only.
 
     Inputs: `input_ids`, `input_mask` (B, T) and `masked_lm_positions` (B, P),
@@ -123,12 +123,6 @@ class ModernBertPretrainer(MaskedLMUpdates, UpdateStep, ConfigFields, keras.Mode
     # === Config ===
 
     config_fields = ("name", "trainable")
-
-    def get_config(self) -> dict:
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            **super().get_config(),
-        }
 
     @classmethod
     def from_pretrained(

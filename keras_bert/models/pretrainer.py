@@ -26,7 +26,7 @@ from keras import ops
 
 from keras_bert import features
 from keras_bert.checkpoints.load import assign_head_weights
-from keras_bert.config_fields import ConfigFields
+from keras_bert.config_fields import EncoderConfigFields
 from keras_bert.kernels.masked_lm_loss import loss_and_prediction
 from keras_bert.layers.pretraining_heads import MaskedLMHead, NextSentenceHead
 from keras_bert.models.encoder import BertEncoder, encoder_forward, load_encoder_and_heads
@@ -116,7 +116,7 @@ class MaskedLMUpdates(LabelsInFeatures):
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class BertPretrainer(MaskedLMUpdates, UpdateStep, ConfigFields, keras.Model):
+class BertPretrainer(MaskedLMUpdates, UpdateStep, EncoderConfigFields, keras.Model):
     """Masked LM (+ next-sentence or sentence-order prediction) over a BertEncoder.
 
     Outputs: `masked_lm_logits` (B, P, V) and, unless `objective` is "none"
@@ -289,12 +289,6 @@ class BertPretrainer(MaskedLMUpdates, UpdateStep, ConfigFields, keras.Model):
     # === Config ===
 
     config_fields = ("objective", "name")
-
-    def get_config(self) -> dict:
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            **super().get_config(),
-        }
 
     @classmethod
     def from_pretrained(

@@ -119,7 +119,7 @@ class BertSentenceEncoder(TextTask, keras.Model):
         normalize_layer = L2Normalize(dtype="float32", name="normalize") if normalize else None
 
         # === Functional Model ===
-        inputs = encoder_inputs()
+        inputs = encoder_inputs(encoder)
         sequence = encoder(inputs)["sequence_output"]  # (B, T, H)
         embedding = pool(sequence, inputs["input_mask"])  # (B, M*H)
         for layer, projection, plus in zip(dense_layers, residual_projections, residual_sums):

@@ -80,7 +80,7 @@ class BertSpanExtractor(TextTask, keras.Model):
         span_head = SpanHead(encoder.config.initializer_range, name="span_head")
 
         # === Functional Model ===
-        inputs = encoder_inputs()
+        inputs = encoder_inputs(encoder)
         sequence = encoder(inputs)["sequence_output"]  # (B, T, H)
         if bilstm is not None:
             sequence = bilstm(sequence, inputs["input_mask"])  # (B, T, H)

@@ -36,9 +36,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert import features
 from keras_bert.checkpoints.source import PretrainedSource, keras_saved_config, resolve
 from keras_bert.checkpoints.task_heads import load_original_task_head
-from keras_bert.config_fields import ConfigFields
+from keras_bert.config_fields import EncoderConfigFields
 from keras_bert.dataset_options import (
     are_arrays,
     array_batches,
@@ -91,7 +92,7 @@ def deserialize_preprocessor(
     return preprocessor
 
 
-class TextTask(UpdateStep, ConfigFields):
+class TextTask(UpdateStep, EncoderConfigFields):
     """Mixin for `keras.Model` task models with an optional `preprocessor`.
 
     Training runs `UpdateStep`'s step (gradient accumulation, float16 loss
@@ -429,10 +430,20 @@ class TextTask(UpdateStep, ConfigFields):
         (`text_features`): the same outputs as `predict`, and differentiable
         under a `tf.GradientTape` for a training loop of one's own."""
         if args:
-            args = (self.text_features(args[0]), *args[1:])
+            args = (self.read_features(self.text_features(args[0])), *args[1:])
         elif "inputs" in kwargs:
-            kwargs["inputs"] = self.text_features(kwargs["inputs"])
+            kwargs["inputs"] = self.read_features(self.text_features(kwargs["inputs"]))
         return super().__call__(*args, **kwargs)
+
+    def read_features(self, x: Any) -> Any:
+        """BERT's id features without those this model's encoder does not read
+        (a ModernBertEncoder reads no segment ids): the preprocessor's, a
+        dataset's or a user's features reach every encoder the same way."""
+        read = getattr(self.encoder, "input_features", features.ENCODER_INPUTS)
+        if not isinstance(x, Mapping) or len(read) == len(features.ENCODER_INPUTS):
+            return x
+        unread = set(features.ENCODER_INPUTS) - set(read)
+        return {name: value for name, value in x.items() if name not in unread}
 
     def train_on_batch(
         self,
@@ -571,11 +582,7 @@ class TextTask(UpdateStep, ConfigFields):
     # === Config ===
 
     def get_config(self) -> dict:
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            **super().get_config(),
-            **self.preprocessor_config(),
-        }
+        return {**super().get_config(), **self.preprocessor_config()}
 
     def preprocessor_config(self) -> dict:
         if self.preprocessor is None:

@@ -100,7 +100,7 @@ class BertTokenClassifier(TextTask, keras.Model):
         output_layer = keras.layers.Dense(num_labels, kernel_initializer=init, name="tagger_output")
 
         # === Functional Model ===
-        inputs = encoder_inputs()
+        inputs = encoder_inputs(encoder)
         if feature is None:
             sequence = encoder(inputs)["sequence_output"]  # (B, T, H)
         else:

@@ -33,6 +33,7 @@ from harness import (
     assert_same_logs,
     command_process,
     pretrain_fields,
+    run_mirrored_pretraining,
 )
 from repo_paths import REPO_ROOT, TESTS_DIR
 from synthetic_pretraining import write_records
@@ -256,36 +257,12 @@ def test_resume_after_sigkill_ends_with_the_uninterrupted_weights(data_dir, tmp_
 
 # === MirroredStrategy ===
 
-MIRRORED_RUNS = textwrap.dedent("""
-    import json, sys
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    sys.path.insert(0, sys.argv[2])
-    from keras_bert.training import pretraining
-    fields = json.loads(sys.argv[1])
-    # The global batch of 8: one device; 2 replicas of 4; 2 replicas x 2 micro-batches of 2.
-    runs = {"one": ("one_device", {}), "two": ("mirrored", {}),
-            "accumulate": ("mirrored", {"batch_size": 4, "gradient_accumulation_steps": 2})}
-    for name, (strategy, extra) in runs.items():
-        pretraining.pretrain(pretraining.load_config(
-            **{**fields, **extra}, strategy=strategy, model_dir=sys.argv[3] + "/" + name,
-            devices=["/cpu:0", "/cpu:1"] if strategy == "mirrored" else None))
-""")
-
 
 @pytest.mark.slow
 def test_mirrored_two_cpus_follow_the_one_device_run(data_dir, tmp_path):
     fields = modern_fields(data_dir, tmp_path, seed=3)
     del fields["model_dir"]
-    # A second MirroredStrategy in the pytest process would meet the first's collectives.
-    run = subprocess.run(
-        [sys.executable, "-c", MIRRORED_RUNS, json.dumps(fields), REPO_ROOT, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=500,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
+    run_mirrored_pretraining(fields, tmp_path)
 
     one, expected = logged(tmp_path / "one"), exported(tmp_path / "one")
     for name in ("two", "accumulate"):

@@ -5,9 +5,6 @@ against one device."""
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import keras
 import numpy as np
@@ -30,9 +27,9 @@ from harness import (
     pretrain_fields,
     pretrain_process,
     run_command,
+    run_mirrored_pretraining,
     small_config,
 )
-from repo_paths import REPO_ROOT
 
 # hidden 16: the generator is 4 wide, one head, on the 16-wide embeddings.
 CONFIG = small_config(vocab_size=len(TINY_VOCAB), dropout=0.0)
@@ -248,24 +245,6 @@ def test_electra_resumes_after_sigkill_to_the_uninterrupted_weights(records, tmp
 
 # === MirroredStrategy ===
 
-MIRRORED_SCRIPT = textwrap.dedent("""
-    import json, sys
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    sys.path.insert(0, sys.argv[2])
-    from keras_bert.training import pretraining
-    fields = json.loads(sys.argv[1])
-    # The global batch of 8 as 2 micro-batches of 4 (2 x 2 per replica).
-    runs = {"one": ("one_device", {}), "two": ("mirrored", {}),
-            "accumulate": ("mirrored", {"batch_size": 4, "gradient_accumulation_steps": 2})}
-    for name in sys.argv[4].split(","):
-        strategy, extra = runs[name]
-        pretraining.pretrain(pretraining.load_config(
-            **{**fields, **extra}, strategy=strategy, model_dir=sys.argv[3] + "/" + name,
-            devices=["/cpu:0", "/cpu:1"] if strategy == "mirrored" else None))
-""")
-
 
 @pytest.mark.slow
 def test_mirrored_two_cpus_follows_the_one_device_run(records, tmp_path):
@@ -275,16 +254,7 @@ def test_mirrored_two_cpus_follows_the_one_device_run(records, tmp_path):
     fields = _fields(
         records, objective="electra", train_steps=6, checkpoint_every=6, log_every=1, seed=3
     )
-    # A second MirroredStrategy in one process aborts (TF 2.20): one each.
-    for runs in ("one,two", "accumulate"):
-        arguments = [json.dumps(fields), REPO_ROOT, str(tmp_path), runs]
-        run = subprocess.run(
-            [sys.executable, "-c", MIRRORED_SCRIPT, *arguments],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert run.returncode == 0, run.stdout + run.stderr
+    run_mirrored_pretraining(fields, tmp_path)
     one = _log(tmp_path / "one")
     for name in ("two", "accumulate"):
         logged = _log(tmp_path / name)
