@@ -66,6 +66,8 @@ def test_keras_verbose_follows_the_terminal(monkeypatch):
     assert progress.keras_verbose(0) == 0
 
 
+# Slow (a command in a fresh process); the tests above check the lines it writes.
+@pytest.mark.slow
 def test_a_command_writes_plain_progress_lines_into_a_log(tmp_path):
     """`keras-bert vocab` with stderr into a file (not a terminal): plain lines, no
     redrawing, no C++ log lines."""

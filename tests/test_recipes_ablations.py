@@ -64,10 +64,10 @@ def test_unknown_row_is_named(output_dir):
         ablations().main(["masking", "--smoke", "--row", "mask50", "--output-dir", output_dir])
 
 
-def successors():
+def successors(name="successors"):
     sys.path.insert(0, os.path.join(REPO_ROOT, "recipes", "ablations"))
-    path = os.path.join(REPO_ROOT, "recipes", "ablations", "successors.py")
-    spec = importlib.util.spec_from_file_location("recipe_successors", path)
+    path = os.path.join(REPO_ROOT, "recipes", "ablations", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"recipe_{name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -99,3 +99,11 @@ def test_successors_table(tmp_path):
     assert table.count("(n=1)") == 6 and "discriminator_accuracy" in table
     assert "| BERT, MLM 40 % | not run |" in table
     assert os.path.exists(os.path.join(output_dir, "successors.png"))
+
+    # The ELECTRA row's diagnosis reads those exports: AUCs, block cosines, no pretraining.
+    successors("electra_diagnosis").main(
+        ["--smoke", "--control-steps", "2", "--output-dir", output_dir]
+    )
+    diagnosis = open(os.path.join(output_dir, "electra_diagnosis.md")).read()
+    assert "| uniform random ids (control) | 2 |" in diagnosis
+    assert diagnosis.count(" / ") >= 4 * 3  # 4 encoders, 4 blocks each

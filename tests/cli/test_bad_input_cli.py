@@ -516,6 +516,8 @@ def test_finetune_keeps_a_finished_model_unless_overwrite(paths, tmp_path, capsy
     ), err
 
 
+# Slow (three runs); the fast suite's test_training.py reruns a finished run as a no-op.
+@pytest.mark.slow
 def test_pretrain_rerun_of_a_finished_run_is_a_no_op(paths, tmp_path, capsys):
     run = ["pretrain", "--config", paths["recipe"], "--set", f"train_files={paths['good']}"]
     assert cli.main(run) == 0

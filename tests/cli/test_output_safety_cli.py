@@ -83,6 +83,8 @@ def test_two_processes_on_one_output_folder(tmp_path):
     assert not output.exists()
 
 
+# Slow (a whole command); the fast suite's test_safe_output.py takes a stale lock over.
+@pytest.mark.slow
 def test_a_stale_lock_is_taken_over_and_the_command_runs(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(CORPUS)

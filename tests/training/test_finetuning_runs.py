@@ -87,6 +87,9 @@ def _crash_after(monkeypatch, step):
     monkeypatch.setattr(ExactResume, "on_train_batch_end", on_train_batch_end)
 
 
+# Slow (two runs and a kill); the fast suite resumes a killed run exactly
+# (test_resume_finetuning.py, test_python_fit_resume.py).
+@pytest.mark.slow
 def test_resume_keeps_the_best_model_and_the_early_stopping_state(
     tmp_path, tiny_vocab_file, monkeypatch
 ):
