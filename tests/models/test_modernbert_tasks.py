@@ -1,6 +1,7 @@
-"""The tagger and the span extractor fine-tune a ModernBertEncoder on text as
-they do BERT's: its two inputs (no segment ids), training that lowers the
-loss, answers from text, and a saved model that reloads to the same answers."""
+"""The tagger, the span extractor and the sentence encoder take a
+ModernBertEncoder on text as they take BERT's: its two inputs (no segment
+ids), training that lowers the loss, answers from text, and a saved model that
+reloads to the same answers."""
 
 import os
 
@@ -8,7 +9,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_bert import BertPreprocessor, ModernBertEncoder
+from keras_bert import BertPreprocessor, BertSentenceEncoder, ModernBertEncoder
 from keras_bert.models.span_extractor import BertSpanExtractor
 from keras_bert.models.token_classifier import BertTokenClassifier
 
@@ -91,3 +92,17 @@ def test_the_span_extractor_answers_from_a_modernbert_and_reloads(preprocessor, 
     again = reloaded(reader, tmp_path)
     assert isinstance(again.encoder, ModernBertEncoder)
     assert again.predict_answers(x) == reader.predict_answers(x)
+
+
+def test_the_sentence_encoder_means_a_modernberts_real_tokens(preprocessor):
+    encoder = ModernBertEncoder.from_pretrained(FOLDER)
+    model = BertSentenceEncoder(encoder, preprocessor=preprocessor, normalize=False)
+    assert sorted(model.input) == ["input_ids", "input_mask"]
+    texts = ["the quick brown fox", "a lazy dog ."]
+    features = preprocessor(texts)
+    sequence = encoder(
+        {name: features[name] for name in ("input_ids", "input_mask")}, training=False
+    )["sequence_output"].numpy()
+    real = features["input_mask"].numpy()[..., None].astype("float32")
+    expected = (sequence * real).sum(1) / real.sum(1)
+    np.testing.assert_allclose(model.predict(texts, verbose=0), expected, rtol=1e-5, atol=1e-6)
