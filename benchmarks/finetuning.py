@@ -298,6 +298,19 @@ class KerasBertSide:
 # === Runs ===
 
 
+class NoPeer:
+    """The peer's process where no peer side runs (`--quality-only
+    --quality-sides kb`: keras_bert's dev figures alone, no PyTorch needed)."""
+
+    facts = {"versions": "no peer run"}
+
+    def ask(self, message):
+        return None
+
+    def close(self):
+        pass
+
+
 def load_average():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -469,7 +482,8 @@ def main(argv=None):
     parser.add_argument("--max-train-examples", type=int, default=None, help="for smoke runs")
     results_file.add_arguments(parser, "finetuning")
     args = parser.parse_args(argv)
-    python = peer_python(args.peer_python)
+    peers_run = not (args.quality_only and args.quality_sides.split(",") == ["kb"])
+    python = peer_python(args.peer_python) if peers_run else None
 
     import tensorflow as tf
 
@@ -481,11 +495,15 @@ def main(argv=None):
     threads = (
         list(range(1, cores + 1)) if args.torch_threads == "best" else [int(args.torch_threads)]
     )
-    worker = PeerProcess(
-        os.path.join(HERE, "trainer_peer.py"),
-        {"checkpoint": checkpoint, "threads": threads[-1], "bf16": args.hf_bf16},
-        python,
-        env=None if args.no_mkl_shim else mkl_shim_env(),
+    worker = (
+        PeerProcess(
+            os.path.join(HERE, "trainer_peer.py"),
+            {"checkpoint": checkpoint, "threads": threads[-1], "bf16": args.hf_bf16},
+            python,
+            env=None if args.no_mkl_shim else mkl_shim_env(),
+        )
+        if peers_run
+        else NoPeer()
     )
     if "missing" in worker.facts:
         raise SystemExit(
@@ -589,11 +607,10 @@ def write_results(args, argv, measured, versions):
         for peer in dict.fromkeys([*speeds, *sides]):  # timing's sides, then quality's
             speed = f"{speeds[peer]:.1f}" if peer in speeds else ""
             quality = sides.get(peer)
-            dev = (
-                f"{quality['mean']:.2f} ± {quality['sd']:.2f} ({len(quality['dev'])})"
-                if quality
-                else ""
-            )
+            dev = ""
+            if quality:  # one seed has no spread
+                spread_text = f" ± {quality['sd']:.2f}" if len(quality["dev"]) > 1 else ""
+                dev = f"{quality['mean']:.2f}{spread_text} ({len(quality['dev'])})"
             lines.append(f"| {name} | {peer} | {speed} | {dev} |")
         if speeds:
             fastest = {}
