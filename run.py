@@ -112,7 +112,10 @@ def parallel_options(pytest_args):
     if workers == 1:
         return []
     chosen_dist = any(arg.startswith("--dist") for arg in pytest_args)
-    return ["-n", str(workers)] + ([] if chosen_dist else ["--dist", "loadfile"])
+    # worksteal: each worker starts on its own run of whole files (a module's
+    # fixtures built once), and an idle one takes tests off the other's queue,
+    # so the suite does not end with one worker alone on a big file.
+    return ["-n", str(workers)] + ([] if chosen_dist else ["--dist", "worksteal"])
 
 
 def main(argv):

@@ -179,7 +179,7 @@ def test_run_py_runs_the_tests_in_a_worker_per_core_unless_told(monkeypatch, tmp
     run_py = load_run_py(monkeypatch, tmp_path / "venv")
     monkeypatch.setattr(run_py, "memory_bytes", lambda: 64 * 2**30)
     monkeypatch.setattr(run_py.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    assert run_py.parallel_options(["-m", "slow"]) == ["-n", "2", "--dist", "loadfile"]
+    assert run_py.parallel_options(["-m", "slow"]) == ["-n", "2", "--dist", "worksteal"]
     assert run_py.parallel_options(["--dist", "load"]) == ["-n", "2"]
     for chosen in (["-n", "0"], ["-n3"], ["--numprocesses=3"], ["-p", "no:xdist"]):
         assert run_py.parallel_options(chosen) == [], chosen
