@@ -440,9 +440,9 @@ class TextTask(UpdateStep, EncoderConfigFields):
         (a ModernBertEncoder reads no segment ids): the preprocessor's, a
         dataset's or a user's features reach every encoder the same way."""
         read = getattr(self.encoder, "input_features", features.ENCODER_INPUTS)
-        if not isinstance(x, Mapping) or len(read) == len(features.ENCODER_INPUTS):
-            return x
         unread = set(features.ENCODER_INPUTS) - set(read)
+        if not unread or not isinstance(x, Mapping):
+            return x
         return {name: value for name, value in x.items() if name not in unread}
 
     def train_on_batch(

@@ -131,8 +131,9 @@ def block_cosines(export: str | None, batch: dict, config_of: str) -> list[float
     return cosines
 
 
-def control_run(output_dir: str, size, steps: int, records: str, config_file: str) -> dict:
-    """ELECTRA pretraining with uniform replacements (cached in OUTPUT/pretrain/electra_control)."""
+def control_run(output_dir: str, size, steps: int, records: str, data: dict) -> dict:
+    """ELECTRA's row pretrained with uniform replacements for `steps` steps
+    (cached in OUTPUT/pretrain/electra_control)."""
     from keras_bert.training import pretraining
 
     model_dir = os.path.join(output_dir, "pretrain", "electra_control")
@@ -143,27 +144,9 @@ def control_run(output_dir: str, size, steps: int, records: str, config_file: st
     shutil.rmtree(model_dir, ignore_errors=True)
     os.makedirs(model_dir)
     row = next(r for r in successors.ROWS if r.name == "electra")
+    fields = successors.pretraining_fields(row, model_dir, size, data, records, steps)
     with uniform_replacements():
-        metrics = pretraining.pretrain(
-            pretraining.load_config(
-                model=config_file,
-                objective="electra",
-                generator_hidden_size=successors.GENERATOR_FRACTION,
-                train_files=records,
-                model_dir=model_dir,
-                seq_length=size.seq_length,
-                max_predictions_per_seq=row.max_predictions(size.seq_length),
-                batch_size=size.pretrain_batch,
-                learning_rate=size.pretrain_learning_rate,
-                train_steps=steps,
-                warmup_steps=steps // 10,
-                checkpoint_every=steps,
-                log_every=max(steps // 10, 1),
-                jit_compile=False,
-                seed=12345,
-                verbose=2,
-            )
-        )
+        metrics = pretraining.pretrain(pretraining.load_config(**fields))
     summary = {
         "export": os.path.join(model_dir, "export"),
         "steps": steps,
@@ -208,7 +191,7 @@ def diagnose(output_dir: str, size, control_steps: int, seed: int) -> str:
     batch = held_batch(records, size)
 
     generator = discriminator_auc(pretrained["electra"]["export"], batch)
-    control = control_run(output_dir, size, control_steps, records, config_file)
+    control = control_run(output_dir, size, control_steps, records, data)
     with uniform_replacements():
         controlled = discriminator_auc(control["export"], batch)
     random_init = random_init_export(output_dir, config_file)

@@ -191,6 +191,28 @@ def _model_fields(row: Successor, model_dir: str, size, data) -> dict:
     return fields
 
 
+def pretraining_fields(row: Successor, model_dir, size, data, records, steps, seed=12345) -> dict:
+    """`row`'s pretraining config fields for `steps` steps: the schedule every
+    row shares (10 % warmup, a checkpoint at the end, ten log lines)."""
+    return {
+        **_model_fields(row, model_dir, size, data),
+        "objective": row.objective,
+        "train_files": records,
+        "model_dir": model_dir,
+        "seq_length": size.seq_length,
+        "max_predictions_per_seq": row.max_predictions(size.seq_length),
+        "batch_size": size.pretrain_batch,
+        "learning_rate": size.pretrain_learning_rate,
+        "train_steps": steps,
+        "warmup_steps": steps // 10,
+        "checkpoint_every": steps,
+        "log_every": max(steps // 10, 1),
+        "jit_compile": False,
+        "seed": seed,
+        "verbose": 2,
+    }
+
+
 def pretrain(row: Successor, output_dir: str, size, data, seed: int = 12345) -> dict:
     """Pretrains `row` for its equal-compute steps; its export folder and
     final training metrics (cached in OUTPUT/pretrain/ROW/successor.json)."""
@@ -207,21 +229,7 @@ def pretrain(row: Successor, output_dir: str, size, data, seed: int = 12345) -> 
     started = time.monotonic()
     metrics = pretraining.pretrain(
         pretraining.load_config(
-            **_model_fields(row, model_dir, size, data),
-            objective=row.objective,
-            train_files=records,
-            model_dir=model_dir,
-            seq_length=size.seq_length,
-            max_predictions_per_seq=row.max_predictions(size.seq_length),
-            batch_size=size.pretrain_batch,
-            learning_rate=size.pretrain_learning_rate,
-            train_steps=steps,
-            warmup_steps=steps // 10,
-            checkpoint_every=steps,
-            log_every=max(steps // 10, 1),
-            jit_compile=False,
-            seed=seed,
-            verbose=2,
+            **pretraining_fields(row, model_dir, size, data, records, steps, seed)
         )
     )
     summary = {
