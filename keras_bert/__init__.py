@@ -70,6 +70,7 @@ _LAZY_CLASSES = {
     "ModernBertEncoder": "keras_bert.models.modernbert",
     "ModernBertMaskedLM": "keras_bert.models.modernbert_masked_lm",
     "ModernBertPretrainer": "keras_bert.models.modernbert_pretrainer",
+    "ModernBertElectraPretrainer": "keras_bert.models.modernbert_electra",
     "BertPretrainer": "keras_bert.models.pretrainer",
     "ElectraDiscriminator": "keras_bert.models.electra",
     "ElectraGenerator": "keras_bert.models.electra",

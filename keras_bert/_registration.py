@@ -37,6 +37,7 @@ SERIALIZABLE = {
     "ModernBertEncoder": "keras_bert.models.modernbert",
     "ModernBertMaskedLM": "keras_bert.models.modernbert_masked_lm",
     "ModernBertPretrainer": "keras_bert.models.modernbert_pretrainer",
+    "ModernBertElectraPretrainer": "keras_bert.models.modernbert_electra",
     "ElectraDiscriminator": "keras_bert.models.electra",
     "ElectraGenerator": "keras_bert.models.electra",
     "ElectraPretrainer": "keras_bert.models.electra_pretrainer",

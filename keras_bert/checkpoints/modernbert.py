@@ -24,8 +24,11 @@ MODEL_TYPE = "modernbert"
 # The prediction head (`head.*`) of these architectures is the encoder's pooler;
 # in `ModernBertForMaskedLM` the same names are the masked-LM transform.
 POOLER_ARCHITECTURES = ("ModernBertForSequenceClassification", "ModernBertForMultipleChoice")
+# The replaced-token head of a keras-bert ModernBERT ELECTRA export (ModernBERT
+# has none: HuggingFace ELECTRA's names, `ElectraForPreTraining`'s).
+DISCRIMINATOR_HEAD = "discriminator_predictions."
 # Task heads on top of the encoder, loaded by the task models (or left).
-HEAD_PREFIXES = ("head.", "decoder.", "classifier.")
+HEAD_PREFIXES = ("head.", "decoder.", "classifier.", DISCRIMINATOR_HEAD)
 
 
 def read_config(folder: str) -> tuple[ModernBertConfig, dict[str, Any]]:
@@ -98,6 +101,15 @@ def masked_lm_head_variables(head: Any) -> dict[str, tuple[keras.Variable, bool]
     return names
 
 
+def replaced_token_head_variables(head: Any) -> dict[str, tuple[keras.Variable, bool]]:
+    """`discriminator_predictions.*` -> a `ReplacedTokenHead`'s variables
+    (its dense, then its one-unit prediction: HuggingFace ELECTRA's
+    `dense` and `dense_prediction`)."""
+    return _dense(f"{DISCRIMINATOR_HEAD}dense", head.dense) | _dense(
+        f"{DISCRIMINATOR_HEAD}dense_prediction", head.prediction
+    )
+
+
 def assign(
     targets: Mapping[str, tuple[keras.Variable, bool]],
     tensors: Mapping[str, np.ndarray],
@@ -153,13 +165,32 @@ def write_masked_lm_folder(directory: str, encoder: keras.Model, head: Any) -> s
     `ModernBertMaskedLM` and `ModernBertPretrainer.from_pretrained` read. The
     folder is written beside `directory` and renamed into place whole: a
     failed or killed write leaves the previous one."""
+    from keras_bert import safe_output  # Imported here: reading a folder needs none of it.
+
+    with safe_output.replacing(directory, folder=True) as staging:
+        write_folder_files(staging, encoder, masked_lm_head_variables(head))
+    return directory
+
+
+def write_folder_files(
+    folder: str,
+    encoder: Any,
+    heads: Mapping[str, tuple[keras.Variable, bool]],
+    architecture: str = "ModernBertForMaskedLM",
+) -> None:
+    """Writes config.json and model.safetensors (float32) into `folder` (no
+    renaming: the caller's `safe_output.replacing` makes it whole): the
+    encoder's tensors (under `model.` beside a task head, as HuggingFace's
+    task models store them; the bare names for `ModernBertModel`) and the
+    `heads`' (HuggingFace name -> (variable, stored transposed))."""
     import keras  # Imported here: reading a folder needs no Keras.
     from safetensors.numpy import save
 
     from keras_bert import safe_output
 
-    targets = {f"model.{name}": target for name, target in encoder_variables(encoder).items()}
-    targets |= masked_lm_head_variables(head)
+    prefix = "" if architecture == "ModernBertModel" else "model."
+    targets = {f"{prefix}{name}": target for name, target in encoder_variables(encoder).items()}
+    targets |= heads
     tensors = {}
     for name, (variable, transposed) in targets.items():
         value = keras.ops.convert_to_numpy(variable).astype(np.float32)
@@ -167,12 +198,10 @@ def write_masked_lm_folder(directory: str, encoder: keras.Model, head: Any) -> s
     values = {
         **encoder.config.to_dict(),
         "model_type": MODEL_TYPE,
-        "architectures": ["ModernBertForMaskedLM"],
+        "architectures": [architecture],
         "tie_word_embeddings": True,
     }
-    with safe_output.replacing(directory, folder=True) as staging:
-        safe_output.write_bytes(
-            os.path.join(staging, HF_WEIGHTS_FILE), save(tensors, metadata={"format": "pt"})
-        )
-        safe_output.write_json(os.path.join(staging, "config.json"), values)
-    return directory
+    safe_output.write_bytes(
+        os.path.join(folder, HF_WEIGHTS_FILE), save(tensors, metadata={"format": "pt"})
+    )
+    safe_output.write_json(os.path.join(folder, "config.json"), values)

@@ -50,7 +50,6 @@ from keras_bert.config_fields import EncoderConfigFields
 from keras_bert.kernels.masked_lm_loss import loss_and_prediction
 from keras_bert.layers.electra_heads import ReplacedTokenHead, ReplacedTokens
 from keras_bert.layers.packing import TokenPacking
-from keras_bert.layers.pretraining_heads import MaskedLMHead
 from keras_bert.models.electra import checked_encoder, discriminator_head, generator_head
 from keras_bert.models.encoder import (
     BertEncoder,
@@ -173,14 +172,49 @@ def _generator_model(layers: EncoderLayers) -> keras.Model:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Parts:
-    """What the forward pass reads; a built `ElectraPretrainer` has the same attributes."""
+class ReplacedTokenParts:
+    """What an ELECTRA pretrainer's forward pass reads (`ElectraPretrainer`'s,
+    `ModernBertElectraPretrainer`'s); a built one has the same attributes."""
 
-    encoder: BertEncoder
+    encoder: keras.Model  # the discriminator
     generator_model: keras.Model
-    generator_head: MaskedLMHead
+    generator_head: keras.layers.Layer
     replaced_tokens: ReplacedTokens
     discriminator_head: ReplacedTokenHead
+
+
+def replaced_token_inputs(names: tuple[str, ...]) -> dict[str, keras.KerasTensor]:
+    """The functional model's inputs `names`, (B, T) or (B, P): int32, the
+    masked-LM weights float32."""
+    return {
+        name: keras.Input(
+            shape=(None,),
+            dtype="float32" if name == "masked_lm_weights" else "int32",
+            name=name,
+        )
+        for name in names
+    }
+
+
+def replaced_token_outputs(parts, inputs, masked_lm_logits, discriminate, draws=None):
+    """The generator's logits at the masked positions (B, P, V) -> its samples
+    written into the input, their labels and the discriminator's logits: an
+    ELECTRA pretrainer's outputs (see `ElectraPretrainer`). `discriminate`:
+    the replaced ids (B, T) -> the discriminator's sequence output (B, T, H)."""
+    replaced_ids, labels = parts.replaced_tokens(
+        masked_lm_logits,
+        inputs["input_ids"],
+        inputs["masked_lm_positions"],
+        inputs["masked_lm_ids"],
+        inputs["masked_lm_weights"],
+        draws=draws,
+    )  # (B, T) each
+    return {
+        "masked_lm_logits": masked_lm_logits,
+        "replaced_ids": replaced_ids,
+        "replaced_token_labels": labels,
+        "replaced_token_logits": parts.discriminator_head(discriminate(replaced_ids)),  # (B, T)
+    }
 
 
 def _forward(parts, inputs, draws=None, training=None, packing=None):
@@ -190,28 +224,162 @@ def _forward(parts, inputs, draws=None, training=None, packing=None):
     generated = parts.generator_model(
         {name: inputs[name] for name in GENERATOR_INPUTS}, training=training
     )  # (B, P, H_generator)
-    masked_lm_logits = parts.generator_head(generated)  # (B, P, V)
-    replaced_ids, labels = parts.replaced_tokens(
-        masked_lm_logits,
-        inputs["input_ids"],
-        inputs["masked_lm_positions"],
-        inputs["masked_lm_ids"],
-        inputs["masked_lm_weights"],
-        draws=draws,
-    )  # (B, T) each
-    discriminated = encoder_forward(
-        parts.encoder, {**inputs, "input_ids": replaced_ids}, packing=packing, training=training
-    )["sequence_output"]  # (B, T, H), the padding 0 if packed
-    return {
-        "masked_lm_logits": masked_lm_logits,
-        "replaced_ids": replaced_ids,
-        "replaced_token_labels": labels,
-        "replaced_token_logits": parts.discriminator_head(discriminated),  # (B, T)
-    }
+
+    def discriminate(replaced_ids):
+        return encoder_forward(
+            parts.encoder,
+            {**inputs, "input_ids": replaced_ids},
+            packing=packing,
+            training=training,
+        )["sequence_output"]  # (B, T, H), the padding 0 if packed
+
+    return replaced_token_outputs(
+        parts, inputs, parts.generator_head(generated), discriminate, draws
+    )  # masked_lm_logits (B, P, V)
+
+
+class ReplacedTokenDetection(LabelsInFeatures):
+    """ELECTRA's training step and loss, for a pretrainer of any encoder
+    (`ElectraPretrainer`, `ModernBertElectraPretrainer`): each update's
+    draws in its batch, the loss of `replaced_token_outputs`' outputs:
+
+        generator masked-LM cross-entropy (averaged with masked_lm_weights)
+        + discriminator_weight x sigmoid cross-entropy (averaged over real tokens)
+
+    A subclass has `pretrainer_inputs` (the features its call reads),
+    `graph_forward(parts, inputs)` (its forward pass) and
+    `training_outputs(inputs, draws)` (the same in training), and hands its
+    layers to this constructor."""
+
+    pretrainer_inputs: tuple[str, ...]
+
+    def __init__(
+        self,
+        parts: ReplacedTokenParts,
+        generator_layers: Any,
+        discriminator_weight: float,
+        **kwargs: Any,
+    ) -> None:
+        """The functional model of `parts`: `pretrainer_inputs` ->
+        `graph_forward(parts, inputs)`; the parts kept as its attributes (the
+        training step's forward pass reads them there) and the metrics: the
+        generator's masked-LM loss and accuracy, the discriminator's loss and
+        accuracy and the replaced fraction of the real tokens."""
+        inputs = replaced_token_inputs(self.pretrainer_inputs)
+        super().__init__(inputs=inputs, outputs=self.graph_forward(parts, inputs), **kwargs)
+        self.encoder = parts.encoder
+        self.discriminator_weight = discriminator_weight
+        self.generator_layers = generator_layers  # (the generator_model's, by role)
+        self.generator_model = parts.generator_model
+        self.generator_head = parts.generator_head
+        self.replaced_tokens = parts.replaced_tokens
+        self.discriminator_head = parts.discriminator_head
+        self.masked_lm_loss_tracker = keras.metrics.Mean(name="masked_lm_loss")
+        self.masked_lm_accuracy_tracker = keras.metrics.Mean(name="masked_lm_accuracy")
+        self.discriminator_loss_tracker = keras.metrics.Mean(name="discriminator_loss")
+        self.discriminator_accuracy_tracker = keras.metrics.Mean(name="discriminator_accuracy")
+        self.replaced_fraction_tracker = keras.metrics.Mean(name="replaced_fraction")
+
+    @staticmethod
+    def graph_forward(parts: ReplacedTokenParts, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError("an ELECTRA pretrainer defines its graph_forward")
+
+    def call(
+        self, inputs: Mapping[str, tf.Tensor], training: bool | None = None, mask=None
+    ) -> dict[str, tf.Tensor]:
+        return super().call(
+            model_inputs(inputs, self.pretrainer_inputs, type(self).__name__), training=training
+        )
+
+    def training_outputs(
+        self, inputs: Mapping[str, tf.Tensor], draws: tf.Tensor | None
+    ) -> dict[str, tf.Tensor]:
+        raise NotImplementedError(f"{type(self).__name__} defines no training_outputs")
+
+    # === The training step ===
+
+    def apply_update(self, data: Any) -> None:
+        """`UpdateStep.apply_update`, with the update's draws in its batch."""
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        draws = self.replaced_tokens.update_draws(x["masked_lm_positions"])  # (B, P)
+        super().apply_update(
+            keras.utils.pack_x_y_sample_weight({**x, DRAWS: draws}, y, sample_weight)
+        )
+
+    # === Losses and metrics ===
+
+    def update_normaliser(
+        self, x: Mapping[str, tf.Tensor], y: Any = None, sample_weight: Any = None
+    ) -> dict[str, tf.Tensor]:
+        """The whole update's (all micro-batches, all replicas) masked-LM
+        weights and real tokens, read from this replica's share `x`."""
+        return {
+            "masked_lm": global_weight_sum(x["masked_lm_weights"]),
+            "tokens": global_weight_sum(x["input_mask"]),
+        }
+
+    def update_loss(
+        self,
+        x: Mapping[str, tf.Tensor],
+        y: Any = None,
+        sample_weight: Any = None,
+        normaliser: Mapping[str, tf.Tensor] | None = None,
+        micro_batches: int = 1,
+    ) -> tuple[tf.Tensor, None]:
+        """Batch `x`'s share of the update's loss (normalised by `normaliser`,
+        `update_normaliser` of the whole update), with the draws
+        `apply_update` put in it; updates the metric trackers."""
+        if normaliser is None:
+            normaliser = self.update_normaliser(x)
+        inputs = model_inputs(x, self.pretrainer_inputs, type(self).__name__)
+        outputs = self.training_outputs(inputs, x.get(DRAWS))
+        return self._electra_loss(x, outputs, normaliser), None
+
+    def outputs_loss(
+        self, x: Mapping[str, tf.Tensor], y_pred: Mapping[str, tf.Tensor]
+    ) -> tf.Tensor:
+        """Loss of one (per-replica) batch from its outputs (`evaluate`'s
+        `compute_loss`), this replica's share of the global batch's."""
+        return self._electra_loss(x, y_pred, self.update_normaliser(x))
+
+    def _electra_loss(self, x, outputs, normaliser):
+        per_prediction, predicted = loss_and_prediction(
+            outputs["masked_lm_logits"],
+            x["masked_lm_ids"],
+            labels_name="masked_lm_ids",
+            fast_kernels=self.generator_head.runs_fast_kernels,
+        )  # (B, P), (B, P)
+        generator_loss = masked_lm_share(
+            self, x, per_prediction, predicted, normaliser["masked_lm"]
+        )
+        real = ops.cast(x["input_mask"], "float32")  # (B, T)
+        labels = ops.cast(outputs["replaced_token_labels"], "float32")  # (B, T)
+        logits = outputs["replaced_token_logits"]  # (B, T)
+        per_token = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+        discriminator_loss = ops.sum(per_token * real) / normaliser["tokens"]
+        self.discriminator_loss_tracker.update_state(per_token, sample_weight=real)
+        self.discriminator_accuracy_tracker.update_state(
+            ops.cast(ops.equal(ops.cast(logits > 0, "float32"), labels), "float32"),
+            sample_weight=real,
+        )
+        self.replaced_fraction_tracker.update_state(labels, sample_weight=real)
+        return generator_loss + self.discriminator_weight * discriminator_loss
+
+
+def check_discriminator_weight(discriminator_weight: Any) -> None:
+    """A positive, finite number, or a ValueError naming it."""
+    if not (
+        isinstance(discriminator_weight, (int, float))
+        and math.isfinite(discriminator_weight)
+        and discriminator_weight > 0
+    ):
+        raise ValueError(
+            f"discriminator_weight must be a positive number, got {discriminator_weight!r}"
+        )
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class ElectraPretrainer(LabelsInFeatures, UpdateStep, EncoderConfigFields, keras.Model):
+class ElectraPretrainer(ReplacedTokenDetection, UpdateStep, EncoderConfigFields, keras.Model):
     """ELECTRA's generator and discriminator, trained together.
 
     `encoder`: the discriminator, the BertEncoder being pretrained (what
@@ -249,14 +417,7 @@ class ElectraPretrainer(LabelsInFeatures, UpdateStep, EncoderConfigFields, keras
                 f"makes ELECTRA's), got {type(generator).__name__}"
             )
         _check_generator(encoder.config, generator)
-        if not (
-            isinstance(discriminator_weight, (int, float))
-            and math.isfinite(discriminator_weight)
-            and discriminator_weight > 0
-        ):
-            raise ValueError(
-                f"discriminator_weight must be a positive number, got {discriminator_weight!r}"
-            )
+        check_discriminator_weight(discriminator_weight)
 
         # === Layers ===
         # Built whole, then its embedding layers left out for the discriminator's.
@@ -273,119 +434,30 @@ class ElectraPretrainer(LabelsInFeatures, UpdateStep, EncoderConfigFields, keras
         replaced_tokens = ReplacedTokens(name="replaced_tokens")
         discriminator_predictions = discriminator_head(encoder)
 
-        # === Functional Model ===
-        inputs = {
-            name: keras.Input(
-                shape=(None,),
-                dtype="float32" if name == "masked_lm_weights" else "int32",
-                name=name,
-            )
-            for name in MODEL_INPUTS
-        }
-        generator_model = _generator_model(generator_layers)
-        parts = _Parts(
+        # === Functional Model === (ReplacedTokenDetection: the inputs -> _forward)
+        parts = ReplacedTokenParts(
             encoder,
-            generator_model,
+            _generator_model(generator_layers),
             generator_predictions,
             replaced_tokens,
             discriminator_predictions,
         )
-        super().__init__(inputs=inputs, outputs=_forward(parts, inputs), **kwargs)
+        super().__init__(parts, generator_layers, discriminator_weight, **kwargs)
 
         # === Config ===
-        self.encoder = encoder
         self.generator_config = generator
-        self.discriminator_weight = discriminator_weight
-        self.generator_layers = generator_layers  # (the generator_model's, by role)
-        self.generator_model = generator_model
-        self.generator_head = generator_predictions
         self.tie_embeddings = True  # the generator's output layer: the word embeddings
-        self.replaced_tokens = replaced_tokens
-        self.discriminator_head = discriminator_predictions
 
-        # === Metrics ===
-        self.masked_lm_loss_tracker = keras.metrics.Mean(name="masked_lm_loss")
-        self.masked_lm_accuracy_tracker = keras.metrics.Mean(name="masked_lm_accuracy")
-        self.discriminator_loss_tracker = keras.metrics.Mean(name="discriminator_loss")
-        self.discriminator_accuracy_tracker = keras.metrics.Mean(name="discriminator_accuracy")
-        self.replaced_fraction_tracker = keras.metrics.Mean(name="replaced_fraction")
+    pretrainer_inputs = MODEL_INPUTS
+    graph_forward = staticmethod(_forward)
 
-    def call(
-        self, inputs: Mapping[str, tf.Tensor], training: bool | None = None, mask=None
+    def training_outputs(
+        self, inputs: Mapping[str, tf.Tensor], draws: tf.Tensor | None
     ) -> dict[str, tf.Tensor]:
-        return super().call(
-            model_inputs(inputs, MODEL_INPUTS, "ElectraPretrainer"), training=training
-        )
-
-    # === The training step ===
-
-    def apply_update(self, data: Any) -> None:
-        """`UpdateStep.apply_update`, with the update's draws in its batch."""
-        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        draws = self.replaced_tokens.update_draws(x["masked_lm_positions"])  # (B, P)
-        super().apply_update(
-            keras.utils.pack_x_y_sample_weight({**x, DRAWS: draws}, y, sample_weight)
-        )
-
-    # === Losses and metrics ===
-
-    def update_normaliser(
-        self, x: Mapping[str, tf.Tensor], y: Any = None, sample_weight: Any = None
-    ) -> dict[str, tf.Tensor]:
-        """The whole update's (all micro-batches, all replicas) masked-LM
-        weights and real tokens, read from this replica's share `x`."""
-        return {
-            "masked_lm": global_weight_sum(x["masked_lm_weights"]),
-            "tokens": global_weight_sum(x["input_mask"]),
-        }
-
-    def update_loss(
-        self,
-        x: Mapping[str, tf.Tensor],
-        y: Any = None,
-        sample_weight: Any = None,
-        normaliser: Mapping[str, tf.Tensor] | None = None,
-        micro_batches: int = 1,
-    ) -> tuple[tf.Tensor, None]:
-        """Batch `x`'s share of the update's loss (normalised by `normaliser`,
-        `update_normaliser` of the whole update), with the draws
-        `apply_update` put in it; updates the metric trackers."""
-        if normaliser is None:
-            normaliser = self.update_normaliser(x)
-        inputs = model_inputs(x, MODEL_INPUTS, "ElectraPretrainer")
+        """The forward pass of `update_loss`: the discriminator skips the
+        padding where shapes may vary (`keras_bert.models.unpadded`)."""
         packing = TokenPacking(inputs["input_mask"]) if may_pack_padding(self) else None
-        outputs = _forward(self, inputs, draws=x.get(DRAWS), training=True, packing=packing)
-        return self._electra_loss(x, outputs, normaliser), None
-
-    def outputs_loss(
-        self, x: Mapping[str, tf.Tensor], y_pred: Mapping[str, tf.Tensor]
-    ) -> tf.Tensor:
-        """Loss of one (per-replica) batch from its outputs (`evaluate`'s
-        `compute_loss`), this replica's share of the global batch's."""
-        return self._electra_loss(x, y_pred, self.update_normaliser(x))
-
-    def _electra_loss(self, x, outputs, normaliser):
-        per_prediction, predicted = loss_and_prediction(
-            outputs["masked_lm_logits"],
-            x["masked_lm_ids"],
-            labels_name="masked_lm_ids",
-            fast_kernels=self.generator_head.runs_fast_kernels,
-        )  # (B, P), (B, P)
-        generator_loss = masked_lm_share(
-            self, x, per_prediction, predicted, normaliser["masked_lm"]
-        )
-        real = ops.cast(x["input_mask"], "float32")  # (B, T)
-        labels = ops.cast(outputs["replaced_token_labels"], "float32")  # (B, T)
-        logits = outputs["replaced_token_logits"]  # (B, T)
-        per_token = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
-        discriminator_loss = ops.sum(per_token * real) / normaliser["tokens"]
-        self.discriminator_loss_tracker.update_state(per_token, sample_weight=real)
-        self.discriminator_accuracy_tracker.update_state(
-            ops.cast(ops.equal(ops.cast(logits > 0, "float32"), labels), "float32"),
-            sample_weight=real,
-        )
-        self.replaced_fraction_tracker.update_state(labels, sample_weight=real)
-        return generator_loss + self.discriminator_weight * discriminator_loss
+        return _forward(self, inputs, draws=draws, training=True, packing=packing)
 
     # === Weights in the original's names ===
 

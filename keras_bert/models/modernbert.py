@@ -17,6 +17,7 @@ L = number of layers.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Mapping
 
@@ -137,21 +138,20 @@ class ModernBertEncoder(EncoderConfig, keras.Model):
         inputs = {
             name: keras.Input(shape=(None,), dtype="int32", name=name) for name in MODERNBERT_INPUTS
         }
-        input_mask = inputs["input_mask"]
-        hidden = embeddings_dropout(embeddings_layer_norm(token_embedding(inputs["input_ids"])))
-        mask_biases = {True: global_mask_bias(input_mask), False: local_mask_bias(input_mask)}
-        layers = []
-        for i, block in enumerate(blocks):
-            hidden = block(hidden, mask_biases[config.is_global_layer(i)])  # (B, T, H)
-            layers.append(hidden)
-        sequence_output = final_layer_norm(hidden)  # (B, T, H)
-        pooled = pooler(pool_tokens(sequence_output, input_mask, config.classifier_pooling))
-        outputs = {
-            "sequence_output": sequence_output,
-            "pooled_output": pooled,  # (B, H)
-            "encoder_outputs": layers,
-        }
-        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        parts = ModernBertLayers(
+            config,
+            token_embedding,
+            embeddings_layer_norm,
+            embeddings_dropout,
+            global_mask_bias,
+            local_mask_bias,
+            blocks,
+            final_layer_norm,
+            pooler,
+        )
+        super().__init__(
+            inputs=inputs, outputs=modernbert_forward(parts, inputs), dtype=dtype, **kwargs
+        )
 
         # === Config ===
         self.config = config
@@ -159,6 +159,8 @@ class ModernBertEncoder(EncoderConfig, keras.Model):
         self.token_embedding = token_embedding
         self.embeddings_layer_norm = embeddings_layer_norm
         self.embeddings_dropout = embeddings_dropout
+        self.global_attention_mask_bias = global_mask_bias
+        self.local_attention_mask_bias = local_mask_bias
         self.transformer_blocks = blocks
         self.final_layer_norm = final_layer_norm
         self.pooler = pooler
@@ -172,6 +174,54 @@ class ModernBertEncoder(EncoderConfig, keras.Model):
         pooler too where the checkpoint's head is a classifier's), or a
         `keras-bert pretrain` run's export/."""
         return load_encoder_and_heads(folder, dtype)[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModernBertLayers:
+    """What the forward pass reads; a built `ModernBertEncoder` has the same
+    attributes (ELECTRA's generator: its own blocks on the encoder's embeddings)."""
+
+    config: ModernBertConfig
+    token_embedding: keras.layers.Embedding
+    embeddings_layer_norm: FastLayerNorm
+    embeddings_dropout: FastDropout
+    global_attention_mask_bias: AttentionMaskBias
+    local_attention_mask_bias: SlidingWindowMaskBias
+    transformer_blocks: list
+    final_layer_norm: FastLayerNorm
+    pooler: PredictionHead
+
+
+def modernbert_forward(
+    parts: ModernBertLayers | ModernBertEncoder,
+    inputs: Mapping[str, Any],
+    training: bool | None = None,
+) -> dict[str, Any]:
+    """ModernBERT's forward pass: the token embeddings, LayerNorm, dropout,
+    the blocks (global or local attention by `config.is_global_layer`), the
+    final LayerNorm and the pooler: the encoder's outputs (see the class)."""
+    input_mask = inputs["input_mask"]
+    embeddings = parts.embeddings_layer_norm(parts.token_embedding(inputs["input_ids"]))
+    hidden = parts.embeddings_dropout(embeddings, training=training)  # (B, T, H)
+    mask_biases = {
+        True: parts.global_attention_mask_bias(input_mask),
+        False: parts.local_attention_mask_bias(input_mask),
+    }
+    layers = []
+    for i, block in enumerate(parts.transformer_blocks):
+        hidden = block(
+            hidden, mask_biases[parts.config.is_global_layer(i)], training=training
+        )  # (B, T, H)
+        layers.append(hidden)
+    sequence_output = parts.final_layer_norm(hidden)  # (B, T, H)
+    pooled = parts.pooler(
+        pool_tokens(sequence_output, input_mask, parts.config.classifier_pooling)
+    )  # (B, H)
+    return {
+        "sequence_output": sequence_output,
+        "pooled_output": pooled,
+        "encoder_outputs": layers,
+    }
 
 
 def load_encoder_and_heads(

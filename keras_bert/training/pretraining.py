@@ -51,6 +51,7 @@ from keras_bert.models.electra_pretrainer import (
     electra_generator_config,
 )
 from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.modernbert_electra import ModernBertElectraPretrainer
 from keras_bert.models.modernbert_pretrainer import ModernBertPretrainer
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.models.strategy_run_fit import metric_values, runs_custom_loop
@@ -89,8 +90,9 @@ class PretrainConfig:
     objective: str = "nsp"
     attention: str = None  # "left_to_right" or "bidirectional" overrides the model's; null keeps it
     # "bert", or "modernbert": a ModernBertEncoder (keras_bert.training.modernbert_pretraining),
-    # masked LM only (objective none), its config modernbert_config: a preset
-    # (null: base), a config JSON file or the fields themselves.
+    # masked LM only (objective none) or replaced-token detection (objective
+    # electra), its config modernbert_config: a preset (null: base), a config
+    # JSON file or the fields themselves.
     architecture: str = "bert"
     modernbert_config: str | dict | None = None
     # === Data ===
@@ -115,6 +117,8 @@ class PretrainConfig:
     # The generator's hidden size as a fraction of the model's (ELECTRA's
     # 0.25; heads of 64, feed-forward 4x), its layers (null: the model's),
     # and the weight of the discriminator's loss beside the generator's.
+    # Architecture modernbert: the generator is the model's width (the
+    # hidden size stays unset), its layers by default half the model's.
     generator_hidden_size: float = 0.25
     generator_num_layers: int | None = None
     discriminator_weight: float = 50.0
@@ -302,7 +306,7 @@ def _with_next_sentence(config: PretrainConfig) -> bool:
 
 def build_model(
     config: PretrainConfig,
-) -> BertPretrainer | ElectraPretrainer | ModernBertPretrainer:
+) -> BertPretrainer | ElectraPretrainer | ModernBertPretrainer | ModernBertElectraPretrainer:
     """The pretrainer of a run, inside the current strategy scope."""
     dtype = distribute.model_dtype(config.mixed_precision)
     if config.architecture == modernbert_pretraining.MODERNBERT:
