@@ -1,6 +1,7 @@
 """Loads `.keras` files as a user's fresh script would: this process imports
 only `keras_bert` and `keras` (in that order: `import keras_bert` must work
-before Keras exists), then `keras.models.load_model` and `predict`.
+before Keras exists), then `keras.models.load_model`, `predict` and `compile()` (the task's
+default loss and metrics).
 
     python fresh_process_check.py MANIFEST.json RESULTS.json
 
@@ -39,6 +40,22 @@ def inputs_of(spec):
     return spec
 
 
+def compiled_defaults(model):
+    """What `compile()` with no arguments gives the model: its loss's class
+    and its metrics' names (a task model's defaults, which its config decides:
+    a multi-label classifier's are BinaryCrossentropy and f1_micro)."""
+    try:
+        model.compile()
+    except NotImplementedError:  # a model with no default loss (a feature extractor)
+        return None
+    if not hasattr(model, "default_metrics"):
+        return None
+    return {
+        "loss": type(model.loss).__name__,
+        "metrics": [metric.name for metric in model.default_metrics()],
+    }
+
+
 def main(manifest_path, results_path):
     with open(manifest_path, encoding="utf-8") as f:
         manifest = json.load(f)
@@ -52,6 +69,7 @@ def main(manifest_path, results_path):
                 "error": None,
                 "class": type(model).__name__,
                 "config": jsonable(model.get_config()),
+                "compiled": compiled_defaults(model),
             }
         except Exception as e:  # reported per model, asserted by the test
             results[name] = {"outputs": None, "error": f"{type(e).__name__}: {e}"}

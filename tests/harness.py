@@ -462,7 +462,7 @@ def fresh_process_results(models, folder, timeout=600):
     importing only keras_bert and keras) loads every file and predicts.
     Returns {name: (expected, result)}: what this process's model answered and
     what the reloaded one did (its class, outputs, config or error)."""
-    from fresh_process_check import inputs_of, jsonable
+    from fresh_process_check import compiled_defaults, inputs_of, jsonable
 
     manifest, expected = {}, {}
     for name, (model, inputs) in models.items():
@@ -474,6 +474,8 @@ def fresh_process_results(models, folder, timeout=600):
             "config": json.loads(json.dumps(jsonable(model.get_config()))),
             "file": path,
         }
+        # compile() with the defaults, on a copy: the model's own compile state stays.
+        expected[name]["compiled"] = compiled_defaults(type(model).from_config(model.get_config()))
         manifest[name] = {"file": path, "inputs": inputs}
     manifest_path = os.path.join(str(folder), "manifest.json")
     results_path = os.path.join(str(folder), "results.json")
@@ -497,10 +499,12 @@ def fresh_process_results(models, folder, timeout=600):
 
 def assert_reloaded_as_saved(expected, result, atol=TASK_ATOL):
     """One model of `fresh_process_results`: reloaded in the new process as
-    the same class, with the same config, predicting the same outputs."""
+    the same class, with the same config, predicting the same outputs and
+    compiling with the same default loss and metrics."""
     assert result["error"] is None, result["error"][:2000]
     assert result["class"] == expected["class"]
     assert result["config"] == expected["config"], "the reloaded model's config differs"
+    assert result["compiled"] == expected["compiled"], "compile() chose other defaults"
     assert_same_answers(result["outputs"], expected["outputs"], "reloaded in a fresh process", atol)
 
 

@@ -178,6 +178,37 @@ def export_path(kind):
     return path
 
 
+# The classifier exported in each form its options make (test_export_options.py,
+# test_export_precision.py), padded to each request's longest: built once per
+# process, whichever of those files asks first.
+CLASSIFIER_FORMS = {
+    "float32": {},
+    "bfloat16": {"precision": "mixed_bfloat16"},
+    "int8": {"quantize": "int8"},
+    "xla": {"jit_compile": True},
+}
+LENGTH_MULTIPLE = 8
+
+
+@functools.lru_cache(maxsize=None)
+def classifier_form(form):
+    """EXPORT_DIR/classifier_<form>/1: the classifier of `keras_model`
+    exported with CLASSIFIER_FORMS[form], `padding="longest"` in multiples of
+    LENGTH_MULTIPLE."""
+    from keras_bert.export import export_saved_model
+
+    path = os.path.join(_ROOT, f"classifier_{form}", "1")
+    return export_saved_model(
+        keras_model("classifier"),
+        tokenizer(),
+        path,
+        seq_length=SEQ_LENGTH["classifier"],
+        padding="longest",
+        length_multiple=LENGTH_MULTIPLE,
+        **CLASSIFIER_FORMS[form],
+    )
+
+
 def export_log(kind):
     """What the export of `kind` wrote on stderr (its progress lines)."""
     export_path(kind)

@@ -9,7 +9,14 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from export_helpers import CLASS_NAMES, SEQ_LENGTH, call, keras_model, tokenizer
+from export_helpers import (
+    CLASS_NAMES,
+    SEQ_LENGTH,
+    call,
+    classifier_form,
+    keras_model,
+    tokenizer,
+)
 
 from keras_bert.export import export_saved_model
 from keras_bert.export.serving_ops import ops_in_saved_model, ops_serving_lacks
@@ -32,25 +39,16 @@ NO_PAIR = tf.constant([], tf.string)
 # each product carries a relative error of about 1 / 255 of its operands' scale;
 # over the tiny encoder's 2 blocks and head that stays within 5 % of the logits' range.
 INT8_TOLERANCE = 0.05
+# This file's exports: the classifier's forms (export_helpers.CLASSIFIER_FORMS).
+FORMS = {"longest": "float32", "int8": "int8", "xla": "xla"}
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("export_options")
-    model = keras_model("classifier")
-    paths = {}
-    for name, options in {
-        "longest": {"padding": "longest", "length_multiple": 8},
-        "int8": {"quantize": "int8"},
-        "xla": {"padding": "longest", "jit_compile": True},
-    }.items():
-        paths[name] = export_saved_model(
-            model,
-            tokenizer(),
-            str(folder / name / "1"),
-            seq_length=SEQ_LENGTH["classifier"],
-            **options,
-        )
+def exports():
+    """The classifier padded to each request's longest: in float32, in int8,
+    and compiled with XLA (export_helpers.classifier_form, shared with
+    test_export_precision.py)."""
+    paths = {name: classifier_form(form) for name, form in FORMS.items()}
     return {name: tf.saved_model.load(path) for name, path in paths.items()} | {"paths": paths}
 
 
@@ -120,7 +118,7 @@ def test_options_are_recorded_and_keep_to_serving_ops(exports):
             metadata["remove_padding"],
         ) == {
             "longest": ("longest", None, False, True),
-            "int8": ("max_length", "int8", False, True),
+            "int8": ("longest", "int8", False, True),
             "xla": ("longest", None, True, False),
         }[name]
         assert metadata["label_names"] == CLASS_NAMES

@@ -21,7 +21,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from export_helpers import SEQ_LENGTH, keras_model, tokenizer
+from export_helpers import SEQ_LENGTH, classifier_form, keras_model, tokenizer
 from test_export_options import INT8_TOLERANCE, TEXTS
 
 from keras_bert.export import export_saved_model
@@ -31,28 +31,15 @@ from keras_bert.kernels.precision import CPU_FLAGS_ENV
 from harness import tolerance
 
 BFLOAT16_DEPTH = 12
-FORMS = {
-    "float32": {},
-    "bfloat16": {"precision": "mixed_bfloat16"},
-    "int8": {"quantize": "int8"},
-}
+FORMS = ("float32", "bfloat16", "int8")
 PRODUCTS = ("MatMul", "BatchMatMulV2", "Einsum", "_MklMatMul", "_FusedMatMul")
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("export_precision")
-    return {
-        name: export_saved_model(
-            keras_model("classifier"),
-            tokenizer(),
-            str(folder / name / "1"),
-            seq_length=SEQ_LENGTH["classifier"],
-            padding="longest",
-            **options,
-        )
-        for name, options in FORMS.items()
-    }
+def exports():
+    """The classifier in each form, padded to each request's longest
+    (export_helpers.classifier_form, shared with test_export_options.py)."""
+    return {name: classifier_form(name) for name in FORMS}
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,8 @@
 """Multi-label classification (`BertClassifier(multi_label=True)`): a sigmoid
 per label, binary cross-entropy from the logits, labels as multi-hot rows or
 names per text, answers above a threshold, micro / macro F1. Every number is
-checked against NumPy or scikit-learn computed here; a `.keras` file reloads
-as multi-label in a fresh process."""
-
-import json
-import os
-import subprocess
-import sys
+checked against NumPy or scikit-learn computed here (a `.keras` file reloads
+as multi-label in a fresh process: tests/models/test_tasks.py)."""
 
 import keras
 import numpy as np
@@ -16,7 +11,6 @@ import tensorflow as tf
 from sklearn.metrics import accuracy_score, f1_score
 from task_models import assert_same_weights, tiny_encoder
 
-import keras_bert
 from keras_bert import BertClassifier, BertEncoder, BertPreprocessor
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.datasets.metrics import multi_label_scores
@@ -275,40 +269,5 @@ def test_from_pretrained_takes_multi_label(tmp_path):
     assert BertClassifier.from_config(config).multi_label is False
 
 
-FRESH_PROCESS = """
-import json, sys
-import keras
-import keras_bert  # registers keras_bert's classes
-model = keras.models.load_model(sys.argv[1])
-texts = json.loads(sys.argv[2])
-model.compile()
-print(json.dumps({
-    "multi_label": model.multi_label,
-    "loss": type(model.loss).__name__,
-    "metrics": [m.name for m in model.default_metrics()],
-    "probabilities": model.predict_proba(texts).tolist(),
-    "labels": model.predict_labels(texts, threshold=0.45),
-}))
-"""
-
-
-def test_a_saved_multi_label_model_reloads_as_one_in_a_fresh_process(model, tmp_path):
-    path = str(tmp_path / "multi_label.keras")
-    model.save(path)
-    # The package under test (a source tree or the installed one), not another copy.
-    root = os.path.dirname(os.path.dirname(os.path.abspath(keras_bert.__file__)))
-    env = {**os.environ, "PYTHONPATH": root}
-    run = subprocess.run(
-        [sys.executable, "-c", FRESH_PROCESS, path, json.dumps(TEXTS)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=str(tmp_path),
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    fresh = json.loads(run.stdout.strip().splitlines()[-1])
-    assert fresh["multi_label"] is True
-    assert fresh["loss"] == "BinaryCrossentropy"
-    assert fresh["metrics"] == ["binary_accuracy", "f1_micro"]
-    np.testing.assert_allclose(fresh["probabilities"], model.predict_proba(TEXTS), atol=1e-6)
-    assert fresh["labels"] == model.predict_labels(TEXTS, threshold=0.45)
+# Reloaded in a fresh process, it compiles as a multi-label classifier:
+# tests/models/test_tasks.py (`test_a_reloaded_multi_label_classifier_compiles_as_one`).

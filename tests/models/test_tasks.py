@@ -244,6 +244,14 @@ def test_a_saved_task_model_loads_in_a_fresh_process(fresh, name):
     assert_reloaded_as_saved(*fresh[name])
 
 
+def test_a_reloaded_multi_label_classifier_compiles_as_one(fresh):
+    """Its config, not the class, decides the defaults: a sigmoid per label."""
+    assert fresh["multi_label"][1]["compiled"] == {
+        "loss": "BinaryCrossentropy",
+        "metrics": ["binary_accuracy", "f1_micro"],
+    }
+
+
 # Exporting takes seconds (tracing three signatures): the default suite
 # exports the classifier (and checks the refusal), the slow suite the rest,
 # as tests/export does.

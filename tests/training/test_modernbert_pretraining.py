@@ -1,5 +1,5 @@
 """`keras-bert pretrain` with `architecture: modernbert`: the config fields'
-checks, a run from a fresh process whose export fine-tunes (and starts a
+checks, a command run whose export fine-tunes (and starts a
 second phase), exact resume after SIGKILL, MirroredStrategy on 2 CPUs
 against one device."""
 
@@ -31,8 +31,8 @@ from harness import (
     SENTIMENT_FILLER,
     SHORT_RUN,
     assert_same_logs,
-    command_process,
     pretrain_fields,
+    run_command,
     run_mirrored_pretraining,
 )
 from repo_paths import REPO_ROOT, TESTS_DIR
@@ -121,18 +121,20 @@ def test_modernbert_config_is_a_preset_a_json_file_or_the_fields(data_dir, tmp_p
 # === A run, its export, fine-tuning ===
 
 
-def test_cli_run_in_a_fresh_process_exports_what_fine_tuning_reads(data_dir, tmp_path):
+def test_the_command_exports_what_fine_tuning_reads(data_dir, tmp_path, capsys):
+    """The command in this process: it runs in a new one as for BERT (the
+    architecture is a config field of the same command; tests/cli)."""
     recipe = tmp_path / "recipe.yaml"
     fields = modern_fields(data_dir, tmp_path / "run", eval_files=str(data_dir / "train.tfrecord"))
     del fields["architecture"], fields["objective"]  # given on the command line
     recipe.write_text(yaml.safe_dump({**fields, "eval_steps": 2}))
-    run = command_process(
+    code = run_command(
         "pretrain --config {recipe} --set architecture=modernbert --set objective=none",
         recipe=recipe,
-        timeout=300,
     )
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "masked_lm_accuracy" in run.stdout and "next_sentence" not in run.stdout
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "masked_lm_accuracy" in out and "next_sentence" not in out
     run_dir = tmp_path / "run"
     assert [r["step"] for r in logged(run_dir)] == list(range(1, 11))
     assert "next_sentence_loss" not in logged(run_dir)[-1]
