@@ -9,9 +9,10 @@ runs. A second run finds the environment installed and starts at once; a
 changed setup.py reinstalls. Arguments after the command go to it:
 `python3 run.py quickstart --fast`, `python3 run.py tests -m slow -x`.
 
-The tests run in one pytest-xdist worker per core (at most 4, each file on one
-worker so its fixtures are built once): a test spends most of its time in one
-Python thread, so two workers on 2 cores take 9.4 minutes where one took 20.
+The tests run in one pytest-xdist worker per core (at most 4; each worker
+starts on its own run of whole files and takes over another's when it runs
+out): a test spends most of its time in one Python thread, so two workers on
+2 cores take 9.4 minutes where one took 20.
 `-n 0` runs them in this process, `-n N` in N workers.
 
 Standard library only: it runs before anything is installed.
