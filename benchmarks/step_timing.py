@@ -71,11 +71,24 @@ def ratio_table(per_window, numerator, denominator, column, label):
     return best, ratio, table
 
 
-def report(args, argv, per_window, numerator, denominator, *, column, label, title, details):
+def report(
+    args, argv, per_window, numerator, denominator, *, column, label, title, details, sections=()
+):
     """Prints `ratio_table` and, unless `--no-results`, writes it with its
     figures (`results_file`; `args` as `add_arguments` parsed them, `details`:
-    the method's words beyond the windows and the shape)."""
+    the method's words beyond the windows and the shape). `sections`: more
+    (heading, per_window) of the same two sides in other settings, each its
+    own table and ratio after the first."""
     best, ratio, table = ratio_table(per_window, numerator, denominator, column, label)
+    figures = {"seconds_per_step": per_window, "best": best, "ratio": ratio}
+    for heading, more in sections:
+        more_best, more_ratio, more_table = ratio_table(more, numerator, denominator, column, label)
+        table += f"\n\n### {heading}\n\n{more_table}"
+        figures.setdefault("sections", {})[heading] = {
+            "seconds_per_step": more,
+            "best": more_best,
+            "ratio": more_ratio,
+        }
     print(table)
     if not args.no_results:
         results_file.write(
@@ -83,12 +96,7 @@ def report(args, argv, per_window, numerator, denominator, *, column, label, tit
             title,
             table=table,
             argv=argv,
-            figures={
-                "seconds_per_step": per_window,
-                "best": best,
-                "ratio": ratio,
-                "shape": vars(args) | {"results_dir": None},
-            },
+            figures={**figures, "shape": vars(args) | {"results_dir": None}},
             method=f"{args.steps} timed steps per window, best of {args.windows} windows; "
             f"hidden {args.hidden}, {args.layers} layers, {args.heads} heads, batch "
             f"{args.batch} x {args.length}, {details}",

@@ -171,11 +171,10 @@ class TaskServing:
                 ],
             ),
         ]
-        for name, value, size in (
-            ("input_ids", input_ids, config.vocab_size),
-            ("segment_ids", segment_ids, config.type_vocab_size),
-            ("input_mask", input_mask, 2),
-        ):
+        ranges = [("input_ids", input_ids, config.vocab_size), ("input_mask", input_mask, 2)]
+        if hasattr(config, "type_vocab_size"):  # a ModernBERT reads no segment ids
+            ranges.append(("segment_ids", segment_ids, config.type_vocab_size))
+        for name, value, size in ranges:
             checks.append(
                 tf.debugging.Assert(
                     tf.reduce_all((value >= 0) & (value < size)),

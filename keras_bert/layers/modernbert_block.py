@@ -9,8 +9,15 @@ local layer: the mask bias says which, `SlidingWindowMaskBias`); its
 feed-forward layer is a GeGLU. Biases are optional everywhere (ModernBERT
 has none).
 
+The rows a block runs on are a row layout (`keras_bert.layers.packing.row_layout`,
+as BERT's block): the padded (B, T) batch, or its real tokens packed into
+rows (R, H), attention alone going back to the (B, S) layout and out again
+in one gather each way; the block's code is the same for both.
+
 Legend for shape comments: B = batch, T = sequence length, N = attention
-heads, D = head size, H = hidden size (N * D), F = intermediate size.
+heads, D = head size, H = hidden size (N * D), F = intermediate size. With
+the padding packed out, (B, T, H) reads (R, H), R = real tokens, and T in
+attention reads S, the positions up to the batch's last real one.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from keras_bert.kernels.dropout import FastDropout
 from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.kernels.switch import FastKernelsLayer
 from keras_bert.layers.activations import ActivationOption
+from keras_bert.layers.packing import row_layout
 from keras_bert.layers.rotary import inverse_frequencies, rotate, rotation_tables
 
 # Added to the scores of keys a query must not see: as BERT's padding bias,
@@ -114,13 +122,24 @@ class RotarySelfAttention(FastKernelsLayer, keras.layers.Layer):
         self.attention_output.build(hidden_shape[:-1] + (self.num_heads * self.head_size,))
 
     def call(
-        self, hidden: tf.Tensor, mask_bias: tf.Tensor, training: bool | None = None
+        self,
+        hidden: tf.Tensor,
+        mask_bias: tf.Tensor,
+        packing: Any = None,
+        query_packing: Any = None,
+        training: bool | None = None,
     ) -> tf.Tensor:
-        """hidden (B, T, H), mask_bias (B, 1, 1 or T, T) -> (B, T, H)."""
-        batch, length = tf.shape(hidden)[0], tf.shape(hidden)[1]
-        qkv = tf.reshape(self.qkv(hidden), (batch, length, 3, self.num_heads, self.head_size))
-        query, key, value = tf.unstack(tf.transpose(qkv, (2, 0, 3, 1, 4)))  # (B, N, T, D) each
-        cos, sin = rotation_tables(length, self.frequencies)  # (T, D)
+        """hidden (B, T, H), mask_bias (B, 1, 1 or T, T) -> (B, T, H). With
+        `packing` (a `TokenPacking`), hidden holds the real positions only,
+        (R, H) -> (R, H), the bias spans S positions; with `query_packing` too,
+        the output only at its rows, (R, H) -> (Q, H)
+        (`keras_bert.layers.packing.PackedRows`)."""
+        rows = row_layout(packing, query_packing)
+        heads = rows.split_heads(self.qkv(hidden), self.num_heads, groups=3)  # (3, B, N, T, D)
+        query, key, value = tf.unstack(heads)  # (B, N, T, D) each
+        # Turned in the heads' (B, N, T or S, D) layout, where the packed rows too
+        # sit at their positions in the sequence (`TokenPacking.positions`).
+        cos, sin = rotation_tables(tf.shape(query)[2], self.frequencies)  # (T, D)
         query, key = rotate(query, cos, sin), rotate(key, cos, sin)
         scores = tf.linalg.matmul(query, key, transpose_b=True) * (
             self.head_size**-0.5
@@ -130,9 +149,9 @@ class RotarySelfAttention(FastKernelsLayer, keras.layers.Layer):
         # (tf's, not Keras': Keras warns on a one-token input's single key.)
         probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1), value.dtype)
         probs = self.probs_dropout(probs, training=training)
-        context = tf.transpose(tf.matmul(probs, value), (0, 2, 1, 3))  # (B, T, N, D)
-        context = tf.reshape(context, (batch, length, self.num_heads * self.head_size))
-        return self.output_dropout(self.attention_output(context), training=training)  # (B, T, H)
+        # Every position attends; only the query rows come back (B, Q, H) / (Q, H).
+        context = rows.merge_heads(tf.matmul(probs, value))
+        return self.output_dropout(self.attention_output(context), training=training)
 
     def compute_output_shape(self, hidden_shape: tuple, mask_bias_shape: tuple) -> tuple:
         return hidden_shape
@@ -254,11 +273,24 @@ class PreNormBlock(FastKernelsLayer, keras.layers.Layer):
         self.attention.build(hidden_shape)
 
     def call(
-        self, hidden: tf.Tensor, mask_bias: tf.Tensor, training: bool | None = None
+        self,
+        hidden: tf.Tensor,
+        mask_bias: tf.Tensor,
+        packing: Any = None,
+        query_packing: Any = None,
+        training: bool | None = None,
     ) -> tf.Tensor:
-        """hidden (B, T, H), mask_bias (B, 1, 1 or T, T) -> (B, T, H)."""
+        """hidden (B, T, H), mask_bias (B, 1, 1 or T, T) -> (B, T, H). With
+        `packing` (a `keras_bert.layers.packing.TokenPacking`), hidden holds the
+        batch's real positions only, (R, H) -> (R, H); with `query_packing`
+        too (a subset of them), (R, H) -> (Q, H): attention's keys and values
+        from every row, the rest of the block on the Q rows alone."""
+        rows = row_layout(packing, query_packing)
         normed = hidden if self.attention_layer_norm is None else self.attention_layer_norm(hidden)
-        hidden = hidden + self.attention(normed, mask_bias, training=training)
+        attended = self.attention(
+            normed, mask_bias, packing=packing, query_packing=query_packing, training=training
+        )
+        hidden = rows.queries(hidden) + attended  # (B, Q, H) / (Q, H)
         return hidden + self.feed_forward(self.mlp_layer_norm(hidden), training=training)
 
     def compute_output_shape(self, hidden_shape: tuple, mask_bias_shape: tuple) -> tuple:

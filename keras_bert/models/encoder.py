@@ -24,7 +24,11 @@ from keras_bert.layers import AttentionMaskBias, PositionEmbedding, TransformerB
 from keras_bert.layers.packing import TokenPacking
 from keras_bert.layers.pooling import pooled_token
 from keras_bert.models import lora
-from keras_bert.models.unpadded import UNPADDED_CALL_ARGUMENTS, read_rows
+from keras_bert.models.unpadded import (
+    UnpaddedCall,
+    last_block_packing,
+    unpack_layers,
+)
 from keras_bert.models.user_inputs import check_model_keywords
 
 if TYPE_CHECKING:
@@ -61,7 +65,7 @@ class EncoderConfig:
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class BertEncoder(EncoderConfig, keras.Model):
+class BertEncoder(EncoderConfig, UnpaddedCall, keras.Model):
     """BERT (Devlin et al., 2018).
 
     `fast_kernels`: every layer on keras_bert's fast kernels (the default) or
@@ -177,51 +181,10 @@ class BertEncoder(EncoderConfig, keras.Model):
         self.attention_mask_bias = mask_bias_layer
         self.transformer_blocks = blocks
         self.pooler = pooler
-        # Passed on by any functional model the encoder sits in, as Keras passes
-        # `training`: `task_model(x, remove_padding=True)` reaches this `call`.
-        self._register_call_context_args(*UNPADDED_CALL_ARGUMENTS)
 
-    def call(
-        self,
-        inputs: Any,
-        training: bool | None = None,
-        mask: Any = None,
-        remove_padding: bool | None = None,
-        read_positions: Any = None,
-    ) -> Any:
-        """The encoder's outputs (see the class docstring).
-
-        `remove_padding=True`: the per-token layers skip the padding, the real
-        positions' outputs unchanged, the padding's 0 (`keras_bert.models.unpadded`);
-        `read_positions` (B, T), nonzero where the caller reads the last layer
-        (besides the pooler's row, always computed), narrows the last block to
-        those rows, the other positions of its output 0 (a classifier reads only
-        [CLS]: all zeros). Both are arguments of the call, never settings of the
-        encoder, and a task model's call hands them on (Keras' call-context
-        arguments): `model(features, remove_padding=True, read_positions=...)`.
-        """
-        if remove_padding:
-            return encoder_forward(
-                self,
-                inputs,
-                packing=TokenPacking(inputs["input_mask"]),
-                read_positions=read_positions,
-                training=training,
-            )
-        if read_positions is not None:
-            raise ValueError("read_positions narrows the unpadded call: pass remove_padding=True")
-        return super().call(inputs, training=training, mask=mask)
-
-    def compute_output_spec(
-        self,
-        inputs: Any,
-        training: bool | None = None,
-        mask: Any = None,
-        **call_context: Any,
-    ) -> Any:
-        # The same shapes either way (the padding's rows come back, as 0):
-        # `call`'s `remove_padding` and `read_positions` change no shape.
-        return super().compute_output_spec(inputs, training=training, mask=mask)
+    def forward_pass(self, inputs: Any, **arguments: Any) -> dict[str, Any]:
+        """`encoder_forward` on this encoder's layers (`UnpaddedCall.call`)."""
+        return encoder_forward(self, inputs, **arguments)
 
     def embed(
         self,
@@ -340,20 +303,13 @@ def encoder_forward(
             )
         }  # (B, Q, H)
     # The last block's own output rows (a loss's read positions), or all of them.
-    last_packing = None
-    if packing is not None and read_positions is not None:
-        last_packing = TokenPacking(
-            read_rows(read_positions, input_mask, parts.config.attention), span=packing.span
-        )
+    last_packing = last_block_packing(packing, read_positions, input_mask, parts.config.attention)
     layers.append(
         last_block(
             hidden, mask_bias, packing=packing, query_packing=last_packing, training=training
         )
     )
-    if packing is not None:  # back to (B, T, H), the padding 0
-        layers = [packing.unpack(layer) for layer in layers[:-1]] + [
-            (last_packing or packing).unpack(layers[-1])
-        ]
+    layers = unpack_layers(layers, packing, last_packing)  # back to (B, T, H), the padding 0
     pooled = parts.pooler(pooled_token(layers[-1], input_mask, parts.config.attention))  # (B, H)
     return {"sequence_output": layers[-1], "pooled_output": pooled, "encoder_outputs": layers}
 

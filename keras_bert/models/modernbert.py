@@ -9,10 +9,22 @@ ModernBERT's classification head on [CLS] or the mean of the real tokens.
 
 Padding: the mask bias hides padded keys from every query, and rotary
 positions count from the first token, so a right-padded batch (BERT's
-layout) gives each real position what the sequence alone gives.
+layout) gives each real position what the sequence alone gives. As
+`BertEncoder`, the call `encoder(features, remove_padding=True)` (or a task
+model's, which hands it on) runs every layer but attention on the real
+tokens alone, packed into rows (R, H) (`keras_bert.models.unpadded`):
+attention puts the heads back in the (B, S) layout, S = one past the
+batch's last real position, where each row sits at its position in its
+sequence (the rotary angles) and both mask biases, global and sliding
+window, are the padded ones cut at S. `read_positions` narrows the last
+block and the final LayerNorm to the rows a loss reads (with [CLS]
+pooling; the mean reads every real row). The same values at every real
+position, the padding's 0; the task models' steps, `ModernBertPretrainer`
+(the last block at the masked positions) and the ELECTRA discriminator in
+training take this path where shapes may vary (`may_pack_padding`).
 
 Legend for shape comments: B = batch, T = sequence length, H = hidden size,
-L = number of layers.
+L = number of layers, R = real tokens in the batch.
 """
 
 from __future__ import annotations
@@ -32,7 +44,13 @@ from keras_bert.kernels.layer_norm import FastLayerNorm
 from keras_bert.layers.embeddings import AttentionMaskBias
 from keras_bert.layers.modernbert_block import PreNormBlock, SlidingWindowMaskBias
 from keras_bert.layers.modernbert_heads import PredictionHead, pool_tokens
+from keras_bert.layers.packing import TokenPacking
 from keras_bert.models.encoder import EncoderConfig
+from keras_bert.models.unpadded import (
+    UnpaddedCall,
+    last_block_packing,
+    unpack_layers,
+)
 from keras_bert.models.user_inputs import check_model_keywords
 from keras_bert.modernbert_config import ModernBertConfig
 
@@ -61,7 +79,7 @@ def prediction_head_options(config: ModernBertConfig) -> dict[str, Any]:
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class ModernBertEncoder(EncoderConfig, keras.Model):
+class ModernBertEncoder(EncoderConfig, UnpaddedCall, keras.Model):
     """ModernBERT (Warner et al., 2024).
 
     Inputs: `input_ids`, `input_mask`, int32 of shape (B, T), right-padded.
@@ -165,6 +183,10 @@ class ModernBertEncoder(EncoderConfig, keras.Model):
         self.final_layer_norm = final_layer_norm
         self.pooler = pooler
 
+    def forward_pass(self, inputs: Any, **arguments: Any) -> dict[str, Any]:
+        """`modernbert_forward` on this encoder's layers (`UnpaddedCall.call`)."""
+        return modernbert_forward(self, inputs, **arguments)
+
     @classmethod
     def from_pretrained(
         cls, folder: str | PretrainedSource, dtype: str | keras.DTypePolicy | None = None
@@ -195,28 +217,49 @@ class ModernBertLayers:
 def modernbert_forward(
     parts: ModernBertLayers | ModernBertEncoder,
     inputs: Mapping[str, Any],
+    *,
+    packing: TokenPacking | None = None,
+    read_positions: Any = None,
     training: bool | None = None,
 ) -> dict[str, Any]:
     """ModernBERT's forward pass: the token embeddings, LayerNorm, dropout,
     the blocks (global or local attention by `config.is_global_layer`), the
-    final LayerNorm and the pooler: the encoder's outputs (see the class)."""
+    final LayerNorm and the pooler: the encoder's outputs (see the class).
+
+    With `packing` (`keras_bert.models.unpadded`) every layer but attention
+    runs on the real positions only, (R, H), and both mask biases span the
+    packing's S positions; `read_positions` (B, T) narrows the last block and
+    the final LayerNorm to the rows a loss reads and the pooler's ([CLS]; with
+    mean pooling every real row, so it narrows nothing)."""
     input_mask = inputs["input_mask"]
-    embeddings = parts.embeddings_layer_norm(parts.token_embedding(inputs["input_ids"]))
-    hidden = parts.embeddings_dropout(embeddings, training=training)  # (B, T, H)
+    input_ids = inputs["input_ids"] if packing is None else packing.pack(inputs["input_ids"])
+    embeddings = parts.embeddings_layer_norm(parts.token_embedding(input_ids))
+    hidden = parts.embeddings_dropout(embeddings, training=training)  # (B, T, H) / (R, H)
+    mask = input_mask if packing is None else packing.attention_mask(input_mask)  # (B, T or S)
     mask_biases = {
-        True: parts.global_attention_mask_bias(input_mask),
-        False: parts.local_attention_mask_bias(input_mask),
+        True: parts.global_attention_mask_bias(mask),
+        False: parts.local_attention_mask_bias(mask),
     }
+    pooling = parts.config.classifier_pooling
+    last_packing = last_block_packing(
+        packing, read_positions if pooling == "cls" else None, input_mask
+    )
     layers = []
     for i, block in enumerate(parts.transformer_blocks):
+        last = i == len(parts.transformer_blocks) - 1
         hidden = block(
-            hidden, mask_biases[parts.config.is_global_layer(i)], training=training
-        )  # (B, T, H)
+            hidden,
+            mask_biases[parts.config.is_global_layer(i)],
+            packing=packing,
+            query_packing=last_packing if last else None,
+            training=training,
+        )  # (B, T, H) / (R, H), the last (Q, H)
         layers.append(hidden)
-    sequence_output = parts.final_layer_norm(hidden)  # (B, T, H)
-    pooled = parts.pooler(
-        pool_tokens(sequence_output, input_mask, parts.config.classifier_pooling)
-    )  # (B, H)
+    # The final LayerNorm on the last block's rows, then all back to (B, T, H), the padding 0.
+    *layers, sequence_output = unpack_layers(
+        layers + [parts.final_layer_norm(hidden)], packing, last_packing, last=2
+    )
+    pooled = parts.pooler(pool_tokens(sequence_output, input_mask, pooling))  # (B, H)
     return {
         "sequence_output": sequence_output,
         "pooled_output": pooled,

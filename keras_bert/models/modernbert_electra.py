@@ -40,6 +40,7 @@ from keras_bert import features
 from keras_bert.checkpoints import modernbert as checkpoint
 from keras_bert.config_fields import EncoderConfigFields
 from keras_bert.layers.electra_heads import ReplacedTokenHead, ReplacedTokens
+from keras_bert.layers.packing import TokenPacking
 from keras_bert.models.electra_pretrainer import (
     GENERATOR_FOLDER,
     ReplacedTokenDetection,
@@ -55,6 +56,7 @@ from keras_bert.models.modernbert import (
     modernbert_forward,
 )
 from keras_bert.models.modernbert_masked_lm import encoder_and_masked_lm_head, load_masked_lm_head
+from keras_bert.models.unpadded import may_pack_padding
 from keras_bert.models.update_step import UpdateStep
 from keras_bert.modernbert_config import ModernBertConfig
 
@@ -102,16 +104,21 @@ def _generator_model(layers: ModernBertLayers) -> keras.Model:
     return keras.Model(inputs=inputs, outputs=outputs, name="generator")
 
 
-def _forward(parts, inputs, draws=None, training=None):
-    """Generator, samples, discriminator: the model's outputs (see the class)."""
+def _forward(parts, inputs, draws=None, training=None, packing=None):
+    """Generator, samples, discriminator: the model's outputs (see the class);
+    with `packing`, the discriminator skips the padding (its loss reads only
+    real tokens; `keras_bert.models.unpadded`)."""
     encoder_inputs = {name: inputs[name] for name in MODERNBERT_INPUTS}
     generated = parts.generator_model(encoder_inputs, training=training)  # (B, T, H)
     masked_lm_logits = parts.generator_head(generated, inputs["masked_lm_positions"])  # (B, P, V)
 
     def discriminate(replaced_ids):
         return modernbert_forward(
-            parts.encoder, {**encoder_inputs, "input_ids": replaced_ids}, training=training
-        )["sequence_output"]  # (B, T, H)
+            parts.encoder,
+            {**encoder_inputs, "input_ids": replaced_ids},
+            packing=packing,
+            training=training,
+        )["sequence_output"]  # (B, T, H), the padding 0 if packed
 
     return replaced_token_outputs(parts, inputs, masked_lm_logits, discriminate, draws)
 
@@ -193,8 +200,11 @@ class ModernBertElectraPretrainer(
     def training_outputs(
         self, inputs: Mapping[str, tf.Tensor], draws: tf.Tensor | None
     ) -> dict[str, tf.Tensor]:
-        """The forward pass of `update_loss`, with the update's draws."""
-        return _forward(self, inputs, draws=draws, training=True)
+        """The forward pass of `update_loss`, with the update's draws: the
+        discriminator skips the padding where shapes may vary
+        (`keras_bert.models.unpadded`), as `ElectraPretrainer`'s."""
+        packing = TokenPacking(inputs["input_mask"]) if may_pack_padding(self) else None
+        return _forward(self, inputs, draws=draws, training=True, packing=packing)
 
     # === Config ===
 

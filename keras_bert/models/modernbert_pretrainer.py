@@ -36,10 +36,19 @@ from keras_bert.models.modernbert import (
 )
 from keras_bert.models.modernbert_masked_lm import encoder_and_masked_lm_head, load_masked_lm_head
 from keras_bert.models.pretrainer import MaskedLMUpdates, masked_lm_share, model_inputs
+from keras_bert.models.unpadded import may_pack_padding
 from keras_bert.models.update_step import UpdateStep
 
 MASKED_LM_POSITIONS = features.MASKED_LM_FEATURES[0]
 MODEL_INPUTS = MODERNBERT_INPUTS + (MASKED_LM_POSITIONS,)
+
+
+def masked_rows(x: Mapping[str, tf.Tensor]) -> tf.Tensor:
+    """(B, T) int32, 1 at the masked positions of a nonzero weight."""
+    length = tf.shape(x["input_ids"])[1]
+    weighted = tf.cast(tf.not_equal(x["masked_lm_weights"], 0), tf.int32)  # (B, P)
+    one_hot = tf.one_hot(x[MASKED_LM_POSITIONS], length, dtype=tf.int32)  # (B, P, T)
+    return tf.reduce_max(one_hot * weighted[..., None], axis=1)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -101,8 +110,16 @@ class ModernBertPretrainer(MaskedLMUpdates, UpdateStep, EncoderConfigFields, ker
         the metrics. No tape here: the training step records it."""
         if normaliser is None:
             normaliser = self.update_normaliser(x)
-        logits = self(x, training=True)["masked_lm_logits"]  # (B, P, V)
+        logits = self(x, training=True, **self.step_arguments(x))["masked_lm_logits"]  # (B, P, V)
         return self._masked_lm_loss(x, logits, normaliser), None
+
+    def step_arguments(self, x: Mapping[str, tf.Tensor]) -> dict[str, Any]:
+        """The training call's arguments: where shapes may vary, the encoder
+        skips the padding and its last block runs at the masked positions
+        alone, the rows the loss reads (`keras_bert.models.unpadded`)."""
+        if not may_pack_padding(self):
+            return {}
+        return {"remove_padding": True, "read_positions": masked_rows(x)}
 
     def outputs_loss(
         self, x: Mapping[str, tf.Tensor], y_pred: Mapping[str, tf.Tensor]
