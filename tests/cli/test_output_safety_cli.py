@@ -136,9 +136,18 @@ def test_verbose_keeps_the_traceback_of_an_expected_failure(tmp_path):
     assert result.stderr.strip().splitlines()[-1].startswith("keras-bert predict: error: ")
 
 
-def test_a_missing_input_is_one_line(tmp_path):
+def in_this_process(capsys, line, **values):
+    """`keras-bert LINE` run in this process, as `command_process` gives it
+    back (exit code and standard error): a refusal reads the same in a new
+    process (the tests above), which only pays for starting TensorFlow."""
+    code = run_command(line, **values)
+    return subprocess.CompletedProcess([], code, "", capsys.readouterr().err)
+
+
+def test_a_missing_input_is_one_line(tmp_path, capsys):
     line = one_error_line(
-        command_process(
+        in_this_process(
+            capsys,
             "create-pretraining-data --input-file {input_file} "
             "--output-file {output_file} --vocab-file {vocab_file} "
             "--quiet",
@@ -370,19 +379,18 @@ def test_finetune_refuses_a_vocabulary_larger_than_the_checkpoints_embedding(tmp
     vocab.write_text("\n".join(TINY_VOCAB + [f"extra{i}" for i in range(100)]) + "\n")
     train = tmp_path / "train.tsv"
     train.write_text("text\tlabel\nthe fox\tpos\nthe dog\tneg\n")
-    # In this process (the command's refusals run the same in a new one:
-    # the tests above).
-    code = run_command(
-        "finetune --task classify --train {train} --init-checkpoint "
-        "{init_checkpoint} --vocab-file {vocab_file} --output-dir "
-        "{output_dir} --no-tensorboard --seq-length 16 --epochs 1",
-        train=train,
-        init_checkpoint=checkpoint,
-        vocab_file=vocab,
-        output_dir=tmp_path / "out",
+    line = one_error_line(
+        in_this_process(
+            capsys,
+            "finetune --task classify --train {train} --init-checkpoint "
+            "{init_checkpoint} --vocab-file {vocab_file} --output-dir "
+            "{output_dir} --no-tensorboard --seq-length 16 --epochs 1",
+            train=train,
+            init_checkpoint=checkpoint,
+            vocab_file=vocab,
+            output_dir=tmp_path / "out",
+        )
     )
-    err = capsys.readouterr().err
-    line = one_error_line(subprocess.CompletedProcess([], code, "", err))
     size = len(TINY_VOCAB)
     assert f"{vocab}: the vocabulary has {size + 100} entries" in line, line
     assert f"token embedding only {size} rows (the checkpoint's vocab_size)" in line, line
