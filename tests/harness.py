@@ -748,6 +748,91 @@ def run_mirrored_pretraining(fields, folder, timeout=600):
         assert run.returncode == 0, run.stdout + run.stderr
 
 
+def python_script(code, *args, cwd, installed=False, timeout=300):
+    """`python -c CODE ARGS` in a new process (keras_bert from this checkout,
+    or as installed with `installed`), run in `cwd` to its end -> its
+    CompletedProcess (text), which must exit 0."""
+    from repo_paths import REPO_ROOT
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if not installed:
+        env["PYTHONPATH"] = REPO_ROOT
+    run = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(cwd),
+        timeout=timeout,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+def masked_lm_batch(seed, rows, length, predictions, vocab_size, shortest, candidates):
+    """Right-padded rows of random ids ([CLS], 2, first), at least `shortest`
+    real tokens each (the first row exactly that: some padding in every
+    batch), `predictions` masked positions ([MASK], 4) drawn from 1 ..
+    `candidates`, the last prediction of odd rows padding (position 0, weight
+    0): input_ids, input_mask and the masked_lm_* features."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(shortest, length + 1, size=rows)
+    lengths[0] = shortest
+    mask = (np.arange(length)[None] < lengths[:, None]).astype(np.int32)
+    original = rng.integers(5, vocab_size, size=(rows, length)).astype(np.int32)
+    original[:, 0] = 2
+    positions = np.stack(
+        [
+            np.sort(rng.choice(np.arange(1, candidates + 1), predictions, replace=False))
+            for _ in range(rows)
+        ]
+    )
+    weights = np.ones((rows, predictions), np.float32)
+    weights[1::2, -1] = 0.0
+    positions[1::2, -1] = 0
+    ids = np.take_along_axis(original, positions, axis=1) * (weights > 0)
+    input_ids = original.copy()
+    np.put_along_axis(input_ids, positions, np.where(weights > 0, 4, 2), axis=1)
+    return {
+        "input_ids": input_ids * mask,
+        "input_mask": mask,
+        "masked_lm_positions": positions.astype(np.int32),
+        "masked_lm_ids": ids.astype(np.int32),
+        "masked_lm_weights": weights,
+    }
+
+
+def assert_the_samples_carry_no_gradient(pretrainer, x):
+    """ELECTRA: the generator's samples are ids, so the discriminator's loss
+    sends no gradient into the generator's own variables, its masked-LM loss
+    does, and the token table they share learns from both."""
+    import numpy as np
+
+    shared = {id(v) for v in pretrainer.encoder.trainable_variables}
+    generator_own = [
+        v
+        for v in pretrainer.generator_model.trainable_variables
+        + pretrainer.generator_head.trainable_variables
+        if id(v) not in shared
+    ]
+    assert len(generator_own) > 10
+    with tf.GradientTape(persistent=True) as tape:
+        outputs = pretrainer(x, training=True)
+        labels = tf.cast(outputs["replaced_token_labels"], tf.float32)
+        discriminator_loss = tf.reduce_mean(
+            tf.nn.sigmoid_cross_entropy_with_logits(labels, outputs["replaced_token_logits"])
+        )
+        generator_loss = tf.reduce_mean(outputs["masked_lm_logits"] ** 2)
+    for gradient in tape.gradient(discriminator_loss, generator_own):
+        assert gradient is None or not np.any(np.asarray(tf.convert_to_tensor(gradient)))
+    assert all(g is not None for g in tape.gradient(generator_loss, generator_own))
+    table = pretrainer.encoder.token_embedding.embeddings
+    for loss in (discriminator_loss, generator_loss):
+        assert np.any(np.asarray(tf.convert_to_tensor(tape.gradient(loss, table))))
+
+
 def pretrain_process(recipe, model_dir, *flags):
     """`keras-bert pretrain --config RECIPE FLAGS --set model_dir=MODEL_DIR` in
     a new process, running: its Popen (stdout and stderr together, text)."""
@@ -762,6 +847,52 @@ def pretrain_process(recipe, model_dir, *flags):
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": REPO_ROOT, "PYTHONDONTWRITEBYTECODE": "1"},
     )
+
+
+def killed_and_resumed(recipe, tmp_path, step, *flags):
+    """`recipe` run twice in new processes: uninterrupted in
+    tmp_path/reference, and in tmp_path/interrupted SIGKILLed once a
+    checkpoint at `step` or later is written, then run again there. Both
+    end 0 and the rerun says it resumed where it was killed; returns that
+    step and the rerun's output."""
+    reference = pretrain_process(recipe, tmp_path / "reference", *flags)
+    interrupted = pretrain_process(recipe, tmp_path / "interrupted", *flags)
+    killed_at = kill_after_checkpoint(interrupted, tmp_path / "interrupted", step)
+    resumed = pretrain_process(recipe, tmp_path / "interrupted", *flags)
+    output = resumed.communicate(timeout=600)[0]
+    assert resumed.returncode == 0, output
+    assert f"at step {killed_at}" in output
+    assert reference.wait(timeout=600) == 0, reference.stdout.read()
+    return killed_at, output
+
+
+def train_log(model_dir):
+    """The records of a run's train_log.jsonl."""
+    with open(os.path.join(model_dir, "train_log.jsonl"), encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def assert_electra_resumed_as_uninterrupted(tmp_path, exported, last_step, every=10):
+    """After `killed_and_resumed`: both ELECTRA exports (discriminator, and
+    generator/) hold the uninterrupted run's tensors (`exported(model_dir,
+    folder)` -> {name: array}), and the resumed log has each step once with
+    the uninterrupted run's figures."""
+    import numpy as np
+
+    from keras_bert.models.electra_pretrainer import GENERATOR_FOLDER
+
+    for folder in ("", GENERATOR_FOLDER):
+        expected = exported(tmp_path / "reference", folder)
+        actual = exported(tmp_path / "interrupted", folder)
+        assert expected.keys() == actual.keys()
+        for name in expected:
+            np.testing.assert_allclose(actual[name], expected[name], atol=1e-6, err_msg=name)
+    whole, resumed = train_log(tmp_path / "reference"), train_log(tmp_path / "interrupted")
+    assert [r["step"] for r in resumed] == list(range(every, last_step + 1, every))
+    for name in ("loss", "replaced_fraction", "discriminator_accuracy"):
+        np.testing.assert_allclose(
+            [r[name] for r in resumed], [r[name] for r in whole], rtol=1e-5, err_msg=name
+        )
 
 
 def kill_after_checkpoint(process, model_dir, step, timeout=300):

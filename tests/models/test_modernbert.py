@@ -6,8 +6,6 @@ by make_fixtures.py with torch; the tests need neither torch nor transformers).
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -16,7 +14,8 @@ import pytest
 from keras_bert import ModernBertEncoder
 from keras_bert.modernbert_config import ModernBertConfig
 
-from repo_paths import REPO_ROOT, TESTS_DIR
+from harness import python_script
+from repo_paths import TESTS_DIR
 
 FIXTURES = os.path.join(TESTS_DIR, "fixtures", "modernbert")
 NAMES = ("tiny_model", "tiny_mlm_biases")
@@ -157,16 +156,7 @@ def test_a_saved_encoder_loads_in_a_fresh_process(loaded, tmp_path):
     path = str(tmp_path / "modernbert.keras")
     loaded["tiny_mlm_biases"].save(path)
     out = str(tmp_path / "out.npy")
-    env = {**os.environ, "PYTHONPATH": REPO_ROOT}
-    result = subprocess.run(
-        [sys.executable, "-c", FRESH_PROCESS, path, folder + "_outputs.npz", out],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=str(tmp_path),
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = python_script(FRESH_PROCESS, path, folder + "_outputs.npz", out, cwd=tmp_path)
     assert result.stdout.split()[-1] == "ModernBertEncoder"
     real = expected["input_mask"].astype(bool)
     assert np.abs(np.load(out) - expected["sequence_output"])[real].max() < PARITY

@@ -6,8 +6,6 @@ embeddings, no gradient through the samples, the loss going down, saving and
 reloading in a fresh process, and the refusals."""
 
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -20,7 +18,12 @@ from keras_bert.models.electra_pretrainer import DRAWS, GENERATOR_FOLDER
 from keras_bert.models.modernbert_electra import ModernBertElectraPretrainer, generator_config
 from keras_bert.training.modernbert_pretraining import export
 
-from harness import tolerance
+from harness import (
+    assert_the_samples_carry_no_gradient,
+    masked_lm_batch,
+    python_script,
+    tolerance,
+)
 from repo_paths import TESTS_DIR
 
 # 3 layers (global, local, global), hidden 32, a window of 4 each side, a
@@ -30,31 +33,10 @@ B, T, P = 4, 12, 3
 
 
 def tiny_batch(seed=0, rows=B):
-    """Right-padded rows ([CLS] first) with P masked positions among the real
-    tokens, the last prediction of odd rows padding (position 0, weight 0),
-    [MASK] (4) at the others."""
-    rng = np.random.default_rng(seed)
-    lengths = rng.integers(7, T + 1, size=rows)
-    lengths[0] = 7  # some padding in every batch
-    mask = (np.arange(T)[None] < lengths[:, None]).astype(np.int32)
-    original = rng.integers(5, TINY.vocab_size, size=(rows, T)).astype(np.int32)
-    original[:, 0] = 2
-    positions = np.stack(
-        [np.sort(rng.choice(np.arange(1, 6), P, replace=False)) for _ in range(rows)]
-    )
-    weights = np.ones((rows, P), np.float32)
-    weights[1::2, -1] = 0.0
-    positions[1::2, -1] = 0
-    ids = np.take_along_axis(original, positions, axis=1) * (weights > 0)
-    input_ids = original.copy()
-    np.put_along_axis(input_ids, positions, np.where(weights > 0, 4, 2), axis=1)
-    return {
-        "input_ids": input_ids * mask,
-        "input_mask": mask,
-        "masked_lm_positions": positions.astype(np.int32),
-        "masked_lm_ids": ids.astype(np.int32),
-        "masked_lm_weights": weights,
-    }
+    """Right-padded rows ([CLS] first, at least 7 tokens) with P masked
+    positions among the first 6, the last prediction of odd rows padding
+    (position 0, weight 0), [MASK] (4) at the others."""
+    return masked_lm_batch(seed, rows, T, P, TINY.vocab_size, shortest=7, candidates=5)
 
 
 def originals(x):
@@ -161,29 +143,7 @@ def test_a_sample_equal_to_the_original_counts_as_original():
 
 
 def test_the_samples_carry_no_gradient_to_the_generator(pretrainer):
-    x = tiny_batch(seed=4)
-    shared = {id(v) for v in pretrainer.encoder.trainable_variables}
-    generator_own = [
-        v
-        for v in pretrainer.generator_model.trainable_variables
-        + pretrainer.generator_head.trainable_variables
-        if id(v) not in shared
-    ]
-    assert len(generator_own) > 10
-    with tf.GradientTape(persistent=True) as tape:
-        outputs = pretrainer(x, training=True)
-        labels = tf.cast(outputs["replaced_token_labels"], tf.float32)
-        discriminator_loss = tf.reduce_mean(
-            tf.nn.sigmoid_cross_entropy_with_logits(labels, outputs["replaced_token_logits"])
-        )
-        generator_loss = tf.reduce_mean(outputs["masked_lm_logits"] ** 2)
-    for gradient in tape.gradient(discriminator_loss, generator_own):
-        assert gradient is None or not np.any(np.asarray(tf.convert_to_tensor(gradient)))
-    assert all(g is not None for g in tape.gradient(generator_loss, generator_own))
-    # The shared table learns from both.
-    table = pretrainer.encoder.token_embedding.embeddings
-    for loss in (discriminator_loss, generator_loss):
-        assert np.any(np.asarray(tf.convert_to_tensor(tape.gradient(loss, table))))
+    assert_the_samples_carry_no_gradient(pretrainer, tiny_batch(seed=4))
 
 
 def test_the_generator_reads_the_discriminators_embeddings_one_copy(pretrainer):
@@ -300,23 +260,14 @@ def test_config_round_trip_and_a_fresh_process_reload(pretrainer, tmp_path):
     x = tiny_batch(seed=7)
     x[DRAWS] = np.random.default_rng(1).uniform(size=(B, P)).astype(np.float32)
     np.savez(tmp_path / "batch.npz", **x)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # keras_bert as installed
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            FRESH_PROCESS,
-            path,
-            str(tmp_path / "batch.npz"),
-            str(tmp_path / "out.npz"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=str(tmp_path),
-        timeout=300,
+    python_script(
+        FRESH_PROCESS,
+        path,
+        tmp_path / "batch.npz",
+        tmp_path / "out.npz",
+        cwd=tmp_path,
+        installed=True,
     )
-    assert run.returncode == 0, run.stderr[-3000:]
     reloaded = np.load(tmp_path / "out.npz")
     assert str(reloaded["kind"]) == "ModernBertElectraPretrainer"
     tensors = {name: tf.convert_to_tensor(value) for name, value in x.items()}

@@ -7,6 +7,7 @@ The references: the same encoder's ordinary padded call (itself checked
 against HuggingFace in test_modernbert.py), run in the test, and
 HuggingFace's own outputs for the fixture's rows."""
 
+import dataclasses
 import os
 
 import keras
@@ -21,7 +22,6 @@ from keras_bert.models.electra_pretrainer import DRAWS
 from keras_bert.models.modernbert_electra import ModernBertElectraPretrainer
 from keras_bert.models.modernbert_pretrainer import masked_rows
 from keras_bert.models.token_classifier import BertTokenClassifier
-from keras_bert.modernbert_config import ModernBertConfig
 
 from harness import assert_same_gradients
 from repo_paths import TESTS_DIR
@@ -33,25 +33,18 @@ FIXTURES = os.path.join(TESTS_DIR, "fixtures", "modernbert")
 LENGTHS, WIDTH = [9, 3, 6, 1], 12
 
 
+# 3 layers (global, local, global), hidden 32, biases everywhere, no dropout.
+TINY = read_config(os.path.join(TESTS_DIR, "fixtures", "modernbert", "tiny_mlm_biases"))[0]
+
+
 def random_encoder(pooling="cls", seed=0):
     """3 layers (global, local, global), a window of 2 on each side (the
     sliding window matters at every length but 1), biases everywhere;
     initializer_range 0.2: weights large enough that a wrong row, position or
     mask shows. No dropout (ModernBERT's default)."""
     keras.utils.set_random_seed(seed)
-    config = ModernBertConfig(
-        vocab_size=64,
-        hidden_size=32,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        intermediate_size=48,
-        global_attn_every_n_layers=2,
-        local_attention=4,
-        initializer_range=0.2,
-        attention_bias=True,
-        mlp_bias=True,
-        norm_bias=True,
-        classifier_pooling=pooling,
+    config = dataclasses.replace(
+        TINY, local_attention=4, initializer_range=0.2, classifier_pooling=pooling
     )
     return ModernBertEncoder(config)
 

@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 import yaml
 from safetensors.numpy import load_file
+from test_modernbert_pretraining import TINY, modern_fields, tiny_records
 
 from keras_bert import BertClassifier, ModernBertEncoder
 from keras_bert.checkpoints.modernbert import read_config
@@ -24,51 +25,31 @@ from keras_bert.training import pretraining
 
 from conftest import TINY_VOCAB
 from harness import (
-    SHORT_RUN,
+    assert_electra_resumed_as_uninterrupted,
     assert_same_logs,
-    kill_after_checkpoint,
-    pretrain_fields,
-    pretrain_process,
+    killed_and_resumed,
     run_command,
     run_mirrored_pretraining,
+    train_log,
 )
-from repo_paths import TESTS_DIR
-from synthetic_pretraining import write_records
-
-# 3 layers (global, local, global), a window of 4 each side, a vocabulary of
-# 256, biases everywhere: the generator has 1 layer.
-FIXTURE = os.path.join(TESTS_DIR, "fixtures", "modernbert", "tiny_mlm_biases")
-CONFIG_JSON = os.path.join(FIXTURE, "config.json")
-TINY = read_config(FIXTURE)[0]
 
 
+# The masked-LM tests' tiny model (test_modernbert_pretraining: 3 layers, a
+# window of 4 each side, a vocabulary of 256; the generator has 1 layer), on
+# records of its own.
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("modernbert_electra")
-    write_records(directory / "train.tfrecord", 64, vocab_size=TINY.vocab_size, seed=1)
-    return directory
+    return tiny_records(tmp_path_factory.mktemp("modernbert_electra"), seed=1)
 
 
 def electra_fields(data_dir, model_dir, **fields):
     """A tiny ModernBERT ELECTRA run: 10 steps of 8 sequences, a checkpoint
     every 5, every step logged."""
-    values = pretrain_fields(
-        **SHORT_RUN,
-        architecture="modernbert",
-        objective="electra",
-        modernbert_config=CONFIG_JSON,
-        train_files=str(data_dir / "train.tfrecord"),
-        model_dir=str(model_dir),
-    )
-    return {**values, "log_every": 1, **fields}
+    return modern_fields(data_dir, model_dir, **{"objective": "electra", **fields})
 
 
 def exported(model_dir, folder=""):
     return load_file(os.path.join(model_dir, "export", folder, "model.safetensors"))
-
-
-def logged(model_dir):
-    return [json.loads(line) for line in open(os.path.join(model_dir, "train_log.jsonl"))]
 
 
 # === Config fields ===
@@ -126,7 +107,7 @@ def finished_run(data_dir, tmp_path_factory):
 
 def test_a_run_exports_what_from_pretrained_reads(data_dir, finished_run):
     recipe, run_dir = finished_run
-    records = logged(run_dir)
+    records = train_log(run_dir)
     assert [r["step"] for r in records] == [1, 2, 3, 4]
     for record in records:
         assert 0 < record["replaced_fraction"] < 0.5
@@ -228,27 +209,9 @@ def test_resume_after_sigkill_ends_with_the_uninterrupted_weights(data_dir, tmp_
     )
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump(fields))
-    reference = pretrain_process(recipe, tmp_path / "reference")
-    interrupted = pretrain_process(recipe, tmp_path / "interrupted")
-    killed_at = kill_after_checkpoint(interrupted, tmp_path / "interrupted", 20)
+    killed_at, _ = killed_and_resumed(recipe, tmp_path, 20)
     assert 20 <= killed_at < 60
-    resumed = pretrain_process(recipe, tmp_path / "interrupted")
-    output = resumed.communicate(timeout=600)[0]
-    assert resumed.returncode == 0, output
-    assert f"at step {killed_at}" in output
-    assert reference.wait(timeout=600) == 0, reference.stdout.read()
-    for folder in ("", GENERATOR_FOLDER):
-        expected = exported(tmp_path / "reference", folder)
-        actual = exported(tmp_path / "interrupted", folder)
-        assert expected.keys() == actual.keys()
-        for name in expected:
-            np.testing.assert_allclose(actual[name], expected[name], atol=1e-6, err_msg=name)
-    whole, resumed_log = logged(tmp_path / "reference"), logged(tmp_path / "interrupted")
-    assert [r["step"] for r in resumed_log] == list(range(10, 61, 10))
-    for name in ("loss", "replaced_fraction", "discriminator_accuracy"):
-        np.testing.assert_allclose(
-            [r[name] for r in resumed_log], [r[name] for r in whole], rtol=1e-5, err_msg=name
-        )
+    assert_electra_resumed_as_uninterrupted(tmp_path, exported, 60)
 
 
 # === MirroredStrategy ===
@@ -262,9 +225,9 @@ def test_mirrored_two_cpus_follow_the_one_device_run(data_dir, tmp_path):
     fields = electra_fields(data_dir, tmp_path, train_steps=6, checkpoint_every=6, seed=3)
     del fields["model_dir"]
     run_mirrored_pretraining(fields, tmp_path)
-    one = logged(tmp_path / "one")
+    one = train_log(tmp_path / "one")
     for name in ("two", "accumulate"):
-        steps = logged(tmp_path / name)
+        steps = train_log(tmp_path / name)
         assert [r["step"] for r in steps] == [r["step"] for r in one] == list(range(1, 7))
         metrics = ("loss", "masked_lm_loss", "discriminator_loss", "replaced_fraction")
         assert_same_logs(steps, one, metrics, name)

@@ -34,6 +34,7 @@ from harness import (
     pretrain_fields,
     run_command,
     run_mirrored_pretraining,
+    train_log,
 )
 from repo_paths import REPO_ROOT, TESTS_DIR
 from synthetic_pretraining import write_records
@@ -46,11 +47,15 @@ TINY = read_config(FIXTURE)[0]
 DROPOUT = dict(embedding_dropout=0.1, attention_dropout=0.1, mlp_dropout=0.1)
 
 
+def tiny_records(folder, seed):
+    """folder/train.tfrecord: 64 masked sequences of TINY's vocabulary."""
+    write_records(folder / "train.tfrecord", 64, vocab_size=TINY.vocab_size, seed=seed)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("modernbert_pretraining")
-    write_records(directory / "train.tfrecord", 64, vocab_size=TINY.vocab_size, seed=0)
-    return directory
+    return tiny_records(tmp_path_factory.mktemp("modernbert_pretraining"), seed=0)
 
 
 def modern_fields(data_dir, model_dir, **fields):
@@ -69,10 +74,6 @@ def modern_fields(data_dir, model_dir, **fields):
 
 def exported(model_dir):
     return load_file(os.path.join(model_dir, "export", "model.safetensors"))
-
-
-def logged(model_dir):
-    return [json.loads(line) for line in open(os.path.join(model_dir, "train_log.jsonl"))]
 
 
 # === Config fields ===
@@ -136,8 +137,8 @@ def test_the_command_exports_what_fine_tuning_reads(data_dir, tmp_path, capsys):
     assert code == 0, out
     assert "masked_lm_accuracy" in out and "next_sentence" not in out
     run_dir = tmp_path / "run"
-    assert [r["step"] for r in logged(run_dir)] == list(range(1, 11))
-    assert "next_sentence_loss" not in logged(run_dir)[-1]
+    assert [r["step"] for r in train_log(run_dir)] == list(range(1, 11))
+    assert "next_sentence_loss" not in train_log(run_dir)[-1]
     assert sorted(os.listdir(run_dir / "export")) == ["config.json", "model.safetensors"]
     results = json.load(open(run_dir / "eval_results.json"))
     assert results["step"] == 10
@@ -251,9 +252,9 @@ def test_resume_after_sigkill_ends_with_the_uninterrupted_weights(data_dir, tmp_
     for name in expected:
         np.testing.assert_allclose(actual[name], expected[name], rtol=0, atol=1e-6, err_msg=name)
     # Steps 6-7 trained twice, logged once: the log goes on from the checkpoint.
-    assert [r["step"] for r in logged(tmp_path / "killed")] == list(range(1, 11))
-    assert [r["masked_lm_loss"] for r in logged(tmp_path / "killed")] == pytest.approx(
-        [r["masked_lm_loss"] for r in logged(tmp_path / "whole")], rel=1e-6
+    assert [r["step"] for r in train_log(tmp_path / "killed")] == list(range(1, 11))
+    assert [r["masked_lm_loss"] for r in train_log(tmp_path / "killed")] == pytest.approx(
+        [r["masked_lm_loss"] for r in train_log(tmp_path / "whole")], rel=1e-6
     )
 
 
@@ -266,9 +267,9 @@ def test_mirrored_two_cpus_follow_the_one_device_run(data_dir, tmp_path):
     del fields["model_dir"]
     run_mirrored_pretraining(fields, tmp_path)
 
-    one, expected = logged(tmp_path / "one"), exported(tmp_path / "one")
+    one, expected = train_log(tmp_path / "one"), exported(tmp_path / "one")
     for name in ("two", "accumulate"):
-        steps = logged(tmp_path / name)
+        steps = train_log(tmp_path / name)
         assert [r["step"] for r in steps] == [r["step"] for r in one] == list(range(1, 11))
         # The logged metrics are the global batch's, not replica 0's.
         assert_same_logs(steps, one, ("loss", "masked_lm_loss", "masked_lm_accuracy"), name)

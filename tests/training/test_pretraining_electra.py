@@ -21,11 +21,11 @@ from keras_bert.training import pretraining
 from conftest import TINY_VOCAB
 from harness import (
     SHORT_RUN,
+    assert_electra_resumed_as_uninterrupted,
     assert_same_logs,
     command_process,
-    kill_after_checkpoint,
+    killed_and_resumed,
     pretrain_fields,
-    pretrain_process,
     run_command,
     run_mirrored_pretraining,
     small_config,
@@ -219,28 +219,9 @@ def test_electra_resumes_after_sigkill_to_the_uninterrupted_weights(records, tmp
         log_every=10,
         seed=7,
     )
-    flags = ("--objective", "electra")
-    reference = pretrain_process(recipe, tmp_path / "reference", *flags)
-    interrupted = pretrain_process(recipe, tmp_path / "interrupted", *flags)
-    killed_at = kill_after_checkpoint(interrupted, tmp_path / "interrupted", 40)
+    killed_at, _ = killed_and_resumed(recipe, tmp_path, 40, "--objective", "electra")
     assert 40 <= killed_at < 120
-    resumed = pretrain_process(recipe, tmp_path / "interrupted", *flags)
-    output = resumed.communicate(timeout=600)[0]
-    assert resumed.returncode == 0, output
-    assert f"at step {killed_at}" in output
-    assert reference.wait(timeout=600) == 0, reference.stdout.read()
-    for folder in ("", GENERATOR_FOLDER):
-        expected = _export(tmp_path / "reference", folder)
-        actual = _export(tmp_path / "interrupted", folder)
-        assert expected.keys() == actual.keys()
-        for name in expected:
-            np.testing.assert_allclose(actual[name], expected[name], atol=1e-6, err_msg=name)
-    whole, resumed_log = _log(tmp_path / "reference"), _log(tmp_path / "interrupted")
-    assert [r["step"] for r in resumed_log] == list(range(10, 121, 10))
-    for name in ("loss", "replaced_fraction", "discriminator_accuracy"):
-        np.testing.assert_allclose(
-            [r[name] for r in resumed_log], [r[name] for r in whole], rtol=1e-5, err_msg=name
-        )
+    assert_electra_resumed_as_uninterrupted(tmp_path, _export, 120)
 
 
 # === MirroredStrategy ===
