@@ -148,15 +148,24 @@ SHARED_EMBEDDING_LAYERS = (
 )
 
 
-def _on_shared_embeddings(generator: BertEncoder, discriminator: BertEncoder) -> EncoderLayers:
-    """The generator's layers, its embeddings the discriminator's (the same
-    variables); its own projection to its width and its blocks."""
-    # The pooler is the generator's own: ELECTRA's generator has none, never called.
+def generator_on_shared_embeddings(
+    discriminator: keras.Model, config: Any, layers_type: type, shared: tuple[str, ...]
+) -> Any:
+    """The generator's layers (a `layers_type` dataclass, what its forward
+    pass reads): an encoder of the discriminator's class and `config`, built
+    whole in the discriminator's dtype and kernels, with its `shared`
+    embedding layers the discriminator's (the same variables, one copy)."""
+    generator = type(discriminator)(
+        config,
+        dtype=discriminator.token_embedding.dtype_policy.name,
+        fast_kernels=discriminator.fast_kernels,
+        name="generator",
+    )
     layers = {
-        field.name: getattr(generator, field.name) for field in dataclasses.fields(EncoderLayers)
+        field.name: getattr(generator, field.name) for field in dataclasses.fields(layers_type)
     }
-    layers.update({name: getattr(discriminator, name) for name in SHARED_EMBEDDING_LAYERS})
-    return EncoderLayers(**layers)
+    layers.update({name: getattr(discriminator, name) for name in shared})
+    return layers_type(**layers)
 
 
 def _generator_model(layers: EncoderLayers) -> keras.Model:
@@ -420,14 +429,10 @@ class ElectraPretrainer(ReplacedTokenDetection, UpdateStep, EncoderConfigFields,
         check_discriminator_weight(discriminator_weight)
 
         # === Layers ===
-        # Built whole, then its embedding layers left out for the discriminator's.
-        generator_encoder = BertEncoder(
-            generator,
-            dtype=encoder.token_embedding.dtype_policy.name,
-            fast_kernels=encoder.fast_kernels,
-            name="generator",
+        # (The generator's pooler is its own: ELECTRA's generator has none, never called.)
+        generator_layers = generator_on_shared_embeddings(
+            encoder, generator, EncoderLayers, SHARED_EMBEDDING_LAYERS
         )
-        generator_layers = _on_shared_embeddings(generator_encoder, encoder)
         generator_predictions = generator_head(
             encoder, encoder.token_embedding, generator.hidden_act
         )

@@ -46,6 +46,7 @@ from keras_bert.models.electra_pretrainer import (
     ReplacedTokenDetection,
     ReplacedTokenParts,
     check_discriminator_weight,
+    generator_on_shared_embeddings,
     replaced_token_outputs,
 )
 from keras_bert.models.modernbert import (
@@ -77,19 +78,6 @@ def generator_config(
     if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers < 1:
         raise ValueError(f"generator_num_layers must be a positive integer, got {num_layers!r}")
     return dataclasses.replace(discriminator, num_hidden_layers=num_layers)
-
-
-def _on_shared_embeddings(
-    generator: ModernBertEncoder, discriminator: ModernBertEncoder
-) -> ModernBertLayers:
-    """The generator's layers, its token embeddings and their LayerNorm the
-    discriminator's (the same variables); its own dropout, blocks and final
-    LayerNorm (and pooler, never called: the generator has none)."""
-    layers = {
-        field.name: getattr(generator, field.name) for field in dataclasses.fields(ModernBertLayers)
-    }
-    layers.update({name: getattr(discriminator, name) for name in SHARED_EMBEDDING_LAYERS})
-    return ModernBertLayers(**layers)
 
 
 def _generator_model(layers: ModernBertLayers) -> keras.Model:
@@ -159,14 +147,10 @@ class ModernBertElectraPretrainer(
         check_discriminator_weight(discriminator_weight)
 
         # === Layers ===
-        # Built whole, then its embedding layers left out for the discriminator's.
-        generator_encoder = ModernBertEncoder(
-            generator,
-            dtype=encoder.token_embedding.dtype_policy.name,
-            fast_kernels=encoder.fast_kernels,
-            name="generator",
+        # Its own dropout, blocks and final LayerNorm (and pooler, never called).
+        generator_layers = generator_on_shared_embeddings(
+            encoder, generator, ModernBertLayers, SHARED_EMBEDDING_LAYERS
         )
-        generator_layers = _on_shared_embeddings(generator_encoder, encoder)
         replaced_tokens = ReplacedTokens(name="replaced_tokens")
         discriminator_predictions = ReplacedTokenHead(
             config.hidden_size,
