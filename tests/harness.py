@@ -94,11 +94,15 @@ def assert_same_gradients(variables, gradients, expected, rtol=1e-4, atol=1e-7):
 
 
 def tiny_config(**overrides):
-    """The tiny encoder of the tests: hidden 32, 2 layers of 2 heads,
+    """The tiny encoder of the tests: hidden 32, 1 layer of 2 heads,
     feed-forward 64, a 40-token vocabulary (the `task_inputs` fixture's ids)
     and no dropout, so two runs of the same data give the same values.
-    `overrides` are BertConfig fields (vocab_size=30522 for the real vocabulary)."""
-    values = dict(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=2)
+    `overrides` are BertConfig fields (vocab_size=30522 for the real vocabulary).
+    One layer: tracing a model is most of a test's time and grows with its
+    layers; what depends on the stacking (weights of layer i feeding i + 1,
+    checkpoint names per layer, per-layer outputs) is tested with
+    `num_hidden_layers=2` or more, named in those tests."""
+    values = dict(vocab_size=40, hidden_size=32, num_hidden_layers=1, num_attention_heads=2)
     values.update(intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     return BertConfig(**{**values, **overrides})
 

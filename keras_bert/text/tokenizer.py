@@ -762,53 +762,76 @@ class BertTokenizer(tf.Module):
     def _with_special_tokens(self, strings, offsets):
         """HuggingFace's order: cut the text at its special tokens, each of
         which is its id, and tokenize the text between on its own. Most
-        batches hold none and take the plain path."""
-        plain_path = self._pieces_and_offsets if offsets else self._pieces
-        return tf.cond(
+        batches hold none, and each string is then its own one segment. Only
+        the cut is conditional: a branch per case would build the word-piece
+        graph twice, and every model load, `fit` and export pays for that
+        tracing (2.3 s against 0.8 s for both tokenize functions)."""
+        segments, segment_splits, segment_starts, special_index, uncleaned = tf.cond(
             self._has_special_token(strings),
-            lambda: self._split_at_special_tokens(strings, offsets),
-            lambda: plain_path(strings),
-        )
+            lambda: self._cut_at_special_tokens(strings),
+            lambda: self._one_segment_per_string(strings),
+        )  # (S,) each, but the splits (B + 1,) and uncleaned (B,)
+        is_special = special_index >= 0
+        # A special token's segment is tokenized as "" (no pieces), then gets its id.
+        between = tf.where(is_special, "", segments)
+        special_row = tf.RaggedTensor.from_row_lengths(
+            tf.gather(self._special_ids, tf.boolean_mask(special_index, is_special)),
+            tf.cast(is_special, tf.int64),
+        )  # (S, 0 or 1)
 
-    def _split_at_special_tokens(self, strings, offsets):
+        def regroup(pieces):  # (S, P) -> (B, P)
+            return tf.RaggedTensor.from_row_splits(
+                pieces, segment_splits, validate=False
+            ).merge_dims(1, 2)
+
+        if not offsets:
+            return regroup(tf.concat([special_row, self._pieces(between)], axis=1))
+        ids, starts, ends = self._pieces_and_offsets(between)
+        zeros = tf.zeros_like(special_row, tf.int64)
+        ids = tf.concat([special_row, ids], axis=1)
+        starts = tf.concat([zeros, starts], axis=1)
+        lengths = tf.cast(tf.strings.length(segments), tf.int64)[:, tf.newaxis]
+        ends = tf.concat([zeros + lengths, ends], axis=1)
+        # Offsets in each segment -> in the cleaned string -> in the input.
+        shift = tf.gather(segment_starts, starts.value_rowids())
+        starts = starts.with_flat_values(starts.flat_values + shift)
+        ends = ends.with_flat_values(ends.flat_values + shift)
+        starts, ends = self.basic_tokenizer.map_offsets(
+            strings, uncleaned, regroup(starts), regroup(ends), cleaned_only=True
+        )
+        return regroup(ids), starts, ends
+
+    def _cut_at_special_tokens(self, strings):
+        """strings (B,) -> the segments of the cleaned strings between and at
+        their special tokens (S,), row splits (B + 1,), each segment's byte start
+        in its cleaned string (S,), its special token's index or -1 (S,), and
+        whether cleaning left each string's bytes as they were (B,)."""
         # Cleaned first: tensorflow-text's regex split stops at a NUL.
         cleaned = self.basic_tokenizer._clean(strings)  # (B,)
         segments, segment_starts, _ = tf_text.regex_split_with_offsets(
             cleaned, self._special_pattern, self._special_pattern
         )  # (B, S)
         flat = segments.flat_values  # (S in total,)
-        matches = tf.equal(flat[:, tf.newaxis], self._special_strings)  # (S, specials)
-        is_special = tf.reduce_any(matches, axis=1)
-        # A special token's segment is tokenized as "" (no pieces), then gets its id.
-        between = tf.where(is_special, "", flat)
-        special_row = tf.RaggedTensor.from_row_lengths(
-            tf.gather(self._special_ids, tf.argmax(tf.boolean_mask(matches, is_special), axis=1)),
-            tf.cast(is_special, tf.int64),
-        )  # (S, 0 or 1)
-
-        def regroup(pieces):  # (S, P) -> (B, P)
-            return tf.RaggedTensor.from_row_splits(
-                pieces, segments.row_splits, validate=False
-            ).merge_dims(1, 2)
-
-        if not offsets:
-            ids = tf.concat([special_row, self._pieces(between)], axis=1)
-            return regroup(ids)
-        ids, starts, ends = self._pieces_and_offsets(between)
-        zeros = tf.zeros_like(special_row, tf.int64)
-        ids = tf.concat([special_row, ids], axis=1)
-        starts = tf.concat([zeros, starts], axis=1)
-        lengths = tf.cast(tf.strings.length(flat), tf.int64)[:, tf.newaxis]
-        ends = tf.concat([zeros + lengths, ends], axis=1)
-        # Offsets in each segment -> in the cleaned string -> in the input.
-        shift = tf.gather(segment_starts.flat_values, starts.value_rowids())
-        starts = starts.with_flat_values(starts.flat_values + shift)
-        ends = ends.with_flat_values(ends.flat_values + shift)
-        plain = tf.strings.regex_full_match(strings, _LENGTH_PRESERVING)
-        starts, ends = self.basic_tokenizer.map_offsets(
-            strings, plain, regroup(starts), regroup(ends), cleaned_only=True
+        matches = tf.cast(tf.equal(flat[:, tf.newaxis], self._special_strings), tf.int32)
+        special_index = tf.where(
+            tf.reduce_any(matches > 0, axis=1),
+            tf.argmax(matches, axis=1, output_type=tf.int32),
+            -1,
         )
-        return regroup(ids), starts, ends
+        uncleaned = tf.strings.regex_full_match(strings, _LENGTH_PRESERVING)
+        return flat, segments.row_splits, segment_starts.flat_values, special_index, uncleaned
+
+    def _one_segment_per_string(self, strings):
+        """_cut_at_special_tokens' outputs for a batch without special tokens:
+        each string whole, uncleaned (its offsets are the input's already)."""
+        rows = tf.size(strings, out_type=tf.int64)
+        return (
+            strings,
+            tf.range(rows + 1),
+            tf.zeros([rows], tf.int64),
+            tf.fill([rows], -1),
+            tf.ones([rows], tf.bool),
+        )
 
     @_no_autograph
     def tokenize_words_with_offsets(

@@ -16,10 +16,10 @@ from harness import tiny_config
 NAMES = ["rotten", "fresh"]
 
 
-def tiny_encoder(seed=0):
+def tiny_encoder(seed=0, num_hidden_layers=1):
     keras.utils.set_random_seed(seed)
     # No dropout: two runs of the same data must take the same steps.
-    return BertEncoder(tiny_config(vocab_size=30522))
+    return BertEncoder(tiny_config(vocab_size=30522, num_hidden_layers=num_hidden_layers))
 
 
 def reviews(datasets_dir, count=16):

@@ -8,8 +8,10 @@ import harness
 
 
 def tiny_config(**overrides):
-    """The harness's tiny encoder with 4 heads, 50 ids and 16 positions."""
+    """The harness's tiny encoder with 2 layers (the encoder's own tests: one
+    layer feeds the next), 4 heads, 50 ids and 16 positions."""
     values = dict(vocab_size=50, num_attention_heads=4, max_position_embeddings=16)
+    values.update(num_hidden_layers=2)
     return harness.tiny_config(**{**values, **overrides})
 
 

@@ -27,7 +27,7 @@ MODELS = {
     BertTokenClassifier: ({"num_labels": 3}, "head_layers"),
     BertSpanExtractor: ({}, "max_answer_length"),
     BertSentenceEncoder: ({}, "pooling"),
-    BertFeatureExtractor: ({"num_top_layers": 2}, "num_top_layers"),
+    BertFeatureExtractor: ({"num_top_layers": 1}, "num_top_layers"),
     BertPretrainer: ({}, "objective"),
 }
 

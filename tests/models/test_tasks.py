@@ -180,7 +180,12 @@ TASKS = {
     # refuses it, which the export test checks).
     "feature_extractor": dict(
         cls=BertFeatureExtractor,
-        init=lambda: dict(encoder=tiny_encoder(5), num_top_layers=2, preprocessor=preprocessor(16)),
+        # Two layers: the top layers are concatenated in their order.
+        init=lambda: dict(
+            encoder=tiny_encoder(5, num_hidden_layers=2),
+            num_top_layers=2,
+            preprocessor=preprocessor(16),
+        ),
         train=None,
         predict=TEXTS,
         shape={"sentence_embedding": (8, 32), "token_features": (8, 16, 64)},

@@ -153,7 +153,7 @@ def test_the_span_extractor_sentence_encoder_and_feature_extractor_take_text(dat
     assert encoder.test_on_batch((TEXTS, PAIRS)) < first
 
     features = BertFeatureExtractor(
-        tiny_encoder(), num_top_layers=2, preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=16)
+        tiny_encoder(), num_top_layers=1, preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=16)
     )
     expected = features.predict(TEXTS, verbose=0)
     close(features(TEXTS), expected)

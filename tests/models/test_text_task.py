@@ -112,7 +112,7 @@ def test_a_reloaded_keras_file_is_compiled_and_fits_strings(tmp_path, datasets_d
 
 
 def test_feature_extractor_on_text():
-    encoder = tiny_encoder()
+    encoder = tiny_encoder(num_hidden_layers=2)  # two top layers, concatenated
     model = BertFeatureExtractor(
         encoder, num_top_layers=2, preprocessor=BertPreprocessor(VOCAB_FILE, seq_length=16)
     )
