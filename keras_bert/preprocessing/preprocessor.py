@@ -256,6 +256,24 @@ class BertPreprocessor(keras.layers.Layer):
 
     from_preset = from_pretrained
 
+    @classmethod
+    def from_tokenizer(
+        cls, tokenizer: BertTokenizer, seq_length: int = 128, **kwargs: Any
+    ) -> BertPreprocessor:
+        """A preprocessor around `tokenizer` itself: its vocabulary and
+        settings, and what it has already traced (a command that counted its
+        texts' unknown pieces with it does not trace it a second time)."""
+        preprocessor = cls(
+            lowercase=tokenizer.lowercase,
+            seq_length=seq_length,
+            max_chars_per_word=tokenizer.max_chars_per_word,
+            strip_accents=tokenizer.strip_accents,
+            special_tokens=tokenizer.special_tokens,
+            **kwargs,
+        )
+        preprocessor._tokenizer = tokenizer
+        return preprocessor
+
     def set_vocabulary(self, vocabulary: Sequence[str] | str) -> None:
         """The word pieces (a list, `vocabulary[id]`, or a vocab.txt path)."""
         self._tokenizer = BertTokenizer(

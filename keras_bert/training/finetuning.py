@@ -245,17 +245,10 @@ def resolve_tokenizer(config: FinetuneConfig) -> tuple[BertTokenizer, str, Finet
 
 def preprocessor_of(config: FinetuneConfig, tokenizer: BertTokenizer) -> BertPreprocessor:
     """The preprocessor saved inside the fine-tuned model: the run's
-    vocabulary, casing and sequence length, so `model.keras` takes text."""
-    return BertPreprocessor(
-        # The file where there is one: a vocabulary that does not fit the
-        # encoder is refused naming it (`TextTask`, the task model's boundary).
-        tokenizer.vocab_file or tokenizer.vocab,
-        lowercase=tokenizer.lowercase,
-        seq_length=config.seq_length,
-        max_chars_per_word=tokenizer.max_chars_per_word,
-        strip_accents=tokenizer.strip_accents,
-        special_tokens=tokenizer.special_tokens,
-    )
+    tokenizer (vocabulary, casing) and sequence length, so `model.keras`
+    takes text. A vocabulary that does not fit the encoder is refused naming
+    its file (`TextTask`, the task model's boundary)."""
+    return BertPreprocessor.from_tokenizer(tokenizer, seq_length=config.seq_length)
 
 
 # === Training ===

@@ -32,6 +32,13 @@ def texts(datasets_dir):
     return bbc_headlines_and_openings(datasets_dir)
 
 
+@pytest.fixture(scope="module")
+def preprocessed(minilm_encoder, real_vocab_file, texts):
+    """One preprocessor at SEQ_LENGTH, and the real token outputs of `texts`."""
+    preprocessor = BertPreprocessor(real_vocab_file, seq_length=SEQ_LENGTH)
+    return (preprocessor, *token_outputs(minilm_encoder, preprocessor, texts))
+
+
 def token_outputs(encoder, preprocessor, texts):
     """The real encoder's last layer (N, T, H) and mask (N, T), at the full width."""
     features = preprocessor(texts)
@@ -71,11 +78,10 @@ def numpy_normalize(x):
     + [["cls", "mean", "max"], ["lasttoken", "mean_sqrt_len_tokens"]],
 )
 def test_every_pooling_mode_equals_numpy_on_the_real_token_outputs(
-    minilm_encoder, real_vocab_file, texts, modes
+    minilm_encoder, preprocessed, texts, modes
 ):
-    preprocessor = BertPreprocessor(real_vocab_file, seq_length=SEQ_LENGTH)
+    preprocessor, tokens, mask = preprocessed
     model = BertSentenceEncoder(minilm_encoder, pooling=modes, preprocessor=preprocessor)
-    tokens, mask = token_outputs(minilm_encoder, preprocessor, texts)
     assert mask.sum(axis=1).min() < mask.sum(axis=1).max()  # padding to pool past
     # Concatenated in the order given, as sentence-transformers 6 does.
     expected = np.concatenate([numpy_pool(tokens, mask, mode) for mode in modes], axis=-1)

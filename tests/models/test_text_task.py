@@ -318,17 +318,22 @@ def test_from_pretrained_reads_config_vocabulary_and_casing(minilm_path, tmp_pat
     reader = BertSpanExtractor.from_pretrained(minilm_path)
     assert (tagger.preprocessor.seq_length, reader.preprocessor.seq_length) == (64, 384)
 
-    # A .keras file of this task model comes back whole: head, labels, preprocessor.
-    model.save(tmp_path / "classifier.keras")
+    # A .keras file of a task model comes back whole: head, labels, preprocessor
+    # (a tiny one: the file is read the same at any size, and MiniLM's is 90 MB).
+    tiny = BertClassifier(
+        tiny_encoder(), 2, label_names=NAMES, preprocessor=BertPreprocessor(VOCAB_FILE, 16)
+    )
+    tiny.save(tmp_path / "classifier.keras")
     again = BertClassifier.from_pretrained(str(tmp_path / "classifier.keras"))
     texts = ["a fine film", "a dull one"]
-    np.testing.assert_allclose(again.predict(texts), model.predict(texts), atol=1e-6)
+    np.testing.assert_allclose(again.predict(texts), tiny.predict(texts), atol=1e-6)
     assert again.label_names == NAMES
     # ... and as an encoder for another task: a new head on the same encoder.
     other = BertTokenClassifier.from_pretrained(str(tmp_path / "classifier.keras"), num_labels=2)
+    features = tiny.preprocessor(texts)
     np.testing.assert_allclose(
         other.encoder(features)["sequence_output"].numpy(),
-        encoder(features)["sequence_output"].numpy(),
+        tiny.encoder(features)["sequence_output"].numpy(),
         atol=1e-6,
     )
     assert other.preprocessor.lowercase is True

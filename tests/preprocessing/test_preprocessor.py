@@ -8,6 +8,7 @@ from official.nlp.tools import tokenization
 
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.preprocessing.preprocessor import BertPreprocessor
+from keras_bert.text.tokenizer import BertTokenizer
 
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Héllo, WORLD! naïve café", "a " * 40, ""]
 PAIRS = ["Is it lazy?", "yes " * 30, "short", "only the pair"]
@@ -77,6 +78,26 @@ def test_cased_vocabulary_keeps_case(tmp_path):
     uncased = BertPreprocessor(vocab, lowercase=True, seq_length=5)
     assert cased(["Hello"])["input_ids"].numpy()[0, 1] == 5
     assert uncased(["Hello"])["input_ids"].numpy()[0, 1] == 6
+
+
+def test_a_preprocessor_from_a_tokenizer_is_the_one_from_its_vocabulary():
+    """`from_tokenizer` (what `keras-bert finetune` saves in its model) keeps
+    the tokenizer object and its settings, and reads as the plain one does."""
+    tokenizer = BertTokenizer(VOCAB_FILE, lowercase=True, max_chars_per_word=20)
+    preprocessor = BertPreprocessor.from_tokenizer(tokenizer, seq_length=24)
+    assert preprocessor.tokenizer is tokenizer
+    plain = BertPreprocessor(VOCAB_FILE, seq_length=24, max_chars_per_word=20)
+    # The same settings (strip_accents resolved from the casing: the tokenizer's).
+    settings = ("lowercase", "seq_length", "max_chars_per_word", "special_tokens")
+    assert [preprocessor.get_config()[k] for k in settings] == [
+        plain.get_config()[k] for k in settings
+    ]
+    assert preprocessor.strip_accents == plain.tokenizer.strip_accents
+    for name, value in original_features(TEXTS, None, 24).items():
+        np.testing.assert_array_equal(preprocessor(TEXTS)[name].numpy(), value, err_msg=name)
+    np.testing.assert_array_equal(
+        preprocessor(["a" * 25])["input_ids"].numpy(), plain(["a" * 25])["input_ids"].numpy()
+    )  # the tokenizer's own word limit: [UNK]
 
 
 def test_bad_inputs_name_the_problem():
