@@ -765,7 +765,7 @@ class BertTokenizer(tf.Module):
         batches hold none, and each string is then its own one segment. Only
         the cut is conditional: a branch per case would build the word-piece
         graph twice, and every model load, `fit` and export pays for that
-        tracing (2.3 s against 0.8 s for both tokenize functions)."""
+        tracing (both tokenize functions: 2.3 s that way, 1.8 s this way)."""
         segments, segment_splits, segment_starts, special_index, uncleaned = tf.cond(
             self._has_special_token(strings),
             lambda: self._cut_at_special_tokens(strings),
