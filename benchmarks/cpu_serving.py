@@ -10,7 +10,10 @@ same logits before it times anything.
 Forms (`--forms`): keras_bert's SavedModels, `export_saved_model(...,
 padding="longest")` as `float32`, `int8` (`quantize="int8"`) and `bfloat16`
 (`precision="mixed_bfloat16"`), loaded with `tf.saved_model.load` and called
-through `serving_default` (strings in, as a server answers); ONNX Runtime
+through `serving_default` (strings in, as a server answers); keras_bert's
+LiteRT files, `export_litert(..., padding="longest")` float32 and int8
+(dynamic-range: XNNPACK's int8 products, VNNI where the CPU has it), called
+through their signature runner with the same thread count; ONNX Runtime
 float32 (optimized: fused attention) and int8 (`quantize_dynamic`), strings
 tokenized by HuggingFace's fast tokenizer, padded to the batch's longest.
 
@@ -49,6 +52,8 @@ EXPORT_FORMS = {
     "keras_bert float32": {},
     "keras_bert int8": {"quantize": "int8"},
     "keras_bert bfloat16": {"precision": "mixed_bfloat16"},
+    "keras_bert LiteRT float32": {"format": "litert"},
+    "keras_bert LiteRT int8": {"format": "litert", "quantize": "int8"},
 }
 # The serving goals: keras_bert's fastest form over the fastest peer, per batch size.
 GOALS = {1: 1.0, 32: 1.5}
@@ -64,14 +69,21 @@ def keras_classifier(folder):
     """(BertClassifier, BertTokenizer, label names) of hf_reference_classifier.py's folder."""
     from keras_bert import BertEncoder, BertTokenizer
     from keras_bert.models.classifier import BertClassifier
+    from keras_bert.preprocessing import BertPreprocessor
 
     with open(os.path.join(folder, "labels.txt"), encoding="utf-8") as f:
         labels = f.read().split()
     encoder = BertEncoder.from_pretrained(os.path.join(folder, "encoder"))
-    model = BertClassifier(encoder, len(labels), label_names=labels)
+    tokenizer = BertTokenizer(os.path.join(folder, "encoder", "vocab.txt"))
+    # The preprocessor carries the vocabulary and casing LiteRT's file takes inside.
+    model = BertClassifier(
+        encoder,
+        len(labels),
+        label_names=labels,
+        preprocessor=BertPreprocessor.from_tokenizer(tokenizer),
+    )
     head = np.load(os.path.join(folder, "head.npz"))
     model.get_layer("classifier_output").set_weights([head["kernel"], head["bias"]])
-    tokenizer = BertTokenizer(os.path.join(folder, "encoder", "vocab.txt"))
     return model, tokenizer, labels
 
 
@@ -104,6 +116,39 @@ class SavedModelForm:
             found += [
                 b.decode() for b in self.outputs(texts[begin : begin + batch])["label"].numpy()
             ]
+        return found
+
+
+class LiteRTForm:
+    """One keras_bert LiteRT file, called through its signature runner."""
+
+    def __init__(self, model, folder, seq_length, threads, quantize=None):
+        from keras_bert.export.litert import export_litert, litert_interpreter
+
+        os.makedirs(folder, exist_ok=True)
+        path = export_litert(
+            model,
+            os.path.join(folder, "classifier.tflite"),
+            seq_length=seq_length,
+            quantize=quantize,
+            padding="longest",
+        )
+        self.runner = litert_interpreter(path, num_threads=threads).get_signature_runner()
+
+    def outputs(self, texts):
+        return self.runner(text=np.array(texts, dtype=object))
+
+    def seconds(self, batches):
+        arrays = [np.array(batch, dtype=object) for batch in batches]
+        start = time.perf_counter()
+        for batch in arrays:
+            self.runner(text=batch)["label"]
+        return (time.perf_counter() - start) / len(arrays)
+
+    def labels(self, texts, batch=64):
+        found = []
+        for begin in range(0, len(texts), batch):
+            found += [b.decode() for b in self.outputs(texts[begin : begin + batch])["label"]]
         return found
 
 
@@ -213,13 +258,14 @@ def main(argv=None):
     forms = {}
     for name in args.forms.split(","):
         start = time.perf_counter()
-        forms[name] = SavedModelForm(
-            model,
-            tokenizer,
-            os.path.join(folder, name.split()[-1], "1"),
-            args.seq_length,
-            EXPORT_FORMS[name],
-        )
+        options = dict(EXPORT_FORMS[name])
+        subfolder = os.path.join(folder, name.split(" ", 1)[1].replace(" ", "_"))
+        if options.pop("format", None) == "litert":
+            forms[name] = LiteRTForm(model, subfolder, args.seq_length, args.threads, **options)
+        else:
+            forms[name] = SavedModelForm(
+                model, tokenizer, os.path.join(subfolder, "1"), args.seq_length, options
+            )
         print(f"exported {name} in {time.perf_counter() - start:.0f} s", flush=True)
     peer, peer_versions = None, {}
     if not args.no_peers:

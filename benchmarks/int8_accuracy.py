@@ -1,6 +1,8 @@
 """Accuracy of a fine-tuned classifier's float32, int8 and bfloat16 exports on a
 dev set, through the SavedModels' `serving_default` (strings in), as a server
-answers. Each reduced form is held to within `MAX_GAP_POINTS` of float32.
+answers, and of its LiteRT files (float32 and dynamic-range int8, through their
+signature runner). Each reduced form is held to within `MAX_GAP_POINTS` of
+float32.
 
     keras-bert finetune ... --output-dir OUT        # e.g. recipes/finetuning/rotten_tomatoes.sh
     python benchmarks/int8_accuracy.py --model-dir OUT \
@@ -21,11 +23,14 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_bert.export import export_model_dir  # noqa: E402
+from keras_bert.export.litert import export_litert_dir, litert_interpreter  # noqa: E402
 
 import results_file  # noqa: E402
 
 # The export forms: name -> export_model_dir's options.
 FORMS = {"float32": {}, "int8": {"quantize": "int8"}, "bfloat16": {"precision": "bfloat16"}}
+# The LiteRT files: name -> export_litert_dir's options.
+LITERT_FORMS = {"LiteRT float32": {}, "LiteRT int8": {"quantize": "int8"}}
 # A faster form may cost at most this much dev accuracy (the serving goal's bound).
 MAX_GAP_POINTS = 0.5
 
@@ -48,6 +53,34 @@ def predict(path, texts, batch=64):
     return labels, seconds
 
 
+def predict_litert(path, texts, batch=64):
+    runner = litert_interpreter(path, num_threads=os.cpu_count()).get_signature_runner()
+    labels, seconds = [], 0.0
+    for start in range(0, len(texts), batch):
+        chunk = np.array(texts[start : start + batch], dtype=object)
+        begin = time.perf_counter()
+        outputs = runner(text=chunk)
+        seconds += time.perf_counter() - begin
+        labels.extend(label.decode() for label in outputs["label"])
+    return labels, seconds
+
+
+def export_and_predict(name, model_dir, folder, texts, padding):
+    """(labels, seconds) of the form `name` of `model_dir`'s classifier."""
+    if name in LITERT_FORMS:
+        path = export_litert_dir(
+            model_dir,
+            os.path.join(folder, name.replace(" ", "_") + ".tflite"),
+            padding=padding,
+            **LITERT_FORMS[name],
+        )
+        return predict_litert(path, texts)
+    path = export_model_dir(
+        model_dir, os.path.join(folder, name, "1"), padding=padding, **FORMS[name]
+    )
+    return predict(path, texts)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-dir", required=True, help="a `keras-bert finetune` output folder")
@@ -58,11 +91,8 @@ def main(argv=None):
     texts, gold = read_tsv(args.dev)
     folder = tempfile.mkdtemp(prefix="int8_accuracy_")
     results, serving_seconds = {}, {}
-    for name, options in FORMS.items():
-        path = export_model_dir(
-            args.model_dir, os.path.join(folder, name, "1"), padding=args.padding, **options
-        )
-        predicted, seconds = predict(path, texts)
+    for name in [*FORMS, *LITERT_FORMS]:
+        predicted, seconds = export_and_predict(name, args.model_dir, folder, texts, args.padding)
         results[name] = float(np.mean([p == g for p, g in zip(predicted, gold)]))
         serving_seconds[name] = seconds
         print(
@@ -70,7 +100,7 @@ def main(argv=None):
             f"({seconds:.1f} s in serving_default, batches of 64)"
         )
     gaps = {name: 100 * (results[name] - results["float32"]) for name in results}
-    for name in list(FORMS)[1:]:
+    for name in list(results)[1:]:
         print(f"{name} - float32: {gaps[name]:+.2f} points")
     if not args.no_results:
         table = "\n".join(
@@ -88,7 +118,7 @@ def main(argv=None):
         )
         results_file.write(
             args.results_name,
-            "Dev accuracy of the float32, int8 and bfloat16 exports",
+            "Dev accuracy of the float32, int8 and bfloat16 exports and LiteRT files",
             table=table,
             argv=argv,
             figures={
@@ -99,7 +129,8 @@ def main(argv=None):
                 "points_against_float32": gaps,
                 "serving_seconds": serving_seconds,
             },
-            method="Each export's `serving_default` (strings in) over the dev set, batches of 64.",
+            method="Each export's `serving_default` (strings in), each LiteRT file's signature "
+            "runner, over the dev set, batches of 64.",
             directory=args.results_dir,
         )
 

@@ -25,15 +25,23 @@ dense ops, the encoder traced on the plain ops (`with_fast_kernels(model, False)
 becomes LiteRT's GELU op; the fast kernels' erfc has no LiteRT kernel), every
 weight frozen into the file. `quantize="int8"`: dynamic-range quantization
 (int8 weights, activations quantized per call), the converter's
-`Optimize.DEFAULT`. One text per row (no pairs).
+`Optimize.DEFAULT`: XNNPACK multiplies int8 by int8, with VNNI's dot products
+where the CPU has them; at batch 1 it is the fastest CPU form keras_bert has
+(benchmarks/results/cpu_serving.md). One text per row (no pairs).
+
+What the file holds is written into it as JSON (a `keras_bert` metadata
+entry of the flatbuffer, as the SavedModels' `keras_bert_export.json`):
+task, precision ("float32" or "int8_dynamic_range"), padding, sequence
+length, casing and the version that wrote it. `litert_metadata(path)` reads it.
 
 Legend for shape comments: B = batch, P = word pieces, T = sequence length, C = classes.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow as tf
@@ -47,6 +55,7 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 from keras_bert import safe_output
 from keras_bert.models.fast_path import with_fast_kernels
 from keras_bert.preprocessing.classification import class_names, classify_logits
+from keras_bert.version import __version__
 
 if TYPE_CHECKING:
     import keras
@@ -55,6 +64,8 @@ if TYPE_CHECKING:
 
 LITERT_QUANTIZE_MODES = ("int8",)
 LITERT_PADDINGS = ("max_length", "longest")
+# The flatbuffer's metadata entry that holds the export's facts as JSON.
+METADATA_NAME = "keras_bert"
 
 
 def litert_tokenizer(tokenizer: BertTokenizer) -> tf_text.FastBertTokenizer:
@@ -213,7 +224,45 @@ def export_litert(
         longest=padding == "longest",
     )
     flatbuffer = convert(function, quantize)
-    return safe_output.write_bytes(path, flatbuffer)
+    facts = {
+        "task": type(model).__name__,
+        "precision": "int8_dynamic_range" if quantize == "int8" else "float32",
+        "padding": padding,
+        "seq_length": seq_length,
+        "lowercase": tokenizer.lowercase,
+        "keras_bert_version": __version__,
+    }
+    return safe_output.write_bytes(path, with_metadata(flatbuffer, facts))
+
+
+def with_metadata(flatbuffer: bytes, facts: dict[str, Any]) -> bytes:
+    """`flatbuffer` with `facts` as JSON in its `keras_bert` metadata entry
+    (a buffer of its own, which the interpreter does not read)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(flatbuffer))
+    buffer = schema.BufferT()
+    buffer.data = np.frombuffer(json.dumps(facts, sort_keys=True).encode(), np.uint8)
+    model.buffers.append(buffer)
+    entry = schema.MetadataT()
+    entry.name = METADATA_NAME
+    entry.buffer = len(model.buffers) - 1
+    model.metadata = [*(model.metadata or []), entry]
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def litert_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """The facts `export_litert` wrote into `path` ({} for a file it did not write)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    with open(path, "rb") as f:
+        model = schema.Model.GetRootAs(f.read(), 0)
+    for index in range(model.MetadataLength()):
+        entry = model.Metadata(index)
+        if entry.Name().decode() == METADATA_NAME:
+            return json.loads(model.Buffers(entry.Buffer()).DataAsNumpy().tobytes())
+    return {}
 
 
 def convert(function: tf.types.experimental.ConcreteFunction, quantize: str | None = None) -> bytes:

@@ -12,6 +12,7 @@ import tensorflow as tf
 from export_helpers import CLASS_NAMES, call, keras_model
 from official.nlp.tools import tokenization
 
+import keras_bert
 from keras_bert import cli
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.datasets.tagging import read_conll
@@ -19,6 +20,7 @@ from keras_bert.export.litert import (
     convert,
     export_litert,
     litert_interpreter,
+    litert_metadata,
     litert_tokenizer,
     run_litert,
 )
@@ -140,6 +142,7 @@ def test_litert_answers_equal_the_saved_model_on_real_sentences(litert_files, re
         np.testing.assert_array_equal(shorter["label"], expected["label"])
 
     quantized = run_litert(litert_interpreter(litert_files["int8"]), reviews)
+    assert litert_metadata(litert_files["int8"])["precision"] == "int8_dynamic_range"
     assert os.path.getsize(litert_files["int8"]) < 0.6 * os.path.getsize(litert_files[None])
     assert np.abs(quantized["probabilities"] - served["probabilities"]).max() < 0.05
     assert np.mean(quantized["label"] == served["label"]) > 0.95
@@ -162,6 +165,15 @@ def test_cli_export_litert(tmp_path, capsys):
     assert f"wrote {output}" in capsys.readouterr().out
     answers = run_litert(litert_interpreter(output), ["a fine film", "a dull one"])
     assert answers["probabilities"].shape == (2, 3)
+    # What the file holds is said inside it, and the interpreter ran past it above.
+    assert litert_metadata(output) == {
+        "task": "BertClassifier",
+        "precision": "float32",
+        "padding": "longest",
+        "seq_length": 16,
+        "lowercase": True,
+        "keras_bert_version": keras_bert.__version__,
+    }
     assert (
         cli.main(
             ["export", "--format", "litert", "--model-dir", str(model_dir), "--output", output]
