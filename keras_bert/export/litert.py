@@ -66,6 +66,16 @@ LITERT_QUANTIZE_MODES = ("int8",)
 LITERT_PADDINGS = ("max_length", "longest")
 # The flatbuffer's metadata entry that holds the export's facts as JSON.
 METADATA_NAME = "keras_bert"
+# The custom ops a file may hold: tensorflow-text's, whose kernels
+# `litert_interpreter` registers. Any other would fail at the file's first call.
+TFTEXT_CUSTOM_OPS = frozenset(
+    {
+        "FastBertNormalize",
+        "FastWordpieceTokenize",
+        "FastWordpieceTokenizeWithOffsets",
+        "RaggedTensorToTensor",
+    }
+)
 
 
 def litert_tokenizer(tokenizer: BertTokenizer) -> tf_text.FastBertTokenizer:
@@ -283,7 +293,32 @@ def convert(function: tf.types.experimental.ConcreteFunction, quantize: str | No
     converter.allow_custom_ops = True  # tensorflow-text's tokenizer ops
     if quantize == "int8":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    return converter.convert()
+    flatbuffer = converter.convert()
+    check_custom_ops(flatbuffer)
+    return flatbuffer
+
+
+def custom_ops(flatbuffer: bytes) -> set[str]:
+    """The custom ops a LiteRT flatbuffer calls (those not among LiteRT's builtins)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    model = schema.Model.GetRootAs(flatbuffer, 0)
+    codes = (model.OperatorCodes(i).CustomCode() for i in range(model.OperatorCodesLength()))
+    return {code.decode() for code in codes if code}
+
+
+def check_custom_ops(flatbuffer: bytes) -> None:
+    """Refuses a file that calls an op no registered kernel runs: the converter
+    writes a TensorFlow op it cannot lower as a custom op (`allow_custom_ops`,
+    needed for the tokenizer's), and the interpreter fails only at the first
+    call ("Encountered unresolved custom op")."""
+    unknown = custom_ops(flatbuffer) - TFTEXT_CUSTOM_OPS
+    if unknown:
+        raise ValueError(
+            f"this model traces to TensorFlow op(s) {sorted(unknown)} that LiteRT has no "
+            "kernel for (only tensorflow-text's tokenizer ops are registered): the file "
+            "would fail at its first call; export it as a SavedModel (export_saved_model)"
+        )
 
 
 def litert_interpreter(path: str | os.PathLike, num_threads: int | None = None):

@@ -43,7 +43,9 @@ _MIN_COUNT = 1e-9
 
 def pool_tokens(tokens: tf.Tensor, input_mask: tf.Tensor, mode: str) -> tf.Tensor:
     """(B, T, H) token outputs, (B, T) mask -> (B, H), pooled by `mode`."""
-    mask = ops.cast(ops.not_equal(input_mask, 0), tokens.dtype)[..., None]  # (B, T, 1)
+    # expand_dims, not [..., None]: on a dynamic length the slice that adds an
+    # axis has no LiteRT kernel (a LiteRT file padded to the longest text).
+    mask = ops.expand_dims(ops.cast(ops.not_equal(input_mask, 0), tokens.dtype), -1)  # (B, T, 1)
     if mode == "cls":
         return tokens[:, 0, :]
     if mode == "max":
@@ -51,7 +53,7 @@ def pool_tokens(tokens: tf.Tensor, input_mask: tf.Tensor, mode: str) -> tf.Tenso
     if mode in ("mean", "mean_sqrt_len_tokens", "weightedmean"):
         if mode == "weightedmean":  # position t (from 0) weighs t + 1
             positions = ops.arange(1, ops.shape(tokens)[1] + 1, dtype=tokens.dtype)
-            mask = mask * positions[None, :, None]
+            mask = mask * ops.reshape(positions, (1, -1, 1))
         total = ops.sum(tokens * mask, axis=1)  # (B, H)
         count = ops.maximum(ops.sum(mask, axis=1), _MIN_COUNT)  # (B, 1)
         return total / (ops.sqrt(count) if mode == "mean_sqrt_len_tokens" else count)

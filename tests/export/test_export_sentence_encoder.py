@@ -100,7 +100,9 @@ def test_a_litert_embedding_model_takes_strings_and_gives_predicts_embeddings(ex
 
     model, _ = exported
     texts = [TEXTS[0], TEXTS[3], *OTHERS]
-    path = export_litert(model, tmp_path / "embeddings.tflite")
-    served = run_litert(litert_interpreter(path), texts)["embedding"]
-    np.testing.assert_allclose(served, model.predict(texts, verbose=0), atol=1e-5)
-    np.testing.assert_allclose(np.linalg.norm(served, axis=-1), 1.0, atol=1e-5)
+    expected = model.predict(texts, verbose=0)
+    for padding in ("max_length", "longest"):
+        path = export_litert(model, tmp_path / f"{padding}.tflite", padding=padding)
+        served = run_litert(litert_interpreter(path), texts)["embedding"]
+        np.testing.assert_allclose(served, expected, atol=1e-5)
+        np.testing.assert_allclose(np.linalg.norm(served, axis=-1), 1.0, atol=1e-5)

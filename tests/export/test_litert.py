@@ -18,6 +18,7 @@ from keras_bert.assets import VOCAB_FILE
 from keras_bert.datasets.tagging import read_conll
 from keras_bert.export.litert import (
     convert,
+    custom_ops,
     export_litert,
     litert_interpreter,
     litert_metadata,
@@ -224,3 +225,25 @@ def test_lora_models_export_merged(tmp_path):
         text=tf.constant(texts), text_pair=tf.constant([], tf.string)
     )["probabilities"]
     np.testing.assert_allclose(probabilities.numpy(), expected, atol=1e-5)
+
+
+def test_an_op_litert_cannot_run_is_refused_at_conversion():
+    # An axis added by slicing a tensor of dynamic length lowers to no LiteRT
+    # builtin: the converter would write it as a custom op that fails at the
+    # file's first call (the sentence encoder's mask did, padded to the longest text).
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32)])
+    def add_axis(values):
+        return {"out": values[..., None] * 2.0}
+
+    with pytest.raises(ValueError, match=r"\['StridedSlice'\].*SavedModel"):
+        convert(add_axis.get_concrete_function())
+
+
+def test_the_classifier_file_calls_only_tensorflow_texts_custom_ops(litert_files):
+    for path in litert_files.values():
+        with open(path, "rb") as f:
+            assert custom_ops(f.read()) == {
+                "FastBertNormalize",
+                "FastWordpieceTokenizeWithOffsets",
+                "RaggedTensorToTensor",
+            }
