@@ -1,7 +1,7 @@
 """The int8 product on oneDNN's kernel (`keras_bert.kernels.int8_dense`) against a
 numpy reference of the same scheme, and the quantized `FastDense` that runs it.
 
-Reference: activations to 256 levels of their range, x ~ lo + step * x_q;
+Reference: activations to 256 levels of each row's range, x ~ lo + step * x_q;
 weights to 127 levels of each column's largest magnitude, w ~ w_q * absmax / 127;
 result (lo + step * x_q) (w_q * absmax / 127) + b, in float64. The levels are
 computed with the same float32 steps as the layer ((x - lo) * (1 / step)), so a
@@ -26,10 +26,10 @@ pytestmark = pytest.mark.skipif(
 
 def reference_levels(rows):
     rows = rows.astype(np.float32)
-    lo, hi = rows.min(), rows.max()
-    step = np.float32(hi - lo) / np.float32(255.0)
+    lo, hi = rows.min(axis=1, keepdims=True), rows.max(axis=1, keepdims=True)  # (R, 1)
+    step = (hi - lo) / np.float32(255.0)
     levels = np.round((rows - lo) * (np.float32(1.0) / step))
-    return levels.astype(np.float64), float(lo), float(step)
+    return levels.astype(np.float64), lo.astype(np.float64), step.astype(np.float64)
 
 
 def reference_weights(kernel):
@@ -78,6 +78,25 @@ def test_product_equals_the_numpy_reference(rows_count, inputs, units):
     # and the quantization error itself is what 256 / 255 levels allow
     exact = rows.astype(np.float64) @ kernel + bias
     assert np.abs(got.numpy() - exact).max() < 0.05 * np.abs(exact).max()
+
+
+def test_a_rows_answer_does_not_depend_on_the_other_rows():
+    # Each row (a token) on its own range: an outlier token elsewhere in the
+    # request neither changes nor coarsens this one's levels.
+    rng = np.random.default_rng(7)
+    rows = rng.normal(size=(5, 32)).astype(np.float32)
+    w_q = rng.integers(-127, 128, size=(32, 16)).astype(np.int8)
+    arguments = (
+        tf.constant(w_q),
+        tf.constant(np.full(16, 200.0, np.float32)),
+        tf.constant(column_sums(w_q)),
+    )
+    alone = int8_project(tf.constant(rows[:1]), *arguments).numpy()
+    rows[1:] *= 1000.0
+    beside_outliers = int8_project(tf.constant(rows), *arguments).numpy()[:1]
+    np.testing.assert_allclose(beside_outliers, alone, rtol=1e-6)
+    exact = rows[:1].astype(np.float64) @ (w_q / 200.0)
+    assert np.abs(alone - exact).max() < 0.02 * np.abs(exact).max()
 
 
 def test_constant_rows():
