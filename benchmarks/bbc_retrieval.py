@@ -14,9 +14,14 @@ headline/article pairs with in-batch negatives (MultipleNegativesRankingLoss,
 scale 20), then scored again. `--peer-python` (or
 $KERAS_BERT_PEER_PYTHON): the peers' environment (benchmarks/README.md builds
 it) encodes the same texts with sentence-transformers
-(`sentence_transformers_peer.py`, its own process): the largest difference
-of the embeddings, its figures and both sides' speed (best of `--windows`
-alternating timings) are printed.
+(`sentence_transformers_peer.py`, its own process, PyTorch with the MKL shim
+on AMD CPUs): every keras_bert setting (as loaded, XLA, mixed_bfloat16 where
+the CPU has bfloat16 products, a LiteRT int8 file) and every
+sentence-transformers backend that installs (PyTorch; ONNX and ONNX int8 with
+its `onnx` extra) gets its retrieval figures, the largest difference of its
+embeddings from sentence-transformers' default, and its speed (best of
+`--windows` windows, all settings in rotated order); the goals are keras_bert's
+fastest over the default backend (1.5x) and over the fastest (1.0x).
 
 Writes benchmarks/results/bbc_retrieval_zero_shot.{md,json}, or
 bbc_retrieval_fine_tuned with `--train` (`results_file`).
@@ -127,7 +132,7 @@ def keras_bert_settings(checkpoint, model, folder):
     return settings
 
 
-def compare_with_peer(python, checkpoint, model, rows, batch_size, windows) -> dict:
+def compare_with_peer(python, checkpoint, model, rows, batch_size, windows, mkl_shim=True) -> dict:
     """Every keras_bert setting and every sentence-transformers backend
     (`sentence_transformers_peer.py`) on the same texts: each one's retrieval
     figures, the largest difference of its embeddings from sentence-transformers'
@@ -135,6 +140,7 @@ def compare_with_peer(python, checkpoint, model, rows, batch_size, windows) -> d
     sides alternating (the machines are shared)."""
     import tempfile
 
+    from mkl_shim import mkl_shim_env
     from peer_process import PeerProcess
 
     folder = tempfile.mkdtemp(prefix="bbc_retrieval_")
@@ -144,6 +150,8 @@ def compare_with_peer(python, checkpoint, model, rows, batch_size, windows) -> d
         os.path.join(HERE, "sentence_transformers_peer.py"),
         {"checkpoint": checkpoint, "seq_length": model.preprocessor.seq_length, "folder": folder},
         python=python,
+        # PyTorch's MKL runs its fast kernels on an AMD CPU only with the shim.
+        env=mkl_shim_env() if mkl_shim else None,
     )
     if "missing" in peer.facts:
         raise SystemExit(f"{python}: {peer.facts['missing']} (install sentence-transformers there)")
@@ -262,6 +270,11 @@ def main(argv=None) -> dict:
     parser.add_argument(
         "--windows", type=int, default=3, help="timing windows per side with --peer-python"
     )
+    parser.add_argument(
+        "--no-mkl-shim",
+        action="store_true",
+        help="PyTorch without the MKL shim on AMD CPUs (see mkl_shim.py)",
+    )
     results_file.add_arguments(parser, None)
     args = parser.parse_args(argv)
     args.results_name = args.results_name or (
@@ -289,7 +302,13 @@ def main(argv=None) -> dict:
 
     if args.peer_python:
         peer = compare_with_peer(
-            args.peer_python, checkpoint, model, rows, args.batch_size, args.windows
+            args.peer_python,
+            checkpoint,
+            model,
+            rows,
+            args.batch_size,
+            args.windows,
+            mkl_shim=not args.no_mkl_shim,
         )
         results["sentence_transformers"] = peer
         print(f"speed and retrieval per setting ({peer['versions']}, {peer['threads']} threads):")
