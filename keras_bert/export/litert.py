@@ -227,11 +227,13 @@ def export_litert(
         )
     if getattr(model, "lora_rank", None):
         model = model.merge_lora()
+    # Held here until the conversion has read its weights: the traced function
+    # refers to the copy's variables weakly, and a garbage collection between
+    # tracing and freezing deleted them ("referencing variables which have been
+    # deleted", seen once in the full suite).
+    plain_model = with_fast_kernels(model, False)
     function = traced_as(
-        with_fast_kernels(model, False),
-        preprocessor.tokenizer,
-        seq_length,
-        longest=padding == "longest",
+        plain_model, preprocessor.tokenizer, seq_length, longest=padding == "longest"
     )
     flatbuffer = convert(function, quantize)
     facts = {

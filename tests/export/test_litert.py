@@ -247,3 +247,22 @@ def test_the_classifier_file_calls_only_tensorflow_texts_custom_ops(litert_files
                 "FastWordpieceTokenizeWithOffsets",
                 "RaggedTensorToTensor",
             }
+
+
+def test_a_garbage_collection_before_freezing_loses_no_weight(tmp_path, monkeypatch):
+    # The file is traced on a copy of the model (plain ops) whose variables the
+    # traced function holds weakly: a collection between tracing and freezing
+    # once deleted them mid-export in the full suite.
+    import gc
+
+    from keras_bert.export import litert
+
+    real_convert = litert.convert
+
+    def convert_after_a_collection(function, quantize=None):
+        gc.collect()
+        return real_convert(function, quantize)
+
+    monkeypatch.setattr(litert, "convert", convert_after_a_collection)
+    path = export_litert(_classifier_with_preprocessor(), tmp_path / "gc.tflite", seq_length=16)
+    assert run_litert(litert_interpreter(path), ["a fine film"])["probabilities"].shape == (1, 3)
