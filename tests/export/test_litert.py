@@ -3,6 +3,7 @@ FullTokenizer's ids on real text (its one difference named and bounded), and the
 answers equal the SavedModel's on real sentences."""
 
 import csv
+import gc
 import os
 import unicodedata
 
@@ -16,6 +17,7 @@ import keras_bert
 from keras_bert import cli
 from keras_bert.assets import VOCAB_FILE
 from keras_bert.datasets.tagging import read_conll
+from keras_bert.export import litert
 from keras_bert.export.litert import (
     convert,
     custom_ops,
@@ -111,15 +113,26 @@ def _classifier_with_preprocessor():
     return copy
 
 
+def _convert_after_a_collection(function, quantize=None):
+    gc.collect()
+    return convert(function, quantize)
+
+
 @pytest.fixture(scope="module")
 def litert_files(tmp_path_factory):
+    """The files the tests below read, each frozen after a garbage collection:
+    the file is traced on a copy of the model (plain ops) whose variables the
+    traced function holds weakly, and a collection between tracing and
+    freezing once deleted them mid-export in the full suite."""
     folder = tmp_path_factory.mktemp("litert")
     model = _classifier_with_preprocessor()
-    files = {
-        quantize: export_litert(model, folder / f"{quantize}.tflite", quantize=quantize)
-        for quantize in (None, "int8")
-    }
-    files["longest"] = export_litert(model, folder / "longest.tflite", padding="longest")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(litert, "convert", _convert_after_a_collection)
+        files = {
+            quantize: export_litert(model, folder / f"{quantize}.tflite", quantize=quantize)
+            for quantize in (None, "int8")
+        }
+        files["longest"] = export_litert(model, folder / "longest.tflite", padding="longest")
     return files
 
 
@@ -247,22 +260,3 @@ def test_the_classifier_file_calls_only_tensorflow_texts_custom_ops(litert_files
                 "FastWordpieceTokenizeWithOffsets",
                 "RaggedTensorToTensor",
             }
-
-
-def test_a_garbage_collection_before_freezing_loses_no_weight(tmp_path, monkeypatch):
-    # The file is traced on a copy of the model (plain ops) whose variables the
-    # traced function holds weakly: a collection between tracing and freezing
-    # once deleted them mid-export in the full suite.
-    import gc
-
-    from keras_bert.export import litert
-
-    real_convert = litert.convert
-
-    def convert_after_a_collection(function, quantize=None):
-        gc.collect()
-        return real_convert(function, quantize)
-
-    monkeypatch.setattr(litert, "convert", convert_after_a_collection)
-    path = export_litert(_classifier_with_preprocessor(), tmp_path / "gc.tflite", seq_length=16)
-    assert run_litert(litert_interpreter(path), ["a fine film"])["probabilities"].shape == (1, 3)
