@@ -11,9 +11,9 @@ and weights as qint8, each with one scalar range, so:
   the kernel is told the range [-127, 127] (a scale of 1) and the per-column
   scales are applied to its float output;
 - activations: quantized per call and per row (one token's features, no
-  calibration set) to 256 levels of the row's own range, `x ~ lo + step * x_q`
-  (lo = the row's min, step = (max - min) / 255), the kernel told [0, 255] (a
-  scale of 1 as well). Per row, so a token's answer does not depend on the
+  calibration set) to 128 levels of the row's own range, `x ~ lo + step * x_q`
+  (lo = the row's min, step = (max - min) / 127; 128, not 256: see `LEVELS`),
+  the kernel told [0, 255] (a scale of 1 as well). Per row, so a token's answer does not depend on the
   other texts of its request, and one outlier token does not coarsen every
   other token's levels: with one range per tensor, a MiniLM classifier lost
   0.70 points of rotten_tomatoes dev accuracy on an AVX512-VNNI CPU (per row:
@@ -41,7 +41,14 @@ import functools
 import numpy as np
 import tensorflow as tf
 
-LEVELS = 255.0  # uint8 activations: 0 ... 255
+# uint8 activations, told to the kernel as [0, 255] (a scale of 1)...
+KERNEL_ACTIVATION_RANGE = 255.0
+# ...but quantized to 0 ... 127 only. Without VNNI (AVX2, AVX-512 before
+# Cascade Lake) oneDNN's u8 x s8 product adds pairs of products in int16 with
+# saturation (vpmaddubsw): 2 * 255 * 127 overflows it, 2 * 127 * 127 does not,
+# so an export answers the same on every x86 CPU it is served on (with 256
+# levels, its products were off by up to 40 % of their range there).
+LEVELS = 127.0
 WEIGHT_LIMIT = 127.0  # int8 weights: -127 ... 127 (Keras' AbsMaxQuantizer range)
 
 
@@ -52,7 +59,7 @@ def quantize_rows(rows: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     hi = tf.reduce_max(rows, axis=-1, keepdims=True)
     # A constant row (hi == lo): any positive step gives x_q = 0 and x = lo exactly.
     step = tf.maximum(hi - lo, 1e-30) / LEVELS
-    levels = tf.round((rows - lo) * (1.0 / step))  # (R, I), 0 ... 255
+    levels = tf.round((rows - lo) * (1.0 / step))  # (R, I), 0 ... 127
     return tf.bitcast(tf.cast(levels, tf.uint8), tf.quint8), lo, step
 
 
@@ -77,7 +84,7 @@ def int8_project(
         b=tf.bitcast(kernel_q, tf.qint8),
         bias=tf.zeros_like(kernel_scale),
         min_a=0.0,
-        max_a=LEVELS,
+        max_a=KERNEL_ACTIVATION_RANGE,
         min_b=-WEIGHT_LIMIT,
         max_b=WEIGHT_LIMIT,
         # Only read for quantized outputs; this variant returns float32.
@@ -98,7 +105,7 @@ def int8_kernel_available() -> bool:
     output"). Checked once with a 1 x 2 product against its hand value."""
     try:
         with tf.init_scope():  # eagerly, also when first asked while a graph is traced
-            rows = tf.constant([[0.0, 2.0]])  # lo 0, step 2 / 255: levels 0 and 255
+            rows = tf.constant([[0.0, 2.0]])  # lo 0, step 2 / 127: levels 0 and 127
             kernel_q = tf.constant([[1], [-3]], tf.int8)
             value = int8_project(
                 rows, kernel_q, tf.constant([1.0]), tf.constant(column_sums([[1], [-3]]))

@@ -1,7 +1,7 @@
 """The int8 product on oneDNN's kernel (`keras_bert.kernels.int8_dense`) against a
 numpy reference of the same scheme, and the quantized `FastDense` that runs it.
 
-Reference: activations to 256 levels of each row's range, x ~ lo + step * x_q;
+Reference: activations to 128 levels of each row's range, x ~ lo + step * x_q;
 weights to 127 levels of each column's largest magnitude, w ~ w_q * absmax / 127;
 result (lo + step * x_q) (w_q * absmax / 127) + b, in float64. The levels are
 computed with the same float32 steps as the layer ((x - lo) * (1 / step)), so a
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(
 def reference_levels(rows):
     rows = rows.astype(np.float32)
     lo, hi = rows.min(axis=1, keepdims=True), rows.max(axis=1, keepdims=True)  # (R, 1)
-    step = (hi - lo) / np.float32(255.0)
+    step = (hi - lo) / np.float32(127.0)
     levels = np.round((rows - lo) * (np.float32(1.0) / step))
     return levels.astype(np.float64), lo.astype(np.float64), step.astype(np.float64)
 
@@ -45,7 +45,7 @@ def reference_product(rows, kernel, bias):
 
 
 def test_hand_computed_product():
-    # rows [-1, 0, 3]: lo -1, step 4 / 255, levels 0, 63.75 -> 64, 255
+    # rows [-1, 0, 3]: lo -1, step 4 / 127, levels 0, 31.75 -> 32, 127
     rows = tf.constant([[-1.0, 0.0, 3.0]])
     kernel_q = tf.constant([[2, 0], [1, -1], [-1, 127]], tf.int8)
     kernel_scale = tf.constant([1.0, 0.5])  # w = q / scale: [[2, 0], [1, -2], [-1, 254]]
@@ -53,7 +53,7 @@ def test_hand_computed_product():
     got = int8_project(
         rows, kernel_q, kernel_scale, tf.constant(column_sums(kernel_q.numpy())), bias
     ).numpy()
-    x = -1.0 + 4.0 / 255.0 * np.array([0.0, 64.0, 255.0])  # [-1, 0.00392, 3]
+    x = -1.0 + 4.0 / 127.0 * np.array([0.0, 32.0, 127.0])  # [-1, 0.00787, 3]
     expected = [x @ [2, 1, -1] + 0.5, x @ [0, -2, 254] - 1.0]
     np.testing.assert_allclose(got[0], expected, rtol=1e-6)
 
@@ -75,7 +75,7 @@ def test_product_equals_the_numpy_reference(rows_count, inputs, units):
     )
     expected = reference_product(rows, kernel, bias)
     np.testing.assert_allclose(got.numpy(), expected, atol=1e-5 * np.abs(expected).max())
-    # and the quantization error itself is what 256 / 255 levels allow
+    # and the quantization error itself is what 128 / 255 levels allow
     exact = rows.astype(np.float64) @ kernel + bias
     assert np.abs(got.numpy() - exact).max() < 0.05 * np.abs(exact).max()
 
