@@ -13,11 +13,11 @@ and weights as qint8, each with one scalar range, so:
 - activations: quantized per call and per row (one token's features, no
   calibration set) to 128 levels of the row's own range, `x ~ lo + step * x_q`
   (lo = the row's min, step = (max - min) / 127; 128, not 256: see `LEVELS`),
-  the kernel told [0, 255] (a scale of 1 as well). Per row, so a token's answer does not depend on the
-  other texts of its request, and one outlier token does not coarsen every
-  other token's levels: with one range per tensor, a MiniLM classifier lost
-  0.70 points of rotten_tomatoes dev accuracy on an AVX512-VNNI CPU (per row:
-  benchmarks/results/cpu_serving.md);
+  the kernel told [0, 255] (a scale of 1 as well). Per row, so a token's
+  answer does not depend on the other texts of its request, and one outlier
+  token does not coarsen every other token's levels: with one range per
+  tensor, a MiniLM classifier lost 0.70 points of rotten_tomatoes dev accuracy
+  on an AVX512-VNNI CPU (per row: benchmarks/results/cpu_serving.md);
 - so `x w + b ~ (step * (x_q q) + lo * column_sums) / kernel_scale + b`
   (column_sums = q summed over its input axis, stored at quantization time):
   the kernel computes the integer product `x_q q`, and the row and column
