@@ -46,8 +46,9 @@ KERNEL_ACTIVATION_RANGE = 255.0
 # ...but quantized to 0 ... 127 only. Without VNNI (AVX2, AVX-512 before
 # Cascade Lake) oneDNN's u8 x s8 product adds pairs of products in int16 with
 # saturation (vpmaddubsw): 2 * 255 * 127 overflows it, 2 * 127 * 127 does not,
-# so an export answers the same on every x86 CPU it is served on (with 256
-# levels, its products were off by up to 40 % of their range there).
+# so an export answers the same on every x86 CPU it is served on. Measured on a
+# (37, 64) x (64, 96) product with an outlier feature, error / largest value:
+# 256 levels 1.2 % with VNNI but 101 % on AVX2; 128 levels 2.1 % on both.
 LEVELS = 127.0
 WEIGHT_LIMIT = 127.0  # int8 weights: -127 ... 127 (Keras' AbsMaxQuantizer range)
 
