@@ -1,11 +1,13 @@
 """The int8 product on oneDNN's kernel (`keras_bert.kernels.int8_dense`) against a
 numpy reference of the same scheme, and the quantized `FastDense` that runs it.
 
-Reference: activations to 128 levels of each row's range, x ~ lo + step * x_q;
+Reference: activations to 63 levels each side of zero of each row's largest
+magnitude, x ~ step * x_s (x_s in -63 ... 63; the kernel sees x_s + 64);
 weights to 127 levels of each column's largest magnitude, w ~ w_q * absmax / 127;
-result (lo + step * x_q) (w_q * absmax / 127) + b, in float64. The levels are
-computed with the same float32 steps as the layer ((x - lo) * (1 / step)), so a
-value on a rounding boundary falls the same way and the comparison is tight.
+result (step * x_s) (w_q * absmax / 127) + b, in float64. The levels are
+computed with the same float32 steps as the layer (x * (1 / step), rounded half
+up), so a value on a rounding boundary falls the same way and the comparison is
+tight.
 """
 
 import keras
@@ -26,10 +28,9 @@ pytestmark = pytest.mark.skipif(
 
 def reference_levels(rows):
     rows = rows.astype(np.float32)
-    lo, hi = rows.min(axis=1, keepdims=True), rows.max(axis=1, keepdims=True)  # (R, 1)
-    step = (hi - lo) / np.float32(127.0)
-    levels = np.round((rows - lo) * (np.float32(1.0) / step))
-    return levels.astype(np.float64), lo.astype(np.float64), step.astype(np.float64)
+    step = np.abs(rows).max(axis=1, keepdims=True) / np.float32(63.0)  # (R, 1)
+    levels = np.floor(rows * (np.float32(1.0) / step) + np.float32(64.5)) - 64.0
+    return levels.astype(np.float64), step.astype(np.float64)
 
 
 def reference_weights(kernel):
@@ -39,13 +40,13 @@ def reference_weights(kernel):
 
 
 def reference_product(rows, kernel, bias):
-    x_q, lo, step = reference_levels(rows)
+    x_s, step = reference_levels(rows)
     w_q, w_step = reference_weights(kernel.astype(np.float64))
-    return (lo + step * x_q) @ (w_q * w_step) + bias
+    return (step * x_s) @ (w_q * w_step) + bias
 
 
 def test_hand_computed_product():
-    # rows [-1, 0, 3]: lo -1, step 4 / 127, levels 0, 31.75 -> 32, 127
+    # rows [-1, 0, 3]: step 3 / 63, levels -21, 0, 63
     rows = tf.constant([[-1.0, 0.0, 3.0]])
     kernel_q = tf.constant([[2, 0], [1, -1], [-1, 127]], tf.int8)
     kernel_scale = tf.constant([1.0, 0.5])  # w = q / scale: [[2, 0], [1, -2], [-1, 254]]
@@ -53,7 +54,7 @@ def test_hand_computed_product():
     got = int8_project(
         rows, kernel_q, kernel_scale, tf.constant(column_sums(kernel_q.numpy())), bias
     ).numpy()
-    x = -1.0 + 4.0 / 127.0 * np.array([0.0, 32.0, 127.0])  # [-1, 0.00787, 3]
+    x = 3.0 / 63.0 * np.array([-21.0, 0.0, 63.0])  # [-1, 0, 3]
     expected = [x @ [2, 1, -1] + 0.5, x @ [0, -2, 254] - 1.0]
     np.testing.assert_allclose(got[0], expected, rtol=1e-6)
 
@@ -75,7 +76,7 @@ def test_product_equals_the_numpy_reference(rows_count, inputs, units):
     )
     expected = reference_product(rows, kernel, bias)
     np.testing.assert_allclose(got.numpy(), expected, atol=1e-5 * np.abs(expected).max())
-    # and the quantization error itself is what 128 / 255 levels allow
+    # and the quantization error itself is what 63 levels each side allow
     exact = rows.astype(np.float64) @ kernel + bias
     assert np.abs(got.numpy() - exact).max() < 0.05 * np.abs(exact).max()
 
@@ -100,13 +101,25 @@ def test_a_rows_answer_does_not_depend_on_the_other_rows():
 
 
 def test_constant_rows():
-    rows = tf.fill((4, 8), 0.75)  # max == min: every level 0, x = lo exactly
+    rows = tf.fill((4, 8), 0.75)  # every level 63: x = 63 * (0.75 / 63)
     kernel_q = tf.constant(np.arange(-8, 8).reshape(8, 2), tf.int8)
     got = int8_project(
         rows, kernel_q, tf.constant([2.0, 4.0]), tf.constant(column_sums(kernel_q.numpy()))
     )
     expected = 0.75 * np.arange(-8, 8).reshape(8, 2).sum(axis=0) / [2.0, 4.0]
     np.testing.assert_allclose(got.numpy(), np.tile(expected, (4, 1)), rtol=1e-6)
+
+
+def test_zero_rows_give_the_bias_exactly():
+    kernel_q = tf.constant(np.arange(-8, 8).reshape(8, 2), tf.int8)
+    got = int8_project(
+        tf.zeros((3, 8)),  # every level the zero point: x = 0, no step of 0 / 0
+        kernel_q,
+        tf.constant([2.0, 4.0]),
+        tf.constant(column_sums(kernel_q.numpy())),
+        tf.constant([0.25, -1.5]),
+    )
+    np.testing.assert_array_equal(got.numpy(), np.tile([0.25, -1.5], (3, 1)))
 
 
 def quantized_dense(units=24, activation=None):
