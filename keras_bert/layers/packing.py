@@ -105,8 +105,18 @@ class TokenPacking:
             real_row = tf.where(row_of < self.count, row_of, 0)  # padding: row 0
             row = real_row[None, :, None, :] * (groups * num_heads)  # (1, B, 1, S)
             index = row + group + head  # (k, B, N, S)
-            self._head_indices[key] = index if groups > 1 else index[0]
-        return tf.gather(rows, self._head_indices[key])
+            # Where each row of `rows` sits in that layout, (R, k, N) flattened:
+            # the gradient gathers it back from there.
+            sequence, position = self._sequences_and_positions()  # (R,) each
+            group_offset = tf.range(groups)[None, :, None] * self.shape[0]  # (1, k, 1)
+            place = (group_offset + sequence[:, None, None]) * num_heads + tf.range(num_heads)
+            place = place * self.span + position[:, None, None]  # (R, k, N) into k * B * N * S
+            self._head_indices[key] = (
+                index if groups > 1 else index[0],
+                tf.reshape(place, (-1,)),
+            )
+        index, place = self._head_indices[key]
+        return gather_rows(rows, index, place)
 
     def pack_heads(self, heads: tf.Tensor) -> tf.Tensor:
         """(B, N, S, D) -> (R, N * D): the real positions of attention's output
@@ -114,14 +124,50 @@ class TokenPacking:
         num_heads, head_size = heads.shape[1], heads.shape[3]
         key = ("pack", num_heads)
         if key not in self._head_indices:
-            length = self.shape[1]
-            sequence, position = self.flat_rows // length, self.flat_rows % length  # (R,) each
+            sequence, position = self._sequences_and_positions()  # (R,) each
             head = tf.range(num_heads)[None]  # (1, N)
-            self._head_indices[key] = (sequence[:, None] * num_heads + head) * self.span + position[
-                :, None
-            ]  # (R, N) into B * N * S
-        rows = tf.gather(tf.reshape(heads, (-1, head_size)), self._head_indices[key])
+            index = (sequence[:, None] * num_heads + head) * self.span + position[:, None]
+            # Each (B, N, S) position's gathered row, or past the R * N rows (the
+            # gradient's appended zero row) where nothing was gathered.
+            row_of = self.row_of[:, None, : self.span]  # (B, 1, S)
+            real = row_of < self.count
+            place = tf.where(real, row_of * num_heads + head[..., None], self.count * num_heads)
+            self._head_indices[key] = (index, tf.reshape(place, (-1,)))  # (R, N), (B * N * S,)
+        index, place = self._head_indices[key]
+        rows = gather_rows(tf.reshape(heads, (-1, head_size)), index, place, zero_row=True)
         return tf.reshape(rows, (-1, num_heads * head_size))  # (R, N * D)
+
+    def _sequences_and_positions(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """(R,) each packed row's sequence in the batch, and position in it."""
+        return self.flat_rows // self.shape[1], self.flat_rows % self.shape[1]
+
+
+def gather_rows(
+    params: tf.Tensor, index: tf.Tensor, place: tf.Tensor, zero_row: bool = False
+) -> tf.Tensor:
+    """tf.gather(params (P, D), index), whose gradient is a gather as well.
+
+    `place` (P,): where in the gathered output (index's rows, flattened) each
+    row of `params` was taken to, or, with `zero_row`, one past its end for a
+    row nothing took (its gradient is 0). Why: a gather's own gradient is a
+    scatter-add (UnsortedSegmentSum), which cost 18 ms of a 300 ms MiniLM fit
+    step for the heads' gathers; these gathers take each real row once, and
+    every other place they fill (padding, holding row 0's values) gets a
+    gradient of exactly 0 (the mask's weight after softmax, or a query nobody
+    reads), so gathering back from one place each is the same sum.
+    """
+
+    @tf.custom_gradient
+    def gather(params):
+        def gradient(upstream):
+            flat = tf.reshape(upstream, (-1, params.shape[-1]))
+            if zero_row:
+                flat = tf.concat([flat, tf.zeros_like(flat[:1])], 0)
+            return tf.gather(flat, place)
+
+        return tf.gather(params, index), gradient
+
+    return gather(params)
 
 
 def gather_positions(sequence: tf.Tensor, positions: tf.Tensor, flat: bool = False) -> tf.Tensor:

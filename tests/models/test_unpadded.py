@@ -255,6 +255,46 @@ def test_heads_go_between_the_layouts_in_one_gather(groups):
     np.testing.assert_array_equal(back, np.asarray(packed)[:, : heads * size])
 
 
+@pytest.mark.parametrize("groups", [1, 3])
+def test_the_head_gathers_gradients_are_gathers_back(groups):
+    """Both gathers' gradients gather back from where each row went, not a
+    scatter-add: equal to the plain gather's autodiff gradient wherever the
+    padding places get a gradient of 0, as attention gives them."""
+    mask = np.array([[1, 1, 1, 0, 0], [0, 0, 0, 0, 0], [1, 0, 1, 1, 0]], np.int32)
+    packing = TokenPacking(tf.constant(mask))
+    real = mask.astype(bool)
+    real[:, 0] = True
+    heads, size = 2, 3
+    packed = tf.random.stateless_normal([int(real.sum()), groups * heads * size], seed=(2, 3))
+    split_shape = ((groups,) if groups > 1 else ()) + (3, heads, int(packing.span), size)
+    upstream = tf.random.stateless_normal(split_shape, seed=(4, 5)).numpy()
+    at_padding = ~real[:, : int(packing.span)][:, None, :, None]  # (B, 1, S, 1)
+    upstream *= ~at_padding  # attention's gradient at padding: 0
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(packed)
+        ours = packing.unpack_heads(packed, heads, groups)
+        index = packing._head_indices[("unpack", heads, groups)][0]
+        theirs = tf.reshape(tf.gather(tf.reshape(packed, (-1, size)), index), ours.shape)
+    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_allclose(
+        tape.gradient(ours, packed, output_gradients=upstream),
+        tape.gradient(theirs, packed, output_gradients=upstream),
+        atol=1e-6,
+    )
+    context = tf.random.stateless_normal((3, heads, int(packing.span), size), seed=(6, 7))
+    upstream_rows = tf.random.stateless_normal((int(real.sum()), heads * size), seed=(8, 9))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(context)
+        ours = packing.pack_heads(context)
+        index = packing._head_indices[("pack", heads)][0]
+        theirs = tf.reshape(tf.gather(tf.reshape(context, (-1, size)), index), ours.shape)
+    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(
+        tape.gradient(ours, context, output_gradients=upstream_rows),
+        tape.gradient(theirs, context, output_gradients=upstream_rows),
+    )
+
+
 def test_attention_spans_up_to_the_last_real_position():
     """Past the batch's last real position every row is padding: attention's
     layout stops there, for the key and the query side alike."""
