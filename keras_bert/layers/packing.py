@@ -66,6 +66,11 @@ class TokenPacking:
         """(R,) each packed row's position in its sequence."""
         return self.flat_rows % self.shape[1]
 
+    @property
+    def sequences(self) -> tf.Tensor:
+        """(R,) each packed row's sequence in the batch."""
+        return self.flat_rows // self.shape[1]
+
     def pack(self, padded: tf.Tensor) -> tf.Tensor:
         """(B, T, ...) -> (R, ...)."""
         flat = tf.reshape(padded, tf.concat([[-1], tf.shape(padded)[2:]], 0))
@@ -107,7 +112,7 @@ class TokenPacking:
             index = row + group + head  # (k, B, N, S)
             # Where each row of `rows` sits in that layout, (R, k, N) flattened:
             # the gradient gathers it back from there.
-            sequence, position = self._sequences_and_positions()  # (R,) each
+            sequence, position = self.sequences, self.positions  # (R,) each
             group_offset = tf.range(groups)[None, :, None] * self.shape[0]  # (1, k, 1)
             place = (group_offset + sequence[:, None, None]) * num_heads + tf.range(num_heads)
             place = place * self.span + position[:, None, None]  # (R, k, N) into k * B * N * S
@@ -124,7 +129,7 @@ class TokenPacking:
         num_heads, head_size = heads.shape[1], heads.shape[3]
         key = ("pack", num_heads)
         if key not in self._head_indices:
-            sequence, position = self._sequences_and_positions()  # (R,) each
+            sequence, position = self.sequences, self.positions  # (R,) each
             head = tf.range(num_heads)[None]  # (1, N)
             index = (sequence[:, None] * num_heads + head) * self.span + position[:, None]
             # Each (B, N, S) position's gathered row, or past the R * N rows (the
@@ -136,10 +141,6 @@ class TokenPacking:
         index, place = self._head_indices[key]
         rows = gather_rows(tf.reshape(heads, (-1, head_size)), index, place, zero_row=True)
         return tf.reshape(rows, (-1, num_heads * head_size))  # (R, N * D)
-
-    def _sequences_and_positions(self) -> tuple[tf.Tensor, tf.Tensor]:
-        """(R,) each packed row's sequence in the batch, and position in it."""
-        return self.flat_rows // self.shape[1], self.flat_rows % self.shape[1]
 
 
 def gather_rows(
