@@ -42,7 +42,10 @@ def dropout_16_bit(inputs: tf.Tensor, dropped_levels: int, seed: tf.Tensor) -> t
         halves = tf.reshape(tf.bitcast(draws, tf.uint16), [-1])[:size]  # two per draw
         keep = tf.reshape(halves >= tf.constant(dropped_levels, tf.uint16), tf.shape(inputs))
         scale = tf.constant(_LEVELS / (_LEVELS - dropped_levels), inputs.dtype)
-        kept = tf.where(keep, scale, tf.zeros((), inputs.dtype))
+        # A cast and a multiply, not tf.where(keep, scale, 0): the same values,
+        # and CPU's select has no vectorised 16-bit kernel (in bfloat16 the
+        # mask cost 1.8 ms of a (32, 4, 128, 128) dropout, the cast 0.7 ms).
+        kept = tf.cast(keep, inputs.dtype) * scale
 
         def grad(upstream):
             return upstream * kept
