@@ -8,6 +8,9 @@ float32.
     python benchmarks/int8_accuracy.py --model-dir OUT \
         --dev data/rotten_tomatoes/dev.tsv
 
+or, to score the classifier `cpu_serving.py` times (hf_reference_classifier.py's
+folder), `--classifier CLASSIFIER` instead of `--model-dir`.
+
 Writes benchmarks/results/int8_accuracy.{md,json} (`results_file`).
 """
 
@@ -81,18 +84,44 @@ def export_and_predict(name, model_dir, folder, texts, padding):
     return predict(path, texts)
 
 
+def finetune_folder_of(classifier, folder, seq_length=64):
+    """hf_reference_classifier.py's folder -> a `keras-bert finetune` output
+    folder of the same classifier under `folder` (its length, 64, by default)."""
+    from cpu_serving import keras_classifier
+
+    from keras_bert.training.finetuning import FinetuneConfig, save_finetuned
+    from keras_bert.training.task_families import make_task
+
+    model, tokenizer, labels = keras_classifier(classifier)
+    config = FinetuneConfig(
+        task="classify",
+        seq_length=seq_length,
+        lowercase=tokenizer.lowercase,
+        label_names=labels,
+    )
+    task = make_task(config)
+    task.label_names = labels
+    model_dir = os.path.join(folder, "model_dir")
+    vocab = os.path.join(classifier, "encoder", "vocab.txt")
+    save_finetuned(model, config, task, vocab, model_dir)
+    return model_dir
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model-dir", required=True, help="a `keras-bert finetune` output folder")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model-dir", help="a `keras-bert finetune` output folder")
+    source.add_argument("--classifier", help="hf_reference_classifier.py's folder")
     parser.add_argument("--dev", required=True, help="TSV with `sentence` and `label` columns")
     parser.add_argument("--padding", default="longest")
     results_file.add_arguments(parser, "int8_accuracy")
     args = parser.parse_args(argv)
     texts, gold = read_tsv(args.dev)
     folder = tempfile.mkdtemp(prefix="int8_accuracy_")
+    model_dir = args.model_dir or finetune_folder_of(args.classifier, folder)
     results, serving_seconds = {}, {}
     for name in [*FORMS, *LITERT_FORMS]:
-        predicted, seconds = export_and_predict(name, args.model_dir, folder, texts, args.padding)
+        predicted, seconds = export_and_predict(name, model_dir, folder, texts, args.padding)
         results[name] = float(np.mean([p == g for p, g in zip(predicted, gold)]))
         serving_seconds[name] = seconds
         print(
