@@ -45,6 +45,24 @@ def test_gelu_equals_keras_exact_gelu_with_autodiff(gelu, dtype, jit_compile):
     assert_same_values_and_gradients(ours, theirs, ("gelu", "d_x"), tolerance)
 
 
+def test_bfloat16_gelu_is_the_exact_value_rounded_once():
+    """In bfloat16 `gelu_exact` computes in float32 (TensorFlow's CPU Erfc has
+    no vectorised bfloat16 kernel): value and derivative are then the float64
+    ones rounded to bfloat16, within one bfloat16 step (2^-8 relative), where
+    a chain of bfloat16 ops drifts further."""
+    rng = np.random.default_rng(1)
+    x = tf.cast(np.concatenate([rng.normal(0.0, 3.0, size=500), [0.0, -9.0, 9.0]]), "bfloat16")
+    values, gradients = _values_and_gradients(gelu_exact, x, np.ones(x.shape))
+    assert values.dtype == gradients.dtype == tf.bfloat16
+    exact_x = tf.cast(x, tf.float64).numpy()
+    erf = np.vectorize(math.erf)
+    cdf = 0.5 * (1.0 + erf(exact_x / math.sqrt(2.0)))
+    pdf = np.exp(-0.5 * exact_x**2) / math.sqrt(2.0 * math.pi)
+    for ours, exact in ((values, exact_x * cdf), (gradients, cdf + exact_x * pdf)):
+        ours = tf.cast(ours, tf.float64).numpy()
+        np.testing.assert_allclose(ours, exact, rtol=2.0**-8, atol=1e-6)
+
+
 def test_fused_gelu_after_its_product_is_the_exact_gelu():
     """In a tf.function grappler folds MatMul + BiasAdd + this GELU into one
     oneDNN product (where TensorFlow has oneDNN): that kernel's values, and the
