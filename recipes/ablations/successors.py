@@ -61,6 +61,10 @@ ROWS = (
 # ELECTRA's generator width, a fraction of the discriminator's (its paper's 1/4).
 GENERATOR_FRACTION = 0.25
 COLUMNS = (("classify", "rotten_tomatoes acc"), ("novels", "quickstart task acc (6 novels)"))
+# Fine-tuning's rate: the quickstart's when results/ was measured. The quickstart
+# has since moved to 5e-4 (1e-3 sat at the edge of what trains there); this stays,
+# so that the committed table is what this script gives.
+FINETUNE_LEARNING_RATE = 1e-3
 
 
 # === Equal compute ===
@@ -276,8 +280,7 @@ def score_novels(export: str, data: dict, size, seed: int) -> float:
     )
     epochs = quickstart.FULL.finetune_epochs if size.max_train_examples is None else 1
     steps = -(-len(train.texts_a) // size.batch_size) * epochs
-    learning_rate = quickstart.FULL.finetune_learning_rate
-    model.compile(optimizer=create_adamw(learning_rate, steps, steps // 10))
+    model.compile(optimizer=create_adamw(FINETUNE_LEARNING_RATE, steps, steps // 10))
     model.fit(train.texts_a, train.labels, batch_size=size.batch_size, epochs=epochs, verbose=0)
     metrics = model.evaluate(dev.texts_a, dev.labels, return_dict=True, verbose=0)
     return 100 * metrics["accuracy"]
