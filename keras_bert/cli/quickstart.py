@@ -54,8 +54,9 @@ class QuickstartSize:
 # a change in the last bits of the GELU (bfloat16) left seed 0 at chance through
 # its first epoch and at 0.61 after five. At 5e-4 every run starts learning in
 # epoch 1, and seeds 0 / 1 / 2 end at 0.770 / 0.765 / 0.754 in float32 and
-# 0.768 / 0.765 / 0.756 in mixed_bfloat16 (7e-4: 0.766-0.770 / 0.755-0.758, the
-# same). Pretraining longer did not help
+# 0.768 / 0.765 / 0.756 in mixed_bfloat16 (7e-4, fine-tuned from the same
+# encoders: 0.766 / 0.769 / 0.755 and 0.771 / 0.770 / 0.758, the same within
+# noise; 5e-4 is further from the edge). Pretraining longer did not help
 # this task (3 epochs at 1e-3: 0.76 after 500 steps, 0.75 after 1,000, 0.68
 # after 2,000), so 500 steps pay for the extra epochs at the same run time.
 FULL = QuickstartSize(
