@@ -99,8 +99,7 @@ def finetune_folder_of(classifier, folder, seq_length=64):
         lowercase=tokenizer.lowercase,
         label_names=labels,
     )
-    task = make_task(config)
-    task.label_names = labels
+    task = make_task(config)  # its label names: config's
     model_dir = os.path.join(folder, "model_dir")
     vocab = os.path.join(classifier, "encoder", "vocab.txt")
     save_finetuned(model, config, task, vocab, model_dir)
