@@ -93,6 +93,16 @@ def assert_same_gradients(variables, gradients, expected, rtol=1e-4, atol=1e-7):
             )
 
 
+def layer_policies(model):
+    """The dtype policy names of every layer under `model` (inputs and the
+    model itself left out): one name when heads compute as the encoder does."""
+    return {
+        layer.dtype_policy.name
+        for layer in model._flatten_layers(include_self=False)
+        if not isinstance(layer, keras.layers.InputLayer)
+    }
+
+
 def tiny_config(**overrides):
     """The tiny encoder of the tests: hidden 32, 1 layer of 2 heads,
     feed-forward 64, a 40-token vocabulary (the `task_inputs` fixture's ids)

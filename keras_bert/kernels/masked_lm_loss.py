@@ -98,7 +98,8 @@ def tied_output_cross_entropy(
     by its upstream gradient, on the (N, H) side in float32. So the
     gradient skips two passes over (N, V): the row weighting and the
     one-hot subtraction. d table is the transposed (H, V) product
-    (hidden^T P)^T (figures in benchmarks/README.md).
+    (hidden^T P)^T in float32, P^T hidden in 16 bits, where TensorFlow's
+    16-bit transpose is slow (figures in benchmarks/README.md).
     """
     vocabulary = tf.shape(table)[0]
     row_labels = _checked_rows(labels, vocabulary, labels_name)  # (N,)
@@ -120,13 +121,14 @@ def tied_output_cross_entropy(
 
         def grad(upstream):  # (N,)
             label_weight = tf.cast(upstream[:, None], hidden.dtype)  # (N, 1)
-            if hidden.dtype == tf.float32:
-                # Row weights on the (N, H) side: P itself is the (N, V) operand.
-                weighted_probabilities = probabilities
+            if hidden.dtype != tf.float16:
+                # Row weights on the (N, H) side: P itself (cast once in
+                # bfloat16, whose exponent range is float32's) is the (N, V) operand.
+                weighted_probabilities = tf.cast(probabilities, hidden.dtype)
                 d_bias = tf.linalg.matvec(probabilities, upstream, transpose_a=True)  # (V,)
                 weigh_rows = lambda rows: label_weight * rows  # noqa: E731
             else:
-                # 16 bits: weigh the rows in float32 first, so that a small
+                # float16: weigh the rows in float32 first, so that a small
                 # p * (loss-scaled) upstream does not underflow in the cast.
                 weighted = probabilities * upstream[:, None]  # (N, V)
                 d_bias = tf.reduce_sum(weighted, axis=0)
@@ -136,9 +138,13 @@ def tied_output_cross_entropy(
             d_hidden = weigh_rows(
                 tf.matmul(weighted_probabilities, table)
             ) - label_weight * tf.gather(table, row_labels)  # (N, H)
-            d_table = tf.transpose(
-                tf.matmul(weigh_rows(hidden), weighted_probabilities, transpose_a=True)
-            )  # (V, H)
+            if hidden.dtype == tf.float32:
+                d_table = tf.transpose(
+                    tf.matmul(weigh_rows(hidden), weighted_probabilities, transpose_a=True)
+                )  # (V, H)
+            else:
+                # 16 bits: the (H, V) transpose costs more than the transposed read.
+                d_table = tf.matmul(weighted_probabilities, weigh_rows(hidden), transpose_a=True)
             d_table = tf.tensor_scatter_nd_sub(d_table, label_rows, label_weight * hidden)
             return d_hidden, d_table, d_bias
 

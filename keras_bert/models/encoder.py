@@ -63,6 +63,15 @@ class EncoderConfig:
     def from_config(cls, config: dict) -> Any:
         return cls(**config)
 
+    def adopt_layers_policy(self) -> None:
+        """Functional drops the `dtype` it is given and reports the global
+        policy (float32) whatever its layers compute in. Set to the layers'
+        own, `encoder.dtype_policy` is what the encoder computes in: the heads
+        built from it (the masked-LM head, ELECTRA's) ran in float32 beside a
+        mixed_bfloat16 encoder, the masked-LM head's three (N, H) x (H, V)
+        products included."""
+        self.dtype_policy = self.token_embedding.dtype_policy
+
 
 @keras.saving.register_keras_serializable(package="keras_bert")
 class BertEncoder(EncoderConfig, UnpaddedCall, keras.Model):
@@ -165,14 +174,13 @@ class BertEncoder(EncoderConfig, UnpaddedCall, keras.Model):
             pooler,
             embeddings_projection,
         )
-        super().__init__(
-            inputs=inputs, outputs=encoder_forward(parts, inputs), dtype=dtype, **kwargs
-        )
+        super().__init__(inputs=inputs, outputs=encoder_forward(parts, inputs), **kwargs)
 
         # === Config ===
         self.config = config
         self.fast_kernels = fast_kernels
         self.token_embedding = token_embedding
+        self.adopt_layers_policy()
         self.segment_embedding = segment_embedding
         self.position_embedding = position_embedding
         self.embeddings_layer_norm = embeddings_layer_norm

@@ -167,14 +167,13 @@ class ModernBertEncoder(EncoderConfig, UnpaddedCall, keras.Model):
             final_layer_norm,
             pooler,
         )
-        super().__init__(
-            inputs=inputs, outputs=modernbert_forward(parts, inputs), dtype=dtype, **kwargs
-        )
+        super().__init__(inputs=inputs, outputs=modernbert_forward(parts, inputs), **kwargs)
 
         # === Config ===
         self.config = config
         self.fast_kernels = fast_kernels
         self.token_embedding = token_embedding
+        self.adopt_layers_policy()
         self.embeddings_layer_norm = embeddings_layer_norm
         self.embeddings_dropout = embeddings_dropout
         self.global_attention_mask_bias = global_mask_bias

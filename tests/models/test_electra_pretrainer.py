@@ -25,6 +25,7 @@ from keras_bert.training.pretraining import export_electra
 
 from harness import (
     assert_the_samples_carry_no_gradient,
+    layer_policies,
     masked_lm_batch,
     tiny_config,
     tolerance,
@@ -270,6 +271,11 @@ def test_config_round_trip_saved_file_and_mixed_precision(pretrainer, tmp_path):
     )
     outputs = mixed(x)
     assert outputs["masked_lm_logits"].dtype == outputs["replaced_token_logits"].dtype == tf.float32
+    # Both heads compute as the encoders do; the sampling reads float32 logits.
+    assert layer_policies(mixed.generator_head) | layer_policies(mixed.discriminator_head) == {
+        "mixed_bfloat16"
+    }
+    assert mixed.generator_head.dtype_policy.name == "mixed_bfloat16"
 
 
 def test_the_export_reads_back_as_electras_models(pretrainer, tmp_path):

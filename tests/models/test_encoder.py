@@ -85,6 +85,7 @@ def test_initialisation_is_truncated_normal():
 def test_mixed_precision(policy):
     reference = BertEncoder(tiny_config())
     encoder = BertEncoder(tiny_config(), dtype=policy)
+    assert encoder.dtype_policy.name == policy  # its own, not the global float32
     encoder.set_weights(reference.get_weights())
     inputs = random_inputs()
     outputs = encoder(inputs)

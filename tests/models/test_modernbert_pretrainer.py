@@ -14,6 +14,7 @@ from keras_bert.checkpoints.modernbert import encoder_variables, read_config
 from keras_bert.pretraining_data import inputs
 from keras_bert.training import optimization
 
+from harness import layer_policies
 from repo_paths import TESTS_DIR
 from synthetic_pretraining import write_records
 
@@ -166,6 +167,7 @@ def test_mixed_bfloat16_trains_with_float32_logits(records):
     keras.utils.set_random_seed(0)
     pretrainer = ModernBertPretrainer(ModernBertEncoder(TINY, dtype="mixed_bfloat16"))
     assert pretrainer.encoder.transformer_blocks[0].compute_dtype == "bfloat16"
+    assert layer_policies(pretrainer) == {"mixed_bfloat16"}  # the heads' too
     assert pretrainer(x)["masked_lm_logits"].dtype == "float32"
     before = float(pretrainer.compute_loss(x=x, y_pred=pretrainer(x)))
     pretrainer.compile(optimizer=keras.optimizers.Adam(1e-2), gradient_accumulation_steps=2)

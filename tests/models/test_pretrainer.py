@@ -15,7 +15,7 @@ from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining_data import inputs
 
-from harness import assert_same_gradients, tiny_config
+from harness import assert_same_gradients, layer_policies, tiny_config
 from synthetic_pretraining import write_records
 
 TINY = tiny_config(vocab_size=32, hidden_size=16, intermediate_size=32, max_position_embeddings=16)
@@ -265,6 +265,9 @@ def test_from_real_checkpoint_keeps_encoder_and_adds_fresh_heads(minilm_path):
 
 def test_config_round_trip_and_mixed_precision(records):
     pretrainer = BertPretrainer(BertEncoder(TINY, dtype="mixed_bfloat16"), objective="sop")
+    # The heads compute as the encoder does: the masked-LM head's products in bfloat16.
+    assert pretrainer.encoder.dtype_policy.name == "mixed_bfloat16"
+    assert layer_policies(pretrainer) == {"mixed_bfloat16"}
     clone = BertPretrainer.from_config(pretrainer.get_config())
     assert clone.objective == "sop" and clone.encoder.config == TINY
     outputs = pretrainer(batch_of(records))
