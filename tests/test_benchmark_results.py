@@ -203,6 +203,7 @@ def test_pretraining_throughput_results_name_each_side(tmp_path):
             "load": "1.0",
             "best": best,
             "window_ratios": [1.4, 1.5, 1.6],
+            "window_ratios_by_peer": {"keras-hub": [1.4, 1.5, 1.6], "model-garden": [1.9, 2.0]},
         }
     }
     args = namespace(
@@ -224,7 +225,12 @@ def test_pretraining_throughput_results_name_each_side(tmp_path):
     }
     assert report["machine"]["matmul_peak_gflops"] == 140.0
     text = open(tmp_path / "pretraining_throughput.md", encoding="utf-8").read()
-    assert "| mini | keras_bert | 30.00 | 70.0% | float32, XLA off | 1.50x (1.40-1.60x) |" in text
+    assert (
+        "| mini | keras_bert | 30.00 | 70.0% | float32, XLA off | 1.50x (1.40-1.60x) |  |" in text
+    )
+    assert (
+        "| mini | Model Garden | 15.00 | 40.0% | float32, XLA off |  | 1.95x (1.90-2.00x) |" in text
+    )
 
 
 def test_inference_headline_is_each_sides_fastest_and_strings_in(tmp_path):
