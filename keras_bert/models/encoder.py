@@ -63,13 +63,20 @@ class EncoderConfig:
     def from_config(cls, config: dict) -> Any:
         return cls(**config)
 
-    def adopt_layers_policy(self) -> None:
-        """Functional drops the `dtype` it is given and reports the global
-        policy (float32) whatever its layers compute in. Set to the layers'
-        own, `encoder.dtype_policy` is what the encoder computes in: the heads
-        built from it (the masked-LM head, ELECTRA's) ran in float32 beside a
-        mixed_bfloat16 encoder, the masked-LM head's three (N, H) x (H, V)
-        products included."""
+    def keep_layers(self, parts: Any, fast_kernels: bool) -> None:
+        """Each field of `parts` (its layers dataclass: what the forward pass
+        reads) as an attribute of the same name, the kernels' choice, and the
+        layers' dtype policy as the model's own.
+
+        Why the policy: Functional drops the `dtype` it is given and reports
+        the global policy (float32) whatever its layers compute in. Set to the
+        layers' own, `encoder.dtype_policy` is what the encoder computes in:
+        the heads built from it (the masked-LM head, ELECTRA's) ran in float32
+        beside a mixed_bfloat16 encoder, the masked-LM head's three
+        (N, H) x (H, V) products included."""
+        for field in dataclasses.fields(parts):
+            setattr(self, field.name, getattr(parts, field.name))
+        self.fast_kernels = fast_kernels
         self.dtype_policy = self.token_embedding.dtype_policy
 
 
@@ -175,20 +182,7 @@ class BertEncoder(EncoderConfig, UnpaddedCall, keras.Model):
             embeddings_projection,
         )
         super().__init__(inputs=inputs, outputs=encoder_forward(parts, inputs), **kwargs)
-
-        # === Config ===
-        self.config = config
-        self.fast_kernels = fast_kernels
-        self.token_embedding = token_embedding
-        self.adopt_layers_policy()
-        self.segment_embedding = segment_embedding
-        self.position_embedding = position_embedding
-        self.embeddings_layer_norm = embeddings_layer_norm
-        self.embeddings_dropout = embeddings_dropout
-        self.embeddings_projection = embeddings_projection
-        self.attention_mask_bias = mask_bias_layer
-        self.transformer_blocks = blocks
-        self.pooler = pooler
+        self.keep_layers(parts, fast_kernels)
 
     def forward_pass(self, inputs: Any, **arguments: Any) -> dict[str, Any]:
         """`encoder_forward` on this encoder's layers (`UnpaddedCall.call`)."""

@@ -168,19 +168,7 @@ class ModernBertEncoder(EncoderConfig, UnpaddedCall, keras.Model):
             pooler,
         )
         super().__init__(inputs=inputs, outputs=modernbert_forward(parts, inputs), **kwargs)
-
-        # === Config ===
-        self.config = config
-        self.fast_kernels = fast_kernels
-        self.token_embedding = token_embedding
-        self.adopt_layers_policy()
-        self.embeddings_layer_norm = embeddings_layer_norm
-        self.embeddings_dropout = embeddings_dropout
-        self.global_attention_mask_bias = global_mask_bias
-        self.local_attention_mask_bias = local_mask_bias
-        self.transformer_blocks = blocks
-        self.final_layer_norm = final_layer_norm
-        self.pooler = pooler
+        self.keep_layers(parts, fast_kernels)
 
     def forward_pass(self, inputs: Any, **arguments: Any) -> dict[str, Any]:
         """`modernbert_forward` on this encoder's layers (`UnpaddedCall.call`)."""

@@ -61,10 +61,11 @@ ROWS = (
 # ELECTRA's generator width, a fraction of the discriminator's (its paper's 1/4).
 GENERATOR_FRACTION = 0.25
 COLUMNS = (("classify", "rotten_tomatoes acc"), ("novels", "quickstart task acc (6 novels)"))
-# Fine-tuning's rate: the quickstart's when results/ was measured. The quickstart
-# has since moved to 5e-4 (1e-3 sat at the edge of what trains there); this stays,
-# so that the committed table is what this script gives.
+# Fine-tuning's rate and epochs: the quickstart's when results/ was measured. The
+# quickstart has since moved to 6 epochs at 5e-4 (1e-3 sat at the edge of what
+# trains there); these stay, so that the committed table is what this script gives.
 FINETUNE_LEARNING_RATE = 1e-3
+FINETUNE_EPOCHS = 5
 
 
 # === Equal compute ===
@@ -261,7 +262,6 @@ def score_novels(export: str, data: dict, size, seed: int) -> float:
     import keras
 
     import keras_bert
-    from keras_bert.cli import quickstart
     from keras_bert.datasets.text_classification import read_text_examples
     from keras_bert.training.optimization import create_adamw
 
@@ -278,7 +278,7 @@ def score_novels(export: str, data: dict, size, seed: int) -> float:
         lowercase=size.lowercase,
         seq_length=size.seq_length,
     )
-    epochs = quickstart.FULL.finetune_epochs if size.max_train_examples is None else 1
+    epochs = FINETUNE_EPOCHS if size.max_train_examples is None else 1
     steps = -(-len(train.texts_a) // size.batch_size) * epochs
     model.compile(optimizer=create_adamw(FINETUNE_LEARNING_RATE, steps, steps // 10))
     model.fit(train.texts_a, train.labels, batch_size=size.batch_size, epochs=epochs, verbose=0)
