@@ -16,6 +16,10 @@ def _gelu_cdf(x):  # Phi(x), as TensorFlow's exact gelu writes it
     return 0.5 * tf.math.erfc(x * tf.cast(_MINUS_SQRT_HALF, x.dtype))
 
 
+def _gelu_cdf_by_erf(x):  # Phi(x) through Erf, which the CPU vectorises (Erfc it does not)
+    return (tf.math.erf(x * _SQRT_HALF) + 1.0) * 0.5
+
+
 def _gelu_derivative(x, cdf, upstream):  # upstream * (Phi(x) + x * phi(x))
     pdf = tf.exp(-0.5 * tf.square(x)) * tf.cast(_INV_SQRT_2PI, x.dtype)
     return upstream * (cdf + x * pdf)
@@ -33,9 +37,13 @@ def gelu_exact(x: tf.Tensor) -> tf.Tensor:
     mixed_bfloat16 MiniLM fit step spent 32.5 ms in Erfc against 9.9 ms in
     float32, and the derivative's Exp, Square and Mul 2x theirs), and one
     rounding is closer to the exact value than a chain of bfloat16 ones.
+    There Phi comes from Erf, not Erfc: 1.7x faster on CPU (2.8 against
+    1.6 ms on a (960, 1536) float32 tensor, AVX-512), and its few float32
+    ulps of difference in the far negative tail (GELU about 0) are far below
+    the one rounding to 16 bits.
     """
     wide = tf.cast(x, tf.float32)  # no op in float32
-    cdf = _gelu_cdf(wide)
+    cdf = _gelu_cdf_by_erf(wide) if x.dtype in (tf.bfloat16, tf.float16) else _gelu_cdf(wide)
 
     def gradient(upstream):
         return tf.cast(_gelu_derivative(wide, cdf, tf.cast(upstream, tf.float32)), x.dtype)
@@ -80,8 +88,7 @@ def gelu_exact_fused(x: tf.Tensor) -> tf.Tensor:
     GELU is near 0); gradients by autodiff, correct but not fast: training
     uses `gelu_exact` / `gelu_exact_compiled`.
     """
-    cdf = (tf.math.erf(x * _SQRT_HALF) + 1.0) * 0.5
-    return cdf * x
+    return _gelu_cdf_by_erf(x) * x
 
 
 def fast_gelu(rows: tf.Tensor, training: bool | None, varying_rows: bool = False) -> tf.Tensor:
