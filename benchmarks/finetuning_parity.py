@@ -85,7 +85,7 @@ def keras_side(task, checkpoint, steps, keep_at, seed):
     import keras
     import tensorflow as tf
 
-    from keras_bert.training.optimization import _squared_norm
+    from keras_bert.training.optimization import global_norm
 
     side = benchmark.KerasBertSide(checkpoint, "fast")
     model = side.new_model(task, seed, benchmark.total_steps(task))
@@ -119,7 +119,7 @@ def keras_side(task, checkpoint, steps, keep_at, seed):
                     training=True,
                 )
             grads = tape.gradient(loss, model.trainable_variables)
-            norm = tf.sqrt(tf.add_n([_squared_norm(g) for g in grads if g is not None]))
+            norm = global_norm(grads)
             records["loss"].append(float(loss))
             records["grad_norm"].append(float(norm))
             records["learning_rate"].append(float(model.optimizer.learning_rate))

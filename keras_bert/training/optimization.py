@@ -46,22 +46,32 @@ class WarmupLinearDecay(ConfigFields, keras.optimizers.schedules.LearningRateSch
 
 
 def _squared_norm(gradient):
-    """Squared L2 norm of a gradient, IndexedSlices included (half precision
-    summed in float32).
+    """Squared L2 norm of a dense gradient or of `_deduplicated` IndexedSlices
+    (half precision summed in float32).
 
     An embedding's gradient is IndexedSlices whose rows repeat (one per
     lookup, plus every row of a tied output layer's dense part, plus one set
     per replica after an all-reduce). Its norm is that of the summed rows;
     Keras and tf.clip_by_global_norm square the slices one by one instead,
-    which is another number on one device and on several. Summed into the
-    dense (static) shape, which XLA and TPUs want, and the clipped gradient
-    is dense anyway. `l2_loss` is one pass that writes nothing: squaring,
-    then summing, wrote a (V, H) temporary for the embedding every step.
+    which is another number on one device and on several. `l2_loss` is one
+    pass that writes nothing: squaring, then summing, wrote a (V, H)
+    temporary for the embedding every step.
     """
-    gradient = tf.convert_to_tensor(gradient)  # IndexedSlices: repeated rows summed
+    if isinstance(gradient, tf.IndexedSlices):
+        gradient = gradient.values  # each row once
     if gradient.dtype in (tf.float16, tf.bfloat16):
         gradient = tf.cast(gradient, tf.float32)
     return 2.0 * tf.nn.l2_loss(gradient)
+
+
+def global_norm(gradients) -> tf.Tensor:
+    """The L2 norm of all `gradients` together (None skipped), an
+    IndexedSlices' repeated rows summed first (`_squared_norm`)."""
+    return _norm_of_deduplicated([_deduplicated(g) for g in gradients if g is not None])
+
+
+def _norm_of_deduplicated(gradients) -> tf.Tensor:
+    return tf.sqrt(tf.add_n([_squared_norm(g) for g in gradients]))
 
 
 class GlobalBatchClipping:
@@ -81,16 +91,16 @@ class GlobalBatchClipping:
             return super()._clip_gradients(grads)
         context = tf.distribute.get_replica_context()
         replicated = context is not None and context.num_replicas_in_sync > 1
-        if not replicated:
-            # Dense once, for the norm and the scaling both (an embedding's
-            # IndexedSlices were summed into a (V, H) table twice).
-            grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
         present = [g for g in grads if g is not None]
-        summed = context.all_reduce(tf.distribute.ReduceOp.SUM, present) if replicated else present
-        norm = tf.sqrt(tf.add_n([_squared_norm(g) for g in summed]))
+        # An embedding's rows once (`_deduplicated`): its (V, H) table is made
+        # dense once, after the norm and the scaling (each was a pass over it).
+        local = [_deduplicated(g) for g in present]
+        if replicated:
+            # All-reduced as they came: the same shapes on every worker.
+            norm = global_norm(context.all_reduce(tf.distribute.ReduceOp.SUM, present))
+        else:
+            norm = _norm_of_deduplicated(local)
         clip = tf.cast(self.global_clipnorm, norm.dtype)
-        # Dense results, as Keras's own clipping gives (LAMB's update needs them).
-        dense = [tf.convert_to_tensor(g) for g in present]
         # Scaled only above the threshold: below it the scale is 1, and the
         # multiply a pass over every gradient that changes no bit (fine-tuning,
         # the norm falls under the threshold early, and that pass is then a
@@ -98,11 +108,47 @@ class GlobalBatchClipping:
         scaled = iter(
             tf.cond(
                 norm > clip,
-                lambda: [g * tf.cast(clip / norm, g.dtype) for g in dense],
-                lambda: [tf.identity(g) for g in dense],
+                lambda: [_dense(_scaled(g, clip / norm)) for g in local],
+                lambda: [_dense(g) for g in local],
             )
         )
         return [None if g is None else next(scaled) for g in grads]
+
+
+def _deduplicated(gradient):
+    """An IndexedSlices gradient with each row once, its lookups summed (the
+    order of tf.convert_to_tensor's sum, so densified the same bits), where
+    shapes may vary; a dense gradient, or under XLA / TPUs, as it is dense.
+
+    An embedding's gradient has a row per lookup; made dense first, the
+    norm and the scaling were each a pass over the whole (V, H) table.
+    """
+    if not isinstance(gradient, tf.IndexedSlices) or _static_shapes():
+        return tf.convert_to_tensor(gradient)
+    unique, position = tf.unique(gradient.indices)
+    rows = tf.math.unsorted_segment_sum(gradient.values, position, tf.shape(unique)[0])
+    return tf.IndexedSlices(rows, unique, gradient.dense_shape)
+
+
+def _static_shapes() -> bool:
+    """Whether this graph is compiled by XLA (jit_compile, TPUs), where a
+    tensor's shape may not depend on its values (tf.unique's does)."""
+    return tf.__internal__.get_enclosing_xla_context() is not None
+
+
+def _scaled(gradient, scale):
+    if isinstance(gradient, tf.IndexedSlices):
+        values = gradient.values * tf.cast(scale, gradient.values.dtype)
+        return tf.IndexedSlices(values, gradient.indices, gradient.dense_shape)
+    return gradient * tf.cast(scale, gradient.dtype)
+
+
+def _dense(gradient):
+    """Dense results, as Keras's own clipping gives (LAMB's update needs them);
+    a fresh tensor in each branch of the clipping's tf.cond."""
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.convert_to_tensor(gradient)
+    return tf.identity(gradient)
 
 
 def _require_keras_hooks(base: type, hooks: dict[str, str]) -> None:

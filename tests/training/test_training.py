@@ -185,6 +185,39 @@ def test_clipping_norm_sums_repeated_embedding_rows(name):
     np.testing.assert_allclose(clipped_bias.numpy(), [12 / 13], rtol=1e-6)
 
 
+@pytest.mark.parametrize("compiled", ["eager", "graph", "xla"])
+def test_clipping_scales_embedding_rows_before_densifying(compiled):
+    # In a graph, an embedding's rows are summed per id (tf.unique) and the
+    # norm and scaling read those rows, not the dense (V, H) table; under XLA
+    # (static shapes) it is made dense first. Every way, the dense result is
+    # the one from densifying first: tf.clip_by_global_norm of the dense rows.
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 50, 40).astype(np.int32)  # repeats
+    rows = rng.normal(size=(40, 8)).astype(np.float32)
+    bias = rng.normal(size=(8,)).astype(np.float32)
+    optimizer = optimization.create_adamw(1e-3, total_steps=10, warmup_steps=1, clipnorm=1.0)
+
+    def clip():
+        slices = tf.IndexedSlices(tf.constant(rows), tf.constant(ids), tf.constant([50, 8]))
+        return optimizer._clip_gradients([slices, tf.constant(bias)])
+
+    if compiled != "eager":
+        clip = tf.function(clip, jit_compile=compiled == "xla")
+        graph = clip.get_concrete_function().graph
+        uniques = [op for op in graph.get_operations() if op.type == "Unique"]
+        assert bool(uniques) == (compiled == "graph")
+    clipped_table, clipped_bias = clip()
+    dense = tf.math.unsorted_segment_sum(rows, ids, 50)
+    expected, norm = tf.clip_by_global_norm([dense, tf.constant(bias)], 1.0)
+    assert norm.numpy() > 1.0  # scaled
+    slices = tf.IndexedSlices(tf.constant(rows), tf.constant(ids), tf.constant([50, 8]))
+    np.testing.assert_allclose(
+        optimization.global_norm([slices, None, tf.constant(bias)]).numpy(), norm.numpy(), rtol=1e-6
+    )
+    np.testing.assert_allclose(clipped_table.numpy(), expected[0].numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(clipped_bias.numpy(), expected[1].numpy(), rtol=1e-6)
+
+
 def test_lamb_takes_indexed_slices_unclipped():
     # An embedding's gradient reaches update_step as IndexedSlices without clipping.
     dense = np.array([[0.0, 4.0], [0.0, 3.0]], np.float32)
