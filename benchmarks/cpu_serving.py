@@ -267,6 +267,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    print(cpu_features_line(results_file.cpu()["flags"]), flush=True)
     texts, gold = read_tsv(args.dev)
     model, tokenizer, labels = keras_classifier(args.classifier)
     folder = tempfile.mkdtemp(prefix="cpu_serving_")
@@ -347,11 +348,35 @@ def main(argv=None):
         )
 
 
+def cpu_features_line(flags):
+    """What the reduced-precision forms run on here, said plainly: a bfloat16
+    or int8 figure from a CPU without the feature is not that feature's speed."""
+    bfloat16 = [flag.upper() for flag in ("avx512_bf16", "amx_bf16") if flag in flags]
+    int8 = [flag.upper() for flag in ("avx512_vnni", "avx_vnni", "amx_int8") if flag in flags]
+    return (
+        "bfloat16 arithmetic: "
+        + (
+            ", ".join(bfloat16)
+            if bfloat16
+            else "none on this CPU, the bfloat16 form runs emulated (widened to float32)"
+        )
+        + "; int8 dot products: "
+        + (
+            ", ".join(int8)
+            if int8
+            else "no VNNI / AMX on this CPU, every int8 form (ours and ONNX Runtime's) "
+            "multiplies with AVX2's u8 x s8 pairs summed in int16"
+        )
+    )
+
+
 def report_table(seconds, accuracy, batch_sizes, loads, flags, threads):
     heads = [f"batch {b}" if b == 1 else f"batch {b}" for b in batch_sizes]
     lines = [
         f"CPU flags: {', '.join(flags) or 'none'}; {threads} intra-op threads; load average "
         f"(1 min) per window: {', '.join(f'{x:.1f}' for x in loads)}",
+        "",
+        cpu_features_line(flags),
         "",
         "| form | " + " | ".join(heads) + " | dev accuracy |",
         "|---" * (len(heads) + 2) + "|",

@@ -648,6 +648,14 @@ def test_cpu_serving_compares_our_fastest_form_with_the_fastest_peer():
     assert serving.goal_rows({1: {"keras_bert int8": [0.01]}}, [1], accuracy) == ([], {})
 
 
+def test_cpu_serving_says_when_the_cpu_lacks_what_a_form_measures():
+    serving = benchmark_script("cpu_serving")
+    avx2 = serving.cpu_features_line(["avx2", "fma"])
+    assert "bfloat16 form runs emulated" in avx2 and "no VNNI / AMX" in avx2
+    native = serving.cpu_features_line(["avx2", "avx512_bf16", "avx512_vnni"])
+    assert native == "bfloat16 arithmetic: AVX512_BF16; int8 dot products: AVX512_VNNI"
+
+
 def test_gpu_benchmark_without_a_gpu_says_so_and_exits_0(capsys, monkeypatch):
     gpu = benchmark_script("gpu")
     # This machine as one without a GPU, whatever it has.

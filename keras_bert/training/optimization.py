@@ -123,14 +123,14 @@ def _deduplicated(gradient):
     An embedding's gradient has a row per lookup; made dense first, the
     norm and the scaling were each a pass over the whole (V, H) table.
     """
-    if not isinstance(gradient, tf.IndexedSlices) or _static_shapes():
+    if not isinstance(gradient, tf.IndexedSlices) or _compiled_by_xla():
         return tf.convert_to_tensor(gradient)
     unique, position = tf.unique(gradient.indices)
     rows = tf.math.unsorted_segment_sum(gradient.values, position, tf.shape(unique)[0])
     return tf.IndexedSlices(rows, unique, gradient.dense_shape)
 
 
-def _static_shapes() -> bool:
+def _compiled_by_xla() -> bool:
     """Whether this graph is compiled by XLA (jit_compile, TPUs), where a
     tensor's shape may not depend on its values (tf.unique's does)."""
     return tf.__internal__.get_enclosing_xla_context() is not None
