@@ -36,6 +36,7 @@ import json
 import os
 import re
 import tempfile
+import warnings
 from typing import TYPE_CHECKING, Any, Sequence
 
 import tensorflow as tf
@@ -172,8 +173,9 @@ def export_saved_model(
       quantize: "int8": the Dense kernels of a copy of `model` stored as int8
         with per-column scales (Keras' `Model.quantize`); the encoder's
         products run on oneDNN's int8 kernel, activations quantized per call
-        to 256 levels of their range (`keras_bert.kernels.int8_dense`; where
-        TensorFlow lacks that kernel, Keras' int8 path). `model` itself is
+        and per token to 63 levels each side of zero (`keras_bert.kernels.int8_dense`;
+        where this TensorFlow does not run that kernel, Keras' int8 path, with
+        a warning: oneDNN must be on, `TF_ENABLE_ONEDNN_OPTS=1` on AVX2 CPUs). `model` itself is
         unchanged. A model with LoRA adapters is exported merged (`merge_lora`).
       jit_compile: the model part of the signatures compiled with XLA, once
         per request shape (the first request of a shape waits ~1-2 s for it;
@@ -233,6 +235,7 @@ def export_saved_model(
         model = precision_copy(model, policy)
         if quantize is not None:
             model = quantized_copy(model, quantize)
+            _warn_without_int8_kernel()
         serving = task_serving(model, tokenizer, seq_length, label_names, **task_options)
         if padding not in serving.PADDINGS:
             raise ValueError(
@@ -325,6 +328,25 @@ def precision_copy(model: keras.Model, policy: str) -> keras.Model:
     copy = type(model).from_config(config)
     copy.set_weights(model.get_weights())
     return copy
+
+
+# TensorFlow turns oneDNN on by itself only on CPUs with AVX512-VNNI, BF16 or
+# AMX: on an AVX2 CPU a script's export falls to Keras' products, though
+# oneDNN's int8 kernel runs there too (2.1x float32's product on 2 AMD EPYC cores).
+NO_INT8_KERNEL = (
+    "quantize='int8': this TensorFlow does not run oneDNN's int8 kernel (oneDNN is off: "
+    "TF_ENABLE_ONEDNN_OPTS=0, or the default on CPUs without AVX512-VNNI, BF16 or AMX; or a "
+    "build without oneDNN), so the export multiplies with Keras' int8 products, about half "
+    "float32's speed. On x86-64 Linux set TF_ENABLE_ONEDNN_OPTS=1 before TensorFlow is "
+    "imported (`keras-bert export` does), and serve the export with it set too."
+)
+
+
+def _warn_without_int8_kernel() -> None:
+    from keras_bert.kernels.int8_dense import int8_kernel_available
+
+    if not int8_kernel_available():
+        warnings.warn(NO_INT8_KERNEL, stacklevel=3)
 
 
 def quantized_copy(model: keras.Model, mode: str) -> keras.Model:

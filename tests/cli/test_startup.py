@@ -129,6 +129,13 @@ def test_training_commands_turn_on_the_fast_cpu_settings_unless_set():
         "('TF_ENABLE_ONEDNN_OPTS', 'TF_CPU_ALLOCATOR_USE_BFC')] + [loaded]))"
     )
     assert _run_python(code) == ["1", "false", True]
+    # `export` too: its int8 products run on oneDNN's kernel only with oneDNN on,
+    # which TensorFlow leaves off on AVX2-only CPUs.
+    export = code.replace(
+        "['pretrain', '--config', 'missing.yaml']",
+        "['export', '--model-dir', 'missing', '--output', 'missing/1']",
+    )
+    assert _run_python(export) == ["1", "false", True]
     import tensorflow  # noqa: F401
 
     from keras_bert.cli.startup import use_fast_cpu_training_settings

@@ -5,6 +5,7 @@ TensorFlow Serving links."""
 
 import json
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -103,6 +104,20 @@ def test_int8_is_close_to_float32(exports):
         assert "QuantizedMatMulWithBiasAndDequantize" in ops_in_saved_model(
             exports["paths"]["int8"]
         )
+
+
+def test_int8_export_without_the_onednn_kernel_says_how_to_get_it(monkeypatch):
+    # TensorFlow leaves oneDNN off on AVX2-only CPUs: a script's int8 export there
+    # falls to Keras' products, and is told how to get oneDNN's kernel instead.
+    from keras_bert.export import saved_model
+
+    monkeypatch.setattr("keras_bert.kernels.int8_dense.int8_kernel_available", lambda: False)
+    with pytest.warns(UserWarning, match="set TF_ENABLE_ONEDNN_OPTS=1 before TensorFlow"):
+        saved_model._warn_without_int8_kernel()
+    monkeypatch.setattr("keras_bert.kernels.int8_dense.int8_kernel_available", lambda: True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        saved_model._warn_without_int8_kernel()
 
 
 def test_options_are_recorded_and_keep_to_serving_ops(exports):
