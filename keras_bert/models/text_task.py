@@ -320,9 +320,11 @@ class TextTask(UpdateStep, EncoderConfigFields):
         return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
     def static_shapes(self) -> bool:
-        """XLA and TPUs need static shapes: no trimming, no packing there."""
+        """XLA and TPUs need static shapes: no trimming, no packing there. The
+        model's own strategy, not the current one: `trimmed` also runs in a
+        dataset's map (`ExactResume`), outside every strategy's scope."""
         return bool(self.jit_compile) or isinstance(
-            tf.distribute.get_strategy(), tf.distribute.TPUStrategy
+            self.distribute_strategy, tf.distribute.TPUStrategy
         )
 
     def step_outputs(

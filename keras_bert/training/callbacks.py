@@ -127,7 +127,7 @@ class ExactResume(keras.callbacks.Callback):
         dataset = dataset_options.ordered_batches(
             x, y, sample_weight, batches=plan.batches(start, total)
         )
-        if hasattr(model, "trimmed") and not _static_shapes(model):
+        if hasattr(model, "trimmed") and not model.static_shapes():
             # Each whole batch cut to its longest row before the replicas'
             # split: one width on every replica, as on one device (a span
             # extractor's softmax spans the window, padding included).
@@ -236,12 +236,6 @@ class _EpochPlan:
 
 def _packed(element):
     return element[0] if len(element) == 1 else element
-
-
-def _static_shapes(model):
-    return bool(model.jit_compile) or isinstance(
-        model.distribute_strategy, tf.distribute.TPUStrategy
-    )
 
 
 def _width(x):
