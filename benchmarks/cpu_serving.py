@@ -356,8 +356,10 @@ def main(argv=None):
 def cpu_features_line(flags):
     """What the reduced-precision forms run on here, said plainly: a bfloat16
     or int8 figure from a CPU without the feature is not that feature's speed."""
-    bfloat16 = [flag.upper() for flag in ("avx512_bf16", "amx_bf16") if flag in flags]
-    int8 = [flag.upper() for flag in ("avx512_vnni", "avx_vnni", "amx_int8") if flag in flags]
+    from keras_bert.kernels.precision import CPU_BFLOAT16_FLAGS
+
+    bfloat16 = [flag.upper() for flag in CPU_BFLOAT16_FLAGS if flag in flags]
+    int8 = [flag.upper() for flag in results_file.INT8_DOT_PRODUCT_FLAGS if flag in flags]
     return (
         "bfloat16 arithmetic: "
         + (

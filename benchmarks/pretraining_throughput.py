@@ -73,12 +73,9 @@ def load_average():
 
 def cpu_has_bfloat16():
     """AVX512-BF16 or AMX: bfloat16 matmuls faster than float32 ones."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = f.read().split()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    from keras_bert.kernels.precision import CPU_BFLOAT16_FLAGS, read_cpu_flags
+
+    return any(flag in read_cpu_flags() for flag in CPU_BFLOAT16_FLAGS)
 
 
 def matmul_step(size=2048):

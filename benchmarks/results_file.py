@@ -21,6 +21,9 @@ RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"
 # The CPU flags that decide which kernels run: oneDNN and MKL pick AVX-512, VNNI
 # (int8) and AMX / AVX512-BF16 paths by them, and fall back to AVX2 + FMA.
 KERNEL_FLAG_PREFIXES = ("avx512", "amx", "avx_vnni", "avx2", "fma")
+# int8 dot-product instructions (oneDNN's and ONNX Runtime's int8 kernels use them;
+# without them an int8 product sums u8 x s8 pairs in int16 with AVX2).
+INT8_DOT_PRODUCT_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 # This process's packages; each peer adds its own (they may run in another Python).
 PACKAGES = ("keras3-bert", "tensorflow", "tensorflow-text", "keras", "numpy")
 
